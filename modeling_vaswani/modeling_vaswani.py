@@ -1,0 +1,1020 @@
+"""The original Transformer (Vaswani et al., 2017, "Attention Is All You Need") as a Hugging Face model.
+
+Reading order: helpers (positions, norms, DropHead, LayerDrop), attention, feed-forward, the residual sublayer
+connection, encoder and decoder layers, `VaswaniPreTrainedModel`, the two stacks, `VaswaniModel` and
+`VaswaniForConditionalGeneration`. Section numbers refer to the paper.
+
+Options are resolved once in `__init__` (which norm class, which position table, FixNorm or not); `forward`
+methods never look at config strings. This file imports only torch and transformers, and its sibling
+`configuration_vaswani.py`, so a saved folder loads with `trust_remote_code=True`.
+"""
+
+import math
+from collections.abc import Callable
+from contextlib import contextmanager
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import GenerationMixin, PreTrainedModel
+from transformers import initialization as init
+from transformers.activations import ACT2FN
+from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import (
+    BaseModelOutput,
+    BaseModelOutputWithPastAndCrossAttentions,
+    Seq2SeqLMOutput,
+    Seq2SeqModelOutput,
+)
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.utils import logging
+from transformers.utils.generic import can_return_tuple
+from transformers.utils.output_capturing import OutputRecorder, capture_outputs
+
+from .configuration_vaswani import VaswaniConfig
+
+logger = logging.get_logger(__name__)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Helpers
+# ----------------------------------------------------------------------------------------------------------------
+def shift_tokens_right(input_ids: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
+    """Decoder inputs from labels: prepend the start token, drop the last token, turn -100 into PAD.
+
+    (B, T) -> (B, T)
+    """
+    shifted = input_ids.new_zeros(input_ids.shape)
+    shifted[:, 1:] = input_ids[:, :-1].clone()
+    shifted[:, 0] = decoder_start_token_id
+    shifted.masked_fill_(shifted == -100, pad_token_id)
+    return shifted
+
+
+def sinusoidal_position_table(num_positions: int, dim: int, start: int = 0) -> torch.Tensor:
+    """The paper's positional encodings (Section 3.5), interleaved as in the paper's formula:
+
+        PE[pos, 2i]   = sin(pos / 10000^(2i / d))
+        PE[pos, 2i+1] = cos(pos / 10000^(2i / d))
+
+    for pos in [start, start + num_positions). Returns a float32 tensor of shape (num_positions, dim).
+    (fairseq and tensor2tensor concatenate [sin | cos] instead; the paper interleaves.)
+    """
+    position = torch.arange(start, start + num_positions, dtype=torch.float64).unsqueeze(1)  # (P, 1)
+    two_i = torch.arange(0, dim, 2, dtype=torch.float64)  # (ceil(d/2),)
+    angle = position / torch.pow(10000.0, two_i / dim)  # (P, ceil(d/2))
+    table = torch.empty(num_positions, dim, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(angle)
+    table[:, 1::2] = torch.cos(angle[:, : dim // 2])
+    return table.float()
+
+
+class VaswaniSinusoidalPositionalEmbedding(nn.Module):
+    """Fixed sinusoidal positions (Section 3.5). The table is a non-persistent buffer: it is not saved and is
+    rebuilt by `_init_weights` after loading. Positions past `num_positions` are computed on the fly, so any input
+    length works."""
+
+    def __init__(self, num_positions: int, embedding_dim: int):
+        super().__init__()
+        self.num_positions = num_positions
+        self.embedding_dim = embedding_dim
+        self.register_buffer("table", sinusoidal_position_table(num_positions, embedding_dim), persistent=False)
+
+    def forward(self, seq_len: int, past_length: int = 0) -> torch.Tensor:
+        """(seq_len, d) encodings of positions past_length .. past_length + seq_len - 1."""
+        if past_length + seq_len <= self.num_positions:
+            return self.table[past_length : past_length + seq_len]
+        return sinusoidal_position_table(seq_len, self.embedding_dim, start=past_length).to(self.table.device)
+
+
+class VaswaniLearnedPositionalEmbedding(nn.Embedding):
+    """Learned absolute positions, the paper's ablation (E) of Table 3. Limited to `num_positions`."""
+
+    def forward(self, seq_len: int, past_length: int = 0) -> torch.Tensor:
+        """(seq_len, d) embeddings of positions past_length .. past_length + seq_len - 1."""
+        if past_length + seq_len > self.num_embeddings:
+            raise ValueError(
+                f"The sequence needs position {past_length + seq_len - 1}, but learned position embeddings only cover "
+                f"positions 0..{self.num_embeddings - 1} (max_position_embeddings={self.num_embeddings}). Shorten or "
+                "truncate the input, or use position_embedding_type='sinusoidal', which has no length limit."
+            )
+        positions = torch.arange(past_length, past_length + seq_len, device=self.weight.device)
+        return super().forward(positions)
+
+
+class ScaleNorm(nn.Module):
+    """ScaleNorm (Nguyen & Salazar 2019): `g * x / max(||x||_2, eps)` with one learned scalar `g`, init sqrt(d)."""
+
+    def __init__(self, dim: int, eps: float = 1e-5):
+        super().__init__()
+        self.dim = dim
+        self.eps = eps
+        self.scale = nn.Parameter(torch.tensor(math.sqrt(dim)))
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        norm = torch.linalg.vector_norm(hidden_states, dim=-1, keepdim=True).clamp(min=self.eps)  # (..., 1)
+        return hidden_states * (self.scale / norm)
+
+
+class UnitNorm(nn.Module):
+    """FixNorm's row normalisation (Nguyen & Salazar 2019): scale each vector to unit L2 length."""
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return F.normalize(hidden_states, dim=-1)
+
+
+class FixNormLinear(nn.Linear):
+    """Output projection of FixNorm: logits against the unit-length (tied) embedding rows."""
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return F.linear(hidden_states, F.normalize(self.weight, dim=-1), self.bias)
+
+
+NORM_CLASSES = {"layernorm": nn.LayerNorm, "scalenorm": ScaleNorm}
+POSITION_EMBEDDING_CLASSES = {
+    "sinusoidal": VaswaniSinusoidalPositionalEmbedding,
+    "learned": VaswaniLearnedPositionalEmbedding,
+}
+
+
+class DropHead(nn.Module):
+    """DropHead (Zhou et al. 2020): in training, drop whole attention heads per example with probability `p` and
+    rescale the kept ones by `h / kept`. If every head of an example would be dropped, all are kept instead, which
+    makes the rescaled output unbiased (its expectation is the evaluation output). Identity in evaluation.
+
+    Works on the per-head attention output before the heads are merged, so every attention backend supports it.
+    `p` is a plain attribute that a schedule may change between steps (see `VaswaniPreTrainedModel.set_drophead`).
+    """
+
+    def __init__(self, p: float = 0.0):
+        super().__init__()
+        self.p = p
+
+    def forward(self, attn_output: torch.Tensor) -> torch.Tensor:
+        """attn_output: (B, T, h, d_head) -> (B, T, h, d_head)."""
+        if not self.training or self.p == 0.0:
+            return attn_output
+        batch_size, _, num_heads, _ = attn_output.shape
+        keep = torch.rand(batch_size, num_heads, device=attn_output.device) >= self.p  # (B, h)
+        keep = keep | ~keep.any(dim=-1, keepdim=True)  # all-dropped guard: keep every head of that example
+        scale = keep * (num_heads / keep.sum(dim=-1, keepdim=True))  # (B, h): h / kept, or 0 for dropped heads
+        return attn_output * scale.to(attn_output.dtype)[:, None, :, None]
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+class LayerDrop:
+    """LayerDrop (Fan et al. 2019): per training forward pass, skip layer i iff u_i < p (one draw per layer shared by
+    the batch, no rescaling). Evaluation runs every layer.
+
+    The draws come from a private generator seeded with `config.layerdrop_seed`, not from the global RNG, so every
+    process of a data-parallel run (each builds the same model) skips the same layers at the same step, whatever
+    else consumed random numbers there. Its state is part of a training checkpoint (`state_dict`).
+    """
+
+    def __init__(self, p: float, seed: int):
+        self.p = p
+        self.generator = torch.Generator(device="cpu")
+        self.generator.manual_seed(seed)
+
+    def sample(self, num_layers: int, training: bool) -> list[bool]:
+        """Which of `num_layers` layers to skip in this forward pass (none in evaluation)."""
+        if not training or self.p == 0.0:
+            return [False] * num_layers
+        return (torch.rand(num_layers, generator=self.generator) < self.p).tolist()
+
+    def state_dict(self) -> dict:
+        return {"p": self.p, "generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.p = state["p"]
+        self.generator.set_state(state["generator"])
+
+
+def every_other_layers_to_keep(num_layers: int, drop_rate: float) -> list[int]:
+    """LayerDrop's "every other" pruning strategy (Fan et al. 2019, Section 5): drop depth d (1-based) where
+    d = 0 mod floor(1/p), i.e. keep the 0-based layers i with (i + 1) % floor(1/p) != 0.
+
+    >>> every_other_layers_to_keep(6, 0.5)
+    [0, 2, 4]
+    """
+    if not 0.0 <= drop_rate < 1.0:
+        raise ValueError(f"drop_rate={drop_rate!r} is not allowed; use a rate in [0, 1).")
+    if drop_rate == 0.0:
+        return list(range(num_layers))
+    period = math.floor(1.0 / drop_rate)
+    return [i for i in range(num_layers) if (i + 1) % period != 0]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Attention (Section 3.2)
+# ----------------------------------------------------------------------------------------------------------------
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scaled dot-product attention, Eq. (1): softmax(Q K^T / sqrt(d_k)) V.
+
+    query (B, h, T_q, d_k), key/value (B, h, T_k, d_k), additive mask broadcastable to (B, h, T_q, T_k).
+    Returns the output (B, T_q, h, d_k) and the probabilities (B, h, T_q, T_k).
+    """
+    attn_weights = torch.matmul(query, key.transpose(2, 3)) * scaling  # (B, h, T_q, T_k)
+    if attention_mask is not None:
+        attn_weights = attn_weights + attention_mask
+    attn_weights = F.softmax(attn_weights, dim=-1)
+    attn_weights = F.dropout(attn_weights, p=dropout, training=module.training)
+    attn_output = torch.matmul(attn_weights, value).transpose(1, 2).contiguous()  # (B, T_q, h, d_k)
+    return attn_output, attn_weights
+
+
+class VaswaniAttention(nn.Module):
+    """Multi-head attention (Section 3.2.2): MultiHead(Q, K, V) = Concat(head_1..head_h) W^O.
+
+    Used three ways (Section 3.2.3): encoder self-attention, masked decoder self-attention (`is_causal=True`) and
+    encoder-decoder attention (`key_value_states` given). The kernel comes from transformers' attention interface
+    (`config._attn_implementation`: "eager", "sdpa", ...). DropHead acts on the per-head outputs before W^O.
+    """
+
+    def __init__(
+        self,
+        config: VaswaniConfig,
+        num_heads: int,
+        drophead: float = 0.0,
+        is_causal: bool = False,
+        layer_idx: int | None = None,
+    ):
+        super().__init__()
+        self.config = config
+        self.embed_dim = config.d_model
+        self.num_heads = num_heads
+        self.head_dim = config.d_model // num_heads
+        self.scaling = self.head_dim**-0.5  # 1 / sqrt(d_k)
+        self.dropout = config.attention_dropout
+        self.is_causal = is_causal
+        self.layer_idx = layer_idx
+
+        self.q_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.k_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.v_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.out_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.drophead = DropHead(drophead)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        key_value_states: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        attention_mask: torch.Tensor | None = None,
+        **kwargs,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """hidden_states (B, T_q, d); key_value_states (B, T_k, d) for cross-attention. Returns (B, T_q, d)."""
+        is_cross_attention = key_value_states is not None
+        input_shape = hidden_states.shape[:-1]  # (B, T_q)
+        query_states = self.q_proj(hidden_states).view(*input_shape, -1, self.head_dim).transpose(1, 2)
+
+        # The cache: self-attention appends this step's keys/values; cross-attention computes the encoder's
+        # keys/values once (first decoding step) and reuses them afterwards.
+        cache, is_updated = None, False
+        if past_key_values is not None:
+            if isinstance(past_key_values, EncoderDecoderCache):
+                is_updated = past_key_values.is_updated.get(self.layer_idx, False)
+                cache = (
+                    past_key_values.cross_attention_cache
+                    if is_cross_attention
+                    else past_key_values.self_attention_cache
+                )
+            else:
+                cache = past_key_values
+
+        if is_cross_attention and is_updated:
+            key_states = cache.layers[self.layer_idx].keys  # (B, h, T_k, d_k)
+            value_states = cache.layers[self.layer_idx].values
+        else:
+            current_states = key_value_states if is_cross_attention else hidden_states
+            kv_shape = (*current_states.shape[:-1], -1, self.head_dim)
+            key_states = self.k_proj(current_states).view(kv_shape).transpose(1, 2)  # (B, h, T_k, d_k)
+            value_states = self.v_proj(current_states).view(kv_shape).transpose(1, 2)
+            if cache is not None:
+                key_states, value_states = cache.update(key_states, value_states, self.layer_idx)
+                if is_cross_attention and isinstance(past_key_values, EncoderDecoderCache):
+                    past_key_values.is_updated[self.layer_idx] = True
+
+        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, eager_attention_forward
+        )
+        attn_output, attn_weights = attention_interface(
+            self,
+            query_states,
+            key_states,
+            value_states,
+            attention_mask,
+            dropout=self.dropout if self.training else 0.0,
+            scaling=self.scaling,
+            **kwargs,
+        )  # attn_output: (B, T_q, h, d_k)
+        attn_output = self.drophead(attn_output)
+        attn_output = self.out_proj(attn_output.reshape(*input_shape, -1).contiguous())  # (B, T_q, d)
+        return attn_output, attn_weights
+
+
+class VaswaniFeedForward(nn.Module):
+    """Position-wise feed-forward network (Section 3.3): FFN(x) = max(0, x W1 + b1) W2 + b2."""
+
+    def __init__(self, config: VaswaniConfig, ffn_dim: int):
+        super().__init__()
+        self.fc1 = nn.Linear(config.d_model, ffn_dim)
+        self.fc2 = nn.Linear(ffn_dim, config.d_model)
+        self.activation_fn = ACT2FN[config.activation_function]
+        self.activation_dropout = config.activation_dropout
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """(B, T, d) -> (B, T, d)"""
+        hidden_states = self.activation_fn(self.fc1(hidden_states))  # (B, T, d_ff)
+        hidden_states = F.dropout(hidden_states, p=self.activation_dropout, training=self.training)
+        return self.fc2(hidden_states)
+
+
+class VaswaniResidual(nn.Module):
+    """The residual connection around every sublayer, the one place where residual, norm and dropout meet.
+
+    PostNorm (the paper, Section 3.1 and 5.4):  LayerNorm(x + Dropout(Sublayer(x)))
+    PreNorm  (`norm_position="pre"`):            x + Dropout(Sublayer(Norm(x)))   (+ one final norm per stack)
+
+    The norm is LayerNorm or ScaleNorm (`norm_type`). Both placements use the same module, so PostNorm and PreNorm
+    checkpoints share one parameter layout.
+    """
+
+    def __init__(self, config: VaswaniConfig):
+        super().__init__()
+        self.norm = NORM_CLASSES[config.norm_type](config.d_model, eps=config.layer_norm_eps)
+        self.normalize_before = config.norm_position == "pre"
+        self.dropout = config.dropout
+
+    def forward(self, hidden_states: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """(B, T, d) -> (B, T, d)"""
+        residual = hidden_states
+        if self.normalize_before:
+            hidden_states = self.norm(hidden_states)
+        hidden_states = F.dropout(sublayer(hidden_states), p=self.dropout, training=self.training)
+        hidden_states = residual + hidden_states
+        if not self.normalize_before:
+            hidden_states = self.norm(hidden_states)
+        return hidden_states
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Layers (Section 3.1)
+# ----------------------------------------------------------------------------------------------------------------
+class VaswaniEncoderLayer(GradientCheckpointingLayer):
+    """Encoder layer: multi-head self-attention, then a position-wise FFN, each inside a `VaswaniResidual`."""
+
+    def __init__(self, config: VaswaniConfig, layer_idx: int | None = None):
+        super().__init__()
+        self.self_attn = VaswaniAttention(
+            config, config.encoder_attention_heads, drophead=config.encoder_drophead, layer_idx=layer_idx
+        )
+        self.self_attn_residual = VaswaniResidual(config)
+        self.ffn = VaswaniFeedForward(config, config.encoder_ffn_dim)
+        self.ffn_residual = VaswaniResidual(config)
+
+    def forward(
+        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs
+    ) -> torch.Tensor:
+        """(B, S, d) -> (B, S, d)"""
+        hidden_states = self.self_attn_residual(
+            hidden_states, lambda x: self.self_attn(x, attention_mask=attention_mask, **kwargs)[0]
+        )
+        return self.ffn_residual(hidden_states, self.ffn)
+
+
+class VaswaniDecoderLayer(GradientCheckpointingLayer):
+    """Decoder layer: masked self-attention, encoder-decoder attention, then a position-wise FFN."""
+
+    def __init__(self, config: VaswaniConfig, layer_idx: int | None = None):
+        super().__init__()
+        heads = config.decoder_attention_heads
+        self.self_attn = VaswaniAttention(
+            config, heads, drophead=config.decoder_drophead, is_causal=True, layer_idx=layer_idx
+        )
+        self.self_attn_residual = VaswaniResidual(config)
+        self.encoder_attn = VaswaniAttention(config, heads, drophead=config.cross_drophead, layer_idx=layer_idx)
+        self.encoder_attn_residual = VaswaniResidual(config)
+        self.ffn = VaswaniFeedForward(config, config.decoder_ffn_dim)
+        self.ffn_residual = VaswaniResidual(config)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        **kwargs,
+    ) -> torch.Tensor:
+        """(B, T, d) with encoder states (B, S, d) -> (B, T, d)"""
+        hidden_states = self.self_attn_residual(
+            hidden_states,
+            lambda x: self.self_attn(x, past_key_values=past_key_values, attention_mask=attention_mask, **kwargs)[0],
+        )
+        hidden_states = self.encoder_attn_residual(
+            hidden_states,
+            lambda x: self.encoder_attn(
+                x,
+                key_value_states=encoder_hidden_states,
+                past_key_values=past_key_values,
+                attention_mask=encoder_attention_mask,
+                **kwargs,
+            )[0],
+        )
+        return self.ffn_residual(hidden_states, self.ffn)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Pretrained-model plumbing: initialization, pruning, DropHead / LayerDrop controls
+# ----------------------------------------------------------------------------------------------------------------
+_DEFER_PRUNING = False  # set by `from_pretrained` so that weights load into the full model before pruning
+
+
+@contextmanager
+def _deferred_pruning():
+    global _DEFER_PRUNING
+    previous, _DEFER_PRUNING = _DEFER_PRUNING, True
+    try:
+        yield
+    finally:
+        _DEFER_PRUNING = previous
+
+
+class VaswaniPreTrainedModel(PreTrainedModel):
+    config: VaswaniConfig
+    config_class = VaswaniConfig
+    base_model_prefix = "model"
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["VaswaniEncoderLayer", "VaswaniDecoderLayer"]
+    # The attention goes through transformers' attention interface exactly as Marian/BART do.
+    _supports_sdpa = True
+    _supports_flash_attn = True
+    _supports_flex_attn = True
+    _can_compile_fullgraph = True
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        """fairseq's initialization of the paper's model: token embeddings N(0, d^-0.5) with a zero PAD row (U(-0.01,
+        0.01) with FixNorm), Xavier-uniform linear layers with zero biases, LayerNorm (1, 0), ScaleNorm g = sqrt(d).
+        The sinusoidal table is a non-persistent buffer and is rebuilt here (also after `from_pretrained`)."""
+        config = self.config
+        std = config.init_std if config.init_std is not None else config.d_model**-0.5
+        if isinstance(module, VaswaniSinusoidalPositionalEmbedding):
+            init.copy_(module.table, sinusoidal_position_table(module.num_positions, module.embedding_dim))
+        elif isinstance(module, VaswaniLearnedPositionalEmbedding):
+            init.normal_(module.weight, mean=0.0, std=std)
+        elif isinstance(module, nn.Embedding):
+            if config.fixnorm:
+                init.uniform_(module.weight, -0.01, 0.01)
+            else:
+                init.normal_(module.weight, mean=0.0, std=std)
+            # The slice below loses the "already loaded" flag, hence the explicit check (as in transformers).
+            if module.padding_idx is not None and not getattr(module.weight, "_is_hf_initialized", False):
+                init.zeros_(module.weight[module.padding_idx])
+        elif isinstance(module, nn.Linear):
+            init.xavier_uniform_(module.weight)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.LayerNorm):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+        elif isinstance(module, ScaleNorm):
+            init.constant_(module.scale, math.sqrt(module.dim))
+
+    # -- pruning (LayerDrop, Fan et al. 2019, Section 5) ----------------------------------------------------------
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
+        """`PreTrainedModel.from_pretrained`, plus pruning: `encoder_layers_to_keep=[0, 2]` and/or
+        `decoder_layers_to_keep=[...]` load the full checkpoint, then keep only those layers (renumbered 0..k-1).
+        The result saves and loads as an ordinary smaller model."""
+        config = kwargs.get("config")
+        if isinstance(config, VaswaniConfig):
+            overrides = {k: kwargs.pop(k) for k in ("encoder_layers_to_keep", "decoder_layers_to_keep") if k in kwargs}
+            if overrides:
+                kwargs["config"] = config = config.__class__.from_dict({**config.to_dict(), **overrides})
+        with _deferred_pruning():
+            loaded = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+        model = loaded[0] if isinstance(loaded, tuple) else loaded  # output_loading_info=True gives (model, info)
+        model.config.validate()
+        model.prune_layers(model.config.encoder_layers_to_keep, model.config.decoder_layers_to_keep)
+        return loaded
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        """`PreTrainedModel.save_pretrained`; the `auto_map` of a model registered for `trust_remote_code` lists all
+        three Auto classes (config, `AutoModel`, `AutoModelForSeq2SeqLM`), whichever class is saved."""
+        if self._auto_class is not None:
+            module = self.__class__.__module__.rsplit(".", 1)[-1]  # "modeling_vaswani", also for remote code
+            config_module = self.config.__class__.__module__.rsplit(".", 1)[-1]
+            self.config.auto_map = {
+                **(getattr(self.config, "auto_map", None) or {}),
+                "AutoConfig": f"{config_module}.{self.config.__class__.__name__}",
+                "AutoModel": f"{module}.VaswaniModel",
+                "AutoModelForSeq2SeqLM": f"{module}.VaswaniForConditionalGeneration",
+            }
+        return super().save_pretrained(save_directory, *args, **kwargs)
+
+    def prune_layers(
+        self, encoder_layers_to_keep: list[int] | None = None, decoder_layers_to_keep: list[int] | None = None
+    ) -> None:
+        """Keep only the listed layers of each stack (0-based, increasing), renumber them 0..k-1 and update the
+        config (`encoder_layers` = k, `*_layers_to_keep` = None) so the model saves as an ordinary smaller one."""
+        base = self.base_model
+        for side, keep in (("encoder", encoder_layers_to_keep), ("decoder", decoder_layers_to_keep)):
+            stack = getattr(base, side)
+            if keep is not None:
+                keep = list(keep)
+                VaswaniConfig.check_layers_to_keep(f"{side}_layers_to_keep", keep, len(stack.layers))
+                stack.layers = nn.ModuleList([stack.layers[i] for i in keep])
+                for new_idx, layer in enumerate(stack.layers):
+                    for module in layer.modules():
+                        if isinstance(module, VaswaniAttention):
+                            module.layer_idx = new_idx
+                setattr(self.config, f"{side}_layers", len(keep))
+            setattr(self.config, f"{side}_layers_to_keep", None)
+
+    # -- DropHead and LayerDrop controls ----------------------------------------------------------------------------
+    def set_drophead(
+        self,
+        rate: float | None = None,
+        *,
+        encoder: float | None = None,
+        decoder: float | None = None,
+        cross: float | None = None,
+    ) -> None:
+        """Set the DropHead probability used from now on (a schedule calls this every step). `rate` sets all three
+        kinds of attention; `encoder` / `decoder` / `cross` set one kind (they win over `rate`). The config keeps
+        the initial values."""
+        rates = {
+            kind: value if value is not None else rate
+            for kind, value in (("encoder", encoder), ("decoder", decoder), ("cross", cross))
+        }
+        for kind, value in rates.items():
+            if value is None:
+                continue
+            if not (isinstance(value, (int, float)) and 0.0 <= value < 1.0):
+                raise ValueError(f"DropHead rate for {kind} attention is {value!r}; use a probability in [0, 1).")
+            for module in self._drophead_modules(kind):
+                module.p = float(value)
+
+    def _drophead_modules(self, kind: str) -> list[DropHead]:
+        base = self.base_model
+        if kind == "encoder":
+            return [layer.self_attn.drophead for layer in base.encoder.layers]
+        if kind == "decoder":
+            return [layer.self_attn.drophead for layer in base.decoder.layers]
+        return [layer.encoder_attn.drophead for layer in base.decoder.layers]
+
+    def layerdrop_state_dict(self) -> dict:
+        """State of the LayerDrop generators, to save with a training checkpoint (exact resume)."""
+        base = self.base_model
+        return {side: getattr(base, side).layerdrop.state_dict() for side in ("encoder", "decoder")}
+
+    def load_layerdrop_state_dict(self, state: dict) -> None:
+        base = self.base_model
+        for side in ("encoder", "decoder"):
+            getattr(base, side).layerdrop.load_state_dict(state[side])
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Stacks
+# ----------------------------------------------------------------------------------------------------------------
+class VaswaniStackEmbedding(nn.Module):
+    """Input of a stack (Sections 3.4, 3.5, 5.4): Dropout(token embedding * sqrt(d_model) + positional encoding).
+
+    With FixNorm the token embedding is first scaled to unit length.
+    """
+
+    def __init__(self, config: VaswaniConfig):
+        super().__init__()
+        self.embed_positions = POSITION_EMBEDDING_CLASSES[config.position_embedding_type](
+            config.max_position_embeddings, config.d_model
+        )
+        self.embed_transform = UnitNorm() if config.fixnorm else nn.Identity()
+        self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+        self.dropout = config.dropout
+
+    def forward(self, inputs_embeds: torch.Tensor, past_length: int = 0) -> torch.Tensor:
+        """Raw token embeddings (B, T, d) of positions past_length.. -> stack input (B, T, d)"""
+        inputs_embeds = self.embed_transform(inputs_embeds) * self.embed_scale
+        positions = self.embed_positions(inputs_embeds.shape[1], past_length)  # (T, d)
+        hidden_states = inputs_embeds + positions.to(inputs_embeds.dtype)
+        return F.dropout(hidden_states, p=self.dropout, training=self.training)
+
+
+class VaswaniEncoder(VaswaniPreTrainedModel):
+    """The encoder stack (Section 3.1): embeddings, `config.encoder_layers` [`VaswaniEncoderLayer`]s with LayerDrop,
+    and (PreNorm only) one final norm."""
+
+    _can_record_outputs = {"hidden_states": VaswaniEncoderLayer, "attentions": VaswaniAttention}
+
+    def __init__(self, config: VaswaniConfig, embed_tokens: nn.Embedding | None = None):
+        super().__init__(config)
+        self.embed_tokens = embed_tokens or nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
+        self.embeddings = VaswaniStackEmbedding(config)
+        self.layers = nn.ModuleList([VaswaniEncoderLayer(config, i) for i in range(config.encoder_layers)])
+        self.layer_norm = (
+            NORM_CLASSES[config.norm_type](config.d_model, eps=config.layer_norm_eps)
+            if config.norm_position == "pre"
+            else None
+        )
+        self.layerdrop = LayerDrop(config.encoder_layerdrop, config.layerdrop_seed)
+        self.gradient_checkpointing = False
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embed_tokens
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.embed_tokens = value
+
+    @capture_outputs
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        **kwargs,
+    ) -> BaseModelOutput:
+        """input_ids (B, S) with attention_mask (B, S) (1 = token, 0 = PAD) -> last_hidden_state (B, S, d)"""
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Pass exactly one of input_ids or inputs_embeds to the encoder.")
+        if inputs_embeds is None:
+            inputs_embeds = self.embed_tokens(input_ids)  # (B, S, d)
+        hidden_states = self.embeddings(inputs_embeds)
+        attention_mask = create_bidirectional_mask(
+            config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask
+        )
+        skip = self.layerdrop.sample(len(self.layers), self.training)
+        for layer, skipped in zip(self.layers, skip, strict=True):
+            if not skipped:
+                hidden_states = layer(hidden_states, attention_mask, **kwargs)
+        if self.layer_norm is not None:
+            hidden_states = self.layer_norm(hidden_states)
+        return BaseModelOutput(last_hidden_state=hidden_states)
+
+
+class VaswaniDecoder(VaswaniPreTrainedModel):
+    """The decoder stack (Section 3.1): embeddings, `config.decoder_layers` [`VaswaniDecoderLayer`]s with LayerDrop,
+    and (PreNorm only) one final norm. Keeps a key/value cache for incremental decoding."""
+
+    _can_record_outputs = {
+        "hidden_states": VaswaniDecoderLayer,
+        "attentions": OutputRecorder(VaswaniAttention, index=1, layer_name="self_attn"),
+        "cross_attentions": OutputRecorder(VaswaniAttention, index=1, layer_name="encoder_attn"),
+    }
+
+    def __init__(self, config: VaswaniConfig, embed_tokens: nn.Embedding | None = None):
+        super().__init__(config)
+        self.embed_tokens = embed_tokens or nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
+        self.embeddings = VaswaniStackEmbedding(config)
+        self.layers = nn.ModuleList([VaswaniDecoderLayer(config, i) for i in range(config.decoder_layers)])
+        self.layer_norm = (
+            NORM_CLASSES[config.norm_type](config.d_model, eps=config.layer_norm_eps)
+            if config.norm_position == "pre"
+            else None
+        )
+        self.layerdrop = LayerDrop(config.decoder_layerdrop, config.layerdrop_seed + 1)
+        self.gradient_checkpointing = False
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embed_tokens
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.embed_tokens = value
+
+    @capture_outputs
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        **kwargs,
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
+        """input_ids (B, T) (the new tokens only when a cache is given), encoder states (B, S, d) with their mask
+        (B, S) -> last_hidden_state (B, T, d) and the updated cache."""
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Pass exactly one of decoder_input_ids or decoder_inputs_embeds to the decoder.")
+        use_cache = use_cache if use_cache is not None else self.config.use_cache
+        if use_cache and past_key_values is None:
+            past_key_values = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
+        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+
+        if inputs_embeds is None:
+            inputs_embeds = self.embed_tokens(input_ids)  # (B, T, d)
+        hidden_states = self.embeddings(inputs_embeds, past_length=past_length)
+        batch_size, seq_length = hidden_states.shape[:2]
+        if attention_mask is None:
+            attention_mask = torch.ones(batch_size, past_length + seq_length, device=hidden_states.device)
+        self_attn_cache = (
+            past_key_values.self_attention_cache
+            if isinstance(past_key_values, EncoderDecoderCache)
+            else past_key_values
+        )
+        causal_mask = create_causal_mask(
+            config=self.config,
+            inputs_embeds=hidden_states,
+            attention_mask=attention_mask,
+            past_key_values=self_attn_cache,
+        )
+        encoder_attention_mask = create_bidirectional_mask(
+            config=self.config,
+            inputs_embeds=hidden_states,
+            attention_mask=encoder_attention_mask,
+            encoder_hidden_states=encoder_hidden_states,
+        )
+
+        skip = self.layerdrop.sample(len(self.layers), self.training)
+        for layer, skipped in zip(self.layers, skip, strict=True):
+            if not skipped:
+                hidden_states = layer(
+                    hidden_states,
+                    causal_mask,
+                    encoder_hidden_states,  # positional, for gradient checkpointing
+                    encoder_attention_mask=encoder_attention_mask,
+                    past_key_values=past_key_values,
+                    **kwargs,
+                )
+        if self.layer_norm is not None:
+            hidden_states = self.layer_norm(hidden_states)
+        return BaseModelOutputWithPastAndCrossAttentions(
+            last_hidden_state=hidden_states, past_key_values=past_key_values if use_cache else None
+        )
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Models
+# ----------------------------------------------------------------------------------------------------------------
+class VaswaniModel(VaswaniPreTrainedModel):
+    """The bare encoder-decoder Transformer (Figure 1) returning the decoder's last hidden states."""
+
+    def __init__(self, config: VaswaniConfig):
+        config.validate()
+        super().__init__(config)
+        if config.share_embeddings:
+            # Section 3.4: one matrix for source and target embeddings (and, in the LM head, the output projection).
+            self.shared = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
+            self._tied_weights_keys = {
+                "encoder.embed_tokens.weight": "shared.weight",
+                "decoder.embed_tokens.weight": "shared.weight",
+            }
+        self.encoder = VaswaniEncoder(config)
+        self.decoder = VaswaniDecoder(config)
+        self.post_init()
+        if not _DEFER_PRUNING:
+            self.prune_layers(config.encoder_layers_to_keep, config.decoder_layers_to_keep)
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.shared if self.config.share_embeddings else self.encoder.embed_tokens
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        if self.config.share_embeddings:
+            self.shared = value
+            self.decoder.set_input_embeddings(value)
+        self.encoder.set_input_embeddings(value)
+
+    def get_encoder(self) -> VaswaniEncoder:
+        return self.encoder
+
+    def get_decoder(self) -> VaswaniDecoder:
+        return self.decoder
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: tuple | BaseModelOutput | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        **kwargs,
+    ) -> Seq2SeqModelOutput:
+        r"""
+        input_ids (`torch.LongTensor` of shape `(batch_size, source_length)`): source tokens.
+        attention_mask (`torch.Tensor` of shape `(batch_size, source_length)`): 1 for tokens, 0 for PAD.
+        decoder_input_ids (`torch.LongTensor` of shape `(batch_size, target_length)`): target tokens shifted right
+            (see `shift_tokens_right`); with a cache, only the new tokens.
+        decoder_attention_mask (`torch.Tensor` of shape `(batch_size, target_length)`, *optional*): PAD mask of the
+            decoder inputs, combined with the causal mask.
+        encoder_outputs (*optional*): precomputed encoder states, reused across decoding steps.
+        past_key_values (`EncoderDecoderCache`, *optional*): the decoder's key/value cache.
+        """
+        if encoder_outputs is None:
+            encoder_outputs = self.encoder(
+                input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, **kwargs
+            )
+        elif not isinstance(encoder_outputs, BaseModelOutput):
+            encoder_outputs = BaseModelOutput(
+                last_hidden_state=encoder_outputs[0],
+                hidden_states=encoder_outputs[1] if len(encoder_outputs) > 1 else None,
+                attentions=encoder_outputs[2] if len(encoder_outputs) > 2 else None,
+            )
+        decoder_outputs = self.decoder(
+            input_ids=decoder_input_ids,
+            attention_mask=decoder_attention_mask,
+            encoder_hidden_states=encoder_outputs.last_hidden_state,
+            encoder_attention_mask=attention_mask,
+            past_key_values=past_key_values,
+            inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache,
+            **kwargs,
+        )
+        return Seq2SeqModelOutput(
+            last_hidden_state=decoder_outputs.last_hidden_state,
+            past_key_values=decoder_outputs.past_key_values,
+            decoder_hidden_states=decoder_outputs.hidden_states,
+            decoder_attentions=decoder_outputs.attentions,
+            cross_attentions=decoder_outputs.cross_attentions,
+            encoder_last_hidden_state=encoder_outputs.last_hidden_state,
+            encoder_hidden_states=encoder_outputs.hidden_states,
+            encoder_attentions=encoder_outputs.attentions,
+        )
+
+
+class VaswaniForConditionalGeneration(VaswaniPreTrainedModel, GenerationMixin):
+    """The Transformer with its pre-softmax projection (Section 3.4) and the label-smoothed training loss
+    (Section 5.4). `generate()` defaults to the paper's beam search: 4 beams, length penalty 0.6."""
+
+    def __init__(self, config: VaswaniConfig):
+        config.validate()
+        super().__init__(config)
+        self.model = VaswaniModel(config)
+        self.lm_head = (FixNormLinear if config.fixnorm else nn.Linear)(config.d_model, config.vocab_size, bias=False)
+        self._tied_weights_keys = (
+            {
+                "lm_head.weight": "model.shared.weight",
+                "model.encoder.embed_tokens.weight": "model.shared.weight",
+                "model.decoder.embed_tokens.weight": "model.shared.weight",
+            }
+            if config.share_embeddings
+            else {"lm_head.weight": "model.decoder.embed_tokens.weight"}
+        )
+        self.post_init()
+        # Decoding defaults of the paper (Section 6.1): beam size 4, length penalty alpha = 0.6. (transformers
+        # divides by length**alpha, not by the GNMT penalty the paper used.) Saved as generation_config.json.
+        self.generation_config.num_beams = 4
+        self.generation_config.length_penalty = 0.6
+        self.generation_config.early_stopping = True
+
+    # Section 6.1: "We set the maximum output length during inference to input length + 50".
+    MAX_NEW_TOKENS_OVER_SOURCE = 50
+
+    def generate(self, inputs: torch.Tensor | None = None, generation_config=None, **kwargs):
+        """`GenerationMixin.generate`. When no length limit is set anywhere (argument, `generation_config`,
+        `model.generation_config`), the output is capped at the paper's "input length + 50" tokens, using the longest
+        source of the batch (non-PAD tokens), instead of transformers' default of 20 tokens."""
+        config = generation_config if generation_config is not None else self.generation_config
+        length_is_set = any(
+            value is not None
+            for value in (
+                kwargs.get("max_length"),
+                kwargs.get("max_new_tokens"),
+                config.max_length,
+                config.max_new_tokens,
+            )
+        )
+        if not length_is_set:
+            kwargs["max_new_tokens"] = self._longest_source_length(inputs, kwargs) + self.MAX_NEW_TOKENS_OVER_SOURCE
+        return super().generate(inputs, generation_config, **kwargs)
+
+    @staticmethod
+    def _longest_source_length(inputs: torch.Tensor | None, kwargs: dict) -> int:
+        source = inputs if inputs is not None else kwargs.get("input_ids")
+        if source is None:
+            source = kwargs.get("inputs_embeds")
+        if source is None and kwargs.get("encoder_outputs") is not None:
+            source = kwargs["encoder_outputs"][0]
+        if source is None:
+            return 0
+        mask = kwargs.get("attention_mask")
+        if mask is not None:
+            return int(mask.sum(dim=-1).max())
+        return source.shape[1]
+
+    def get_encoder(self) -> VaswaniEncoder:
+        return self.model.encoder
+
+    def get_decoder(self) -> VaswaniDecoder:
+        return self.model.decoder
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
+        self.lm_head = new_embeddings
+
+    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
+        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: tuple | BaseModelOutput | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        num_items_in_batch: int | torch.Tensor | None = None,
+        **kwargs,
+    ) -> Seq2SeqLMOutput:
+        r"""
+        labels (`torch.LongTensor` of shape `(batch_size, target_length)`, *optional*): target tokens (ending with
+            EOS). Positions holding -100 or PAD are ignored. When given, `decoder_input_ids` default to the labels
+            shifted right and the output holds the label-smoothed cross-entropy, averaged over the real target
+            tokens.
+        num_items_in_batch (*optional*): number of real target tokens in the whole (accumulated) batch, passed by
+            the `Trainer`; the loss is then the token sum divided by it, so gradient accumulation averages correctly.
+        """
+        if labels is not None:
+            use_cache = False
+            if decoder_input_ids is None and decoder_inputs_embeds is None:
+                decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
+
+        outputs = self.model(
+            input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask,
+            encoder_outputs=encoder_outputs,
+            past_key_values=past_key_values,
+            inputs_embeds=inputs_embeds,
+            decoder_inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache,
+            **kwargs,
+        )
+        logits = self.lm_head(outputs.last_hidden_state)  # (B, T, V)
+
+        loss = None
+        if labels is not None:
+            loss = self.label_smoothed_loss(logits, labels, num_items_in_batch)
+
+        return Seq2SeqLMOutput(
+            loss=loss,
+            logits=logits,
+            past_key_values=outputs.past_key_values,
+            decoder_hidden_states=outputs.decoder_hidden_states,
+            decoder_attentions=outputs.decoder_attentions,
+            cross_attentions=outputs.cross_attentions,
+            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
+            encoder_hidden_states=outputs.encoder_hidden_states,
+            encoder_attentions=outputs.encoder_attentions,
+        )
+
+    def label_smoothed_loss(
+        self, logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch: int | torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Label-smoothed cross-entropy (Section 5.4, eps = `config.label_smoothing`), summed over the target tokens
+        that are not -100 or PAD and divided by their count (or by `num_items_in_batch`).
+
+        logits (B, T, V), labels (B, T) -> scalar
+        """
+        labels = labels.to(logits.device).masked_fill(labels == self.config.pad_token_id, -100)
+        loss = F.cross_entropy(
+            logits.float().view(-1, logits.shape[-1]),
+            labels.view(-1),
+            ignore_index=-100,
+            label_smoothing=self.config.label_smoothing,
+            reduction="sum",
+        )
+        if num_items_in_batch is None:
+            num_items_in_batch = (labels != -100).sum().clamp(min=1)
+        elif isinstance(num_items_in_batch, torch.Tensor):
+            num_items_in_batch = num_items_in_batch.to(loss.device)
+        return loss / num_items_in_batch
+
+
+__all__ = [
+    "VaswaniForConditionalGeneration",
+    "VaswaniModel",
+    "VaswaniPreTrainedModel",
+    "every_other_layers_to_keep",
+    "shift_tokens_right",
+    "sinusoidal_position_table",
+]
