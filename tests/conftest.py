@@ -1,0 +1,92 @@
+"""Shared fixtures: tiny configs (vocab 99, d_model 16, 2+2 layers, as transformers' own ModelTesters use)."""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+TINY = {
+    "vocab_size": 99,
+    "d_model": 16,
+    "encoder_layers": 2,
+    "decoder_layers": 2,
+    "encoder_attention_heads": 4,
+    "decoder_attention_heads": 4,
+    "encoder_ffn_dim": 32,
+    "decoder_ffn_dim": 32,
+    "max_position_embeddings": 64,
+}
+
+
+def tiny_config(**overrides):
+    from modeling_vaswani import VaswaniConfig
+
+    return VaswaniConfig(**{**TINY, **overrides})
+
+
+def tiny_model(seed: int = 0, **overrides):
+    from modeling_vaswani import VaswaniForConditionalGeneration
+
+    torch.manual_seed(seed)
+    return VaswaniForConditionalGeneration(tiny_config(**overrides))
+
+
+def random_batch(batch_size=3, src_len=7, tgt_len=6, vocab_size=99, seed=0, pad_token_id=0):
+    """Source ids with right padding (rows get shorter), an attention mask, and target labels ending in EOS (2)."""
+    generator = torch.Generator().manual_seed(seed)
+    input_ids = torch.randint(4, vocab_size, (batch_size, src_len), generator=generator)
+    attention_mask = torch.ones_like(input_ids)
+    for row in range(1, batch_size):
+        attention_mask[row, src_len - row :] = 0
+    input_ids = input_ids.masked_fill(attention_mask == 0, pad_token_id)
+    labels = torch.randint(4, vocab_size, (batch_size, tgt_len), generator=generator)
+    labels[:, -1] = 2
+    return input_ids, attention_mask, labels
+
+
+# Blocks our own packages inside a subprocess, so it sees a folder exactly as a user without the package would.
+BLOCK_OWN_PACKAGES = textwrap.dedent(
+    """
+    import importlib.abc, sys
+    class _Block(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in {"modeling_vaswani", "tokenization", "vaswani"}:
+                raise ModuleNotFoundError(f"No module named {name!r} (blocked by the test)")
+            return None
+    sys.meta_path.insert(0, _Block())
+    """
+)
+
+
+def run_isolated_python(code: str, tmp_path: Path, timeout: int = 240) -> subprocess.CompletedProcess:
+    """Run `code` in a fresh interpreter that cannot import this repository's packages, with HF_HOME (and so the
+    remote-code module cache) in a temporary folder, offline."""
+    hf_home = tmp_path / "hf_home"
+    env = {key: value for key, value in os.environ.items() if key not in {"PYTHONPATH", "HF_MODULES_CACHE", "HF_HOME"}}
+    env.update(
+        HF_HOME=str(hf_home),
+        HF_MODULES_CACHE=str(hf_home / "modules"),
+        HF_HUB_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+    )
+    script = BLOCK_OWN_PACKAGES + textwrap.dedent(code)
+    return subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture
+def isolated_python(tmp_path):
+    def run(code: str, timeout: int = 240):
+        return run_isolated_python(code, tmp_path, timeout=timeout)
+
+    return run

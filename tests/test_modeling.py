@@ -1,0 +1,576 @@
+"""The encoder-decoder model: caching, padding, causality, an independent torch.nn reference, attention backends,
+saving and loading (also through trust_remote_code), generation, overfitting, presets and the loss."""
+
+import json
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import random_batch, tiny_config, tiny_model
+from torch import nn
+from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
+from transformers.cache_utils import EncoderDecoderCache
+
+from modeling_vaswani import (
+    VaswaniConfig,
+    VaswaniForConditionalGeneration,
+    VaswaniModel,
+    shift_tokens_right,
+    sinusoidal_position_table,
+)
+
+ATTENTION_BACKENDS = ["eager", "sdpa"]
+
+
+def with_backend(model, backend):
+    model.config._attn_implementation = backend
+    return model
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Incremental decoding, padding, causality
+# ---------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("backend", ATTENTION_BACKENDS)
+def test_cached_incremental_decoding_matches_full_forward(backend):
+    model = with_backend(tiny_model(), backend).eval()
+    input_ids, attention_mask, labels = random_batch()
+    decoder_input_ids = shift_tokens_right(labels, 0, 1)
+    with torch.no_grad():
+        full = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
+        encoder_outputs = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
+        cache, steps = None, []
+        for t in range(decoder_input_ids.shape[1]):
+            out = model(
+                encoder_outputs=encoder_outputs,
+                attention_mask=attention_mask,
+                decoder_input_ids=decoder_input_ids[:, t : t + 1],
+                past_key_values=cache,
+                use_cache=True,
+            )
+            cache = out.past_key_values
+            steps.append(out.logits)
+    assert isinstance(cache, EncoderDecoderCache)
+    assert cache.get_seq_length() == decoder_input_ids.shape[1]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("backend", ATTENTION_BACKENDS)
+def test_beam_search_with_and_without_cache_agree(backend):
+    model = with_backend(tiny_model(seed=1), backend).eval()
+    input_ids, attention_mask, _ = random_batch(seed=1)
+    kwargs = dict(attention_mask=attention_mask, num_beams=4, max_new_tokens=10, length_penalty=0.6)
+    with_cache = model.generate(input_ids, use_cache=True, **kwargs)
+    without_cache = model.generate(input_ids, use_cache=False, **kwargs)
+    assert torch.equal(with_cache, without_cache)
+
+
+@pytest.mark.parametrize("backend", ATTENTION_BACKENDS)
+def test_padding_columns_change_nothing(backend):
+    model = with_backend(tiny_model(seed=2), backend).eval()
+    input_ids, attention_mask, labels = random_batch(seed=2)
+    extra = 5
+    padded_ids = F.pad(input_ids, (0, extra), value=model.config.pad_token_id)
+    padded_mask = F.pad(attention_mask, (0, extra), value=0)
+    with torch.no_grad():
+        out = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+        out_padded = model(input_ids=padded_ids, attention_mask=padded_mask, labels=labels)
+    real = attention_mask.bool()
+    torch.testing.assert_close(
+        out_padded.encoder_last_hidden_state[:, : input_ids.shape[1]][real], out.encoder_last_hidden_state[real]
+    )
+    torch.testing.assert_close(out_padded.logits, out.logits, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out_padded.loss, out.loss)
+    gen = dict(num_beams=4, max_new_tokens=8)
+    assert torch.equal(
+        model.generate(input_ids, attention_mask=attention_mask, **gen),
+        model.generate(padded_ids, attention_mask=padded_mask, **gen),
+    )
+
+
+def test_pad_tokens_in_the_decoder_input_are_masked():
+    """A decoder attention mask hides padded target positions from the real ones."""
+    model = tiny_model(seed=3).eval()
+    input_ids, attention_mask, labels = random_batch(seed=3)
+    decoder_input_ids = shift_tokens_right(labels, 0, 1)
+    mask = torch.ones_like(decoder_input_ids)
+    padded = F.pad(decoder_input_ids, (0, 3), value=0)
+    padded_mask = F.pad(mask, (0, 3), value=0)
+    with torch.no_grad():
+        ref = model(input_ids, attention_mask, decoder_input_ids=decoder_input_ids, decoder_attention_mask=mask)
+        out = model(input_ids, attention_mask, decoder_input_ids=padded, decoder_attention_mask=padded_mask)
+    torch.testing.assert_close(out.logits[:, : decoder_input_ids.shape[1]], ref.logits, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("backend", ATTENTION_BACKENDS)
+def test_decoder_is_causal(backend):
+    model = with_backend(tiny_model(seed=4), backend).eval()
+    input_ids, attention_mask, labels = random_batch(seed=4)
+    decoder_input_ids = shift_tokens_right(labels, 0, 1)
+    t = 2
+    changed = decoder_input_ids.clone()
+    changed[:, t + 1 :] = torch.randint(4, 99, changed[:, t + 1 :].shape, generator=torch.Generator().manual_seed(9))
+    assert not torch.equal(changed, decoder_input_ids)
+    with torch.no_grad():
+        a = model(input_ids, attention_mask, decoder_input_ids=decoder_input_ids).logits
+        b = model(input_ids, attention_mask, decoder_input_ids=changed).logits
+    torch.testing.assert_close(a[:, : t + 1], b[:, : t + 1])
+    assert not torch.allclose(a[:, t + 1 :], b[:, t + 1 :])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Independent reference: torch.nn layers with copied weights, and the paper's positional formula
+# ---------------------------------------------------------------------------------------------------------------
+def _copy_attention(ours, theirs: nn.MultiheadAttention):
+    with torch.no_grad():
+        theirs.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight]))
+        theirs.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
+        theirs.out_proj.weight.copy_(ours.out_proj.weight)
+        theirs.out_proj.bias.copy_(ours.out_proj.bias)
+
+
+def _copy_ffn_and_norm(ours_ffn, ours_norm, linear1, linear2, norm):
+    with torch.no_grad():
+        linear1.weight.copy_(ours_ffn.fc1.weight)
+        linear1.bias.copy_(ours_ffn.fc1.bias)
+        linear2.weight.copy_(ours_ffn.fc2.weight)
+        linear2.bias.copy_(ours_ffn.fc2.bias)
+        norm.weight.copy_(ours_norm.weight)
+        norm.bias.copy_(ours_norm.bias)
+
+
+def torch_reference_stacks(model: VaswaniForConditionalGeneration, norm_first: bool = False):
+    """nn.TransformerEncoder / nn.TransformerDecoder with our weights (ReLU, no final norm for PostNorm)."""
+    config = model.config
+    d, enc, dec = config.d_model, model.model.encoder, model.model.decoder
+    encoder_layers, decoder_layers = [], []
+    for ours in enc.layers:
+        ref = nn.TransformerEncoderLayer(
+            d,
+            config.encoder_attention_heads,
+            config.encoder_ffn_dim,
+            dropout=0.0,
+            batch_first=True,
+            norm_first=norm_first,
+            layer_norm_eps=config.layer_norm_eps,
+        )
+        with torch.no_grad():
+            _copy_attention(ours.self_attn, ref.self_attn)
+            ref.norm1.weight.copy_(ours.self_attn_residual.norm.weight)
+            ref.norm1.bias.copy_(ours.self_attn_residual.norm.bias)
+        _copy_ffn_and_norm(ours.ffn, ours.ffn_residual.norm, ref.linear1, ref.linear2, ref.norm2)
+        encoder_layers.append(ref)
+    for ours in dec.layers:
+        ref = nn.TransformerDecoderLayer(
+            d,
+            config.decoder_attention_heads,
+            config.decoder_ffn_dim,
+            dropout=0.0,
+            batch_first=True,
+            norm_first=norm_first,
+            layer_norm_eps=config.layer_norm_eps,
+        )
+        with torch.no_grad():
+            _copy_attention(ours.self_attn, ref.self_attn)
+            _copy_attention(ours.encoder_attn, ref.multihead_attn)
+            ref.norm1.weight.copy_(ours.self_attn_residual.norm.weight)
+            ref.norm1.bias.copy_(ours.self_attn_residual.norm.bias)
+            ref.norm2.weight.copy_(ours.encoder_attn_residual.norm.weight)
+            ref.norm2.bias.copy_(ours.encoder_attn_residual.norm.bias)
+        _copy_ffn_and_norm(ours.ffn, ours.ffn_residual.norm, ref.linear1, ref.linear2, ref.norm3)
+        decoder_layers.append(ref)
+    return nn.ModuleList(encoder_layers).eval(), nn.ModuleList(decoder_layers).eval()
+
+
+def test_layers_match_torch_nn_transformer_layers_with_copied_weights():
+    """PostNorm + ReLU, no final stack norm: our stacks equal torch.nn's layers to 1e-5 in eval mode."""
+    model = tiny_model(seed=5).eval()
+    ref_encoder, ref_decoder = torch_reference_stacks(model)
+    input_ids, attention_mask, labels = random_batch(seed=5)
+    decoder_input_ids = shift_tokens_right(labels, 0, 1)
+    enc, dec = model.model.encoder, model.model.decoder
+    with torch.no_grad():
+        ours = model(input_ids, attention_mask, decoder_input_ids=decoder_input_ids)
+        # Reference: the same embedding recipe written out, then torch.nn's layers.
+        d = model.config.d_model
+        pe = torch.tensor(
+            [
+                [
+                    math.sin(p / 10000 ** (i / d)) if i % 2 == 0 else math.cos(p / 10000 ** ((i - 1) / d))
+                    for i in range(d)
+                ]
+                for p in range(16)
+            ]
+        )
+        shared = model.model.shared.weight
+        src = shared[input_ids] * math.sqrt(d) + pe[: input_ids.shape[1]]
+        tgt = shared[decoder_input_ids] * math.sqrt(d) + pe[: decoder_input_ids.shape[1]]
+        memory = src
+        for layer in ref_encoder:
+            memory = layer(memory, src_key_padding_mask=attention_mask == 0)
+        causal = nn.Transformer.generate_square_subsequent_mask(tgt.shape[1])
+        hidden = tgt
+        for layer in ref_decoder:
+            hidden = layer(hidden, memory, tgt_mask=causal, memory_key_padding_mask=attention_mask == 0)
+        logits = hidden @ shared.T
+    real = attention_mask.bool()
+    torch.testing.assert_close(ours.encoder_last_hidden_state[real], memory[real], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(ours.logits, logits, atol=1e-5, rtol=1e-5)
+    assert enc.layer_norm is None and dec.layer_norm is None
+
+
+def test_positional_table_is_the_papers_interleaved_formula():
+    d, n = 12, 50
+    table = sinusoidal_position_table(n, d)
+    for pos in range(n):
+        for i in range(d // 2):
+            angle = pos / 10000 ** (2 * i / d)
+            assert table[pos, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-6)
+            assert table[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-6)
+    # Starting offset (used past the precomputed table) continues the same sequence.
+    torch.testing.assert_close(sinusoidal_position_table(10, d, start=40), table[40:])
+
+
+def test_sinusoidal_inputs_longer_than_the_table_work_and_learned_ones_raise():
+    model = tiny_model(max_position_embeddings=8).eval()
+    long_ids = torch.randint(4, 99, (1, 20))
+    with torch.no_grad():
+        out = model(input_ids=long_ids, decoder_input_ids=long_ids[:, :12])
+    assert torch.isfinite(out.logits).all()
+    # Positions past the table are the paper's formula, not a repeat of the table.
+    positions = model.model.encoder.embeddings.embed_positions(20)
+    torch.testing.assert_close(positions, sinusoidal_position_table(20, 16))
+
+    learned = tiny_model(max_position_embeddings=8, position_embedding_type="learned").eval()
+    with pytest.raises(ValueError, match="max_position_embeddings=8.*sinusoidal"):
+        learned(input_ids=long_ids, decoder_input_ids=long_ids[:, :4])
+    ok = learned(input_ids=long_ids[:, :8], decoder_input_ids=long_ids[:, :8])
+    assert torch.isfinite(ok.logits).all()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Attention backends, save/load, Auto classes, trust_remote_code
+# ---------------------------------------------------------------------------------------------------------------
+def test_eager_and_sdpa_give_the_same_outputs_and_generations():
+    eager = with_backend(tiny_model(seed=6), "eager").eval()
+    sdpa = with_backend(tiny_model(seed=6), "sdpa").eval()
+    input_ids, attention_mask, labels = random_batch(seed=6)
+    with torch.no_grad():
+        a = eager(input_ids, attention_mask, labels=labels)
+        b = sdpa(input_ids, attention_mask, labels=labels)
+    torch.testing.assert_close(a.logits, b.logits, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(a.encoder_last_hidden_state, b.encoder_last_hidden_state, atol=1e-5, rtol=1e-5)
+    gen = dict(attention_mask=attention_mask, num_beams=4, max_new_tokens=8)
+    assert torch.equal(eager.generate(input_ids, **gen), sdpa.generate(input_ids, **gen))
+
+
+def test_attention_weights_are_returned_with_eager():
+    model = tiny_model(seed=6, attn_implementation="eager").eval()
+    input_ids, attention_mask, labels = random_batch(seed=6)
+    out = model(input_ids, attention_mask, labels=labels, output_attentions=True, output_hidden_states=True)
+    assert len(out.encoder_attentions) == 2 and len(out.decoder_attentions) == 2 and len(out.cross_attentions) == 2
+    assert out.encoder_attentions[0].shape == (3, 4, 7, 7)
+    assert out.cross_attentions[0].shape == (3, 4, 6, 7)
+    # PAD keys get no attention; every row is a distribution.
+    torch.testing.assert_close(out.encoder_attentions[0].sum(-1), torch.ones(3, 4, 7))
+    assert out.encoder_attentions[0][2, :, :, -2:].abs().max() == 0
+    assert len(out.encoder_hidden_states) == 3 and len(out.decoder_hidden_states) == 3  # embeddings + 2 layers
+
+
+def test_save_and_load_round_trip(tmp_path):
+    model = tiny_model(seed=7).eval()
+    model.save_pretrained(tmp_path)
+    files = {p.name for p in tmp_path.iterdir()}
+    assert {"config.json", "generation_config.json", "model.safetensors"} <= files
+    assert "pytorch_model.bin" not in files
+    loaded, info = VaswaniForConditionalGeneration.from_pretrained(tmp_path, output_loading_info=True)
+    assert info["missing_keys"] == set() and info["unexpected_keys"] == set() and info["mismatched_keys"] == set()
+    loaded.eval()
+    # The non-persistent sinusoidal table is rebuilt, not left as uninitialised memory.
+    for stack in (loaded.model.encoder, loaded.model.decoder):
+        torch.testing.assert_close(stack.embeddings.embed_positions.table, sinusoidal_position_table(64, 16))
+    for name, tensor in model.state_dict().items():
+        torch.testing.assert_close(loaded.state_dict()[name], tensor, msg=name)
+    input_ids, attention_mask, _ = random_batch(seed=7)
+    gen = dict(attention_mask=attention_mask, max_new_tokens=8)
+    assert torch.equal(model.generate(input_ids, **gen), loaded.generate(input_ids, **gen))
+    # Tied weights stay tied after loading.
+    assert loaded.lm_head.weight.data_ptr() == loaded.model.shared.weight.data_ptr()
+    assert loaded.model.encoder.embed_tokens.weight.data_ptr() == loaded.model.shared.weight.data_ptr()
+
+
+def test_auto_classes_load_the_installed_package(tmp_path):
+    model = tiny_model(seed=8).eval()
+    model.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["model_type"] == "vaswani"
+    assert set(config["auto_map"]) == {"AutoConfig", "AutoModel", "AutoModelForSeq2SeqLM"}
+    assert isinstance(AutoConfig.from_pretrained(tmp_path), VaswaniConfig)
+    assert isinstance(AutoModelForSeq2SeqLM.from_pretrained(tmp_path), VaswaniForConditionalGeneration)
+    base = AutoModel.from_pretrained(tmp_path).eval()
+    assert isinstance(base, VaswaniModel)
+    input_ids, attention_mask, labels = random_batch(seed=8)
+    with torch.no_grad():
+        torch.testing.assert_close(
+            base(input_ids, attention_mask, decoder_input_ids=labels).last_hidden_state,
+            model.model(input_ids, attention_mask, decoder_input_ids=labels).last_hidden_state,
+        )
+
+
+@pytest.mark.slow
+def test_trust_remote_code_load_in_a_clean_process(tmp_path, isolated_python):
+    model = tiny_model(seed=9).eval()
+    folder = tmp_path / "model"
+    model.save_pretrained(folder)
+    assert (folder / "modeling_vaswani.py").exists() and (folder / "configuration_vaswani.py").exists()
+    input_ids, attention_mask, _ = random_batch(seed=9)
+    expected = model.generate(input_ids, attention_mask=attention_mask, num_beams=4, max_new_tokens=8)
+    result = isolated_python(
+        f"""
+        import json, torch
+        try:
+            import modeling_vaswani
+            raise SystemExit("the package is importable; the test would not show anything")
+        except ModuleNotFoundError:
+            pass
+        from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
+        folder = {str(folder)!r}
+        model = AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=True).eval()
+        assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+        base = AutoModel.from_pretrained(folder, trust_remote_code=True)
+        assert type(base).__name__ == "VaswaniModel", type(base)
+        assert type(AutoConfig.from_pretrained(folder, trust_remote_code=True)).__name__ == "VaswaniConfig"
+        ids = torch.tensor({input_ids.tolist()}); mask = torch.tensor({attention_mask.tolist()})
+        out = model.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=8)
+        print(json.dumps(out.tolist()))
+        """
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == expected.tolist()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Generation
+# ---------------------------------------------------------------------------------------------------------------
+def test_generation_config_has_the_papers_decoding_defaults(tmp_path):
+    model = tiny_model()
+    assert model.generation_config.num_beams == 4
+    assert model.generation_config.length_penalty == 0.6
+    assert model.generation_config.decoder_start_token_id == model.config.decoder_start_token_id
+    model.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "generation_config.json").read_text())
+    assert saved["num_beams"] == 4 and saved["length_penalty"] == 0.6
+
+
+def test_default_output_cap_is_source_length_plus_50():
+    model = tiny_model(seed=10, max_position_embeddings=128).eval()
+    model.generation_config.num_beams = 1
+    model.generation_config.eos_token_id = None  # never stop early, so the cap decides the length
+    input_ids, attention_mask, _ = random_batch(seed=10)
+    out = model.generate(input_ids, attention_mask=attention_mask)
+    longest_source = int(attention_mask.sum(-1).max())
+    assert out.shape[1] == 1 + longest_source + 50  # start token + the cap
+    assert model.generate(input_ids, attention_mask=attention_mask, max_new_tokens=5).shape[1] == 6
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(num_beams=1),
+        dict(do_sample=True, top_k=10),
+        dict(num_beams=4, length_penalty=0.6, early_stopping=True, num_return_sequences=2),
+        dict(num_beams=3, length_penalty=2.0, early_stopping=False),
+    ],
+)
+def test_generation_modes(kwargs):
+    model = tiny_model(seed=11).eval()
+    input_ids, attention_mask, _ = random_batch(seed=11)
+    torch.manual_seed(0)
+    out = model.generate(input_ids, attention_mask=attention_mask, max_new_tokens=6, **kwargs)
+    assert out.shape[0] == input_ids.shape[0] * kwargs.get("num_return_sequences", 1)
+    assert out.shape[1] <= 7
+    assert (out[:, 0] == model.config.decoder_start_token_id).all()
+    assert ((out >= 0) & (out < model.config.vocab_size)).all()
+
+
+def test_greedy_generation_matches_a_manual_argmax_loop():
+    model = tiny_model(seed=12).eval()
+    input_ids, attention_mask, _ = random_batch(seed=12)
+    out = model.generate(input_ids, attention_mask=attention_mask, num_beams=1, max_new_tokens=6, eos_token_id=None)
+    tokens = torch.full((input_ids.shape[0], 1), model.config.decoder_start_token_id)
+    with torch.no_grad():
+        for _ in range(6):
+            logits = model(input_ids, attention_mask, decoder_input_ids=tokens).logits[:, -1]
+            tokens = torch.cat([tokens, logits.argmax(-1, keepdim=True)], dim=1)
+    assert torch.equal(out, tokens)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Learning: a tiny model memorises a few pairs and generates them back
+# ---------------------------------------------------------------------------------------------------------------
+def test_tiny_model_overfits_and_generates_the_targets():
+    torch.manual_seed(0)
+    model = VaswaniForConditionalGeneration(
+        tiny_config(d_model=32, encoder_ffn_dim=64, decoder_ffn_dim=64, dropout=0.0, label_smoothing=0.0)
+    )
+    sources = [[5, 6, 7, 8, 2], [9, 10, 11, 2, 0], [12, 13, 2, 0, 0], [14, 15, 16, 17, 2]]
+    targets = [[20, 21, 22, 2], [23, 24, 2, -100], [25, 26, 27, 2], [28, 2, -100, -100]]
+    input_ids = torch.tensor(sources)
+    attention_mask = (input_ids != 0).long()
+    labels = torch.tensor(targets)
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3, betas=(0.9, 0.98), eps=1e-9)
+    model.train()
+    for _ in range(200):
+        loss = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert loss.item() < 0.02
+    model.eval()
+    generated = model.generate(input_ids, attention_mask=attention_mask, num_beams=4, max_new_tokens=6)
+    for row, target in zip(generated.tolist(), targets, strict=True):
+        expected = [t for t in target if t != -100]
+        assert row[1 : 1 + len(expected)] == expected
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Presets, initialization, loss
+# ---------------------------------------------------------------------------------------------------------------
+def expected_parameter_count(config: VaswaniConfig) -> int:
+    """Parameters of the paper's model, counted from the architecture description (shared embedding matrix)."""
+    d = config.d_model
+    attention = 4 * (d * d + d)
+    ffn = lambda d_ff: d * d_ff + d_ff + d_ff * d + d  # noqa: E731
+    layer_norm = 2 * d
+    encoder_layer = attention + ffn(config.encoder_ffn_dim) + 2 * layer_norm
+    decoder_layer = 2 * attention + ffn(config.decoder_ffn_dim) + 3 * layer_norm
+    return config.vocab_size * d + config.encoder_layers * encoder_layer + config.decoder_layers * decoder_layer
+
+
+@pytest.mark.parametrize(
+    ("preset", "d_model", "d_ff", "heads", "dropout"), [("base", 512, 2048, 8, 0.1), ("big", 1024, 4096, 16, 0.3)]
+)
+def test_paper_presets(preset, d_model, d_ff, heads, dropout):
+    config = VaswaniConfig.from_preset(preset, vocab_size=37000)
+    assert (config.d_model, config.encoder_ffn_dim, config.decoder_ffn_dim) == (d_model, d_ff, d_ff)
+    assert (config.encoder_attention_heads, config.decoder_attention_heads) == (heads, heads)
+    assert config.encoder_layers == config.decoder_layers == 6
+    assert config.d_model // config.encoder_attention_heads == 64  # d_k = d_v = 64 in both
+    assert config.dropout == dropout and config.label_smoothing == 0.1
+    with torch.device("meta"):
+        model = VaswaniForConditionalGeneration(config)
+    count = sum(p.numel() for p in model.parameters())
+    assert count == expected_parameter_count(config)
+    if preset == "base":
+        assert 62e6 < count < 64e6  # "about 63M with a 37k shared vocabulary"
+    else:
+        assert 200e6 < count < 215e6
+    assert VaswaniConfig.from_preset("big", dropout=0.1).dropout == 0.1
+
+
+def test_default_config_is_the_paper_base_model():
+    config = VaswaniConfig()
+    base = VaswaniConfig.from_preset("base")
+    assert config.to_dict() == base.to_dict()
+    assert config.activation_function == "relu" and config.position_embedding_type == "sinusoidal"
+    assert config.scale_embedding and config.share_embeddings and config.tie_word_embeddings
+    assert config.norm_position == "post" and config.norm_type == "layernorm"
+
+
+def test_initialization_follows_fairseq():
+    torch.manual_seed(0)
+    config = tiny_config(d_model=64, vocab_size=2000, encoder_ffn_dim=256, decoder_ffn_dim=256)
+    model = VaswaniForConditionalGeneration(config)
+    embedding = model.model.shared.weight
+    assert embedding[config.pad_token_id].abs().max() == 0
+    assert embedding[1:].std().item() == pytest.approx(64**-0.5, rel=0.05)
+    fc1 = model.model.encoder.layers[0].ffn.fc1.weight  # Xavier uniform: U(-a, a), a = sqrt(6 / (fan_in + fan_out))
+    bound = math.sqrt(6 / (64 + 256))
+    assert fc1.abs().max() <= bound and fc1.abs().max() > 0.95 * bound
+    assert model.model.encoder.layers[0].ffn.fc1.bias.abs().max() == 0
+    norm = model.model.decoder.layers[1].ffn_residual.norm
+    assert torch.equal(norm.weight, torch.ones(64)) and torch.equal(norm.bias, torch.zeros(64))
+
+
+def test_shift_tokens_right_and_decoder_inputs_from_labels():
+    labels = torch.tensor([[5, 6, 2, -100], [7, 2, -100, -100]])
+    expected = torch.tensor([[1, 5, 6, 2], [1, 7, 2, 0]])
+    assert torch.equal(shift_tokens_right(labels, 0, 1), expected)
+    assert torch.equal(tiny_model().prepare_decoder_input_ids_from_labels(labels), expected)
+
+
+def test_loss_is_label_smoothed_cross_entropy_over_real_target_tokens():
+    eps = 0.1
+    model = tiny_model(seed=13, label_smoothing=eps).eval()
+    input_ids, attention_mask, labels = random_batch(seed=13)
+    labels[0, -2:] = -100
+    labels[1, -1] = model.config.pad_token_id  # PAD in the labels is ignored too
+    with torch.no_grad():
+        out = model(input_ids, attention_mask, labels=labels)
+    log_probs = out.logits.log_softmax(-1)
+    vocab = log_probs.shape[-1]
+    total, count = 0.0, 0
+    for b in range(labels.shape[0]):
+        for t in range(labels.shape[1]):
+            y = labels[b, t].item()
+            if y in (-100, model.config.pad_token_id):
+                continue
+            # (1 - eps) on the target, eps spread uniformly over the vocabulary.
+            total += -(1 - eps) * log_probs[b, t, y] - eps / vocab * log_probs[b, t].sum()
+            count += 1
+    assert count == labels.numel() - 3
+    torch.testing.assert_close(out.loss, torch.as_tensor(total / count, dtype=out.loss.dtype), atol=1e-5, rtol=1e-5)
+
+
+def test_loss_with_num_items_in_batch_is_sum_over_items():
+    model = tiny_model(seed=14, label_smoothing=0.0).eval()
+    input_ids, attention_mask, labels = random_batch(seed=14)
+    with torch.no_grad():
+        mean = model(input_ids, attention_mask, labels=labels).loss
+        scaled = model(input_ids, attention_mask, labels=labels, num_items_in_batch=torch.tensor(100)).loss
+    torch.testing.assert_close(scaled, mean * labels.numel() / 100)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Config validation
+# ---------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (dict(d_model=100, encoder_attention_heads=8), r"d_model=100 is not divisible by encoder_attention_heads=8"),
+        (dict(decoder_attention_heads=3), r"decoder_attention_heads=3"),
+        (dict(dropout=-0.1), r"dropout=-0.1 .*\[0, 1\)"),
+        (dict(attention_dropout=1.0), r"attention_dropout=1.0"),
+        (dict(label_smoothing=1.5), r"label_smoothing=1.5"),
+        (dict(position_embedding_type="rotary"), r"position_embedding_type='rotary'.*'sinusoidal', 'learned'"),
+        (dict(activation_function="relu7"), r"activation_function='relu7'"),
+        (dict(encoder_layers=0), r"encoder_layers=0 .*positive integer"),
+        (dict(vocab_size=10.5), r"vocab_size=10.5"),
+        (dict(pad_token_id=99), r"pad_token_id=99 .*vocab_size=99"),
+        (dict(eos_token_id=None), r"eos_token_id=None"),
+        (dict(init_std=-1.0), r"init_std=-1.0"),
+        (dict(scale_embedding="yes"), r"scale_embedding='yes'"),
+        (dict(is_encoder_decoder=False), r"is_encoder_decoder=False"),
+    ],
+)
+def test_config_validation_errors(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        tiny_config(**overrides)
+
+
+def test_config_values_overridden_at_load_time_are_validated(tmp_path):
+    tiny_model().save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match=r"dropout=2.0"):
+        VaswaniForConditionalGeneration.from_pretrained(tmp_path, dropout=2.0)
+    with pytest.raises(ValueError, match="Unknown preset 'huge'"):
+        VaswaniConfig.from_preset("huge")
+
+
+def test_fairseq_special_token_layout_is_supported():
+    model = tiny_model(seed=15, pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2).eval()
+    assert model.model.shared.weight[1].abs().max() == 0  # the PAD row
+    input_ids, attention_mask, labels = random_batch(seed=15, pad_token_id=1)
+    decoder_input_ids = model.prepare_decoder_input_ids_from_labels(labels)
+    assert (decoder_input_ids[:, 0] == 2).all()
+    out = model.generate(input_ids, attention_mask=attention_mask, max_new_tokens=4)
+    assert (out[:, 0] == 2).all()
