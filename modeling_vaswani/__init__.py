@@ -16,6 +16,7 @@ from .modeling_vaswani import (
     shift_tokens_right,
     sinusoidal_position_table,
 )
+from .scheduling_vaswani import DropHeadCallback, DropHeadScheduler, drophead_rate
 
 AutoConfig.register(VaswaniConfig.model_type, VaswaniConfig, exist_ok=True)
 AutoModel.register(VaswaniConfig, VaswaniModel, exist_ok=True)
@@ -27,10 +28,13 @@ VaswaniForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
 
 __all__ = [
     "PRESETS",
+    "DropHeadCallback",
+    "DropHeadScheduler",
     "VaswaniConfig",
     "VaswaniForConditionalGeneration",
     "VaswaniModel",
     "VaswaniPreTrainedModel",
+    "drophead_rate",
     "every_other_layers_to_keep",
     "shift_tokens_right",
     "sinusoidal_position_table",

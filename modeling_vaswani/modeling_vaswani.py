@@ -578,6 +578,13 @@ class VaswaniPreTrainedModel(PreTrainedModel):
             return [layer.self_attn.drophead for layer in base.decoder.layers]
         return [layer.encoder_attn.drophead for layer in base.decoder.layers]
 
+    @property
+    def uses_layerdrop(self) -> bool:
+        """Whether LayerDrop can skip layers in training. Skipped layers get no gradient, so data-parallel training
+        then needs `DistributedDataParallel(find_unused_parameters=True)` (train.py sets it). All ranks skip the same
+        layers (shared seed), so gradients stay consistent. Gradient checkpointing does not mix with it under DDP."""
+        return self.config.encoder_layerdrop > 0 or self.config.decoder_layerdrop > 0
+
     def layerdrop_state_dict(self) -> dict:
         """State of the LayerDrop generators, to save with a training checkpoint (exact resume)."""
         base = self.base_model
