@@ -1,0 +1,624 @@
+"""Training checkpoints that survive a kill, and checkpoint averaging (Vaswani et al. 2017, Section 6.1).
+
+The paper wrote a checkpoint every 10 minutes and averaged the last 5 (base) or 20 (big) into the final model.
+This module does both halves for `train.py`:
+
+- `CheckpointManager` writes each checkpoint (what `accelerator.save_state` writes, plus any extra files) into a
+  hidden `root/.tmp-step-00000123/` folder, makes it durable (fsync), marks it complete with `checkpoint.json`
+  and only then renames it to `root/step-00000123/` in one atomic step. A crash or SIGKILL at any moment
+  therefore leaves every previously completed checkpoint intact; the only leftovers are `.tmp-*` folders, which
+  `remove_incomplete()` cleans at the next start. It keeps the last K checkpoints and resolves
+  `--resume_from_checkpoint` ("latest" or a path).
+- `average_checkpoints` follows fairseq's `scripts/average_checkpoints.py`: the arithmetic mean of every tensor
+  (accumulated in float64, cast back to the tensor's dtype), key sets and shapes must match.
+  `average_into_model` loads the average into a model (tied weights are saved once), `average_run` writes the
+  averaged model of a finished run as a complete `save_pretrained` folder.
+
+Command line (the standalone step):
+
+    python -m vaswani.checkpoints average --run_dir runs/base --last 5 --output_dir runs/base-avg5
+    python -m vaswani.checkpoints average --checkpoints CKPT [CKPT ...] --model runs/base --output_dir OUT
+
+`CheckpointManager` needs only the standard library; torch and transformers are imported by the averaging
+functions that use them, so that `train.py` helpers and the command line's error messages start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import re
+import shutil
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel
+
+__all__ = [
+    "CheckpointError",
+    "CheckpointManager",
+    "average_checkpoints",
+    "average_into_model",
+    "average_run",
+    "average_to_folder",
+    "main",
+]
+
+MARKER_NAME = "checkpoint.json"  # written last, inside the folder, before the rename that publishes it
+TMP_PREFIX = ".tmp-"  # everything a save or a deletion leaves behind when it is interrupted starts with this
+REPLACED_PREFIX = f"{TMP_PREFIX}replaced-"  # a checkpoint moved aside while a new save of its step replaces it
+DELETED_PREFIX = f"{TMP_PREFIX}deleted-"  # a checkpoint beyond keep_last, moved aside before its files are deleted
+STEP_DIR = re.compile(r"step-(\d+)")
+CHECKPOINTS_SUBDIR = "checkpoints"  # where train.py keeps the checkpoints of a run: RUN_DIR/checkpoints/step-N
+
+# The weights file(s) of one model, as written by `accelerator.save_state` and `save_pretrained`.
+SAFE_WEIGHTS_NAME = "model.safetensors"
+SAFE_WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
+# Weight files of a model folder that a new save replaces (a stale one could shadow or contradict the new).
+WEIGHT_FILE_PATTERNS = ("model*.safetensors", "model.safetensors.index.json", "pytorch_model*.bin", "*.bin.index.json")
+# Files of a run folder that `save_pretrained` does not write but the averaged model folder needs.
+TOKENIZER_FILE_PATTERNS = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "chat_template.jinja",
+    "vocab.json",
+    "vocab.txt",
+    "merges.txt",
+    "*.model",  # sentencepiece
+    "*.spm",
+)
+MODEL_CARD_NAME = "README.md"
+FILES_TO_COPY = (*TOKENIZER_FILE_PATTERNS, MODEL_CARD_NAME)
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that is missing, incomplete or does not fit (a user mistake, reported without a traceback)."""
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Writing, listing and resolving checkpoints
+# ----------------------------------------------------------------------------------------------------------------
+class CheckpointManager:
+    """The checkpoints of one run: `root/step-00000123/` folders, each complete with a `checkpoint.json` marker.
+
+    Args:
+        root: the folder holding the checkpoints (created on the first save).
+        keep_last: how many checkpoints to keep; after each save the oldest beyond this many are deleted
+            (never the one just written). `None` keeps all. Keep at least as many as you average at the end.
+    """
+
+    def __init__(self, root: str | Path, keep_last: int | None = None):
+        if keep_last is not None and keep_last < 1:
+            raise ValueError(f"keep_last is {keep_last!r}; keep at least 1 checkpoint, or pass None to keep all.")
+        self.root = Path(root)
+        self.keep_last = keep_last
+
+    # -- names ------------------------------------------------------------------------------------------------------
+    @staticmethod
+    def dirname(step: int) -> str:
+        """`step-00000123`: zero-padded, so that names sort like steps."""
+        return f"step-{step:08d}"
+
+    @staticmethod
+    def step_of(path: str | Path) -> int:
+        """The step of a checkpoint folder named `step-N`."""
+        match = STEP_DIR.fullmatch(Path(path).name)
+        if match is None:
+            raise CheckpointError(
+                f"{path} is not a checkpoint folder name: expected step-<number>, e.g. step-00000100."
+            )
+        return int(match.group(1))
+
+    # -- saving -----------------------------------------------------------------------------------------------------
+    def save(
+        self,
+        step: int,
+        write: Callable[[Path], None],
+        *,
+        is_main_process: bool = True,
+        wait_for_everyone: Callable[[], None] = lambda: None,
+    ) -> Path:
+        """Write the checkpoint of `step` and return its folder. Every process calls this, as with `save_state`.
+
+        1. The main process creates an empty `root/.tmp-step-N/`; then all processes wait.
+        2. Every process calls `write(tmp_dir)`, e.g. `lambda d: accelerator.save_state(d)` plus extra files.
+        3. After all have written, the main process fsyncs the files, writes the `checkpoint.json` marker and
+           renames the folder to `root/step-N/` (atomic). An existing checkpoint of the same step is renamed aside
+           first and deleted once the new one is in place. Then checkpoints beyond `keep_last` are deleted.
+
+        `wait_for_everyone` is `accelerator.wait_for_everyone` when several processes save together.
+        """
+        if step < 0:
+            raise ValueError(f"step is {step}; checkpoint steps are >= 0.")
+        final = self.root / self.dirname(step)
+        tmp = self.root / f"{TMP_PREFIX}{final.name}"
+        if is_main_process:
+            self.root.mkdir(parents=True, exist_ok=True)
+            if tmp.exists():  # left by an earlier interrupted save of this step
+                shutil.rmtree(tmp)
+            tmp.mkdir()
+        wait_for_everyone()
+        write(tmp)
+        wait_for_everyone()
+        if is_main_process:
+            self._publish(tmp, final, step)
+            self._delete_beyond_keep_last(just_written=final)
+        wait_for_everyone()
+        return final
+
+    def _publish(self, tmp: Path, final: Path, step: int) -> None:
+        """Make the written folder durable, mark it complete and move it into place."""
+        _fsync_tree(tmp)
+        marker = {"step": step, "complete": True, "time": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        with open(tmp / MARKER_NAME, "w", encoding="utf-8") as stream:
+            json.dump(marker, stream)
+            stream.flush()
+            os.fsync(stream.fileno())
+        _fsync_dir(tmp)
+        if final.exists():
+            # A directory cannot be renamed over a non-empty one: move the old one aside, then put the new one in.
+            # A kill between the two renames leaves the old one as `.tmp-replaced-...`: remove_incomplete() puts
+            # it back.
+            aside = self.root / f"{REPLACED_PREFIX}{final.name}"
+            if aside.exists():
+                shutil.rmtree(aside)
+            os.replace(final, aside)
+            os.replace(tmp, final)
+            _fsync_dir(self.root)
+            shutil.rmtree(aside)
+        else:
+            os.replace(tmp, final)
+            _fsync_dir(self.root)
+
+    def _delete_beyond_keep_last(self, just_written: Path) -> None:
+        """Delete the oldest checkpoints until `keep_last` remain, never the one just written."""
+        if self.keep_last is None:
+            return
+        others = [path for path in self.checkpoints() if path != just_written]
+        excess = len(others) + 1 - self.keep_last
+        for path in others[: max(excess, 0)]:
+            self._delete(path)
+
+    def _delete(self, checkpoint: Path) -> None:
+        """Delete a checkpoint so that a kill halfway never leaves a complete-looking but partial folder: rename it
+        to a `.tmp-deleted-*` leftover first (atomic), then remove the files."""
+        doomed = self.root / f"{DELETED_PREFIX}{checkpoint.name}"
+        if doomed.exists():
+            shutil.rmtree(doomed)
+        os.replace(checkpoint, doomed)
+        shutil.rmtree(doomed)
+
+    # -- listing ----------------------------------------------------------------------------------------------------
+    def checkpoints(self) -> list[Path]:
+        """The complete checkpoints (`step-N` folders whose marker says complete), oldest step first."""
+        if not self.root.is_dir():
+            return []
+        found = [path for path in self.root.iterdir() if STEP_DIR.fullmatch(path.name) and _is_complete(path)]
+        return sorted(found, key=self.step_of)
+
+    def latest(self) -> Path | None:
+        """The complete checkpoint with the highest step, or None."""
+        found = self.checkpoints()
+        return found[-1] if found else None
+
+    def leftovers(self) -> list[Path]:
+        """The `.tmp-*` leftovers of interrupted saves and deletions."""
+        if not self.root.is_dir():
+            return []
+        return sorted(path for path in self.root.iterdir() if path.name.startswith(TMP_PREFIX))
+
+    def remove_incomplete(self) -> list[Path]:
+        """Delete the `.tmp-*` leftovers of interrupted saves; call it on the main process only, before training
+        starts. A complete checkpoint that a kill left renamed aside while it was being replaced by a new save of
+        the same step is put back instead. Returns the paths removed."""
+        removed = []
+        for leftover in self.leftovers():
+            if self._restore_replaced(leftover):
+                continue
+            if leftover.is_dir() and not leftover.is_symlink():
+                shutil.rmtree(leftover)
+            else:
+                leftover.unlink()
+            removed.append(leftover)
+        if self.root.is_dir():
+            _fsync_dir(self.root)
+        return removed
+
+    def _restore_replaced(self, leftover: Path) -> bool:
+        """Put back a complete checkpoint that a kill left renamed aside (see `_publish`); whether it did."""
+        if not leftover.name.startswith(REPLACED_PREFIX):
+            return False
+        original = self.root / leftover.name.removeprefix(REPLACED_PREFIX)
+        if original.exists() or not _is_complete(leftover):
+            return False
+        os.replace(leftover, original)
+        return True
+
+    # -- resuming ---------------------------------------------------------------------------------------------------
+    def resolve(self, spec: str) -> Path:
+        """The checkpoint folder that `--resume_from_checkpoint SPEC` means: "latest" (the complete checkpoint with
+        the highest step), or a path to a checkpoint folder (also a folder name under `root`, e.g. step-00000100).
+        Raises CheckpointError when there is none, or the folder is missing or incomplete."""
+        if spec == "latest":
+            latest = self.latest()
+            if latest is None:
+                leftovers = self.leftovers()
+                hint = (
+                    f" (only {len(leftovers)} incomplete .tmp-* leftover(s) of interrupted saves)" if leftovers else ""
+                )
+                raise CheckpointError(f"no complete checkpoint under {self.root} to resume from{hint}.")
+            return latest
+        path = Path(spec)
+        if not path.exists() and (self.root / spec).exists():
+            path = self.root / spec
+        if not path.exists():
+            raise CheckpointError(f"no such checkpoint directory: {spec}")
+        if not path.is_dir():
+            raise CheckpointError(
+                f"{spec} is not a directory: give a checkpoint folder (e.g. step-00000100) or 'latest'."
+            )
+        if not (path / MARKER_NAME).is_file():
+            raise CheckpointError(
+                f"{path} is an incomplete checkpoint: its completion marker {MARKER_NAME} is missing (the save was "
+                "interrupted, or the folder was not written by CheckpointManager)."
+            )
+        if not _is_complete(path):
+            raise CheckpointError(f"{path} is an incomplete checkpoint: {path / MARKER_NAME} does not say complete.")
+        return path
+
+
+def _is_complete(folder: Path) -> bool:
+    """Whether `folder` holds a readable marker saying the save completed."""
+    try:
+        with open(folder / MARKER_NAME, encoding="utf-8") as stream:
+            marker = json.load(stream)
+    except (OSError, ValueError):
+        return False
+    return isinstance(marker, dict) and marker.get("complete") is True
+
+
+def _fsync_tree(folder: Path) -> None:
+    """Flush every file and folder under `folder` to disk (so the rename after it never publishes lost data)."""
+    for dirpath, _dirnames, filenames in os.walk(folder):
+        for name in filenames:
+            descriptor = os.open(os.path.join(dirpath, name), os.O_RDONLY)
+            try:
+                os.fsync(descriptor)
+            finally:
+                os.close(descriptor)
+        _fsync_dir(dirpath)
+
+
+def _fsync_dir(folder: str | Path) -> None:
+    """Flush a folder's entries (renames, new files) to disk. Windows cannot open folders and needs no such call."""
+    if os.name == "nt":
+        return
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Averaging
+# ----------------------------------------------------------------------------------------------------------------
+def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, torch.Tensor]:
+    """The arithmetic mean of each tensor over the checkpoints (fairseq's `scripts/average_checkpoints.py`).
+
+    Each path is a checkpoint folder holding `model.safetensors` (what `accelerator.save_state` and
+    `save_pretrained` write for one model) or a sharded `model.safetensors.index.json`, or a `.safetensors` file.
+    Floating-point tensors are summed in float64 (fp16/bf16 upcast) and the mean is cast back to the tensor's dtype
+    in the first checkpoint; integer and bool tensors (counters) must be identical in all checkpoints. Key sets and
+    shapes must match. Checkpoints are read one at a time.
+    """
+    import torch
+
+    paths = [Path(path) for path in paths]
+    if not paths:
+        raise CheckpointError("no checkpoints to average: give at least one.")
+    first = _load_weights(paths[0])
+    dtypes = {name: tensor.dtype for name, tensor in first.items()}
+    sums = {
+        name: tensor.to(torch.float64, copy=True) if tensor.dtype.is_floating_point else tensor
+        for name, tensor in first.items()
+    }
+    del first
+    for path in paths[1:]:
+        state = _load_weights(path)
+        _check_same_keys(sums.keys(), paths[0], state.keys(), path)
+        for name, tensor in state.items():
+            if tensor.shape != sums[name].shape:
+                raise CheckpointError(
+                    f"tensor {name!r} has shape {tuple(sums[name].shape)} in {paths[0]} but {tuple(tensor.shape)} "
+                    f"in {path}: these checkpoints are not of the same model."
+                )
+            if dtypes[name].is_floating_point:
+                sums[name] += tensor.to(torch.float64)
+            elif not torch.equal(tensor, sums[name]):
+                raise CheckpointError(
+                    f"integer tensor {name!r} differs between {paths[0]} and {path}: it cannot be averaged."
+                )
+    return {
+        name: (total / len(paths)).to(dtypes[name]) if dtypes[name].is_floating_point else total
+        for name, total in sums.items()
+    }
+
+
+def _check_same_keys(expected: Iterable[str], expected_path: Path, found: Iterable[str], found_path: Path) -> None:
+    expected, found = set(expected), set(found)
+    if expected == found:
+        return
+    differences = []
+    if expected - found:
+        differences.append(f"{found_path} lacks {_names(expected - found)} (present in {expected_path})")
+    if found - expected:
+        differences.append(f"{found_path} has {_names(found - expected)} (absent from {expected_path})")
+    raise CheckpointError("checkpoints hold different tensors: " + "; ".join(differences) + ".")
+
+
+def _names(names: Iterable[str], limit: int = 10) -> str:
+    names = sorted(names)
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _load_weights(path: Path) -> dict[str, torch.Tensor]:
+    """All tensors of one checkpoint (a folder or a `.safetensors` file), on the CPU."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    state: dict[str, torch.Tensor] = {}
+    for file in _weight_files(path):
+        try:
+            state.update(load_file(file, device="cpu"))
+        except (SafetensorError, OSError) as error:
+            raise CheckpointError(f"cannot read the weights in {file}: {error}") from error
+    return state
+
+
+def _weight_files(path: Path) -> list[Path]:
+    """The safetensors file(s) holding a checkpoint's model weights."""
+    if path.is_file():
+        if path.suffix != ".safetensors":
+            raise CheckpointError(f"{path} is not a .safetensors file or a checkpoint folder.")
+        return [path]
+    if not path.is_dir():
+        raise CheckpointError(f"no such checkpoint: {path}")
+    if (path / SAFE_WEIGHTS_NAME).is_file():
+        return [path / SAFE_WEIGHTS_NAME]
+    index = path / SAFE_WEIGHTS_INDEX_NAME
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+        except (ValueError, KeyError, TypeError) as error:
+            raise CheckpointError(f"{index} is not a safetensors index (no readable weight_map): {error}") from error
+        files = [path / name for name in sorted(set(weight_map.values()))]
+        missing = [file.name for file in files if not file.is_file()]
+        if missing:
+            raise CheckpointError(f"{index} lists shard(s) that are missing: {_names(missing)}.")
+        return files
+    raise CheckpointError(
+        f"{path} holds no model weights: expected {SAFE_WEIGHTS_NAME} (written by accelerator.save_state and "
+        f"save_pretrained with safetensors) or a sharded {SAFE_WEIGHTS_INDEX_NAME}."
+    )
+
+
+def average_into_model(model: PreTrainedModel, paths: Sequence[str | Path]) -> None:
+    """Replace the weights of `model` with the average of the checkpoints.
+
+    Saved state dicts hold tied weights once (`accelerator.save_state` and `save_pretrained` drop the duplicates of
+    `model.shared.weight`), so a key may be missing if it is tied to a key that is present; it receives that
+    tensor. Any other missing or unexpected key, or a shape that does not fit, raises CheckpointError. Tied
+    parameters stay tied (values are copied in place).
+    """
+    import torch
+
+    averaged = average_checkpoints(paths)
+    expected = model.state_dict()
+    unexpected = averaged.keys() - expected.keys()
+    if unexpected:
+        raise CheckpointError(f"the checkpoints hold tensors the model does not have: {_names(unexpected)}.")
+    for name, tensor in averaged.items():
+        if tensor.shape != expected[name].shape:
+            raise CheckpointError(
+                f"tensor {name!r} has shape {tuple(tensor.shape)} in the checkpoints but "
+                f"{tuple(expected[name].shape)} in the model."
+            )
+    for group in _tied_groups(model, expected):
+        present = sorted(name for name in group if name in averaged)
+        for name in present[1:]:
+            if not torch.equal(averaged[name], averaged[present[0]]):
+                raise CheckpointError(
+                    f"{present[0]} and {name} are tied in the model but differ in the checkpoints "
+                    "(saved from a model without tied weights?)."
+                )
+        if present:
+            averaged.update({name: averaged[present[0]] for name in group if name not in averaged})
+    missing = expected.keys() - averaged.keys()
+    if missing:
+        raise CheckpointError(f"the checkpoints lack tensors of the model: {_names(missing)}.")
+    model.load_state_dict(averaged, strict=True)
+
+
+def _tied_groups(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> list[set[str]]:
+    """Sets of keys of the model's state dict that are one tensor: declared ties (`all_tied_weights_keys`,
+    {target: source}) and keys whose tensors share memory."""
+    declared: dict[str, set[str]] = {}
+    for target, source in (getattr(model, "all_tied_weights_keys", None) or {}).items():
+        declared.setdefault(source, {source}).add(target)
+    shared_memory: dict[tuple, set[str]] = {}
+    for name, tensor in state.items():
+        if tensor.numel() > 0 and tensor.device.type != "meta":
+            shared_memory.setdefault((tensor.data_ptr(), tensor.dtype, tuple(tensor.shape)), set()).add(name)
+    return [*declared.values(), *(group for group in shared_memory.values() if len(group) > 1)]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The averaged model as a save_pretrained folder (the standalone step)
+# ----------------------------------------------------------------------------------------------------------------
+def average_run(run_dir: str | Path, last: int, output_dir: str | Path) -> Path:
+    """Average the last `last` complete checkpoints of a run into a complete model folder.
+
+    `run_dir` is the final model folder train.py writes (config, generation config, tokenizer files), with the
+    checkpoints under `run_dir/checkpoints/`. The output gets the model's `save_pretrained` files with the averaged
+    weights, plus the tokenizer files and README.md of `run_dir`. `output_dir` may be `run_dir` itself: its model
+    files are then replaced one by one (each replacement atomic) and everything else in it is kept.
+    """
+    run_dir = Path(run_dir)
+    _check_model_folder(run_dir)
+    if last < 1:
+        raise CheckpointError(f"the number of checkpoints to average is {last}; it must be at least 1.")
+    checkpoint_root = run_dir / CHECKPOINTS_SUBDIR
+    available = CheckpointManager(checkpoint_root).checkpoints()
+    if len(available) < last:
+        raise CheckpointError(
+            f"cannot average the last {last} checkpoint(s): {checkpoint_root} has {len(available)} complete "
+            f"checkpoint(s)."
+        )
+    return average_to_folder(available[-last:], run_dir, output_dir)
+
+
+def average_to_folder(paths: Sequence[str | Path], model_dir: str | Path, output_dir: str | Path) -> Path:
+    """Average the checkpoints into the model described by `model_dir` (its config, generation config, tokenizer
+    files and README.md; its weights are not read) and write a complete `save_pretrained` folder to `output_dir`."""
+    model_dir, output_dir = Path(model_dir), Path(output_dir)
+    _check_model_folder(model_dir)
+    model = _model_from_folder(model_dir)
+    average_into_model(model, paths)
+    _write_model_folder(model, model_dir, output_dir)
+    return output_dir
+
+
+def _check_model_folder(folder: Path) -> None:
+    if not folder.is_dir():
+        raise CheckpointError(f"no such model folder: {folder}")
+    if not (folder / "config.json").is_file():
+        raise CheckpointError(
+            f"{folder} is not a model folder (no config.json): give the folder train.py writes the final model to."
+        )
+
+
+def _model_from_folder(model_dir: Path) -> PreTrainedModel:
+    """A freshly initialized model of the folder's config, with the folder's generation config."""
+    from transformers import AutoConfig, AutoModelForSeq2SeqLM, GenerationConfig
+
+    import modeling_vaswani  # noqa: F401  (registers the Vaswani classes with the Auto classes)
+
+    try:
+        config = AutoConfig.from_pretrained(model_dir, local_files_only=True)
+        model = AutoModelForSeq2SeqLM.from_config(config)
+        if (model_dir / "generation_config.json").is_file():
+            model.generation_config = GenerationConfig.from_pretrained(model_dir, local_files_only=True)
+    except (OSError, ValueError) as error:
+        raise CheckpointError(f"cannot build the model of {model_dir}: {error}") from error
+    return model
+
+
+def _write_model_folder(model: PreTrainedModel, source_dir: Path, output_dir: Path) -> None:
+    """`model.save_pretrained(output_dir)` plus the tokenizer files and model card of `source_dir`.
+
+    Everything is written to a temporary folder next to `output_dir` first. A new `output_dir` is that folder
+    renamed (atomic); an existing one (e.g. the run folder itself) gets its model files replaced one at a time, each
+    replacement atomic, and keeps everything else (checkpoints, logs)."""
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = output_dir.parent / f"{TMP_PREFIX}average-{output_dir.name}-{os.getpid()}"
+    if staging.exists():
+        shutil.rmtree(staging)
+    model.save_pretrained(staging)
+    for file in sorted(source_dir.iterdir()):
+        if file.is_file() and any(fnmatch.fnmatch(file.name, pattern) for pattern in FILES_TO_COPY):
+            shutil.copy2(file, staging / file.name)
+    _fsync_tree(staging)
+    if not output_dir.exists():
+        os.replace(staging, output_dir)
+    else:
+        _replace_files(staging, output_dir)
+    _fsync_dir(output_dir.parent)
+
+
+def _replace_files(staging: Path, output_dir: Path) -> None:
+    """Move each staged file over its namesake in `output_dir` (atomic per file), then delete weight files the new
+    save did not write (e.g. old shards). Other files and folders of `output_dir` (checkpoints, logs) are kept."""
+    new_names = {file.name for file in staging.iterdir()}
+    for name in sorted(new_names):
+        os.replace(staging / name, output_dir / name)
+    for file in output_dir.iterdir():
+        stale = file.name not in new_names and any(fnmatch.fnmatch(file.name, p) for p in WEIGHT_FILE_PATTERNS)
+        if stale and file.is_file():
+            file.unlink()
+    _fsync_dir(output_dir)
+    shutil.rmtree(staging)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Command line
+# ----------------------------------------------------------------------------------------------------------------
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m vaswani.checkpoints", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    average = commands.add_parser(
+        "average",
+        help="average the last checkpoints of a run into a model folder (paper: 5 for base, 20 for big)",
+        description="Average checkpoints into a complete save_pretrained model folder (fairseq semantics).",
+    )
+    average.set_defaults(command_parser=average)
+    source = average.add_mutually_exclusive_group(required=True)
+    source.add_argument("--run_dir", type=Path, metavar="DIR", help="a run's final model folder, with checkpoints/")
+    source.add_argument(
+        "--checkpoints", type=Path, nargs="+", metavar="CKPT", help="checkpoint folders or .safetensors files"
+    )
+    average.add_argument(
+        "--last", type=_positive_int, metavar="N", help="with --run_dir: average the last N checkpoints (paper: 5, 20)"
+    )
+    average.add_argument(
+        "--model", type=Path, metavar="DIR", help="with --checkpoints: the model folder (config, tokenizer files)"
+    )
+    average.add_argument("--output_dir", type=Path, required=True, metavar="OUT", help="where to write the model")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit status (2 with an `error: ...` line for a user mistake)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.run_dir is not None and (args.last is None or args.model is not None):
+            args.command_parser.error("--run_dir needs --last N (and takes no --model: the run folder is the model)")
+        if args.checkpoints is not None and (args.model is None or args.last is not None):
+            args.command_parser.error("--checkpoints needs --model DIR (and takes no --last)")
+    except SystemExit as exit_:  # argparse printed the usage and "error: ..." (status 2), or the help (status 0)
+        return int(exit_.code or 0)
+    try:
+        if args.run_dir is not None:
+            output = average_run(args.run_dir, args.last, args.output_dir)
+        else:
+            output = average_to_folder(args.checkpoints, args.model, args.output_dir)
+    except (CheckpointError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(f"wrote the averaged model to {output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
