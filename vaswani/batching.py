@@ -1,0 +1,251 @@
+"""Batches by tokens, as in the paper: pairs bucketed by length and packed up to a token budget per device.
+
+The paper trains on batches of about 25,000 source and 25,000 target tokens; fairseq's ``--max-tokens`` makes such
+batches by counting, per device, ``batch size * longest sequence`` (padding included). `TokenBatchSampler` does the
+same:
+
+1. Cost. A pair of source length s and target length t (in tokens, after rounding up to `pad_to_multiple_of`)
+   is as long as ``max(s, t)``, and at least 1. A batch of B pairs costs ``B * (its longest pair)``: the size of the
+   larger of its two padded tensors. Every batch costs at most `max_tokens` and holds at most `max_sentences` pairs.
+2. Buckets. The pairs are sorted by source length, then target length (like fairseq's ``ordered_indices``), ties in
+   a random order drawn for each epoch, and packed greedily: a batch is closed as soon as the next pair would break
+   the budget. Pairs of similar lengths share batches, so little of a batch is padding.
+3. Shuffling. The order of the batches is shuffled each epoch (seed ``seed + epoch``), and so is the membership of
+   batches among pairs of equal lengths. The batch boundaries depend on the lengths only, so every epoch has the same
+   number of batches. With ``shuffle=False`` the batches come sorted by length, always the same (for evaluation).
+4. Distribution. Every rank computes the same global list of batches and takes every `num_replicas`-th one, starting
+   at its `rank`. So that no rank runs out of batches while the others still wait for it in an all-reduce, each rank
+   gets the same number: by default the list is first padded to a multiple of `num_replicas` by repeating batches from
+   its start (those pairs are seen twice in that epoch; at most ``num_replicas - 1`` batches); ``drop_uneven=True``
+   drops the last batches instead (at most ``num_replicas - 1``, different ones each epoch). For evaluation,
+   ``even_batches=False`` neither repeats nor drops anything: ranks may then get one batch more than others.
+
+Randomness comes only from ``numpy.random.default_rng(seed + epoch)``, never from global state: the same arguments
+give the same batches on every rank and every run, and `batches(epoch)` lets a resumed run skip exactly the batches
+of an epoch it has already trained on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator, Sequence
+from itertools import cycle, islice
+
+import numpy as np
+from torch.utils.data import Sampler
+
+
+class TokenBatchSampler(Sampler[list[int]]):
+    """Yields lists of dataset indices, each a batch whose padded size stays within a token budget.
+
+    Use it as the ``batch_sampler`` of a `torch.utils.data.DataLoader`, with a collator that pads each batch (such as
+    transformers' `DataCollatorForSeq2Seq`), and call `set_epoch` at the start of every epoch.
+
+    Args:
+        source_lengths: tokens in each source sequence, for dataset indices 0..N-1.
+        target_lengths: tokens in each target sequence (labels), same order.
+        max_tokens: budget of a batch on one device: ``len(batch) * max over the batch of max(source, target)
+            length`` stays at or below it (fairseq's ``--max-tokens``). A pair that alone costs more raises
+            `ValueError`: filter over-long pairs before.
+        shuffle: shuffle batch order and tie-breaks every epoch (training); False gives the same length-sorted
+            batches every epoch (evaluation).
+        seed: base seed; epoch e draws from ``numpy.random.default_rng(seed + e)``.
+        num_replicas: number of ranks (processes) sharing the batches.
+        rank: this process's rank, in ``range(num_replicas)``.
+        max_sentences: most pairs in a batch (fairseq's ``--batch-size``), None for no limit.
+        pad_to_multiple_of: lengths are rounded up to a multiple of it before costing (as the collator pads them).
+        drop_uneven: with several ranks, drop the last batches of an epoch so that the count divides evenly, instead
+            of repeating batches from the start.
+        even_batches: with False, ranks may get different numbers of batches and no batch is repeated or dropped
+            (for evaluation, with results gathered by index). Cannot be combined with ``drop_uneven=True``.
+    """
+
+    def __init__(
+        self,
+        source_lengths: Sequence[int],
+        target_lengths: Sequence[int],
+        max_tokens: int,
+        *,
+        shuffle: bool = True,
+        seed: int = 0,
+        num_replicas: int = 1,
+        rank: int = 0,
+        max_sentences: int | None = None,
+        pad_to_multiple_of: int = 1,
+        drop_uneven: bool = False,
+        even_batches: bool = True,
+    ) -> None:
+        self.source_lengths = _as_lengths(source_lengths, "source_lengths")
+        self.target_lengths = _as_lengths(target_lengths, "target_lengths")
+        if len(self.source_lengths) != len(self.target_lengths):
+            raise ValueError(
+                f"source_lengths has {len(self.source_lengths)} entries but target_lengths has "
+                f"{len(self.target_lengths)}: give one length per pair on each side."
+            )
+        _check_positive(max_tokens=max_tokens, num_replicas=num_replicas, pad_to_multiple_of=pad_to_multiple_of)
+        if max_sentences is not None:
+            _check_positive(max_sentences=max_sentences)
+        if not (isinstance(seed, int | np.integer) and seed >= 0):
+            raise ValueError(f"seed must be a non-negative integer, got {seed!r}.")
+        if not (isinstance(rank, int | np.integer) and 0 <= rank < num_replicas):
+            raise ValueError(f"rank must be in range(num_replicas) = range({num_replicas}), got {rank!r}.")
+        if drop_uneven and not even_batches:
+            raise ValueError(
+                "drop_uneven=True drops batches so that all ranks get the same number, even_batches=False lets the "
+                "numbers differ: choose one."
+            )
+        self.max_tokens = max_tokens
+        self.shuffle = shuffle
+        self.seed = int(seed)
+        self.num_replicas = num_replicas
+        self.rank = int(rank)
+        self.max_sentences = max_sentences
+        self.pad_to_multiple_of = pad_to_multiple_of
+        self.drop_uneven = drop_uneven
+        self.even_batches = even_batches
+        self.epoch = 0
+
+        # (N,) cost of each pair alone: its longer side, padded, at least 1 token.
+        padded = np.maximum(
+            _round_up(self.source_lengths, pad_to_multiple_of), _round_up(self.target_lengths, pad_to_multiple_of)
+        )
+        self.costs = np.maximum(padded, 1)
+        too_long = np.flatnonzero(self.costs > max_tokens)
+        if too_long.size:
+            index = int(too_long[0])
+            raise ValueError(
+                f"pair {index} (source length {self.source_lengths[index]}, target length "
+                f"{self.target_lengths[index]}, cost {self.costs[index]} tokens after padding) does not fit in "
+                f"max_tokens={max_tokens}; {too_long.size} pair(s) in all. Filter pairs longer than the budget "
+                "before batching, or raise max_tokens."
+            )
+        # Batch k is positions bounds[k]:bounds[k + 1] of the length-sorted order. Ties are exactly equal
+        # (source, target) lengths, so the sequence of costs in that order, and so the bounds, is the same whatever
+        # the tie-break: computed once for all epochs.
+        self.bounds = _pack(self.costs[self._length_order(None)].tolist(), max_tokens, max_sentences)
+
+    # -- the batches -------------------------------------------------------------------------------------------------
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the epoch that `__iter__` yields (call it before each epoch; it seeds the shuffling)."""
+        if epoch < 0:
+            raise ValueError(f"epoch must be non-negative, got {epoch}.")
+        self.epoch = epoch
+
+    def __iter__(self) -> Iterator[list[int]]:
+        yield from self.batches(self.epoch)
+
+    def __len__(self) -> int:
+        """Batches this rank yields per epoch (the same every epoch)."""
+        total, replicas = self.num_global_batches, self.num_replicas
+        if replicas == 1:
+            return total
+        if not self.even_batches:
+            return total // replicas + (self.rank < total % replicas)
+        return total // replicas if self.drop_uneven else math.ceil(total / replicas)
+
+    @property
+    def num_global_batches(self) -> int:
+        """Batches per epoch over all ranks, before padding or dropping for an even split."""
+        return len(self.bounds) - 1
+
+    def global_batches(self, epoch: int) -> list[list[int]]:
+        """All ranks' batches of `epoch`, in the order they are dealt out, before padding/dropping and sharding."""
+        rng = np.random.default_rng(self.seed + epoch) if self.shuffle else None
+        order = self._length_order(rng).tolist()
+        batches = [order[start:end] for start, end in zip(self.bounds[:-1], self.bounds[1:], strict=True)]
+        if rng is not None:
+            batches = [batches[k] for k in rng.permutation(len(batches))]
+        return batches
+
+    def batches(self, epoch: int) -> list[list[int]]:
+        """This rank's batches of `epoch`, in order (skip the first k to resume an epoch exactly)."""
+        batches = self.global_batches(epoch)
+        replicas = self.num_replicas
+        remainder = len(batches) % replicas
+        if replicas > 1 and remainder and self.even_batches:
+            if self.drop_uneven:
+                batches = batches[: len(batches) - remainder]
+            else:
+                batches = batches + list(islice(cycle(batches), replicas - remainder))
+        return batches[self.rank :: replicas]
+
+    # -- helpers -----------------------------------------------------------------------------------------------------
+
+    def _length_order(self, rng: np.random.Generator | None) -> np.ndarray:
+        """(N,) indices sorted by source length, then target length; ties in a random order drawn from `rng`, or by
+        index without one."""
+        keys = [self.target_lengths, self.source_lengths]  # np.lexsort sorts by the last key first
+        if rng is not None:
+            keys.insert(0, rng.permutation(len(self.source_lengths)))
+        return np.lexsort(keys)
+
+
+def padding_efficiency(
+    batches: Sequence[Sequence[int]], source_lengths: Sequence[int], target_lengths: Sequence[int]
+) -> float:
+    """Real tokens / padded tokens of `batches` once each side is padded to its longest sequence in the batch.
+
+    ``sum(s_i + t_i) / sum over batches of len(batch) * (max s + max t)``, in (0, 1]; 1.0 for no tokens at all.
+    """
+    source = _as_lengths(source_lengths, "source_lengths")
+    target = _as_lengths(target_lengths, "target_lengths")
+    real = padded = 0
+    for batch in batches:
+        if len(batch) == 0:
+            continue
+        index = np.asarray(batch, dtype=np.int64)
+        real += int(source[index].sum() + target[index].sum())
+        padded += len(index) * int(source[index].max() + target[index].max())
+    return real / padded if padded else 1.0
+
+
+def _pack(costs: list[int], max_tokens: int, max_sentences: int | None) -> list[int]:
+    """Greedy packing of pairs in the given order: the bounds [0, ..., N] of consecutive batches.
+
+    A batch grows while ``(size + 1) * max(longest cost so far, next cost) <= max_tokens`` and size < max_sentences.
+    """
+    bounds = [0]
+    size = longest = 0
+    limit = max_sentences or len(costs) + 1
+    for position, cost in enumerate(costs):
+        longer = max(longest, cost)
+        if size and ((size + 1) * longer > max_tokens or size == limit):
+            bounds.append(position)
+            size, longer = 0, cost
+        size += 1
+        longest = longer
+    if size:
+        bounds.append(len(costs))
+    return bounds
+
+
+def _round_up(lengths: np.ndarray, multiple: int) -> np.ndarray:
+    return -(-lengths // multiple) * multiple
+
+
+def _as_lengths(lengths: Sequence[int], name: str) -> np.ndarray:
+    """(N,) int64 array of non-negative lengths, or ValueError.
+
+    Anything but a list, tuple or array is first read with one slice, ``lengths[:]``: a `datasets` column
+    (``dataset["source_length"]``) then comes out as a list at once, where iterating it would convert row by row
+    (seconds per million rows).
+    """
+    if not isinstance(lengths, np.ndarray | list | tuple):
+        with contextlib.suppress(TypeError):  # not sliceable: converted as it is
+            lengths = lengths[:]
+    array = np.asarray(lengths)
+    if array.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if array.ndim != 1 or not np.issubdtype(array.dtype, np.integer):
+        raise ValueError(f"{name} must be a 1-D sequence of integers, got {array.dtype} with shape {array.shape}.")
+    if array.min() < 0:
+        raise ValueError(f"{name} must be non-negative; index {int(np.argmin(array))} is {int(array.min())}.")
+    return array.astype(np.int64, copy=False)
+
+
+def _check_positive(**values: int) -> None:
+    for name, value in values.items():
+        if not (isinstance(value, int | np.integer) and not isinstance(value, bool) and value >= 1):
+            raise ValueError(f"{name} must be a positive integer, got {value!r}.")
