@@ -113,6 +113,9 @@ class VaswaniConfig(PretrainedConfig):
             the resulting model saves as an ordinary smaller model (fairseq's `encoder_layers_to_keep`).
         decoder_layers_to_keep (`list[int]`, *optional*):
             The same for the decoder.
+        pruned_layers (`dict[str, list[int]]`, *optional*):
+            Set by pruning, for the record (model cards): for "encoder" / "decoder", the layer indices of the
+            original model that were kept. It does not change the model.
         encoder_drophead (`float`, *optional*, defaults to 0.0):
             DropHead (Zhou et al. 2020): probability of dropping each encoder self-attention head, per example,
             during training; kept heads are rescaled by `h / kept`. Identity in evaluation. In [0, 1).
@@ -174,6 +177,7 @@ class VaswaniConfig(PretrainedConfig):
     layerdrop_seed: int = 0
     encoder_layers_to_keep: list[int] | None = None
     decoder_layers_to_keep: list[int] | None = None
+    pruned_layers: dict | None = None
     # DropHead (Zhou et al. 2020)
     encoder_drophead: float = 0.0
     decoder_drophead: float = 0.0
@@ -270,6 +274,16 @@ class VaswaniConfig(PretrainedConfig):
         for side in ("encoder", "decoder"):
             _check_layers_to_keep(
                 f"{side}_layers_to_keep", getattr(self, f"{side}_layers_to_keep"), getattr(self, f"{side}_layers")
+            )
+
+        if self.pruned_layers is not None and not (
+            isinstance(self.pruned_layers, dict)
+            and set(self.pruned_layers) <= {"encoder", "decoder"}
+            and all(isinstance(v, list) and all(isinstance(i, int) for i in v) for v in self.pruned_layers.values())
+        ):
+            raise ValueError(
+                f"pruned_layers={self.pruned_layers!r} is not allowed; it is a record written by pruning: "
+                '{"encoder": [kept indices], "decoder": [kept indices]} or None.'
             )
 
         # Contradictory combinations

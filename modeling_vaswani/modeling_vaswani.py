@@ -543,6 +543,11 @@ class VaswaniPreTrainedModel(PreTrainedModel):
                     for module in layer.modules():
                         if isinstance(module, VaswaniAttention):
                             module.layer_idx = new_idx
+                # Record which layers of the original model survive (composing with earlier pruning).
+                record = dict(self.config.pruned_layers or {})
+                original = record.get(side, list(range(getattr(self.config, f"{side}_layers"))))
+                record[side] = [original[i] for i in keep]
+                self.config.pruned_layers = record
                 setattr(self.config, f"{side}_layers", len(keep))
             setattr(self.config, f"{side}_layers_to_keep", None)
 

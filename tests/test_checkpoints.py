@@ -577,3 +577,14 @@ def test_kill_during_save_leaves_the_previous_checkpoint_loadable(tmp_path, stag
     for name, array in expected_state(seed=1).items():
         np.testing.assert_array_equal(loaded[name], array)
     assert json.loads((first / "trainer_state.json").read_text()) == {"seed": 1}
+
+
+def test_set_aside_newer_moves_later_checkpoints_out_of_the_run(tmp_path):
+    manager = CheckpointManager(tmp_path / "checkpoints")
+    for step in (2, 4, 6):
+        manager.save(step, lambda folder, step=step: (folder / "weights.txt").write_text(str(step)))
+    moved = manager.set_aside_newer(manager.root / "step-00000002")
+    assert [CheckpointManager.step_of(p) for p in manager.checkpoints()] == [2]
+    assert sorted(p.name for p in moved) == ["step-00000004", "step-00000006"]
+    assert all(p.parent.name.startswith("abandoned-") and (p / "weights.txt").exists() for p in moved)
+    assert manager.set_aside_newer(manager.root / "step-00000002") == []

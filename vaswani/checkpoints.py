@@ -244,6 +244,24 @@ class CheckpointManager:
         return True
 
     # -- resuming ---------------------------------------------------------------------------------------------------
+    def set_aside_newer(self, checkpoint: str | Path) -> list[Path]:
+        """Move the complete checkpoints newer than `checkpoint` into `root/abandoned-<time>/` (main process only).
+
+        Resuming from an older checkpoint starts a new branch of the run: its later checkpoints must not be averaged
+        with, or pruned against, the new ones. Nothing is deleted. Returns the new locations."""
+        step = self.step_of(checkpoint)
+        newer = [path for path in self.checkpoints() if self.step_of(path) > step]
+        if not newer:
+            return []
+        folder = self.root / f"abandoned-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S%f')}"
+        folder.mkdir()
+        moved = []
+        for path in newer:
+            os.replace(path, folder / path.name)
+            moved.append(folder / path.name)
+        _fsync_dir(self.root)
+        return moved
+
     def resolve(self, spec: str) -> Path:
         """The checkpoint folder that `--resume_from_checkpoint SPEC` means: "latest" (the complete checkpoint with
         the highest step), or a path to a checkpoint folder (also a folder name under `root`, e.g. step-00000100).

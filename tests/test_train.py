@@ -1,0 +1,234 @@
+"""train.py end to end on a tiny config: one process, two processes, exact resume, and every bad input it must
+reject before training time is spent (with `error: ...`, exit code 2 and no traceback)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import REPO_ROOT
+from safetensors.torch import load_file
+
+from vaswani.demo_data import write_demo_files
+
+TINY_RUN = [
+    "--vocab_size", "400", "--d_model", "32", "--encoder_layers", "2", "--decoder_layers", "2",
+    "--encoder_attention_heads", "2", "--decoder_attention_heads", "2", "--encoder_ffn_dim", "64",
+    "--decoder_ffn_dim", "64", "--max_tokens", "600", "--max_source_length", "48", "--max_target_length", "48",
+    "--warmup_steps", "4", "--eval_steps", "0", "--logging_steps", "1", "--max_eval_samples", "12",
+    "--num_beams", "2", "--num_examples", "2", "--report_to", "none", "--checkpoint_minutes", "60",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("data")
+    write_demo_files(folder, num_train=240, num_validation=16, num_test=16)
+    return folder
+
+
+def data_args(data_dir: Path) -> list[str]:
+    return [
+        "--train_file", str(data_dir / "train.jsonl"), "--validation_file", str(data_dir / "validation.jsonl"),
+        "--test_file", str(data_dir / "test.jsonl"),
+    ]  # fmt: skip
+
+
+def run_train(args: list[str], cwd: Path, processes: int = 1, timeout: int = 400) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
+    env["HF_DATASETS_CACHE"] = str(cwd / "datasets_cache")
+    if processes == 1:
+        cmd = [sys.executable, str(REPO_ROOT / "train.py"), *args]
+    else:  # accelerate 1.15's --cpu launcher starts one process; this starts real gloo ranks on CPU
+        env["ACCELERATE_USE_CPU"] = "1"
+        cmd = [
+            sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes),
+            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", str(REPO_ROOT / "train.py"),
+            *args,
+        ]  # fmt: skip
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def read_metrics(output_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Runs
+# ---------------------------------------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_few_step_run_in_one_process_leaves_a_loadable_model(data_dir, tmp_path):
+    out = tmp_path / "run"
+    result = run_train(
+        [*data_args(data_dir), *TINY_RUN, "--output_dir", str(out), "--max_train_steps", "6",
+         "--checkpoint_steps", "2", "--average_checkpoints", "3", "--eval_steps", "3"],
+        tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-4000:]
+    # The folder: weights, config, generation config, tokenizer, model card, records.
+    for name in ("model.safetensors", "config.json", "generation_config.json", "tokenizer.json", "README.md",
+                 "metrics.jsonl", "results.json", "run_args.json", "modeling_vaswani.py"):  # fmt: skip
+        assert (out / name).exists(), name
+    generation = json.loads((out / "generation_config.json").read_text())
+    assert generation["num_beams"] == 4 and generation["length_penalty"] == 0.6
+    results = json.loads((out / "results.json").read_text())
+    assert results["step"] == 6 and results["averaged_checkpoints"] == ["step-00000002", "step-00000004",
+                                                                        "step-00000006"]  # fmt: skip
+    for split in ("validation", "test"):
+        assert 0.0 <= results[split]["bleu"] <= 100.0 and "signature" not in results[split]
+        assert results[split]["bleu_signature"].startswith("nrefs:1|")
+        assert len(results[split]["examples"]) == 2
+    metrics = read_metrics(out)
+    train_steps = [m["step"] for m in metrics if m["split"] == "train"]
+    assert train_steps == [1, 2, 3, 4, 5, 6]
+    assert [m["step"] for m in metrics if m["split"] == "validation"] == [3]
+    assert all(m["loss"] > 0 and m["target_tokens_per_second"] > 0 for m in metrics if m["split"] == "train")
+    # The final model is the average of the three checkpoints.
+    average = {k: sum(load_file(out / "checkpoints" / c / "model.safetensors")[k].double()
+                      for c in results["averaged_checkpoints"]) / 3
+               for k in load_file(out / "checkpoints" / "step-00000006" / "model.safetensors")}  # fmt: skip
+    final = load_file(out / "model.safetensors")
+    for key, tensor in average.items():
+        torch.testing.assert_close(final[key].double(), tensor, atol=1e-6, rtol=1e-6, msg=key)
+    # It loads with the Auto classes and translates.
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    import modeling_vaswani  # noqa: F401
+
+    model = AutoModelForSeq2SeqLM.from_pretrained(out).eval()
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    batch = tokenizer(["She was born on the third of March."], return_tensors="pt")
+    assert model.generate(**batch, max_new_tokens=5).shape[0] == 1
+    assert "---" in (out / "README.md").read_text()[:5]  # YAML metadata of the model card
+
+
+@pytest.mark.slow
+def test_two_process_run_with_layerdrop(data_dir, tmp_path):
+    out = tmp_path / "run"
+    result = run_train(
+        [*data_args(data_dir), *TINY_RUN, "--output_dir", str(out), "--max_train_steps", "4",
+         "--checkpoint_steps", "2", "--average_checkpoints", "2", "--encoder_layerdrop", "0.3",
+         "--decoder_layerdrop", "0.3", "--drophead_p_start", "0.2", "--drophead_p_end", "0.1"],
+        tmp_path, processes=2,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "Expected to have finished reduction" not in result.stderr
+    assert "2 processes" in result.stderr
+    results = json.loads((out / "results.json").read_text())
+    assert results["step"] == 4 and "bleu" in results["test"]
+    # Every test example was translated once, across both processes.
+    assert len([m for m in read_metrics(out) if m["split"] == "train"]) == 4
+
+
+@pytest.mark.slow
+def test_stopped_and_resumed_run_equals_an_uninterrupted_run(data_dir, tmp_path):
+    """Same data order, same next losses, same final weights (dropout, LayerDrop and scheduled DropHead on)."""
+    common = [*data_args(data_dir), *TINY_RUN, "--max_train_steps", "6", "--average_checkpoints", "0",
+              "--encoder_layerdrop", "0.2", "--drophead_p_start", "0.2", "--drophead_p_end", "0.2",
+              "--gradient_accumulation_steps", "2"]  # fmt: skip
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    first = run_train([*common, "--output_dir", str(straight)], tmp_path)
+    assert first.returncode == 0, first.stderr[-4000:]
+    stopped = run_train([*common, "--output_dir", str(resumed), "--stop_after_steps", "3"], tmp_path)
+    assert stopped.returncode == 0, stopped.stderr[-4000:]
+    assert not (resumed / "model.safetensors").exists()  # no final model yet
+    assert [c.name for c in (resumed / "checkpoints").iterdir()] == ["step-00000003"]
+    again = run_train([*common, "--output_dir", str(resumed), "--resume_from_checkpoint", "latest"], tmp_path)
+    assert again.returncode == 0, again.stderr[-4000:]
+    assert "Resumed from" in again.stderr
+
+    def losses(folder):
+        return {m["step"]: m["loss"] for m in read_metrics(folder) if m["split"] == "train"}
+
+    assert losses(resumed) == pytest.approx(losses(straight), rel=1e-6, abs=1e-9)
+    a, b = load_file(straight / "model.safetensors"), load_file(resumed / "model.safetensors")
+    assert a.keys() == b.keys()
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], atol=1e-6, rtol=1e-6, msg=key)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Bad input: clear errors before any training
+# ---------------------------------------------------------------------------------------------------------------------
+def expect_error(args: list[str], cwd: Path, *fragments: str) -> str:
+    result = run_train(args, cwd)
+    assert result.returncode == 2, (result.returncode, result.stderr[-3000:])
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    for fragment in fragments:
+        assert fragment in result.stderr, (fragment, result.stderr[-2000:])
+    return result.stderr
+
+
+@pytest.mark.slow
+def test_bad_data_is_rejected_before_training(tmp_path):
+    out = tmp_path / "out"
+    base = [*TINY_RUN, "--max_train_steps", "2", "--output_dir", str(out)]
+    expect_error([*base, "--train_file", str(tmp_path / "missing.jsonl")], tmp_path, "error:", "missing.jsonl")
+    (tmp_path / "train.en").write_text("one\ntwo\nthree\n", encoding="utf-8")
+    (tmp_path / "train.de").write_text("eins\nzwei\n", encoding="utf-8")
+    expect_error(
+        [*base, "--train_file", str(tmp_path / "train")], tmp_path, "train.en has 3 lines but", "train.de has 2"
+    )
+    (tmp_path / "latin.en").write_text("caf\n", encoding="utf-8")
+    (tmp_path / "latin.de").write_bytes("Caf\xe9\n".encode("latin-1"))
+    expect_error([*base, "--train_file", str(tmp_path / "latin")], tmp_path, "UTF-8", "latin.de")
+    assert not (out / "checkpoints").exists() and not (out / "model.safetensors").exists()
+
+
+@pytest.mark.slow
+def test_bad_options_and_set_up_are_rejected_before_training(data_dir, tmp_path):
+    out = tmp_path / "out"
+    base = [*data_args(data_dir), *TINY_RUN, "--max_train_steps", "2", "--output_dir", str(out)]
+    unknown = run_train([*base, "--learning_rat", "0.1"], tmp_path)
+    assert unknown.returncode == 2 and "unrecognized arguments: --learning_rat" in unknown.stderr
+    assert "Traceback" not in unknown.stderr
+    (tmp_path / "bad.yaml").write_text("d_modell: 64\n")
+    expect_error([*base, "--config", str(tmp_path / "bad.yaml")], tmp_path, "unknown option 'd_modell'")
+    expect_error([*base, "--dropout", "1.5"], tmp_path, "dropout=1.5", "[0, 1)")
+    expect_error([*base, "--d_model", "30", "--encoder_attention_heads", "4"], tmp_path, "not divisible")
+
+    # A tokenizer whose vocabulary does not match the model.
+    from tokenization import train_bpe_tokenizer
+
+    tokenizer = train_bpe_tokenizer(iterator=["ein Satz", "a sentence", "noch ein Satz"] * 20, vocab_size=320,
+                                    min_frequency=1)  # fmt: skip
+    tokenizer.save_pretrained(tmp_path / "tok")
+    expect_error([*base, "--tokenizer", str(tmp_path / "tok"), "--vocab_size", "500"], tmp_path,
+                 f"has {len(tokenizer)} tokens but --vocab_size is 500")  # fmt: skip
+    model_dir = tmp_path / "model"
+    from modeling_vaswani import VaswaniConfig, VaswaniForConditionalGeneration
+
+    VaswaniForConditionalGeneration(
+        VaswaniConfig(vocab_size=len(tokenizer) + 7, d_model=16, encoder_layers=1, decoder_layers=1,
+                      encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16)
+    ).save_pretrained(model_dir)  # fmt: skip
+    without_vocab_size = [a for i, a in enumerate(base) if "--vocab_size" not in base[max(i - 1, 0) : i + 1]]
+    expect_error([*without_vocab_size, "--tokenizer", str(tmp_path / "tok"), "--model_name_or_path", str(model_dir)],
+                 tmp_path,
+                 "the tokenizer does not match the model", f"model's vocab_size is {len(tokenizer) + 7}")  # fmt: skip
+
+    # An output folder that holds another run.
+    out.mkdir()
+    (out / "run_args.json").write_text("{}")
+    expect_error(base, tmp_path, "already holds another run", "--resume_from_checkpoint", "--overwrite_output_dir")
+    expect_error([*base, "--resume_from_checkpoint", "latest"], tmp_path, "cannot resume: no complete checkpoint")
+    assert not (out / "checkpoints").exists() or not any((out / "checkpoints").iterdir())
+
+
+@pytest.mark.slow
+def test_empty_lines_are_skipped_and_reported(tmp_path):
+    lines_en = ["one apple", "", "two apples", "three apples"] * 10
+    lines_de = ["ein Apfel", "leer", "", "drei Äpfel"] * 10
+    (tmp_path / "train.en").write_text("\n".join(lines_en) + "\n", encoding="utf-8")
+    (tmp_path / "train.de").write_text("\n".join(lines_de) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    result = run_train(
+        ["--train_file", str(tmp_path / "train"), *TINY_RUN, "--vocab_size", "300", "--max_train_steps", "1",
+         "--output_dir", str(out), "--validation_size", "4", "--average_checkpoints", "0"],
+        tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "20 skipped because a side is empty" in result.stderr, result.stderr[-3000:]

@@ -1,0 +1,941 @@
+#!/usr/bin/env python
+"""Train the original Transformer (Vaswani et al., 2017) with Hugging Face Accelerate and the paper's recipe.
+
+    python train.py --config configs/demo.yaml                       # one process
+    accelerate launch train.py --train_file data/train --validation_file data/valid \\
+        --source_lang en --target_lang de --model_preset base --max_tokens 25000 --max_train_steps 100000
+
+The script reads straight down:
+  1. options: command line and YAML (`--config`), the model's options under VaswaniConfig's names
+  2. set-up and input checks: everything a user can get wrong is checked before training time is spent
+  3. data: files, a `datasets` source or the built-in demo set; BPE tokenizer; `datasets.map` tokenization
+  4. model, token-budget batching, Adam + the Noam schedule, LayerDrop/DropHead settings
+  5. checkpoints and exact resume (`accelerator.save_state` / `load_state`)
+  6. the training loop (gradient accumulation through `accelerator.accumulate`, loss normalised per target token)
+  7. evaluation: validation loss, BLEU and chrF with beam search through `evaluate`, gathered across processes
+  8. the final model: checkpoint averaging, `save_pretrained` folder with tokenizer and model card, test scores
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import math
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import torch
+import yaml
+
+from modeling_vaswani import (
+    PRESETS,
+    DropHeadScheduler,
+    VaswaniConfig,
+    VaswaniForConditionalGeneration,
+)
+from modeling_vaswani.scheduling_vaswani import DROPHEAD_KINDS
+from tokenization import SPECIAL_TOKEN_LAYOUTS, TokenizerError, load_tokenizer, train_bpe_tokenizer
+from vaswani.batching import TokenBatchSampler, padding_efficiency
+from vaswani.checkpoints import CheckpointError, CheckpointManager, average_into_model
+from vaswani.data import DataError, load_translation_splits
+from vaswani.model_card import write_model_card
+from vaswani.schedules import LR_SCHEDULERS, build_lr_scheduler
+
+logger = logging.getLogger("train")
+
+
+class UsageError(ValueError):
+    """A mistake in the options or the run's set-up: reported as `error: <message>`, exit code 2, no traceback."""
+
+
+# ======================================================================================================================
+# 1. Options
+# ======================================================================================================================
+# VaswaniConfig arguments exposed as --name value. Vocabulary size and special-token ids come from the tokenizer.
+MODEL_OPTIONS = [
+    "d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads", "decoder_attention_heads",
+    "encoder_ffn_dim", "decoder_ffn_dim", "activation_function", "dropout", "attention_dropout", "activation_dropout",
+    "label_smoothing", "max_position_embeddings", "position_embedding_type", "init_std", "scale_embedding",
+    "share_embeddings", "tie_word_embeddings", "norm_position", "norm_type", "layer_norm_eps", "fixnorm",
+    "encoder_layerdrop", "decoder_layerdrop", "layerdrop_seed", "encoder_drophead", "decoder_drophead",
+    "cross_drophead",
+]  # fmt: skip
+
+# Options that define what a run computes: resuming with different values would not continue the same run.
+RUN_DEFINING_OPTIONS = [
+    *MODEL_OPTIONS, "model_preset", "model_name_or_path", "train_file", "dataset_name", "dataset_config_name",
+    "source_lang", "target_lang", "tokenizer", "vocab_size", "min_frequency", "special_tokens_layout",
+    "max_source_length", "max_target_length", "overlong", "max_tokens", "max_sentences", "gradient_accumulation_steps",
+    "seed", "lr_scheduler", "learning_rate", "lr_factor", "warmup_steps", "adam_beta1", "adam_beta2", "adam_epsilon",
+    "weight_decay", "drophead_p_start", "drophead_p_end", "drophead_kinds",
+]  # fmt: skip
+
+
+def str2bool(value: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if value.lower() in {"true", "1", "yes", "on"}:
+        return True
+    if value.lower() in {"false", "0", "no", "off"}:
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def int_list(value: str | list) -> list[int]:
+    if isinstance(value, list):
+        return [int(v) for v in value]
+    return [int(v) for v in value.split(",") if v.strip()]
+
+
+def str_list(value: str | list) -> list[str]:
+    return list(value) if isinstance(value, list) else [v.strip() for v in value.split(",") if v.strip()]
+
+
+def optional_float(value: str) -> float | None:
+    return None if str(value).lower() == "none" else float(value)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description="Train the Transformer of 'Attention Is All You Need' with the paper's recipe.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        allow_abbrev=False,  # a misspelt option must fail, not silently match a longer one
+    )
+    parser.add_argument(
+        "--config", help="YAML file of options (same names as the command line); the command line wins"
+    )
+
+    group = parser.add_argument_group("model (VaswaniConfig names; unset options keep the preset's value)")
+    group.add_argument("--model_preset", choices=sorted(PRESETS), default="base", help="the paper's Table 3 model")
+    group.add_argument("--model_name_or_path", help="start from a saved Vaswani model folder instead of a preset")
+    field_types = {f.name: f.type for f in dataclasses.fields(VaswaniConfig)}
+    for name in MODEL_OPTIONS:
+        annotation = str(field_types[name])
+        kind = (
+            str2bool if "bool" in annotation
+            else optional_float if "None" in annotation and "float" in annotation
+            else int if "int" in annotation
+            else float if "float" in annotation
+            else str
+        )  # fmt: skip
+        group.add_argument(f"--{name}", type=kind, default=None, help=f"VaswaniConfig.{name}")
+    group.add_argument("--gradient_checkpointing", type=str2bool, default=False, help="trade compute for memory")
+
+    group = parser.add_argument_group("data")
+    group.add_argument(
+        "--train_file", help="a .json/.jsonl translation file, a .tsv, or a prefix PATH (PATH.src/.tgt)"
+    )
+    group.add_argument("--validation_file", help="same formats as --train_file")
+    group.add_argument("--test_file", help="same formats as --train_file")
+    group.add_argument("--dataset_name", help="a `datasets` name (Hub when online), or 'demo' for the built-in set")
+    group.add_argument("--dataset_config_name", help="the `datasets` configuration, e.g. 'de-en'")
+    group.add_argument("--source_lang", default="en")
+    group.add_argument("--target_lang", default="de")
+    group.add_argument("--validation_size", type=int, default=500, help="pairs carved from train without validation")
+    group.add_argument("--max_source_length", type=int, default=256, help="in tokens, EOS included")
+    group.add_argument("--max_target_length", type=int, default=256, help="in tokens, EOS included")
+    group.add_argument("--overlong", choices=["drop", "truncate"], default="drop", help="pairs over the limits")
+    group.add_argument("--preprocessing_num_workers", type=int, default=None)
+    group.add_argument("--cache_dir", help="where `datasets` caches downloads")
+
+    group = parser.add_argument_group("tokenizer")
+    group.add_argument("--tokenizer", help="an existing tokenizer folder; without it a shared BPE is trained")
+    group.add_argument("--vocab_size", type=int, default=37000, help="BPE vocabulary size (paper: ~37k for EN-DE)")
+    group.add_argument("--min_frequency", type=int, default=2, help="BPE merge minimum frequency")
+    group.add_argument("--special_tokens_layout", choices=sorted(SPECIAL_TOKEN_LAYOUTS), default="paper")
+
+    group = parser.add_argument_group("batching and optimization")
+    group.add_argument("--max_tokens", type=int, default=4096, help="per device and batch: sentences x longest side")
+    group.add_argument("--max_sentences", type=int, default=None, help="optional cap on pairs per batch")
+    group.add_argument("--gradient_accumulation_steps", type=int, default=1)
+    group.add_argument("--max_train_steps", type=int, default=None, help="optimizer updates (default: from epochs)")
+    group.add_argument("--num_train_epochs", type=float, default=None, help="used when --max_train_steps is unset")
+    group.add_argument(
+        "--stop_after_steps",
+        type=int,
+        default=None,
+        help="end this invocation after N updates (checkpoint saved; continue with --resume_from_checkpoint)",
+    )
+    group.add_argument(
+        "--stop_after_minutes",
+        type=float,
+        default=None,
+        help="end this invocation after N minutes of training (for time-limited jobs)",
+    )
+    group.add_argument("--lr_scheduler", choices=LR_SCHEDULERS, default="noam", help="noam = the paper's Eq. 3")
+    group.add_argument("--learning_rate", type=float, default=None, help="peak LR (noam: default from d_model)")
+    group.add_argument("--lr_factor", type=float, default=1.0, help="scales the noam curve")
+    group.add_argument("--warmup_steps", type=int, default=4000)
+    group.add_argument("--adam_beta1", type=float, default=0.9)
+    group.add_argument("--adam_beta2", type=float, default=0.98)
+    group.add_argument("--adam_epsilon", type=float, default=1e-9)
+    group.add_argument("--weight_decay", type=float, default=0.0, help="AdamW decay of matrices (paper: 0)")
+    group.add_argument("--max_grad_norm", type=float, default=0.0, help="clip gradients to this norm (0: off)")
+    group.add_argument("--mixed_precision", choices=["no", "fp16", "bf16"], default=None, help="default: accelerate")
+    group.add_argument("--seed", type=int, default=0)
+    group.add_argument("--drophead_p_start", type=float, default=None, help="scheduled DropHead: rate at step 0")
+    group.add_argument("--drophead_p_end", type=float, default=None, help="scheduled DropHead: rate at the end")
+    group.add_argument("--drophead_kinds", type=str_list, default=list(DROPHEAD_KINDS), help="encoder,decoder,cross")
+
+    group = parser.add_argument_group("evaluation")
+    group.add_argument("--eval_steps", type=int, default=1000, help="evaluate every N updates (0: only at the end)")
+    group.add_argument("--max_eval_samples", type=int, default=None, help="BLEU on at most N validation pairs")
+    group.add_argument("--eval_max_tokens", type=int, default=None, help="token budget of evaluation batches")
+    group.add_argument("--num_beams", type=int, default=4)
+    group.add_argument("--length_penalty", type=float, default=0.6)
+    group.add_argument("--num_examples", type=int, default=5, help="translations to print after evaluation")
+
+    group = parser.add_argument_group("checkpoints, output and logging")
+    group.add_argument("--output_dir", help="where the run and the final model go (required)")
+    group.add_argument("--overwrite_output_dir", action="store_true", help="replace a previous run in output_dir")
+    group.add_argument("--resume_from_checkpoint", help="'latest' or a checkpoint folder of this run")
+    group.add_argument("--checkpoint_steps", type=int, default=None, help="save every N updates")
+    group.add_argument("--checkpoint_minutes", type=float, default=10.0, help="save every N minutes (paper: 10)")
+    group.add_argument(
+        "--keep_checkpoints", type=int, default=5, help="keep the last K (at least --average_checkpoints)"
+    )
+    group.add_argument("--average_checkpoints", type=int, default=5, help="average the last N (paper: 5 base, 20 big)")
+    group.add_argument("--logging_steps", type=int, default=100)
+    group.add_argument(
+        "--report_to", default="auto", help="accelerate trackers: auto (tensorboard if installed), none"
+    )
+    group.add_argument("--push_to_hub", action="store_true", help="upload the final model with its model card")
+    group.add_argument("--hub_model_id", help="the Hub repository, e.g. user/transformer-en-de")
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Defaults < YAML (`--config`) < command line. Unknown options, on either side, are errors."""
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    config_path = _find_config_path(argv)
+    from_yaml = _read_yaml_options(parser, config_path) if config_path is not None else {}
+    parser.set_defaults(**from_yaml)
+    args = parser.parse_args(argv)
+    _check_args(args)
+    # Options the user set (YAML or command line), as opposed to defaults; not saved with the run.
+    args.explicit = set(from_yaml) | {a[2:].split("=", 1)[0] for a in argv if a.startswith("--")}
+    return args
+
+
+def _find_config_path(argv: list[str]) -> str | None:
+    probe = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    probe.add_argument("--config")
+    known, _ = probe.parse_known_args(argv)
+    return known.config
+
+
+def _read_yaml_options(parser: argparse.ArgumentParser, path: str) -> dict:
+    if not os.path.isfile(path):
+        raise UsageError(f"--config {path}: no such file.")
+    try:
+        values = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise UsageError(f"--config {path} is not valid YAML: {exc}") from None
+    if not isinstance(values, dict):
+        raise UsageError(f"--config {path} must hold a mapping of option: value.")
+    actions = {action.dest: action for action in parser._actions}
+    options = {}
+    for key, value in values.items():
+        if key not in actions or key in ("help", "config"):
+            close = [name for name in actions if name.startswith(str(key)[:4])][:3]
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise UsageError(f"--config {path}: unknown option {key!r}{hint}.")
+        action = actions[key]
+        if value is not None and action.type is not None:
+            try:  # the command line's conversion; lists and booleans pass through as YAML typed them
+                value = action.type(value if isinstance(value, (list, bool)) else str(value))
+            except (argparse.ArgumentTypeError, ValueError, TypeError) as exc:
+                raise UsageError(f"--config {path}: option {key!r}: {exc}") from None
+        if action.choices is not None and value is not None and value not in action.choices:
+            raise UsageError(f"--config {path}: {key}={value!r} is not one of {list(action.choices)}.")
+        options[key] = value
+    return options
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    if not args.output_dir:
+        raise UsageError("--output_dir is required (on the command line or in the --config file).")
+    positive = ["max_tokens", "gradient_accumulation_steps", "max_source_length", "max_target_length", "num_beams"]
+    for name in positive:
+        if getattr(args, name) is None or getattr(args, name) < 1:
+            raise UsageError(f"--{name} {getattr(args, name)} is not allowed; use a positive integer.")
+    for name in (
+        "max_train_steps",
+        "max_sentences",
+        "eval_max_tokens",
+        "checkpoint_steps",
+        "max_eval_samples",
+        "stop_after_steps",
+    ):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            raise UsageError(
+                f"--{name} {getattr(args, name)} is not allowed; use a positive integer or leave it unset."
+            )
+    if args.max_train_steps is None and args.num_train_epochs is None:
+        raise UsageError("set --max_train_steps (optimizer updates) or --num_train_epochs.")
+    if args.num_train_epochs is not None and args.num_train_epochs <= 0:
+        raise UsageError(f"--num_train_epochs {args.num_train_epochs} is not allowed; use a positive number.")
+    if args.max_tokens < max(args.max_source_length, args.max_target_length):
+        raise UsageError(
+            f"--max_tokens {args.max_tokens} is smaller than the longest allowed pair "
+            f"(--max_source_length {args.max_source_length}, --max_target_length {args.max_target_length}); raise "
+            "--max_tokens or lower the length limits."
+        )
+    for name in ("warmup_steps", "eval_steps", "logging_steps", "average_checkpoints", "keep_checkpoints"):
+        if getattr(args, name) < 0:
+            raise UsageError(f"--{name} {getattr(args, name)} is not allowed; use an integer >= 0.")
+    for name in ("checkpoint_minutes", "stop_after_minutes"):
+        if getattr(args, name) is not None and getattr(args, name) <= 0:
+            raise UsageError(f"--{name} must be positive.")
+    if args.source_lang == args.target_lang:
+        raise UsageError(f"--source_lang and --target_lang are both {args.source_lang!r}; they must differ.")
+    if args.push_to_hub and not args.hub_model_id:
+        raise UsageError("--push_to_hub needs --hub_model_id (e.g. your-name/transformer-en-de).")
+    unknown = [k for k in args.drophead_kinds if k not in DROPHEAD_KINDS]
+    if unknown:
+        raise UsageError(f"--drophead_kinds {unknown} are not allowed; choose from {list(DROPHEAD_KINDS)}.")
+    if (args.drophead_p_start is None) != (args.drophead_p_end is None):
+        raise UsageError("scheduled DropHead needs both --drophead_p_start and --drophead_p_end.")
+    if args.report_to not in ("auto", "none", "all", "tensorboard", "wandb", "mlflow", "comet_ml", "aim", "clearml"):
+        raise UsageError(f"--report_to {args.report_to!r} is not a known tracker; use auto, none or a tracker name.")
+
+
+# ======================================================================================================================
+# 2. Set-up: the output folder, the Accelerator, logging
+# ======================================================================================================================
+RUN_ARGS_FILE = "run_args.json"
+
+
+def prepare_output_dir(args: argparse.Namespace) -> tuple[Path, Path | None]:
+    """Refuse to mix runs: an output folder holding another run needs --resume_from_checkpoint or
+    --overwrite_output_dir. A resumed run must keep the options that define it. Returns the output folder and the
+    checkpoint to resume from (None for a new run)."""
+    output_dir = Path(args.output_dir)
+    previous = output_dir / RUN_ARGS_FILE
+    if args.resume_from_checkpoint:
+        if not previous.exists():
+            raise UsageError(
+                f"cannot resume: {output_dir} holds no run of train.py ({RUN_ARGS_FILE} is missing). "
+                "--resume_from_checkpoint continues a run in its own --output_dir; start a new run without it."
+            )
+        try:
+            checkpoint = CheckpointManager(output_dir / "checkpoints").resolve(args.resume_from_checkpoint)
+        except CheckpointError as exc:
+            raise UsageError(f"cannot resume: {exc}") from None
+        saved = json.loads(previous.read_text())
+        changed = [k for k in RUN_DEFINING_OPTIONS if k in saved and saved[k] != _jsonable(getattr(args, k))]
+        if changed:
+            details = ", ".join(f"--{k} {saved[k]!r} -> {getattr(args, k)!r}" for k in changed)
+            raise UsageError(
+                f"cannot resume: options that define the run changed ({details}). Resume with the original "
+                "options, or start a new run in another --output_dir."
+            )
+        return output_dir, checkpoint
+    if output_dir.exists() and any(output_dir.iterdir()) and not args.overwrite_output_dir:
+        what = "another run" if previous.exists() else "files"
+        raise UsageError(
+            f"--output_dir {output_dir} already holds {what}. Pass --resume_from_checkpoint latest to continue "
+            "that run, --overwrite_output_dir to replace it, or choose a new --output_dir."
+        )
+    return output_dir, None
+
+
+def _jsonable(value):
+    return json.loads(json.dumps(value))
+
+
+def create_accelerator(args: argparse.Namespace):
+    from accelerate import Accelerator
+    from accelerate.utils import DistributedDataParallelKwargs, ProjectConfiguration
+
+    trackers = args.report_to
+    if trackers == "auto":
+        try:
+            import tensorboard  # noqa: F401
+
+            trackers = "tensorboard"
+        except ImportError:
+            trackers = None
+    elif trackers == "none":
+        trackers = None
+    # find_unused_parameters is set once the model is known (LayerDrop needs it); DDP reads it in prepare().
+    ddp_kwargs = DistributedDataParallelKwargs(find_unused_parameters=False)
+    accelerator = Accelerator(
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        mixed_precision=args.mixed_precision,
+        log_with=trackers,
+        project_config=ProjectConfiguration(
+            project_dir=args.output_dir, logging_dir=str(Path(args.output_dir) / "logs")
+        ),
+        kwargs_handlers=[ddp_kwargs],
+    )
+    return accelerator, ddp_kwargs
+
+
+def setup_logging(accelerator) -> None:
+    import datasets
+    import transformers
+
+    logging.basicConfig(
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S", level=logging.INFO
+    )
+    if not accelerator.is_main_process:
+        logger.setLevel(logging.WARNING)
+    logging.getLogger("accelerate").setLevel(logging.WARNING)
+    datasets.utils.logging.set_verbosity_warning()
+    transformers.utils.logging.set_verbosity_warning()
+    if not accelerator.is_local_main_process:
+        datasets.utils.logging.disable_progress_bar()
+
+
+class MetricsLog:
+    """Appends one JSON object per line to output_dir/metrics.jsonl (main process) and logs to the trackers."""
+
+    def __init__(self, accelerator, path: Path):
+        self.accelerator, self.path = accelerator, path
+
+    def __call__(self, split: str, step: int, values: dict) -> None:
+        if self.accelerator.is_main_process:
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps({"split": split, "step": step, **values}) + "\n")
+        self.accelerator.log({f"{split}/{k}": v for k, v in values.items() if isinstance(v, (int, float))}, step=step)
+
+
+# ======================================================================================================================
+# 3. Data and tokenizer
+# ======================================================================================================================
+def load_data(args, accelerator):
+    if not (args.train_file or args.dataset_name):
+        logger.info("No --train_file or --dataset_name: using the built-in demo dataset (numbers, dates, quantities).")
+        args.dataset_name = "demo"
+    with accelerator.main_process_first():  # the main process builds the Arrow cache, the others reuse it
+        return load_translation_splits(
+            train_file=args.train_file, validation_file=args.validation_file, test_file=args.test_file,
+            dataset_name=args.dataset_name, dataset_config_name=args.dataset_config_name,
+            source_lang=args.source_lang, target_lang=args.target_lang, validation_size=args.validation_size,
+            seed=args.seed, cache_dir=args.cache_dir,
+        )  # fmt: skip
+
+
+def get_tokenizer(args, raw, output_dir: Path, accelerator, config: VaswaniConfig):
+    """An existing tokenizer (--tokenizer, or the one this run saved before a resume), or a new shared BPE trained on
+    both sides of the training data. A new tokenizer is saved in output_dir, part of the final model folder."""
+    source = args.tokenizer or (output_dir if args.resume_from_checkpoint else None)
+    if source is not None:
+        tokenizer = load_tokenizer(source)
+        if args.tokenizer and "vocab_size" in args.explicit and len(tokenizer) != args.vocab_size:
+            raise UsageError(
+                f"--tokenizer {args.tokenizer} has {len(tokenizer)} tokens but --vocab_size is {args.vocab_size}: the "
+                "model's vocabulary must match the tokenizer. Drop --vocab_size or use a matching tokenizer."
+            )
+        if args.model_name_or_path:
+            check_tokenizer_matches_model(tokenizer, config)
+        return tokenizer
+    if args.model_name_or_path:
+        raise UsageError(
+            "--model_name_or_path needs the tokenizer the model was trained with: pass --tokenizer (a saved model "
+            "folder holds its tokenizer, e.g. --tokenizer " + str(args.model_name_or_path) + ")."
+        )
+    with accelerator.main_process_first():
+        if accelerator.is_main_process:
+            logger.info("Training a shared BPE tokenizer (vocab_size=%d) on the training data", args.vocab_size)
+            tokenizer = train_bpe_tokenizer(
+                dataset=raw["train"], source_lang=args.source_lang, target_lang=args.target_lang,
+                vocab_size=args.vocab_size, min_frequency=args.min_frequency,
+                special_tokens_layout=args.special_tokens_layout, model_max_length=args.max_position_embeddings or 1024,
+            )  # fmt: skip
+            output_dir.mkdir(parents=True, exist_ok=True)
+            tokenizer.save_pretrained(output_dir)
+        else:
+            tokenizer = load_tokenizer(output_dir)
+    return tokenizer
+
+
+def tokenize_splits(args, raw, tokenizer, accelerator):
+    """input_ids and labels (EOS appended) per pair, over-long pairs dropped or truncated, lengths for batching."""
+    src, tgt = args.source_lang, args.target_lang
+    limits = {"input_ids": args.max_source_length, "labels": args.max_target_length}
+
+    def preprocess(batch):
+        pairs = batch["translation"]
+        encoded = tokenizer([p[src] for p in pairs], text_target=[p[tgt] for p in pairs])
+        overlong = [
+            len(s) > limits["input_ids"] or len(t) > limits["labels"]
+            for s, t in zip(encoded["input_ids"], encoded["labels"], strict=True)
+        ]
+        if args.overlong == "truncate":
+            eos = tokenizer.eos_token_id
+            for key, limit in limits.items():
+                encoded[key] = [ids if len(ids) <= limit else ids[: limit - 1] + [eos] for ids in encoded[key]]
+            encoded["attention_mask"] = [[1] * len(ids) for ids in encoded["input_ids"]]
+        encoded["overlong"] = overlong
+        encoded["source_length"] = [len(ids) for ids in encoded["input_ids"]]
+        encoded["target_length"] = [len(ids) for ids in encoded["labels"]]
+        return encoded
+
+    tokenized = {}
+    with accelerator.main_process_first():
+        for split, dataset in raw.items():
+            mapped = dataset.map(
+                preprocess, batched=True, remove_columns=dataset.column_names,
+                num_proc=args.preprocessing_num_workers, desc=f"Tokenizing {split}",
+            )  # fmt: skip
+            count = sum(mapped["overlong"])
+            if count:
+                if args.overlong == "drop" and split == "train":
+                    mapped = mapped.filter(
+                        lambda flags: [not f for f in flags], input_columns="overlong", batched=True
+                    )
+                    logger.info("%s: dropped %d over-long pairs (limits %s)", split, count, limits)
+                else:  # held-out pairs are never dropped: scores must cover the whole split
+                    logger.info(
+                        "%s: %d pairs exceed the limits %s and were %s",
+                        split,
+                        count,
+                        limits,
+                        "truncated" if args.overlong == "truncate" else "kept for evaluation",
+                    )
+            if split == "train" and len(mapped) == 0:
+                raise DataError(
+                    "every training pair is over the length limits; raise --max_source_length/--max_target_length."
+                )
+            tokenized[split] = mapped.remove_columns("overlong")
+    return tokenized
+
+
+# ======================================================================================================================
+# 4. Model
+# ======================================================================================================================
+def resolve_model_config(args) -> VaswaniConfig:
+    """The model's configuration, validated before any data is read or any file written: a saved model's config with
+    the command line's overrides, or a preset with them. (The vocabulary size and special-token ids of a new model
+    come from the tokenizer later; until then `--vocab_size` stands in.)"""
+    overrides = {name: getattr(args, name) for name in MODEL_OPTIONS if getattr(args, name) is not None}
+    try:
+        if args.model_name_or_path:
+            config = VaswaniConfig.from_pretrained(args.model_name_or_path, **overrides)
+        else:
+            config = VaswaniConfig.from_preset(args.model_preset, vocab_size=args.vocab_size, **overrides)
+        config.validate()
+    except ValueError as exc:  # config validation: a wrong option value
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"--model_name_or_path {args.model_name_or_path}: {exc}") from None
+    return config
+
+
+def build_model(args, config: VaswaniConfig, tokenizer) -> VaswaniForConditionalGeneration:
+    if args.model_name_or_path:
+        model = VaswaniForConditionalGeneration.from_pretrained(args.model_name_or_path, config=config)
+    else:
+        config.vocab_size = len(tokenizer)
+        config.pad_token_id, config.bos_token_id = tokenizer.pad_token_id, tokenizer.bos_token_id
+        config.eos_token_id, config.decoder_start_token_id = tokenizer.eos_token_id, tokenizer.bos_token_id
+        try:
+            config.validate()
+        except ValueError as exc:
+            raise UsageError(f"the tokenizer does not fit the model configuration: {exc}") from None
+        model = VaswaniForConditionalGeneration(config)
+    check_tokenizer_matches_model(tokenizer, model.config)
+    if args.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+    return model
+
+
+def check_tokenizer_matches_model(tokenizer, config) -> None:
+    problems = []
+    if len(tokenizer) != config.vocab_size:
+        problems.append(f"the tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {config.vocab_size}")
+    for name in ("pad_token_id", "eos_token_id"):
+        if getattr(tokenizer, name) != getattr(config, name):
+            problems.append(f"tokenizer {name}={getattr(tokenizer, name)} but model {name}={getattr(config, name)}")
+    if problems:
+        raise UsageError(
+            "the tokenizer does not match the model: " + "; ".join(problems) + ". Use the tokenizer the model was "
+            "trained with (it is saved in the model folder), or train a new model."
+        )
+
+
+def build_optimizer(args, model) -> torch.optim.Optimizer:
+    """Adam(0.9, 0.98, 1e-9) as in Section 5.3; with --weight_decay, AdamW decaying matrices only (p.dim() >= 2)."""
+    betas = (args.adam_beta1, args.adam_beta2)
+    params = [p for p in model.parameters() if p.requires_grad]
+    if args.weight_decay == 0:
+        return torch.optim.Adam(params, lr=1.0, betas=betas, eps=args.adam_epsilon)
+    groups = [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": args.weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=1.0, betas=betas, eps=args.adam_epsilon)
+
+
+# ======================================================================================================================
+# 5. Checkpoints and exact resume
+# ======================================================================================================================
+@dataclasses.dataclass
+class TrainingProgress:
+    """Where the run is; saved in every checkpoint (registered with the Accelerator) so a resume continues exactly."""
+
+    step: int = 0  # optimizer updates done
+    epoch: int = 0  # epoch of the next batch
+    batch_in_epoch: int = 0  # index (for this rank) of the next batch within its epoch
+    target_tokens: int = 0  # real target tokens trained on, all processes
+    train_seconds: float = 0.0
+
+    def state_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def load_state_dict(self, state: dict) -> None:
+        for key, value in state.items():
+            setattr(self, key, value)
+
+
+class LayerDropState:
+    """Adapter that puts the LayerDrop generators of the model into `accelerator.save_state`."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def state_dict(self) -> dict:
+        return self.model.layerdrop_state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.model.load_layerdrop_state_dict(state)
+
+
+def save_checkpoint(accelerator, manager: CheckpointManager, progress: TrainingProgress) -> Path:
+    def write(directory: Path) -> None:
+        accelerator.save_state(str(directory))
+        if accelerator.is_main_process:
+            (directory / "trainer_state.json").write_text(json.dumps(progress.state_dict(), indent=2))
+
+    path = manager.save(
+        progress.step,
+        write,
+        is_main_process=accelerator.is_main_process,
+        wait_for_everyone=accelerator.wait_for_everyone,
+    )
+    logger.info("Saved checkpoint %s", path)
+    return path
+
+
+# ======================================================================================================================
+# 6. Batches
+# ======================================================================================================================
+def batch_stream(sampler: TokenBatchSampler, progress: TrainingProgress):
+    """This rank's batches, epoch after epoch, starting at the position stored in `progress`. Yields
+    (epoch, index_in_epoch, batch_indices)."""
+    epoch, start = progress.epoch, progress.batch_in_epoch
+    while True:
+        batches = sampler.batches(epoch)
+        for index in range(start, len(batches)):
+            yield epoch, index, batches[index]
+        epoch, start = epoch + 1, 0
+
+
+def collate(dataset, indices, collator, device) -> dict:
+    features = dataset.select_columns(["input_ids", "attention_mask", "labels"])[indices]
+    rows = [dict(zip(features, values, strict=True)) for values in zip(*features.values(), strict=True)]
+    batch = collator(rows)
+    return {key: value.to(device) for key, value in batch.items()}
+
+
+# ======================================================================================================================
+# 7. Evaluation
+# ======================================================================================================================
+@torch.no_grad()
+def run_evaluation(
+    args, accelerator, model, dataset, raw_split, tokenizer, collator, *, max_samples=None, generate=True
+):
+    """Validation loss (label-smoothed, per target token) and perplexity; BLEU and chrF of beam-search translations
+    against the raw references. Work is split across processes and gathered by example index."""
+    from accelerate.utils import gather_object
+
+    from vaswani.metrics import load_metric
+
+    unwrapped = accelerator.unwrap_model(model)
+    was_training = unwrapped.training
+    unwrapped.eval()
+    indices = list(range(len(dataset) if max_samples is None else min(max_samples, len(dataset))))
+    subset = dataset.select(indices)
+    budget = args.eval_max_tokens or args.max_tokens
+    sampler = TokenBatchSampler(
+        subset["source_length"], subset["target_length"], budget, shuffle=False,
+        num_replicas=accelerator.num_processes, rank=accelerator.process_index, even_batches=False,
+    )  # fmt: skip
+    loss_sum = torch.zeros((), dtype=torch.float64, device=accelerator.device)
+    nll_sum = torch.zeros((), dtype=torch.float64, device=accelerator.device)
+    tokens = torch.zeros((), dtype=torch.float64, device=accelerator.device)
+    predictions = []
+    for batch_indices in sampler.batches(0):
+        batch = collate(subset, batch_indices, collator, accelerator.device)
+        with accelerator.autocast():
+            out = unwrapped(**batch)
+        mask = batch["labels"] != -100
+        count = mask.sum()
+        loss_sum += out.loss.double() * count
+        nll_sum += torch.nn.functional.cross_entropy(
+            out.logits.float()[mask], batch["labels"][mask], reduction="sum"
+        ).double()
+        tokens += count
+        if generate:
+            with accelerator.autocast():
+                generated = unwrapped.generate(
+                    input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                    num_beams=args.num_beams, length_penalty=args.length_penalty, early_stopping=True,
+                )  # fmt: skip
+            texts = tokenizer.batch_decode(generated, skip_special_tokens=True)
+            predictions.extend(zip((indices[i] for i in batch_indices), texts, strict=True))
+    totals = accelerator.reduce(torch.stack([loss_sum, nll_sum, tokens]), reduction="sum")
+    results = {"loss": (totals[0] / totals[2]).item(), "nll": (totals[1] / totals[2]).item()}
+    results["ppl"] = math.exp(min(results["nll"], 50.0))
+    if generate:
+        gathered = sorted(gather_object(predictions))
+        hypotheses = [text for _, text in gathered]
+        references = [raw_split[i]["translation"][args.target_lang] for i, _ in gathered]
+        if accelerator.is_main_process:
+            bleu = load_metric("sacrebleu").compute(predictions=hypotheses, references=[[r] for r in references])
+            chrf = load_metric("chrf").compute(predictions=hypotheses, references=[[r] for r in references])
+            results.update(bleu=bleu["score"], chrf=chrf["score"], bleu_signature=bleu["signature"],
+                           chrf_signature=chrf["signature"])  # fmt: skip
+        results["examples"] = [
+            {"source": raw_split[i]["translation"][args.source_lang], "reference": ref, "translation": hyp}
+            for (i, hyp), ref in zip(gathered[: args.num_examples], references, strict=False)
+        ]
+    unwrapped.train(was_training)
+    return results
+
+
+def log_evaluation(split: str, results: dict, step: int) -> None:
+    scores = ", ".join(
+        f"{k} {results[k]:.2f}" for k in ("bleu", "chrf", "loss", "ppl") if isinstance(results.get(k), float)
+    )
+    logger.info("%s @ step %d: %s", split, step, scores)
+    for example in results.get("examples", []):
+        logger.info("  source:      %s", example["source"])
+        logger.info("  reference:   %s", example["reference"])
+        logger.info("  translation: %s", example["translation"])
+
+
+# ======================================================================================================================
+# 8. Main
+# ======================================================================================================================
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    output_dir, resume_checkpoint = prepare_output_dir(args)
+    accelerator, ddp_kwargs = create_accelerator(args)
+    setup_logging(accelerator)
+    from accelerate.utils import set_seed
+    from transformers import DataCollatorForSeq2Seq
+
+    set_seed(args.seed)  # identical initial weights on every process
+
+    # -- data, tokenizer, model (all checks happen here, before training) -------------------------------------------
+    config = resolve_model_config(args)
+    raw, report = load_data(args, accelerator)
+    logger.info("Data:\n%s", report.summary())
+    if args.overwrite_output_dir and accelerator.is_main_process and output_dir.exists():
+        shutil.rmtree(output_dir / "checkpoints", ignore_errors=True)
+        for name in (RUN_ARGS_FILE, "metrics.jsonl", "results.json"):
+            (output_dir / name).unlink(missing_ok=True)
+    accelerator.wait_for_everyone()
+    tokenizer = get_tokenizer(args, raw, output_dir, accelerator, config)
+    model = build_model(args, config, tokenizer)
+    if model.uses_layerdrop and accelerator.num_processes > 1:
+        if args.gradient_checkpointing:
+            raise UsageError("LayerDrop with gradient checkpointing fails under DDP; turn one of them off.")
+        ddp_kwargs.find_unused_parameters = True  # skipped layers get no gradient (every rank skips the same ones)
+    tokenized = tokenize_splits(args, raw, tokenizer, accelerator)
+    if accelerator.is_main_process:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        saved = {k: _jsonable(v) for k, v in vars(args).items() if k != "explicit"}
+        (output_dir / RUN_ARGS_FILE).write_text(json.dumps(saved, indent=2, sort_keys=True))
+
+    train = tokenized["train"]
+    sampler = TokenBatchSampler(
+        train["source_length"], train["target_length"], args.max_tokens, shuffle=True, seed=args.seed,
+        num_replicas=accelerator.num_processes, rank=accelerator.process_index, max_sentences=args.max_sentences,
+    )  # fmt: skip
+    updates_per_epoch = max(len(sampler) // args.gradient_accumulation_steps, 1)
+    max_steps = args.max_train_steps or math.ceil(args.num_train_epochs * updates_per_epoch)
+    logger.info(
+        "Training %d pairs in %d batches/epoch/process (padding efficiency %.1f%%), %d updates, %d processes",
+        len(train), len(sampler), 100 * padding_efficiency(sampler.batches(0), train["source_length"],
+                                                            train["target_length"]), max_steps,
+        accelerator.num_processes,
+    )  # fmt: skip
+    collator = DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)
+
+    # -- optimizer, schedules ---------------------------------------------------------------------------------------
+    optimizer = build_optimizer(args, model)
+    try:
+        lr_scheduler = build_lr_scheduler(
+            args.lr_scheduler, optimizer, warmup_steps=args.warmup_steps, total_steps=max_steps,
+            d_model=model.config.d_model, learning_rate=args.learning_rate, factor=args.lr_factor,
+        )  # fmt: skip
+        drophead = (
+            DropHeadScheduler(model, args.drophead_p_start, args.drophead_p_end, args.warmup_steps, max_steps,
+                              kinds=args.drophead_kinds)
+            if args.drophead_p_start is not None else None
+        )  # fmt: skip
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    model, optimizer = accelerator.prepare(model, optimizer)
+    unwrapped = accelerator.unwrap_model(model)
+
+    progress = TrainingProgress()
+    for state in (progress, lr_scheduler, LayerDropState(unwrapped), *([drophead] if drophead else [])):
+        accelerator.register_for_checkpointing(state)
+    manager = CheckpointManager(
+        output_dir / "checkpoints", keep_last=max(args.keep_checkpoints, args.average_checkpoints, 1)
+    )
+    if accelerator.is_main_process:
+        manager.remove_incomplete()  # leftovers of a save that was killed
+    accelerator.wait_for_everyone()
+    if resume_checkpoint is not None:
+        path = resume_checkpoint
+        if accelerator.is_main_process:
+            for moved in manager.set_aside_newer(path):
+                logger.warning("Resuming from an older checkpoint: moved the later %s aside to %s", moved.name, moved)
+        accelerator.wait_for_everyone()
+        accelerator.load_state(str(path))
+        logger.info(
+            "Resumed from %s at step %d (epoch %d, batch %d)",
+            path,
+            progress.step,
+            progress.epoch,
+            progress.batch_in_epoch,
+        )
+    experiment = {k: v for k, v in vars(args).items() if isinstance(v, (int, float, str, bool))}
+    accelerator.init_trackers("vaswani", config=experiment)
+    metrics = MetricsLog(accelerator, output_dir / "metrics.jsonl")
+
+    # -- training loop --------------------------------------------------------------------------------------------
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=max_steps, initial=progress.step, disable=not accelerator.is_local_main_process, desc="Training")
+    stream = batch_stream(sampler, progress)
+    window_loss = torch.zeros((), dtype=torch.float64, device=accelerator.device)
+    window_tokens = torch.zeros((), dtype=torch.float64, device=accelerator.device)
+    window_start, last_save = time.perf_counter(), time.monotonic()
+    invocation_start, start_step = time.monotonic(), progress.step
+    model.train()
+    while progress.step < max_steps:
+        step_start = time.perf_counter()
+        group = [next(stream) for _ in range(args.gradient_accumulation_steps)]
+        micro_batches = [collate(train, indices, collator, accelerator.device) for _, _, indices in group]
+        # Normalise by the real target tokens of the whole update (all micro-batches, all processes): each micro-batch
+        # contributes its token sum / N. DDP averages over processes and `accelerator.backward` divides by the
+        # accumulation steps, so the divisor handed to the model is N / (processes * accumulation steps).
+        local_tokens = sum(int((b["labels"] != -100).sum()) for b in micro_batches)
+        global_tokens = accelerator.reduce(torch.tensor(local_tokens, device=accelerator.device), "sum").item()
+        divisor = global_tokens / (accelerator.num_processes * args.gradient_accumulation_steps)
+        for batch in micro_batches:
+            with accelerator.accumulate(model):
+                loss = model(**batch, num_items_in_batch=divisor).loss
+                accelerator.backward(loss)
+                window_loss += loss.detach().double() * divisor  # this micro-batch's token-loss sum
+                if accelerator.sync_gradients and args.max_grad_norm > 0:
+                    accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+                optimizer.step()
+                optimizer.zero_grad()
+        if not accelerator.optimizer_step_was_skipped:
+            lr_scheduler.step()
+        progress.step += 1
+        progress.epoch, progress.batch_in_epoch = group[-1][0], group[-1][1] + 1
+        progress.target_tokens += global_tokens
+        progress.train_seconds += time.perf_counter() - step_start
+        window_tokens += local_tokens
+        if drophead is not None:
+            drophead.step()
+        bar.update(1)
+
+        if args.logging_steps and progress.step % args.logging_steps == 0:
+            totals = accelerator.reduce(torch.stack([window_loss, window_tokens]), "sum")
+            elapsed = time.perf_counter() - window_start
+            values = {
+                "loss": (totals[0] / totals[1]).item(), "lr": lr_scheduler.get_last_lr()[0],
+                "target_tokens_per_second": totals[1].item() / elapsed, "epoch": progress.epoch,
+            }  # fmt: skip
+            bar.set_postfix(loss=f"{values['loss']:.3f}", lr=f"{values['lr']:.2e}")
+            metrics("train", progress.step, values)
+            window_loss.zero_()
+            window_tokens.zero_()
+            window_start = time.perf_counter()
+
+        if args.eval_steps and progress.step % args.eval_steps == 0 and progress.step < max_steps:
+            results = run_evaluation(args, accelerator, model, tokenized["validation"], raw["validation"], tokenizer, collator,
+                               max_samples=args.max_eval_samples)  # fmt: skip
+            metrics("validation", progress.step, {k: v for k, v in results.items() if k != "examples"})
+            log_evaluation("validation", results, progress.step)
+
+        due_by_steps = args.checkpoint_steps and progress.step % args.checkpoint_steps == 0
+        due_by_time = time.monotonic() - last_save >= 60 * args.checkpoint_minutes
+        stop = (args.stop_after_steps and progress.step - start_step >= args.stop_after_steps) or (
+            args.stop_after_minutes and time.monotonic() - invocation_start >= 60 * args.stop_after_minutes
+        )
+        stop, due_by_time = _main_process_decides(accelerator, bool(stop), due_by_time)
+        if progress.step == max_steps or due_by_steps or due_by_time or stop:
+            save_checkpoint(accelerator, manager, progress)
+            last_save = time.monotonic()
+        if stop and progress.step < max_steps:
+            bar.close()
+            logger.info("Stopped at update %d of %d; continue with --resume_from_checkpoint latest", progress.step,
+                        max_steps)  # fmt: skip
+            accelerator.end_training()
+            return {"step": progress.step, "stopped_early": True}
+    bar.close()
+
+    # -- the final model: average the last checkpoints, evaluate, save -------------------------------------------------
+    accelerator.wait_for_everyone()
+    checkpoints = manager.checkpoints()[-args.average_checkpoints :] if args.average_checkpoints > 1 else []
+    if len(checkpoints) > 1:
+        logger.info("Averaging the last %d checkpoints: %s", len(checkpoints), ", ".join(p.name for p in checkpoints))
+        average_into_model(unwrapped, checkpoints)
+    final = {"step": progress.step, "averaged_checkpoints": [p.name for p in checkpoints], "target_tokens":
+             progress.target_tokens, "train_seconds": progress.train_seconds}  # fmt: skip
+    for split in ("validation", "test"):
+        if split in tokenized:
+            results = run_evaluation(args, accelerator, model, tokenized[split], raw[split], tokenizer, collator,
+                               max_samples=args.max_eval_samples if split == "validation" else None)  # fmt: skip
+            metrics(f"final_{split}", progress.step, {k: v for k, v in results.items() if k != "examples"})
+            log_evaluation(f"final {split}", results, progress.step)
+            final[split] = results
+    if accelerator.is_main_process:
+        unwrapped.save_pretrained(output_dir)
+        tokenizer.save_pretrained(output_dir)
+        write_model_card(output_dir, args=vars(args), results=final, config=unwrapped.config)
+        (output_dir / "results.json").write_text(json.dumps(final, indent=2, ensure_ascii=False))
+        logger.info("Saved the final model to %s", output_dir)
+    accelerator.wait_for_everyone()
+    if args.push_to_hub and accelerator.is_main_process:
+        from vaswani.hub import push_model_folder
+
+        url = push_model_folder(output_dir, args.hub_model_id)
+        logger.info("Pushed to %s", url)
+    accelerator.end_training()
+    return final
+
+
+def _main_process_decides(accelerator, *flags: bool) -> tuple[bool, ...]:
+    """The main process's time-based decisions, for every process: all must save (or stop) at the same step."""
+    if accelerator.num_processes == 1:
+        return flags
+    from accelerate.utils import broadcast
+
+    decided = broadcast(torch.tensor([int(f) for f in flags], device=accelerator.device))
+    return tuple(bool(v) for v in decided.tolist())
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except (UsageError, DataError, TokenizerError, CheckpointError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)

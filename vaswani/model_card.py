@@ -1,0 +1,238 @@
+"""Model cards for trained Vaswani models, rendered from `model_cards/translation.md` with huggingface_hub.
+
+The card's metadata (`ModelCardData`) carries the language pair, license, datasets, `pipeline_tag: translation`,
+`library_name: transformers` and a model-index with BLEU and chrF (with the SacreBLEU signatures). The body lists the
+architecture, every option that differs from the paper, the results, the training record, how to load the model
+(installed package, `trust_remote_code=True`, pipeline) and its intended use and limitations.
+
+Everything comes from files in the model folder: config.json, and where train.py wrote them, run_args.json (how the
+model was trained) and results.json (scores). `render_model_card(folder)` therefore works for any saved folder.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+from model_cards import TRANSLATION_TEMPLATE
+
+LANGUAGE_NAMES = {
+    "en": "English", "de": "German", "fr": "French", "es": "Spanish", "it": "Italian", "pt": "Portuguese",
+    "nl": "Dutch", "ru": "Russian", "zh": "Chinese", "ja": "Japanese", "ko": "Korean", "ar": "Arabic", "cs": "Czech",
+    "ro": "Romanian", "tr": "Turkish", "vi": "Vietnamese", "fi": "Finnish", "et": "Estonian", "lv": "Latvian",
+}  # fmt: skip
+
+# Options shown in the "differs from the paper" table, in reading order.
+PAPER_OPTIONS = [
+    "encoder_layers", "decoder_layers", "d_model", "encoder_ffn_dim", "decoder_ffn_dim", "encoder_attention_heads",
+    "decoder_attention_heads", "activation_function", "dropout", "attention_dropout", "activation_dropout",
+    "label_smoothing", "position_embedding_type", "scale_embedding", "share_embeddings", "tie_word_embeddings",
+    "norm_position", "norm_type", "fixnorm", "encoder_layerdrop", "decoder_layerdrop", "encoder_drophead",
+    "decoder_drophead", "cross_drophead",
+]  # fmt: skip
+
+DEFAULT_INTENDED_USE = (
+    "Research and teaching: a faithful reproduction of the paper's model and recipe, a baseline for translation "
+    "experiments, and a starting point for fine-tuning on the same language pair."
+)
+
+
+def render_model_card(
+    model_dir: str | Path,
+    *,
+    repo_id: str | None = None,
+    license: str = "apache-2.0",
+    intended_use: str | None = None,
+    results: dict | None = None,
+    run_args: dict | None = None,
+) -> ModelCard:
+    """The card of the model saved in `model_dir`. `results` / `run_args` default to the folder's results.json /
+    run_args.json (written by train.py); `repo_id` is the Hub name used in the code examples."""
+    model_dir = Path(model_dir)
+    config = _read_json(model_dir / "config.json")
+    if config is None:
+        raise FileNotFoundError(f"{model_dir} has no config.json: not a saved model folder.")
+    results = results if results is not None else _read_json(model_dir / "results.json") or {}
+    run_args = run_args if run_args is not None else _read_json(model_dir / "run_args.json") or {}
+    source, target = run_args.get("source_lang"), run_args.get("target_lang")
+    repo_id = repo_id or model_dir.name
+    datasets = _dataset_names(run_args)
+
+    card_data = ModelCardData(
+        language=[lang for lang in (source, target) if lang] or None,
+        license=license,
+        library_name="transformers",
+        pipeline_tag="translation",
+        tags=["translation", "transformer", "vaswani", "attention-is-all-you-need"],
+        datasets=datasets or None,
+        metrics=["bleu", "chrf"],
+        model_name=repo_id,
+        eval_results=_eval_results(results, source, target, datasets) or None,
+    )
+    first_example = next(iter(results.get("test", results.get("validation", {})).get("examples", [])), None)
+    return ModelCard.from_template(
+        card_data,
+        template_path=str(TRANSLATION_TEMPLATE),
+        model_name=repo_id,
+        repo_id=repo_id,
+        source_language_name=LANGUAGE_NAMES.get(source, source or "source"),
+        target_language_name=LANGUAGE_NAMES.get(target, target or "target"),
+        config=_Namespace(config),
+        parameters=_count_parameters(model_dir),
+        normalization=_normalization(config),
+        differences=_differences(config),
+        results_table=_results_table(results),
+        bleu_signature=_first(results, "bleu_signature"),
+        chrf_signature=_first(results, "chrf_signature"),
+        num_beams=run_args.get("num_beams", 4),
+        length_penalty=run_args.get("length_penalty", 0.6),
+        training=_training_rows(run_args, results),
+        example_source=(first_example or {}).get("source", "Hello world."),
+        intended_use=intended_use or DEFAULT_INTENDED_USE,
+    )
+
+
+def write_model_card(output_dir: str | Path, *, args: dict | None = None, results: dict | None = None,
+                     config=None, repo_id: str | None = None) -> Path:  # fmt: skip
+    """Render the card of the model in `output_dir` and save it as README.md. `config` is accepted for callers that
+    have it at hand; the card reads config.json from the folder."""
+    path = Path(output_dir) / "README.md"
+    card = render_model_card(output_dir, results=results, run_args=_plain(args) if args else None,
+                             repo_id=repo_id or (args or {}).get("hub_model_id"))  # fmt: skip
+    card.save(path)
+    return path
+
+
+# -- helpers ------------------------------------------------------------------------------------------------------------
+class _Namespace:
+    def __init__(self, values: dict):
+        self.__dict__.update(values)
+
+
+def _read_json(path: Path) -> dict | None:
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def _plain(args: dict) -> dict:
+    return {k: v for k, v in args.items() if isinstance(v, (str, int, float, bool, list, type(None)))}
+
+
+def _first(results: dict, key: str):
+    for split in ("test", "validation"):
+        if key in results.get(split, {}):
+            return results[split][key]
+    return None
+
+
+def _dataset_names(run_args: dict) -> list[str]:
+    name = run_args.get("dataset_name")
+    if name == "demo":
+        return []  # the built-in dataset is not on the Hub
+    return [name] if name else []
+
+
+def _eval_results(results: dict, source, target, datasets) -> list[EvalResult]:
+    task = f"Translation {source}-{target}" if source and target else "Translation"
+    dataset = datasets[0] if datasets else "vaswani-demo" if results else None
+    out = []
+    for split in ("validation", "test"):
+        scores = results.get(split, {})
+        for metric, name, signature in (("bleu", "BLEU", "bleu_signature"), ("chrf", "chrF", "chrf_signature")):
+            if metric in scores:
+                out.append(
+                    EvalResult(
+                        task_type="translation",
+                        task_name=task,
+                        dataset_type=dataset,
+                        dataset_name=dataset,
+                        dataset_split=split,
+                        metric_type=metric,
+                        metric_name=name,
+                        metric_value=round(float(scores[metric]), 2),
+                        metric_args={"signature": scores.get(signature)} if scores.get(signature) else None,
+                    )  # fmt: skip
+                )
+    return out
+
+
+def _count_parameters(model_dir: Path) -> str:
+    """Unique parameters in the saved weights (tied matrices are stored once)."""
+    files = sorted(model_dir.glob("*.safetensors"))
+    if not files:
+        return "unknown"
+    from safetensors import safe_open
+
+    total = 0
+    for file in files:
+        with safe_open(str(file), framework="pt") as f:
+            for key in f.keys():  # noqa: SIM118 (safe_open is not a mapping)
+                shape = f.get_slice(key).get_shape()
+                count = 1
+                for dim in shape:
+                    count *= dim
+                total += count
+    return f"{total / 1e6:.1f}M"
+
+
+def _normalization(config: dict) -> str:
+    position = "PostNorm (the paper)" if config.get("norm_position", "post") == "post" else "PreNorm"
+    kind = "LayerNorm" if config.get("norm_type", "layernorm") == "layernorm" else "ScaleNorm"
+    return f"{position}, {kind}" + (", FixNorm embeddings" if config.get("fixnorm") else "")
+
+
+def _differences(config: dict) -> list[dict]:
+    from modeling_vaswani import VaswaniConfig
+
+    paper = VaswaniConfig().to_dict()
+    rows = [
+        {"name": name, "value": config.get(name), "paper": paper[name]}
+        for name in PAPER_OPTIONS
+        if name in config and config[name] != paper[name]
+    ]
+    pruned = config.get("pruned_layers")
+    if pruned:
+        kept = "; ".join(f"{side}: kept {layers}" for side, layers in pruned.items())
+        rows.append({"name": "pruned (LayerDrop)", "value": kept, "paper": "no pruning"})
+    return rows
+
+
+def _results_table(results: dict) -> list[dict]:
+    rows = []
+    for split in ("validation", "test"):
+        scores = results.get(split)
+        if scores:
+            rows.append({
+                "split": split,
+                **{key: f"{scores[key]:.2f}" if isinstance(scores.get(key), (int, float)) else "-"
+                   for key in ("bleu", "chrf", "loss", "ppl")},
+            })  # fmt: skip
+    return rows
+
+
+def _training_rows(run_args: dict, results: dict) -> list[tuple[str, str]]:
+    if not run_args:
+        return []
+    data = run_args.get("dataset_name") or run_args.get("train_file")
+    if data == "demo":
+        data = "the built-in demo dataset (numbers, dates, times and quantities in English and German)"
+    rows = [
+        ("Data", f"{data} ({run_args.get('source_lang')} → {run_args.get('target_lang')})"),
+        ("Updates", str(results.get("step", run_args.get("max_train_steps")))),
+        ("Batch", f"{run_args.get('max_tokens')} tokens per device x {run_args.get('gradient_accumulation_steps', 1)} "
+                  "accumulation steps"),
+        ("Optimizer", f"Adam ({run_args.get('adam_beta1')}, {run_args.get('adam_beta2')}, "
+                      f"{run_args.get('adam_epsilon')}), {run_args.get('lr_scheduler')} schedule, "
+                      f"{run_args.get('warmup_steps')} warmup steps"),
+    ]  # fmt: skip
+    if results.get("averaged_checkpoints"):
+        rows.append(("Checkpoint averaging", f"last {len(results['averaged_checkpoints'])} checkpoints"))
+    if results.get("target_tokens"):
+        rows.append(("Target tokens seen", f"{results['target_tokens']:,}"))
+    if results.get("train_seconds"):
+        rows.append(("Training time", f"{results['train_seconds'] / 60:.1f} min"))
+    return rows
+
+
+__all__ = ["render_model_card", "write_model_card"]
