@@ -34,6 +34,7 @@ from transformers.utils.generic import can_return_tuple
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_vaswani import VaswaniConfig
+from .generation_vaswani import paper_beam_search
 
 logger = logging.get_logger(__name__)
 
@@ -893,10 +894,18 @@ class VaswaniForConditionalGeneration(VaswaniPreTrainedModel, GenerationMixin):
     # Section 6.1: "We set the maximum output length during inference to input length + 50".
     MAX_NEW_TOKENS_OVER_SOURCE = 50
 
-    def generate(self, inputs: torch.Tensor | None = None, generation_config=None, **kwargs):
+    def generate(
+        self, inputs: torch.Tensor | None = None, generation_config=None, paper_decoding: bool = False, **kwargs
+    ):
         """`GenerationMixin.generate`. When no length limit is set anywhere (argument, `generation_config`,
         `model.generation_config`), the output is capped at the paper's "input length + 50" tokens, using the longest
-        source of the batch (non-PAD tokens), instead of transformers' default of 20 tokens."""
+        source of the batch (non-PAD tokens), instead of transformers' default of 20 tokens.
+
+        `paper_decoding=True` runs the paper's beam search instead (`generation_vaswani.paper_beam_search`): beams
+        ranked by the GNMT length penalty ((5 + |Y|) / 6) ** length_penalty and every sentence capped at its own
+        source length + 50."""
+        if paper_decoding:
+            kwargs.setdefault("custom_generate", paper_beam_search)
         config = generation_config if generation_config is not None else self.generation_config
         length_is_set = any(
             value is not None

@@ -1,0 +1,161 @@
+"""The paper's beam search (Section 6.1): beam size 4, GNMT length penalty, output capped at source length + 50.
+
+transformers' `generate()` ranks finished beams by `sum_logprobs / length ** length_penalty`. The paper (following
+GNMT, Wu et al. 2016, and tensor2tensor) divides by
+
+    lp(Y) = ((5 + |Y|) / 6) ** alpha,      alpha = 0.6
+
+and no value of `length_penalty` turns one formula into the other. `paper_beam_search` is a complete beam search
+with the paper's scoring, plugged into `generate()` through its `custom_generate` hook, so everything else of
+`generate()` (inputs, encoder, cache, logits processors, `num_return_sequences`) stays as usual:
+
+    model.generate(**batch, num_beams=4, length_penalty=0.6, custom_generate=paper_beam_search)
+    model.generate(**batch, paper_decoding=True)        # the same, through VaswaniForConditionalGeneration
+
+|Y| counts the generated tokens including EOS (as tensor2tensor does). A sentence stops when no live beam can still
+beat its worst kept finished hypothesis: for alpha >= 0 the best a live beam can reach is its log-probability divided
+by lp(max length), tensor2tensor's exact early-stopping bound ("stop early when possible"). Each sentence is capped at
+its own source length (non-PAD tokens) + `max_new_tokens_over_source` (50 in the paper), and at
+`generation_config.max_length`; at the cap only EOS is allowed.
+
+This file imports only torch and transformers: it travels with a saved model for `trust_remote_code` loading.
+"""
+
+import torch
+from transformers.generation.utils import GenerateBeamEncoderDecoderOutput
+
+
+def gnmt_length_penalty(length: torch.Tensor | float, alpha: float) -> torch.Tensor | float:
+    """lp(Y) = ((5 + |Y|) / 6) ** alpha (Wu et al. 2016, Eq. 14)."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+@torch.no_grad()
+def paper_beam_search(
+    model,
+    input_ids: torch.LongTensor,
+    logits_processor=None,
+    stopping_criteria=None,
+    generation_config=None,
+    synced_gpus: bool = False,
+    inputs_tensor: torch.Tensor | None = None,
+    max_new_tokens_over_source: int = 50,
+    **model_kwargs,
+):
+    """Beam search with the GNMT length penalty; the signature of a `generate(custom_generate=...)` callable.
+
+    input_ids: (B * K, P) decoder prompts (the start token), expanded for K = num_beams by `generate()`;
+    model_kwargs hold `encoder_outputs`, `attention_mask` (B * K, S) and `past_key_values`, also expanded.
+    Returns (B * num_return_sequences, P + T) token ids, best first per sentence, padded with PAD.
+    """
+    config = generation_config
+    num_beams, alpha = config.num_beams, float(config.length_penalty)
+    num_return = config.num_return_sequences or 1
+    if num_return > num_beams:
+        raise ValueError(f"num_return_sequences={num_return} must be at most num_beams={num_beams}.")
+    eos_ids = config._eos_token_tensor.view(-1)
+    pad_id = int(config._pad_token_tensor) if config._pad_token_tensor is not None else int(eos_ids[0])
+    device = input_ids.device
+    flat_size, prompt_len = input_ids.shape
+    batch_size = flat_size // num_beams
+
+    # Per-sentence output caps: source length + 50, and the global max_length.
+    attention_mask = model_kwargs.get("attention_mask")
+    if attention_mask is not None:
+        source_lengths = attention_mask.view(batch_size, num_beams, -1)[:, 0].sum(-1)  # (B,)
+    elif inputs_tensor is not None:
+        source_lengths = (inputs_tensor != pad_id).sum(-1)
+    else:
+        source_lengths = torch.full((batch_size,), model_kwargs["encoder_outputs"][0].shape[1], device=device)
+    max_new = torch.clamp(source_lengths + max_new_tokens_over_source, max=config.max_length - prompt_len)
+    max_new = max_new.clamp(min=1).to(device)  # (B,)
+    max_steps = int(max_new.max())
+
+    # Live beams: tokens (B, K, P + t), cumulative log-probabilities (B, K); only beam 0 is live at first.
+    tokens = input_ids.view(batch_size, num_beams, prompt_len)
+    beam_scores = torch.full((batch_size, num_beams), float("-inf"), device=device)
+    beam_scores[:, 0] = 0.0
+    # Finished hypotheses: the K best so far per sentence, by length-normalised score.
+    finished_scores = torch.full((batch_size, num_beams), float("-inf"), device=device)
+    finished_tokens = torch.full((batch_size, num_beams, prompt_len + max_steps), pad_id, dtype=torch.long,
+                                 device=device)  # fmt: skip
+    done = torch.zeros(batch_size, dtype=torch.bool, device=device)
+    cache = model_kwargs.get("past_key_values")
+    use_cache = model_kwargs.get("use_cache", True) and cache is not None
+    batch_offsets = torch.arange(batch_size, device=device)[:, None] * num_beams  # (B, 1)
+
+    for step in range(max_steps):
+        length = step + 1  # generated tokens after this step, EOS included
+        flat_tokens = tokens.reshape(flat_size, -1)
+        outputs = model(
+            encoder_outputs=model_kwargs["encoder_outputs"],
+            attention_mask=attention_mask,
+            decoder_input_ids=flat_tokens[:, -1:] if use_cache else flat_tokens,
+            past_key_values=cache if use_cache else None,
+            use_cache=use_cache,
+            return_dict=True,
+        )
+        log_probs = torch.log_softmax(outputs.logits[:, -1].float(), dim=-1)  # (B*K, V)
+        if logits_processor is not None:
+            log_probs = logits_processor(flat_tokens, log_probs)
+        vocab_size = log_probs.shape[-1]
+        log_probs = log_probs.view(batch_size, num_beams, vocab_size)
+        at_cap = length >= max_new  # (B,): only EOS may follow
+        if at_cap.any():
+            only_eos = torch.full_like(log_probs[0, 0], float("-inf"))
+            only_eos[eos_ids] = 0.0
+            log_probs = torch.where(at_cap[:, None, None], log_probs + only_eos, log_probs)
+
+        # The 2K best extensions of the live beams (enough to keep K live ones whatever ends in EOS).
+        candidates = (beam_scores[:, :, None] + log_probs).view(batch_size, -1)  # (B, K*V)
+        top_scores, top_index = candidates.topk(2 * num_beams, dim=-1)  # (B, 2K)
+        top_beam, top_token = top_index // vocab_size, top_index % vocab_size
+        ends = torch.isin(top_token, eos_ids) & torch.isfinite(top_scores)
+
+        # Hypotheses that end here join the finished ones, scored log P(Y) / lp(Y).
+        new_finished = torch.where(ends & ~done[:, None], top_scores / gnmt_length_penalty(length, alpha), -torch.inf)
+        new_tokens = torch.full((batch_size, 2 * num_beams, finished_tokens.shape[-1]), pad_id, dtype=torch.long,
+                                device=device)  # fmt: skip
+        new_tokens[:, :, : prompt_len + step] = tokens.gather(1, top_beam[:, :, None].expand(-1, -1, tokens.shape[-1]))
+        new_tokens[:, :, prompt_len + step] = top_token
+        merged_scores = torch.cat([finished_scores, new_finished], dim=1)  # (B, 3K)
+        keep = merged_scores.topk(num_beams, dim=-1).indices  # (B, K)
+        finished_scores = merged_scores.gather(1, keep)
+        merged_tokens = torch.cat([finished_tokens, new_tokens], dim=1)
+        finished_tokens = merged_tokens.gather(1, keep[:, :, None].expand(-1, -1, merged_tokens.shape[-1]))
+
+        # The K best extensions that do not end continue as live beams.
+        live_scores = torch.where(ends, -torch.inf, top_scores)
+        live_scores, live = live_scores.topk(num_beams, dim=-1)  # (B, K)
+        origin = top_beam.gather(1, live)
+        tokens = torch.cat(
+            [
+                tokens.gather(1, origin[:, :, None].expand(-1, -1, tokens.shape[-1])),
+                top_token.gather(1, live)[:, :, None],
+            ],
+            dim=-1,
+        )
+        beam_scores = live_scores
+        if use_cache:
+            cache.reorder_cache((origin + batch_offsets).view(-1))
+
+        # tensor2tensor's stopping rule: a sentence is done when K hypotheses are finished and the best live beam,
+        # even at the longest allowed length, cannot beat the worst of them (exact for alpha >= 0), or at its cap.
+        best_possible = beam_scores[:, 0] / gnmt_length_penalty(max_new.float(), alpha)
+        worst_kept = finished_scores[:, -1]
+        can_improve = (best_possible > worst_kept) | (alpha < 0)
+        done = done | at_cap | (torch.isfinite(worst_kept) & ~can_improve) | ~torch.isfinite(beam_scores[:, 0])
+        if bool(done.all()):
+            break
+
+    # The best `num_return` finished hypotheses per sentence, trimmed to the longest one.
+    sequences = finished_tokens[:, :num_return].reshape(batch_size * num_return, -1)
+    scores = finished_scores[:, :num_return].reshape(-1)
+    last = int((sequences != pad_id).long().cumsum(-1).argmax(-1).max()) + 1 if sequences.numel() else 0
+    sequences = sequences[:, : max(last, prompt_len + 1)]
+    if config.return_dict_in_generate:
+        return GenerateBeamEncoderDecoderOutput(sequences=sequences, sequences_scores=scores)
+    return sequences
+
+
+__all__ = ["gnmt_length_penalty", "paper_beam_search"]
