@@ -1,0 +1,73 @@
+"""Command line: train the shared BPE vocabulary and save it as a `transformers` tokenizer folder.
+
+    python -m tokenization train --files train.en train.de --vocab_size 37000 --output tokenizer/
+
+Mistakes in the arguments or the corpus print `error: <what is wrong and how to fix it>` and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .bpe import SPECIAL_TOKEN_LAYOUTS, UNICODE_NORMALIZERS, train_bpe_tokenizer
+from .errors import TokenizerError
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m tokenization", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    train = commands.add_parser("train", help="train a BPE tokenizer on text files (both sides of the corpus)")
+    train.add_argument("--files", nargs="+", required=True, help="UTF-8 text files, one sentence per line")
+    train.add_argument("--output", required=True, help="folder to write tokenizer.json and tokenizer_config.json")
+    train.add_argument("--vocab_size", type=int, default=37000, help="final vocabulary size (default: 37000)")
+    train.add_argument("--min_frequency", type=int, default=2, help="minimum count of a merged pair (default: 2)")
+    train.add_argument(
+        "--special_tokens_layout",
+        choices=sorted(SPECIAL_TOKEN_LAYOUTS),
+        default="paper",
+        help="paper: <pad>=0 <s>=1 </s>=2 <unk>=3; fairseq: <s>=0 <pad>=1 </s>=2 <unk>=3 (default: paper)",
+    )
+    train.add_argument(
+        "--normalization",
+        choices=list(UNICODE_NORMALIZERS),
+        default="NFKC",
+        help="Unicode normalization (default: NFKC)",
+    )
+    train.add_argument("--model_max_length", type=int, default=1024, help="maximum sequence length (default: 1024)")
+    train.add_argument(
+        "--limit_alphabet", type=int, default=None, help="keep this many most frequent characters; the rest as bytes"
+    )
+    train.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show progress bars (default: only for corpora over 10 MB)",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        tokenizer = train_bpe_tokenizer(
+            files=args.files,
+            vocab_size=args.vocab_size,
+            min_frequency=args.min_frequency,
+            special_tokens_layout=args.special_tokens_layout,
+            normalization=args.normalization,
+            model_max_length=args.model_max_length,
+            limit_alphabet=args.limit_alphabet,
+            show_progress=args.progress,
+        )
+        tokenizer.save_pretrained(args.output)
+    except (TokenizerError, OSError) as error:  # OSError: e.g. an unreadable file or an unwritable output folder
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    ids = ", ".join(f"{token}={tokenizer.convert_tokens_to_ids(token)}" for token in tokenizer.all_special_tokens)
+    print(f"saved a BPE tokenizer with {len(tokenizer)} tokens ({ids}) to {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
