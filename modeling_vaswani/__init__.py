@@ -2,7 +2,8 @@
 
 Importing the package registers the model with transformers' Auto classes (`AutoConfig`, `AutoModel`,
 `AutoModelForSeq2SeqLM`) and marks the classes for `trust_remote_code` export, so that `save_pretrained`
-writes an `auto_map` and copies the modeling files next to the weights.
+writes an `auto_map` and copies the modeling files next to the weights. It also registers the translation pipeline
+(`VaswaniTranslationPipeline`, task "vaswani-translation") that every saved model carries.
 """
 
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
@@ -16,6 +17,7 @@ from .modeling_vaswani import (
     shift_tokens_right,
     sinusoidal_position_table,
 )
+from .pipeline_vaswani import VaswaniTranslationPipeline
 from .scheduling_vaswani import DropHeadCallback, DropHeadScheduler, drophead_rate
 
 AutoConfig.register(VaswaniConfig.model_type, VaswaniConfig, exist_ok=True)
@@ -34,6 +36,7 @@ __all__ = [
     "VaswaniForConditionalGeneration",
     "VaswaniModel",
     "VaswaniPreTrainedModel",
+    "VaswaniTranslationPipeline",
     "drophead_rate",
     "every_other_layers_to_keep",
     "shift_tokens_right",

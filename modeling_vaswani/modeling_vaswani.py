@@ -516,8 +516,15 @@ class VaswaniPreTrainedModel(PreTrainedModel):
 
     def save_pretrained(self, save_directory, *args, **kwargs):
         """`PreTrainedModel.save_pretrained`; the `auto_map` of a model registered for `trust_remote_code` lists all
-        three Auto classes (config, `AutoModel`, `AutoModelForSeq2SeqLM`), whichever class is saved."""
+        three Auto classes (config, `AutoModel`, `AutoModelForSeq2SeqLM`), whichever class is saved.
+
+        Such a model also carries its translation pipeline: config.json gets the `custom_pipelines` entry of
+        `pipeline_vaswani.VaswaniTranslationPipeline`, and transformers copies pipeline_vaswani.py with the other
+        modeling files (it follows the `from .pipeline_vaswani import ...` below), so that
+        `pipeline(model=folder, trust_remote_code=True)` works."""
         if self._auto_class is not None:
+            from .pipeline_vaswani import custom_pipelines_entry
+
             module = self.__class__.__module__.rsplit(".", 1)[-1]  # "modeling_vaswani", also for remote code
             config_module = self.config.__class__.__module__.rsplit(".", 1)[-1]
             self.config.auto_map = {
@@ -525,6 +532,10 @@ class VaswaniPreTrainedModel(PreTrainedModel):
                 "AutoConfig": f"{config_module}.{self.config.__class__.__name__}",
                 "AutoModel": f"{module}.VaswaniModel",
                 "AutoModelForSeq2SeqLM": f"{module}.VaswaniForConditionalGeneration",
+            }
+            self.config.custom_pipelines = {
+                **(getattr(self.config, "custom_pipelines", None) or {}),
+                **custom_pipelines_entry(),
             }
         return super().save_pretrained(save_directory, *args, **kwargs)
 

@@ -1,0 +1,357 @@
+"""The `vaswani` command line: translate, push, average, prune, card.
+
+    vaswani translate --model DIR [--input FILE] [--output FILE] [--num_beams 4] [--length_penalty 0.6]
+                      [--max_new_tokens N] [--paper_decoding] [--device auto] [--batch_tokens 4096]
+    vaswani push      --model DIR --repo_id OWNER/NAME [--private] [--commit_message TEXT]
+    vaswani average   --run_dir DIR --last 5 --output_dir OUT        (or --checkpoints CKPT ... --model DIR)
+    vaswani prune     --model DIR --output_dir OUT --every_other 0.5  (or --encoder_layers_to_keep 0,2,4 ...)
+    vaswani card      --model DIR [--repo_id OWNER/NAME] [--license apache-2.0] [--output FILE]
+
+`translate` reads sentences from stdin or `--input`, one per line (UTF-8), and writes their translations in the same
+order to stdout or `--output`, one per line: an empty line gives an empty line, and a line break inside a
+translation becomes a space. Sentences are batched by length; a progress bar on stderr follows `--input` files.
+Inputs longer than `--max_source_length` tokens (default: the model's max_position_embeddings) are truncated, with a
+warning naming the line numbers. See `vaswani.translate`.
+
+`push` uploads a model folder (weights, config, generation config, tokenizer, modeling code for
+`trust_remote_code`, training record and our model card) to the Hub in one commit; see `vaswani.hub`.
+`average` is `python -m vaswani.checkpoints average` (checkpoint averaging, Section 6.1 of the paper).
+`prune` keeps some layers of a model trained with LayerDrop and writes an ordinary smaller model folder.
+`card` renders the model card (README.md) of a folder.
+
+A user mistake prints `error: <message>` on stderr and exits with status 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from vaswani.checkpoints import TOKENIZER_FILE_PATTERNS, CheckpointError
+from vaswani.hub import PushError
+from vaswani.translate import TranslateError
+
+PROG = "vaswani"
+
+
+class UsageError(Exception):
+    """A mistake in the command line or its files; printed as `error: <message>` with exit status 2."""
+
+
+USER_ERRORS = (UsageError, TranslateError, PushError, CheckpointError, UnicodeError, OSError)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# translate
+# ----------------------------------------------------------------------------------------------------------------
+def run_translate(args: argparse.Namespace) -> int:
+    from tqdm.auto import tqdm
+    from transformers.utils import logging as hf_logging
+
+    from vaswani.translate import Translator, one_line, read_lines, translate_lines
+
+    if args.input is not None and not args.input.is_file():
+        raise UsageError(f"no such input file: {args.input}")
+    _check_output_folder(args.output)
+    hf_logging.disable_progress_bar()  # no "Loading weights" bar: the progress bar on stderr is ours
+    translator = Translator(args.model, device=args.device, max_source_length=args.max_source_length)
+
+    show_progress = args.input is not None and not args.no_progress
+    bar = tqdm(total=_count_lines(args.input) if show_progress else None, unit="line", file=sys.stderr,
+               disable=not show_progress)  # fmt: skip
+
+    def warn_truncated(line_numbers: list[int]) -> None:
+        shown = ", ".join(map(str, line_numbers[:20])) + (" ..." if len(line_numbers) > 20 else "")
+        message = (f"warning: line(s) {shown} are longer than {translator.max_source_length} tokens and were "
+                   "truncated (see --max_source_length)")  # fmt: skip
+        tqdm.write(message, file=sys.stderr)
+
+    with _open_text(args.input, "r") as source, _open_text(args.output, "w") as sink:
+        translations = translate_lines(
+            translator,
+            read_lines(source),
+            buffer_lines=args.buffer_lines,
+            progress=bar.update,
+            on_truncated_lines=warn_truncated,
+            num_beams=args.num_beams,
+            length_penalty=args.length_penalty,
+            max_new_tokens=args.max_new_tokens,
+            paper_decoding=args.paper_decoding,
+            batch_tokens=args.batch_tokens,
+        )
+        try:
+            for translation in translations:
+                sink.write(one_line(translation) + "\n")
+        except UnicodeDecodeError as error:
+            raise UsageError(f"{args.input or 'stdin'} is not UTF-8 text ({error})") from None
+    bar.close()
+    return 0
+
+
+@contextmanager
+def _open_text(path: Path | None, mode: str) -> Iterator[io.TextIOBase]:
+    """A UTF-8 text stream on `path`, or on stdin / stdout when it is None, with "\\n" as the only line break (a
+    lone "\\r" inside a sentence does not split it)."""
+    if path is not None:
+        with open(path, mode, encoding="utf-8", newline="\n") as stream:
+            yield stream
+        return
+    standard = sys.stdin if mode == "r" else sys.stdout
+    if mode == "w":
+        standard.flush()  # whatever was printed before comes first
+    stream = io.TextIOWrapper(standard.buffer, encoding="utf-8", newline="\n")
+    try:
+        yield stream
+    finally:
+        if mode == "w":
+            stream.flush()
+        stream.detach()  # leave sys.stdin / sys.stdout open
+
+
+def _count_lines(path: Path) -> int:
+    """Lines in a file, a last line without "\\n" included (for the progress bar)."""
+    count, last = 0, b"\n"
+    with open(path, "rb") as stream:
+        while chunk := stream.read(1 << 20):
+            count += chunk.count(b"\n")
+            last = chunk[-1:]
+    return count + (last != b"\n")
+
+
+def _check_output_folder(path: Path | None) -> None:
+    if path is not None and not path.parent.is_dir():
+        raise UsageError(f"cannot write {path}: no such folder {path.parent}")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# push, card
+# ----------------------------------------------------------------------------------------------------------------
+def run_push(args: argparse.Namespace) -> int:
+    from vaswani.hub import push_model_folder
+
+    url = push_model_folder(args.model, args.repo_id, private=args.private, commit_message=args.commit_message)
+    print(f"pushed {args.model} to {url}")
+    return 0
+
+
+def run_card(args: argparse.Namespace) -> int:
+    from vaswani.model_card import render_model_card
+
+    folder = args.model
+    if not folder.is_dir():
+        raise UsageError(f"no such model folder: {folder}")
+    if not (folder / "config.json").is_file():
+        raise UsageError(f"{folder} is not a model folder (no config.json)")
+    _check_output_folder(args.output)
+    card = render_model_card(folder, repo_id=args.repo_id, license=args.license)
+    output = args.output or folder / "README.md"
+    card.save(output)
+    print(f"wrote the model card to {output}")
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# prune
+# ----------------------------------------------------------------------------------------------------------------
+def run_prune(args: argparse.Namespace) -> int:
+    """Load the model keeping only some layers (LayerDrop pruning, Fan et al. 2019) and save it as an ordinary
+    smaller model with the tokenizer, the training arguments and a card that shows the pruning. The source's
+    results.json is not copied: its scores belong to the full model."""
+    from transformers import AutoConfig, AutoModelForSeq2SeqLM
+
+    import modeling_vaswani  # noqa: F401  (registers the Vaswani classes with the Auto classes)
+    from modeling_vaswani import every_other_layers_to_keep
+    from vaswani.model_card import write_model_card
+    from vaswani.translate import check_model_folder
+
+    source, output = check_model_folder(args.model), args.output_dir
+    if output.exists() and output.resolve() == source.resolve():
+        raise UsageError("--output_dir must be a new folder, not the model folder itself")
+    explicit = args.encoder_layers_to_keep is not None or args.decoder_layers_to_keep is not None
+    if explicit == (args.every_other is not None):
+        raise UsageError(
+            "give either --every_other P or --encoder_layers_to_keep / --decoder_layers_to_keep (a comma list)"
+        )
+    if args.stacks is not None and args.every_other is None:
+        raise UsageError("--stacks goes with --every_other")
+
+    config = AutoConfig.from_pretrained(source, local_files_only=True)
+    keep = {"encoder": args.encoder_layers_to_keep, "decoder": args.decoder_layers_to_keep}
+    if args.every_other is not None:
+        for stack in args.stacks or ["encoder", "decoder"]:
+            keep[stack] = every_other_layers_to_keep(getattr(config, f"{stack}_layers"), args.every_other)
+    pruning = {f"{stack}_layers_to_keep": layers for stack, layers in keep.items() if layers is not None}
+    try:
+        model = AutoModelForSeq2SeqLM.from_pretrained(source, local_files_only=True, **pruning)
+    except ValueError as error:  # layer indices outside the model
+        raise UsageError(str(error)) from None
+
+    model.save_pretrained(output)
+    for file in sorted(source.iterdir()):
+        if file.is_file() and (file.name == "run_args.json" or any(file.match(p) for p in TOKENIZER_FILE_PATTERNS)):
+            shutil.copy2(file, output / file.name)
+    write_model_card(output)
+    for stack, layers in keep.items():
+        total = getattr(config, f"{stack}_layers")
+        kept = f"layers {layers}" if layers is not None else "all layers"
+        print(f"{stack}: kept {kept} of {total}")
+    print(f"wrote the pruned model to {output}")
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The parser
+# ----------------------------------------------------------------------------------------------------------------
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _layer_list(text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected layer indices like 0,2,4, got {text!r}") from None
+
+
+def _drop_rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a rate like 0.5, got {text!r}") from None
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"the LayerDrop rate must be in (0, 1), got {value}")
+    return value
+
+
+def _stacks(text: str) -> list[str]:
+    stacks = [part.strip() for part in text.split(",") if part.strip()]
+    if not stacks or set(stacks) - {"encoder", "decoder"}:
+        raise argparse.ArgumentTypeError(f"expected encoder, decoder or encoder,decoder, got {text!r}")
+    return stacks
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    translate = commands.add_parser(
+        "translate", allow_abbrev=False, help="translate sentences, one per line",
+        description="Translate sentences from stdin or --input (one per line, UTF-8) into the same number of lines.",
+    )  # fmt: skip
+    translate.set_defaults(run=run_translate)
+    translate.add_argument("--model", required=True, metavar="DIR", help="a saved model folder (or a Hub repo id)")
+    translate.add_argument("--input", type=Path, metavar="FILE", help="read sentences from FILE (default: stdin)")
+    translate.add_argument("--output", type=Path, metavar="FILE", help="write translations to FILE (default: stdout)")
+    translate.add_argument("--num_beams", type=_positive_int, default=4, metavar="K", help="beam size (paper: 4)")
+    translate.add_argument("--length_penalty", type=float, default=0.6, metavar="ALPHA", help="paper: 0.6")
+    translate.add_argument(
+        "--max_new_tokens", type=_positive_int, metavar="N", help="at most N output tokens (default: source + 50)"
+    )
+    translate.add_argument(
+        "--paper_decoding", action="store_true",
+        help="the paper's beam search: the GNMT length penalty ((5 + |Y|) / 6) ** alpha (generate()'s length_penalty "
+             "divides by |Y| ** alpha) and a cap of source length + 50 per sentence",
+    )  # fmt: skip
+    translate.add_argument("--device", default="auto", help="auto (a GPU if there is one), cpu, cuda or cuda:N")
+    translate.add_argument(
+        "--batch_tokens",
+        type=_positive_int,
+        default=4096,
+        metavar="N",
+        help="source tokens per batch, padding included",
+    )
+    translate.add_argument(
+        "--max_source_length", type=_positive_int, metavar="N",
+        help="truncate longer inputs to N tokens, with a warning (default: the model's max_position_embeddings)",
+    )  # fmt: skip
+    translate.add_argument(
+        "--buffer_lines", type=_positive_int, default=10000, metavar="N",
+        help="lines read, sorted by length and translated at a time",
+    )  # fmt: skip
+    translate.add_argument("--no_progress", action="store_true", help="no progress bar for --input files")
+
+    push = commands.add_parser(
+        "push", allow_abbrev=False, help="upload a model folder to the Hugging Face Hub with its model card",
+        description="Upload weights, config, generation config, tokenizer, modeling code and the folder's README.md "
+                    "(render it for the repo first with `vaswani card --repo_id`; a folder without one gets a card "
+                    "rendered for the repo) in one commit. Checkpoints and logs stay local.",
+    )  # fmt: skip
+    push.set_defaults(run=run_push)
+    push.add_argument("--model", required=True, type=Path, metavar="DIR", help="the model folder")
+    push.add_argument("--repo_id", required=True, metavar="ID", help="NAME or OWNER/NAME on the Hub")
+    push.add_argument("--private", action="store_true", help="create the repository as private")
+    push.add_argument("--commit_message", metavar="TEXT", help="the commit message")
+
+    # `vaswani average ...` is forwarded to `vaswani.checkpoints.main` before parsing; listed here for --help.
+    commands.add_parser("average", help="average checkpoints into a model folder (see vaswani average --help)")
+
+    prune = commands.add_parser(
+        "prune", allow_abbrev=False, help="keep some layers of a LayerDrop model (a smaller model folder)",
+        description="Prune a model trained with LayerDrop (Fan et al. 2019) to the given layers and save it as an "
+                    "ordinary smaller model, with its tokenizer and a model card that shows the pruning.",
+    )  # fmt: skip
+    prune.set_defaults(run=run_prune)
+    prune.add_argument("--model", required=True, type=Path, metavar="DIR", help="the full model folder")
+    prune.add_argument("--output_dir", required=True, type=Path, metavar="OUT", help="where to write the pruned model")
+    prune.add_argument("--encoder_layers_to_keep", type=_layer_list, metavar="I,J,...", help="e.g. 0,2,4")
+    prune.add_argument("--decoder_layers_to_keep", type=_layer_list, metavar="I,J,...", help="e.g. 0,2,4")
+    prune.add_argument(
+        "--every_other", type=_drop_rate, metavar="P",
+        help="the paper's 'every other' strategy for LayerDrop rate P: drop depth d where d = 0 mod floor(1/P)",
+    )  # fmt: skip
+    prune.add_argument(
+        "--stacks", type=_stacks, metavar="STACKS", help="with --every_other: encoder,decoder (default)"
+    )
+
+    card = commands.add_parser(
+        "card", allow_abbrev=False, help="render the model card (README.md) of a model folder",
+        description="Render the model card from the folder's config.json, run_args.json and results.json.",
+    )  # fmt: skip
+    card.set_defaults(run=run_card)
+    card.add_argument("--model", required=True, type=Path, metavar="DIR", help="the model folder")
+    card.add_argument(
+        "--repo_id", metavar="ID", help="the Hub name used in the card's examples (default: folder name)"
+    )
+    card.add_argument("--license", default="apache-2.0", help="license identifier (default: apache-2.0)")
+    card.add_argument("--output", type=Path, metavar="FILE", help="where to write the card (default: DIR/README.md)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit status (2 with an `error: ...` line for a user mistake)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["average"]:
+        from vaswani.checkpoints import main as checkpoints_main
+
+        return checkpoints_main(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exit_:  # argparse printed the usage and "error: ..." (status 2), or the help (status 0)
+        return int(exit_.code or 0)
+    try:
+        return args.run(args)
+    except BrokenPipeError:  # the reader of stdout went away (`vaswani translate ... | head`)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that the exit's flush does not fail
+        return 1
+    except USER_ERRORS as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""Upload a model folder to the Hugging Face Hub in one commit, with our model card.
+
+    from vaswani.hub import push_model_folder
+    url = push_model_folder("runs/base-avg5", "your-name/transformer-en-de")
+
+Command line: `vaswani push --model runs/base-avg5 --repo_id your-name/transformer-en-de`; train.py calls the same
+function at the end of a run with `--push_to_hub --hub_model_id ID`.
+
+What is checked before any network call: the repo id (NAME or OWNER/NAME), and that the folder is complete:
+config.json with the `auto_map` and `custom_pipelines` that `trust_remote_code=True` needs, the weights (one
+model.safetensors, or every shard its index lists), tokenizer.json and the modeling code (configuration_vaswani.py,
+modeling_vaswani.py, generation_vaswani.py, pipeline_vaswani.py, which `save_pretrained` copies there).
+
+What is uploaded: every file of the folder, including the training record (run_args.json, results.json,
+metrics.jsonl), except the training checkpoints (checkpoints/), the tracker logs (logs/) and hidden or cache files
+(.tmp-* leftovers, __pycache__). The folder's README.md is the model card, uploaded as it is; a folder without one gets
+a card rendered for `repo_id` (`vaswani.model_card.render_model_card`). Everything goes in a single
+`HfApi.create_commit`, after `HfApi.create_repo(exist_ok=True)`; transformers' `push_to_hub` is not used because it
+replaces the card with an auto-generated one.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from vaswani.translate import ModelFolderError, check_model_folder
+
+CODE_FILES = ("configuration_vaswani.py", "modeling_vaswani.py", "generation_vaswani.py", "pipeline_vaswani.py")
+PIPELINE_TASK = "vaswani-translation"
+EXCLUDED_DIRECTORIES = {"checkpoints", "logs", "__pycache__"}
+CARD_NAME = "README.md"
+
+
+class PushError(ValueError):
+    """A model folder cannot be pushed (bad repo id, incomplete folder) or the Hub refused the upload."""
+
+
+def check_repo_id(repo_id: str) -> str:
+    """`repo_id` if the Hub would accept it as a model repo name, else a `PushError` saying what a valid one is."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError:
+        raise PushError(
+            f"{repo_id!r} is not a valid repo id: use NAME or OWNER/NAME with letters, digits, '-', '_', '.' "
+            "(not starting or ending with '-' or '.', at most 96 characters)"
+        ) from None
+    return repo_id
+
+
+def check_push_folder(folder: str | Path) -> Path:
+    """`folder` as a Path if it can be pushed (see the module docstring), else a `PushError` naming what is missing
+    and how to fix it."""
+    try:
+        folder = check_model_folder(folder)
+    except ModelFolderError as error:
+        raise PushError(str(error)) from None
+    _check_shards(folder)
+    missing = [name for name in CODE_FILES if not (folder / name).is_file()]
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    auto_map = config.get("auto_map") or {}
+    pipelines = config.get("custom_pipelines") or {}
+    if missing or "AutoModelForSeq2SeqLM" not in auto_map or PIPELINE_TASK not in pipelines:
+        lacks = ", ".join(missing) if missing else "the auto_map / custom_pipelines entries in config.json"
+        raise PushError(
+            f"{folder} lacks {lacks}, which loading with trust_remote_code=True needs: save it again with this "
+            "package (`import modeling_vaswani`, then AutoModelForSeq2SeqLM.from_pretrained(folder)"
+            ".save_pretrained(folder))"
+        )
+    return folder
+
+
+def _check_shards(folder: Path) -> None:
+    index = folder / "model.safetensors.index.json"
+    if not index.is_file():
+        return
+    shards = sorted(set(json.loads(index.read_text(encoding="utf-8")).get("weight_map", {}).values()))
+    missing = [name for name in shards if not (folder / name).is_file()]
+    if missing:
+        raise PushError(f"{folder} is missing weight shards listed in {index.name}: {', '.join(missing)}")
+
+
+def files_to_push(folder: str | Path) -> list[tuple[str, Path]]:
+    """(path in the repo, local path) of every file to upload, sorted; see the module docstring for what is left
+    out."""
+    folder = Path(folder)
+    files = []
+    for path in sorted(folder.rglob("*")):
+        parts = path.relative_to(folder).parts
+        if not path.is_file() or parts[0] in EXCLUDED_DIRECTORIES or any(part.startswith(".") for part in parts):
+            continue
+        if "__pycache__" in parts or path.suffix == ".pyc":
+            continue
+        files.append(("/".join(parts), path))
+    return files
+
+
+def push_model_folder(
+    folder: str | Path,
+    repo_id: str,
+    *,
+    private: bool = False,
+    token: str | None = None,
+    commit_message: str | None = None,
+) -> str:
+    """Create `repo_id` if needed and upload the model folder to it in one commit; returns the repo's URL.
+
+    Raises `PushError` for a bad repo id or an incomplete folder (before any network call) and when the Hub refuses
+    (no token, no permission, offline)."""
+    from huggingface_hub import CommitOperationAdd, HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    check_repo_id(repo_id)
+    folder = check_push_folder(folder)
+    operations = [
+        CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(path)) for name, path in files_to_push(folder)
+    ]
+    if not (folder / CARD_NAME).is_file():
+        from vaswani.model_card import render_model_card
+
+        card = render_model_card(folder, repo_id=repo_id)
+        operations.append(CommitOperationAdd(path_in_repo=CARD_NAME, path_or_fileobj=card.content.encode("utf-8")))
+
+    api = HfApi(token=token)
+    try:
+        repo_url = api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+        api.create_commit(
+            repo_id=repo_url.repo_id,
+            repo_type="model",
+            operations=operations,
+            commit_message=commit_message or f"Upload {folder.name} (vaswani)",
+        )
+    except (HfHubHTTPError, OSError) as error:
+        raise PushError(f"uploading {folder} to {repo_id} failed: {error}") from error
+    return str(repo_url)
+
+
+__all__ = ["CODE_FILES", "PushError", "check_push_folder", "check_repo_id", "files_to_push", "push_model_folder"]
