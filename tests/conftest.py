@@ -11,6 +11,9 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Tiny models gain nothing from threads, and on a busy 2-core machine OpenMP threads spinning against other processes
+# (the test subprocesses included) make them up to 100x slower.
+torch.set_num_threads(1)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

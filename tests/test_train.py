@@ -188,6 +188,9 @@ def test_bad_options_and_set_up_are_rejected_before_training(data_dir, tmp_path)
     (tmp_path / "bad.yaml").write_text("d_modell: 64\n")
     expect_error([*base, "--config", str(tmp_path / "bad.yaml")], tmp_path, "unknown option 'd_modell'")
     expect_error([*base, "--dropout", "1.5"], tmp_path, "dropout=1.5", "[0, 1)")
+    expect_error(
+        [*base, "--push_to_hub", "--hub_model_id", "not a repo!"], tmp_path, "--hub_model_id", "not a valid repo id"
+    )
     expect_error([*base, "--d_model", "30", "--encoder_attention_heads", "4"], tmp_path, "not divisible")
 
     # A tokenizer whose vocabulary does not match the model.
