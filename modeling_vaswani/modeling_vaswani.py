@@ -639,31 +639,40 @@ class VaswaniStackEmbedding(nn.Module):
         return F.dropout(hidden_states, p=self.dropout, training=self.training)
 
 
-class VaswaniEncoder(VaswaniPreTrainedModel):
-    """The encoder stack (Section 3.1): embeddings, `config.encoder_layers` [`VaswaniEncoderLayer`]s with LayerDrop,
-    and (PreNorm only) one final norm."""
+class VaswaniStack(VaswaniPreTrainedModel):
+    """What the encoder and decoder stacks share (Section 3.1): token embeddings (tied across stacks by
+    `VaswaniModel`), the input recipe of `VaswaniStackEmbedding`, N layers skipped by LayerDrop in training, and
+    (PreNorm only) one final norm."""
 
-    _can_record_outputs = {"hidden_states": VaswaniEncoderLayer, "attentions": VaswaniAttention}
-
-    def __init__(self, config: VaswaniConfig, embed_tokens: nn.Embedding | None = None):
+    def __init__(self, config: VaswaniConfig, layer_class: type[nn.Module], num_layers: int, layerdrop: LayerDrop):
         super().__init__(config)
-        self.embed_tokens = embed_tokens or nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
         self.embeddings = VaswaniStackEmbedding(config)
-        self.layers = nn.ModuleList([VaswaniEncoderLayer(config, i) for i in range(config.encoder_layers)])
+        self.layers = nn.ModuleList([layer_class(config, i) for i in range(num_layers)])
         self.layer_norm = (
             NORM_CLASSES[config.norm_type](config.d_model, eps=config.layer_norm_eps)
             if config.norm_position == "pre"
             else None
         )
-        self.layerdrop = LayerDrop(config.encoder_layerdrop, config.layerdrop_seed)
+        self.layerdrop = layerdrop
         self.gradient_checkpointing = False
-        self.post_init()
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.embed_tokens
 
     def set_input_embeddings(self, value: nn.Embedding) -> None:
         self.embed_tokens = value
+
+
+class VaswaniEncoder(VaswaniStack):
+    """The encoder stack: `config.encoder_layers` [`VaswaniEncoderLayer`]s."""
+
+    _can_record_outputs = {"hidden_states": VaswaniEncoderLayer, "attentions": VaswaniAttention}
+
+    def __init__(self, config: VaswaniConfig):
+        layerdrop = LayerDrop(config.encoder_layerdrop, config.layerdrop_seed)
+        super().__init__(config, VaswaniEncoderLayer, config.encoder_layers, layerdrop)
+        self.post_init()
 
     @capture_outputs
     def forward(
@@ -691,9 +700,9 @@ class VaswaniEncoder(VaswaniPreTrainedModel):
         return BaseModelOutput(last_hidden_state=hidden_states)
 
 
-class VaswaniDecoder(VaswaniPreTrainedModel):
-    """The decoder stack (Section 3.1): embeddings, `config.decoder_layers` [`VaswaniDecoderLayer`]s with LayerDrop,
-    and (PreNorm only) one final norm. Keeps a key/value cache for incremental decoding."""
+class VaswaniDecoder(VaswaniStack):
+    """The decoder stack: `config.decoder_layers` [`VaswaniDecoderLayer`]s, with a key/value cache for incremental
+    decoding."""
 
     _can_record_outputs = {
         "hidden_states": VaswaniDecoderLayer,
@@ -701,25 +710,10 @@ class VaswaniDecoder(VaswaniPreTrainedModel):
         "cross_attentions": OutputRecorder(VaswaniAttention, index=1, layer_name="encoder_attn"),
     }
 
-    def __init__(self, config: VaswaniConfig, embed_tokens: nn.Embedding | None = None):
-        super().__init__(config)
-        self.embed_tokens = embed_tokens or nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
-        self.embeddings = VaswaniStackEmbedding(config)
-        self.layers = nn.ModuleList([VaswaniDecoderLayer(config, i) for i in range(config.decoder_layers)])
-        self.layer_norm = (
-            NORM_CLASSES[config.norm_type](config.d_model, eps=config.layer_norm_eps)
-            if config.norm_position == "pre"
-            else None
-        )
-        self.layerdrop = LayerDrop(config.decoder_layerdrop, config.layerdrop_seed + 1)
-        self.gradient_checkpointing = False
+    def __init__(self, config: VaswaniConfig):
+        layerdrop = LayerDrop(config.decoder_layerdrop, config.layerdrop_seed + 1)
+        super().__init__(config, VaswaniDecoderLayer, config.decoder_layers, layerdrop)
         self.post_init()
-
-    def get_input_embeddings(self) -> nn.Embedding:
-        return self.embed_tokens
-
-    def set_input_embeddings(self, value: nn.Embedding) -> None:
-        self.embed_tokens = value
 
     @capture_outputs
     def forward(

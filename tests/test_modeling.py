@@ -574,3 +574,18 @@ def test_fairseq_special_token_layout_is_supported():
     assert (decoder_input_ids[:, 0] == 2).all()
     out = model.generate(input_ids, attention_mask=attention_mask, max_new_tokens=4)
     assert (out[:, 0] == 2).all()
+
+
+def test_resizing_the_vocabulary_keeps_one_shared_matrix():
+    model = tiny_model(seed=16)
+    model.resize_token_embeddings(120, mean_resizing=False)
+    shared = model.model.shared.weight
+    assert model.config.vocab_size == 120 and shared.shape == (120, 16)
+    for tied in (
+        model.lm_head.weight,
+        model.model.encoder.embed_tokens.weight,
+        model.model.decoder.embed_tokens.weight,
+    ):
+        assert tied.data_ptr() == shared.data_ptr()
+    ids = torch.randint(4, 120, (2, 5))
+    assert model(input_ids=ids, labels=ids).logits.shape == (2, 5, 120)
