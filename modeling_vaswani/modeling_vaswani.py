@@ -280,7 +280,6 @@ class VaswaniAttention(nn.Module):
         """hidden_states (B, T_q, d); key_value_states (B, T_k, d) for cross-attention. Returns (B, T_q, d)."""
         is_cross_attention = key_value_states is not None
         input_shape = hidden_states.shape[:-1]  # (B, T_q)
-        query_states = self.q_proj(hidden_states).view(*input_shape, -1, self.head_dim).transpose(1, 2)
 
         # The cache: self-attention appends this step's keys/values; cross-attention computes the encoder's
         # keys/values once (first decoding step) and reuses them afterwards.
@@ -296,14 +295,22 @@ class VaswaniAttention(nn.Module):
             else:
                 cache = past_key_values
 
-        if is_cross_attention and is_updated:
-            key_states = cache.layers[self.layer_idx].keys  # (B, h, T_k, d_k)
-            value_states = cache.layers[self.layer_idx].values
+        # Projections (Section 3.2.2). The ones applied to the same input run as one matrix product over the
+        # concatenated weights (Q, K, V for self-attention; K, V for the encoder states): fewer, larger products.
+        if is_cross_attention:
+            query_states = self.q_proj(hidden_states)
+            if is_updated:
+                key_states = cache.layers[self.layer_idx].keys  # (B, h, T_k, d_k)
+                value_states = cache.layers[self.layer_idx].values
+            else:
+                key_states, value_states = self._project(key_value_states, self.k_proj, self.v_proj)
         else:
-            current_states = key_value_states if is_cross_attention else hidden_states
-            kv_shape = (*current_states.shape[:-1], -1, self.head_dim)
-            key_states = self.k_proj(current_states).view(kv_shape).transpose(1, 2)  # (B, h, T_k, d_k)
-            value_states = self.v_proj(current_states).view(kv_shape).transpose(1, 2)
+            query_states, key_states, value_states = self._project(
+                hidden_states, self.q_proj, self.k_proj, self.v_proj
+            )
+        query_states = self._split_heads(query_states)  # (B, h, T_q, d_k)
+        if not (is_cross_attention and is_updated):
+            key_states, value_states = self._split_heads(key_states), self._split_heads(value_states)
             if cache is not None:
                 key_states, value_states = cache.update(key_states, value_states, self.layer_idx)
                 if is_cross_attention and isinstance(past_key_values, EncoderDecoderCache):
@@ -325,6 +332,17 @@ class VaswaniAttention(nn.Module):
         attn_output = self.drophead(attn_output)
         attn_output = self.out_proj(attn_output.reshape(*input_shape, -1).contiguous())  # (B, T_q, d)
         return attn_output, attn_weights
+
+    @staticmethod
+    def _project(states: torch.Tensor, *projections: nn.Linear) -> tuple[torch.Tensor, ...]:
+        """The given projections of `states` (B, T, d), computed as one product: a tuple of (B, T, d) tensors."""
+        weight = torch.cat([p.weight for p in projections])
+        bias = torch.cat([p.bias for p in projections])
+        return F.linear(states, weight, bias).chunk(len(projections), dim=-1)
+
+    def _split_heads(self, states: torch.Tensor) -> torch.Tensor:
+        """(B, T, d) -> (B, h, T, d_k)"""
+        return states.unflatten(-1, (-1, self.head_dim)).transpose(1, 2)
 
 
 class VaswaniFeedForward(nn.Module):
