@@ -696,7 +696,7 @@ def run_evaluation(
             with accelerator.autocast():
                 generated = unwrapped.generate(
                     input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                    num_beams=args.num_beams, length_penalty=args.length_penalty, early_stopping=True,
+                    num_beams=args.num_beams, length_penalty=args.length_penalty,
                 )  # fmt: skip
             texts = tokenizer.batch_decode(generated, skip_special_tokens=True)
             predictions.extend(zip((indices[i] for i in batch_indices), texts, strict=True))

@@ -133,6 +133,20 @@ class FixNormLinear(nn.Linear):
         return F.linear(hidden_states, F.normalize(self.weight, dim=-1), self.bias)
 
 
+class FusedProjection(nn.Linear):
+    """`num_blocks` projections d -> d applied to the same input, stored as one (num_blocks * d, d) matrix so that
+    they run as one matrix product (nn.MultiheadAttention's `in_proj` layout). Each d x d block is initialised on
+    its own (see `VaswaniPreTrainedModel._init_weights`)."""
+
+    def __init__(self, dim: int, num_blocks: int):
+        super().__init__(dim, num_blocks * dim)
+        self.num_blocks = num_blocks
+
+    def forward(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """(..., d) -> num_blocks tensors (..., d)"""
+        return super().forward(hidden_states).chunk(self.num_blocks, dim=-1)
+
+
 NORM_CLASSES = {"layernorm": nn.LayerNorm, "scalenorm": ScaleNorm}
 POSITION_EMBEDDING_CLASSES = {
     "sinusoidal": VaswaniSinusoidalPositionalEmbedding,
@@ -241,8 +255,10 @@ class VaswaniAttention(nn.Module):
     """Multi-head attention (Section 3.2.2): MultiHead(Q, K, V) = Concat(head_1..head_h) W^O.
 
     Used three ways (Section 3.2.3): encoder self-attention, masked decoder self-attention (`is_causal=True`) and
-    encoder-decoder attention (`key_value_states` given). The kernel comes from transformers' attention interface
-    (`config._attn_implementation`: "eager", "sdpa", ...). DropHead acts on the per-head outputs before W^O.
+    encoder-decoder attention (`is_cross_attention=True`: queries from the decoder, keys and values from the encoder
+    states). Projections that read the same input are one matrix: `qkv_proj` (W^Q, W^K, W^V) for self-attention,
+    `q_proj` and `kv_proj` (W^K, W^V) for encoder-decoder attention. The kernel comes from transformers' attention
+    interface (`config._attn_implementation`: "eager", "sdpa", ...). DropHead acts on the per-head outputs before W^O.
     """
 
     def __init__(
@@ -251,6 +267,7 @@ class VaswaniAttention(nn.Module):
         num_heads: int,
         drophead: float = 0.0,
         is_causal: bool = False,
+        is_cross_attention: bool = False,
         layer_idx: int | None = None,
     ):
         super().__init__()
@@ -263,9 +280,11 @@ class VaswaniAttention(nn.Module):
         self.is_causal = is_causal
         self.layer_idx = layer_idx
 
-        self.q_proj = nn.Linear(self.embed_dim, self.embed_dim)
-        self.k_proj = nn.Linear(self.embed_dim, self.embed_dim)
-        self.v_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        if is_cross_attention:
+            self.q_proj = FusedProjection(self.embed_dim, 1)
+            self.kv_proj = FusedProjection(self.embed_dim, 2)
+        else:
+            self.qkv_proj = FusedProjection(self.embed_dim, 3)
         self.out_proj = nn.Linear(self.embed_dim, self.embed_dim)
         self.drophead = DropHead(drophead)
 
@@ -295,19 +314,16 @@ class VaswaniAttention(nn.Module):
             else:
                 cache = past_key_values
 
-        # Projections (Section 3.2.2). The ones applied to the same input run as one matrix product over the
-        # concatenated weights (Q, K, V for self-attention; K, V for the encoder states): fewer, larger products.
+        # Projections (Section 3.2.2), one matrix product per input.
         if is_cross_attention:
-            query_states = self.q_proj(hidden_states)
+            (query_states,) = self.q_proj(hidden_states)
             if is_updated:
                 key_states = cache.layers[self.layer_idx].keys  # (B, h, T_k, d_k)
                 value_states = cache.layers[self.layer_idx].values
             else:
-                key_states, value_states = self._project(key_value_states, self.k_proj, self.v_proj)
+                key_states, value_states = self.kv_proj(key_value_states)
         else:
-            query_states, key_states, value_states = self._project(
-                hidden_states, self.q_proj, self.k_proj, self.v_proj
-            )
+            query_states, key_states, value_states = self.qkv_proj(hidden_states)
         query_states = self._split_heads(query_states)  # (B, h, T_q, d_k)
         if not (is_cross_attention and is_updated):
             key_states, value_states = self._split_heads(key_states), self._split_heads(value_states)
@@ -332,13 +348,6 @@ class VaswaniAttention(nn.Module):
         attn_output = self.drophead(attn_output)
         attn_output = self.out_proj(attn_output.reshape(*input_shape, -1).contiguous())  # (B, T_q, d)
         return attn_output, attn_weights
-
-    @staticmethod
-    def _project(states: torch.Tensor, *projections: nn.Linear) -> tuple[torch.Tensor, ...]:
-        """The given projections of `states` (B, T, d), computed as one product: a tuple of (B, T, d) tensors."""
-        weight = torch.cat([p.weight for p in projections])
-        bias = torch.cat([p.bias for p in projections])
-        return F.linear(states, weight, bias).chunk(len(projections), dim=-1)
 
     def _split_heads(self, states: torch.Tensor) -> torch.Tensor:
         """(B, T, d) -> (B, h, T, d_k)"""
@@ -425,7 +434,9 @@ class VaswaniDecoderLayer(GradientCheckpointingLayer):
             config, heads, drophead=config.decoder_drophead, is_causal=True, layer_idx=layer_idx
         )
         self.self_attn_residual = VaswaniResidual(config)
-        self.encoder_attn = VaswaniAttention(config, heads, drophead=config.cross_drophead, layer_idx=layer_idx)
+        self.encoder_attn = VaswaniAttention(
+            config, heads, drophead=config.cross_drophead, is_cross_attention=True, layer_idx=layer_idx
+        )
         self.encoder_attn_residual = VaswaniResidual(config)
         self.ffn = VaswaniFeedForward(config, config.decoder_ffn_dim)
         self.ffn_residual = VaswaniResidual(config)
@@ -488,7 +499,8 @@ class VaswaniPreTrainedModel(PreTrainedModel):
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
         """fairseq's initialization of the paper's model: token embeddings N(0, d^-0.5) with a zero PAD row (U(-0.01,
-        0.01) with FixNorm), Xavier-uniform linear layers with zero biases, LayerNorm (1, 0), ScaleNorm g = sqrt(d).
+        0.01) with FixNorm), Xavier-uniform linear layers with zero biases (gain 1/sqrt(2) for
+        the attention input projections), LayerNorm (1, 0), ScaleNorm g = sqrt(d).
         The sinusoidal table is a non-persistent buffer and is rebuilt here (also after `from_pretrained`)."""
         config = self.config
         std = config.init_std if config.init_std is not None else config.d_model**-0.5
@@ -504,6 +516,13 @@ class VaswaniPreTrainedModel(PreTrainedModel):
             # The slice below loses the "already loaded" flag, hence the explicit check (as in transformers).
             if module.padding_idx is not None and not getattr(module.weight, "_is_hf_initialized", False):
                 init.zeros_(module.weight[module.padding_idx])
+        elif isinstance(module, FusedProjection):
+            # fairseq: Xavier-uniform with gain 1/sqrt(2) for each of the W^Q, W^K, W^V blocks. (The slices lose the
+            # "already loaded" flag, hence the explicit check, as for the PAD row.)
+            if not getattr(module.weight, "_is_hf_initialized", False):
+                for block in module.weight.chunk(module.num_blocks, dim=0):
+                    nn.init.xavier_uniform_(block, gain=2**-0.5)
+            init.zeros_(module.bias)
         elif isinstance(module, nn.Linear):
             init.xavier_uniform_(module.weight)
             if module.bias is not None:
@@ -909,10 +928,14 @@ class VaswaniForConditionalGeneration(VaswaniPreTrainedModel, GenerationMixin):
         )
         self.post_init()
         # Decoding defaults of the paper (Section 6.1): beam size 4, length penalty alpha = 0.6. (transformers
-        # divides by length**alpha, not by the GNMT penalty the paper used.) Saved as generation_config.json.
+        # divides by length**alpha, not by the GNMT penalty the paper used: see `paper_decoding`.) A translation is
+        # never empty (fairseq's min_len=1). early_stopping=False keeps searching while a live beam could still win;
+        # True stops once 4 hypotheses are finished, which lets improbable beams that end at once crowd out the best
+        # one. Saved as generation_config.json.
         self.generation_config.num_beams = 4
         self.generation_config.length_penalty = 0.6
-        self.generation_config.early_stopping = True
+        self.generation_config.early_stopping = False
+        self.generation_config.min_new_tokens = 1
 
     # Section 6.1: "We set the maximum output length during inference to input length + 50".
     MAX_NEW_TOKENS_OVER_SOURCE = 50

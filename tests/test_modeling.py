@@ -122,9 +122,14 @@ def test_decoder_is_causal(backend):
 # Independent reference: torch.nn layers with copied weights, and the paper's positional formula
 # ---------------------------------------------------------------------------------------------------------------
 def _copy_attention(ours, theirs: nn.MultiheadAttention):
+    """Our fused projections hold W^Q, W^K, W^V in nn.MultiheadAttention's in_proj order."""
     with torch.no_grad():
-        theirs.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight]))
-        theirs.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
+        if hasattr(ours, "qkv_proj"):
+            theirs.in_proj_weight.copy_(ours.qkv_proj.weight)
+            theirs.in_proj_bias.copy_(ours.qkv_proj.bias)
+        else:
+            theirs.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.kv_proj.weight]))
+            theirs.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.kv_proj.bias]))
         theirs.out_proj.weight.copy_(ours.out_proj.weight)
         theirs.out_proj.bias.copy_(ours.out_proj.bias)
 
@@ -356,6 +361,7 @@ def test_generation_config_has_the_papers_decoding_defaults(tmp_path):
     model = tiny_model()
     assert model.generation_config.num_beams == 4
     assert model.generation_config.length_penalty == 0.6
+    assert model.generation_config.min_new_tokens == 1 and model.generation_config.early_stopping is False
     assert model.generation_config.decoder_start_token_id == model.config.decoder_start_token_id
     model.save_pretrained(tmp_path)
     saved = json.loads((tmp_path / "generation_config.json").read_text())
@@ -488,6 +494,13 @@ def test_initialization_follows_fairseq():
     bound = math.sqrt(6 / (64 + 256))
     assert fc1.abs().max() <= bound and fc1.abs().max() > 0.95 * bound
     assert model.model.encoder.layers[0].ffn.fc1.bias.abs().max() == 0
+    # Attention input projections: each d x d block Xavier-uniform with gain 1/sqrt(2) (fairseq):
+    # a = sqrt(6 / (d + d)) / sqrt(2) = sqrt(3 / (2d)), what Xavier gives the fused (3d x d) matrix.
+    layer0 = model.model.decoder.layers[0]
+    for projection in (model.model.encoder.layers[0].self_attn.qkv_proj, layer0.encoder_attn.kv_proj):
+        for block in projection.weight.chunk(projection.num_blocks):
+            assert 0.95 * math.sqrt(3 / 128) < block.abs().max() <= math.sqrt(3 / 128)
+    assert layer0.self_attn.qkv_proj.bias.abs().max() == 0
     norm = model.model.decoder.layers[1].ffn_residual.norm
     assert torch.equal(norm.weight, torch.ones(64)) and torch.equal(norm.bias, torch.zeros(64))
 

@@ -90,7 +90,7 @@ def test_wide_beam_finds_the_gnmt_optimum_found_by_enumeration():
     input_ids = torch.tensor([[3, 4]])  # source length 2: with 2 extra tokens the cap is 4 generated tokens
     cap, alpha = 4, 0.6
     best_score, best = -math.inf, None
-    for length in range(1, cap + 1):
+    for length in range(2, cap + 1):  # min_new_tokens=1 (the model's default): no empty translation
         for prefix in itertools.product([t for t in range(6) if t != EOS], repeat=length - 1):
             target = [*prefix, EOS]
             score = log_prob_of(model, input_ids, target) / gnmt_length_penalty(length, alpha)
