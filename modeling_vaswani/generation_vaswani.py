@@ -136,8 +136,12 @@ def paper_beam_search(
             dim=-1,
         )
         beam_scores = live_scores
-        if use_cache:
-            cache.reorder_cache((origin + batch_offsets).view(-1))
+        if use_cache:  # the model's own reordering where it has one (only its self-attention cache needs it)
+            beam_idx = (origin + batch_offsets).view(-1)
+            if hasattr(model, "_reorder_cache"):
+                model._reorder_cache(cache, beam_idx)
+            else:
+                cache.reorder_cache(beam_idx)
 
         # tensor2tensor's stopping rule: a sentence is done when K hypotheses are finished and the best live beam,
         # even at the longest allowed length, cannot beat the worst of them (exact for alpha >= 0), or at its cap.

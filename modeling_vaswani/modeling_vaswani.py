@@ -209,6 +209,42 @@ class LayerDrop:
         self.generator.set_state(state["generator"])
 
 
+class LabelSmoothedCrossEntropy(torch.autograd.Function):
+    """Label-smoothed cross-entropy summed over the rows whose target is not `ignore_index` (Section 5.4).
+
+    The smoothed target puts 1 - eps + eps/V on the label and eps/V on every class, as
+    `F.cross_entropy(label_smoothing=eps)` does, so per row, with z the logits and lse = logsumexp(z):
+
+        loss = -sum_v q_v log p_v = lse - (1 - eps) * z_label - eps * mean_v(z_v)
+        d loss / d z = softmax(z) - (1 - eps) * onehot(label) - eps / V
+
+    Computing both directly keeps no (N, V) log-probabilities next to the logits (log_softmax + nll keeps them for
+    its backward) and makes fewer passes over the largest tensor of training.
+    """
+
+    @staticmethod
+    def forward(ctx, logits: torch.Tensor, labels: torch.Tensor, eps: float, ignore_index: int) -> torch.Tensor:
+        """logits (N, V) float, labels (N,) -> scalar"""
+        valid = labels != ignore_index  # (N,)
+        labels = labels.masked_fill(~valid, 0)
+        lse = torch.logsumexp(logits, dim=-1)  # (N,)
+        label_logit = logits.gather(1, labels[:, None]).squeeze(1)  # (N,)
+        loss = lse - (1.0 - eps) * label_logit - eps * logits.mean(dim=-1)
+        ctx.save_for_backward(logits, labels, lse, valid)
+        ctx.eps = eps
+        return torch.where(valid, loss, 0.0).sum()
+
+    @staticmethod
+    def backward(ctx, grad_output: torch.Tensor):
+        logits, labels, lse, valid = ctx.saved_tensors
+        eps = ctx.eps
+        grad = torch.sub(logits, lse[:, None]).exp_()  # softmax (N, V)
+        grad.sub_(eps / logits.shape[-1])
+        grad.scatter_add_(1, labels[:, None], torch.full_like(lse[:, None], -(1.0 - eps)))
+        grad.mul_((valid.to(grad.dtype) * grad_output)[:, None])
+        return grad, None, None, None
+
+
 def every_other_layers_to_keep(num_layers: int, drop_rate: float) -> list[int]:
     """LayerDrop's "every other" pruning strategy (Fan et al. 2019, Section 5): drop depth d (1-based) where
     d = 0 mod floor(1/p), i.e. keep the 0-based layers i with (i + 1) % floor(1/p) != 0.
@@ -986,6 +1022,18 @@ class VaswaniForConditionalGeneration(VaswaniPreTrainedModel, GenerationMixin):
     def get_decoder(self) -> VaswaniDecoder:
         return self.model.decoder
 
+    @staticmethod
+    def _reorder_cache(past_key_values: Cache, beam_idx: torch.LongTensor) -> Cache:
+        """Beam search keeps, at each step, the best beams of every sentence (`beam_idx`, flat indices that stay within
+        a sentence's beams). Only the self-attention cache depends on the beam: the cross-attention keys and values
+        come from the sentence's encoder states, identical for all its beams, so they are left as they are (generate()
+        would otherwise copy them at every step)."""
+        if isinstance(past_key_values, EncoderDecoderCache):
+            past_key_values.self_attention_cache.reorder_cache(beam_idx)
+        else:
+            past_key_values.reorder_cache(beam_idx)
+        return past_key_values
+
     def get_output_embeddings(self) -> nn.Linear:
         return self.lm_head
 
@@ -1063,12 +1111,8 @@ class VaswaniForConditionalGeneration(VaswaniPreTrainedModel, GenerationMixin):
         logits (B, T, V), labels (B, T) -> scalar
         """
         labels = labels.to(logits.device).masked_fill(labels == self.config.pad_token_id, -100)
-        loss = F.cross_entropy(
-            logits.float().view(-1, logits.shape[-1]),
-            labels.view(-1),
-            ignore_index=-100,
-            label_smoothing=self.config.label_smoothing,
-            reduction="sum",
+        loss = LabelSmoothedCrossEntropy.apply(
+            logits.float().view(-1, logits.shape[-1]), labels.view(-1), self.config.label_smoothing, -100
         )
         if num_items_in_batch is None:
             num_items_in_batch = (labels != -100).sum().clamp(min=1)

@@ -602,3 +602,32 @@ def test_resizing_the_vocabulary_keeps_one_shared_matrix():
         assert tied.data_ptr() == shared.data_ptr()
     ids = torch.randint(4, 120, (2, 5))
     assert model(input_ids=ids, labels=ids).logits.shape == (2, 5, 120)
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
+def test_fused_label_smoothed_loss_matches_torch_cross_entropy_and_its_gradient(eps):
+    from modeling_vaswani.modeling_vaswani import LabelSmoothedCrossEntropy
+
+    torch.manual_seed(0)
+    logits = torch.randn(11, 17, dtype=torch.float64, requires_grad=True)
+    labels = torch.randint(0, 17, (11,))
+    labels[[2, 7]] = -100
+    ours = LabelSmoothedCrossEntropy.apply(logits, labels, eps, -100)
+    reference = F.cross_entropy(logits, labels, ignore_index=-100, label_smoothing=eps, reduction="sum")
+    torch.testing.assert_close(ours, reference)
+    (grad_ours,) = torch.autograd.grad(ours * 1.7, logits)
+    (grad_reference,) = torch.autograd.grad(reference * 1.7, logits)
+    torch.testing.assert_close(grad_ours, grad_reference)
+    assert grad_ours[2].abs().max() == 0  # ignored rows get no gradient
+    assert torch.autograd.gradcheck(lambda z: LabelSmoothedCrossEntropy.apply(z, labels, eps, -100), (logits,))
+
+
+def test_beam_search_reorders_only_the_self_attention_cache():
+    """Cross-attention keys/values are the same for every beam of a sentence: beam search must not depend on
+    reordering them (cached decoding equals uncached decoding, which recomputes everything)."""
+    model = tiny_model(seed=17).eval()
+    input_ids, attention_mask, _ = random_batch(batch_size=4, seed=17)
+    kwargs = dict(attention_mask=attention_mask, num_beams=5, max_new_tokens=9, num_return_sequences=3)
+    assert torch.equal(
+        model.generate(input_ids, use_cache=True, **kwargs), model.generate(input_ids, use_cache=False, **kwargs)
+    )
