@@ -16,8 +16,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 setup: $(VENV)/.installed
 
 demo: setup
-	HF_HUB_OFFLINE=1 $(VENV)/bin/accelerate launch --cpu --num_processes 1 --num_machines 1 --mixed_precision no \
-		--dynamo_backend no train.py --config configs/demo.yaml
+	HF_HUB_OFFLINE=1 $(PY) train.py --config configs/demo.yaml
 
 test: setup
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q

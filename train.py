@@ -394,6 +394,10 @@ def setup_logging(accelerator) -> None:
     if not accelerator.is_main_process:
         logger.setLevel(logging.WARNING)
     logging.getLogger("accelerate").setLevel(logging.WARNING)
+    # save_state stores tied embeddings once and says so at every checkpoint; load_state re-ties them (tested).
+    logging.getLogger("accelerate.utils.other").addFilter(
+        lambda record: "Removed shared tensor" not in record.getMessage()
+    )
     datasets.utils.logging.set_verbosity_warning()
     transformers.utils.logging.set_verbosity_warning()
     if not accelerator.is_local_main_process:
@@ -827,7 +831,10 @@ def main(argv: list[str] | None = None) -> dict:
     # -- training loop --------------------------------------------------------------------------------------------
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=max_steps, initial=progress.step, disable=not accelerator.is_local_main_process, desc="Training")
+    bar = tqdm(
+        total=max_steps, initial=progress.step, disable=not accelerator.is_local_main_process, desc="Training",
+        mininterval=0.1 if sys.stderr.isatty() else 30,  # a log file gets a line every 30 s, a terminal a live bar
+    )  # fmt: skip
     stream = batch_stream(sampler, progress)
     window_loss = torch.zeros((), dtype=torch.float64, device=accelerator.device)
     window_tokens = torch.zeros((), dtype=torch.float64, device=accelerator.device)
@@ -921,6 +928,7 @@ def main(argv: list[str] | None = None) -> dict:
         write_model_card(output_dir, args=vars(args), results=final, config=unwrapped.config)
         (output_dir / "results.json").write_text(json.dumps(final, indent=2, ensure_ascii=False))
         logger.info("Saved the final model to %s", output_dir)
+        logger.info("Translate with it: echo 'Your sentence.' | vaswani translate --model %s", output_dir)
     accelerator.wait_for_everyone()
     if args.push_to_hub and accelerator.is_main_process:
         from vaswani.hub import push_model_folder
