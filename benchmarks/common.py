@@ -1,0 +1,362 @@
+"""Measurement helpers shared by the benchmarks: timing (warmup, interleaved repeats, medians, spread) and peak memory
+on CPU (resident set size of a fresh worker process), plus small output helpers.
+
+Timing. A shared machine slows down whichever candidate runs while another process is busy. `interleave` therefore
+times the candidates in alternating rounds (A B, then B A, ...) after warming each up, and the results are summarised
+by the median over rounds; per-round ratios (`ratio_summary`) show how stable a comparison is. Each round also
+records how much of its time some task waited for a CPU (Linux PSI), which tells a quiet measurement from a
+contended one.
+
+Memory. torch keeps no allocator statistics on CPU, so memory is read from the kernel: `VmRSS` (resident now) and
+`VmHWM` (resident high-water mark) of /proc/self/status. `measure_peak_rss` returns memory to the kernel first
+(`malloc_trim`), resets the high-water mark (`/proc/self/clear_refs`) and reports how far the peak rose above the
+resident size just before the workload. Run each measured workload in its own fresh process
+(`run_in_fresh_process`): what an earlier workload left in glibc's free lists would otherwise hide part of the next
+peak. `fix_mmap_threshold` explains why glibc's default makes such peaks vary by +-10% from run to run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import datetime
+import gc
+import math
+import multiprocessing
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+
+# ----------------------------------------------------------------------------------------------------------------
+# Timing
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Median and range of repeated measurements (seconds, or any rate derived from them)."""
+
+    median: float
+    low: float
+    high: float
+    values: tuple[float, ...]
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Summary:
+        if not values:
+            raise ValueError("Summary.of needs at least one value.")
+        return cls(statistics.median(values), min(values), max(values), tuple(values))
+
+    @property
+    def spread(self) -> float:
+        """(high - low) / median: 0 for perfectly repeatable measurements."""
+        return (self.high - self.low) / self.median if self.median else float("nan")
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "values": list(self.values), "spread": self.spread}
+
+
+def time_call(function: Callable[[], object], calls: int = 1) -> float:
+    """Wall-clock seconds of `calls` consecutive calls of `function` (perf_counter)."""
+    start = time.perf_counter()
+    for _ in range(calls):
+        function()
+    return time.perf_counter() - start
+
+
+def cpu_stall_seconds() -> float | None:
+    """Seconds (since boot) during which some runnable task waited for a CPU: the "some" line of Linux's pressure
+    stall information, /proc/pressure/cpu. None where PSI is not available."""
+    try:
+        with open("/proc/pressure/cpu") as pressure:
+            some = pressure.readline().split()
+        return int(some[-1].split("=")[1]) / 1e6  # total=<microseconds>
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+@dataclass
+class Interleaved:
+    """Result of `interleave`: per candidate, the seconds of each round and the fraction of that round during which
+    some task waited for a CPU (0 on an idle machine; None without PSI). A high stall fraction means other
+    processes competed for the cores during that round."""
+
+    seconds: dict[str, list[float]]
+    stalled: dict[str, list[float | None]]
+
+    def busiest(self) -> float | None:
+        values = [v for per_name in self.stalled.values() for v in per_name if v is not None]
+        return max(values) if values else None
+
+    def median_stalled(self) -> float | None:
+        values = [v for per_name in self.stalled.values() for v in per_name if v is not None]
+        return statistics.median(values) if values else None
+
+
+def interleave(
+    candidates: Mapping[str, Callable[[], object]], warmup: int, repeats: int, calls: int = 1
+) -> Interleaved:
+    """Time every candidate `repeats` times, interleaved.
+
+    Each candidate first runs `warmup` untimed calls. Then every round times `calls` consecutive calls of each
+    candidate, in an order that alternates between rounds (A B, B A, A B, ...), so that a slow or fast spell of the
+    machine falls on both sides rather than on one; short rounds keep the two halves of a round close in time.
+    """
+    if repeats < 1 or calls < 1 or warmup < 0:
+        raise ValueError(f"need repeats >= 1, calls >= 1, warmup >= 0 (got {repeats}, {calls}, {warmup})")
+    names = list(candidates)
+    for name in names:
+        for _ in range(warmup):
+            candidates[name]()
+    result = Interleaved({name: [] for name in names}, {name: [] for name in names})
+    for round_index in range(repeats):
+        for name in names if round_index % 2 == 0 else reversed(names):
+            stall_before = cpu_stall_seconds()
+            seconds = time_call(candidates[name], calls)
+            stall_after = cpu_stall_seconds()
+            result.seconds[name].append(seconds)
+            stalled = None if stall_before is None else min(1.0, (stall_after - stall_before) / seconds)
+            result.stalled[name].append(stalled)
+    return result
+
+
+def rates(seconds: Sequence[float], work: float) -> list[float]:
+    """Throughputs (work units per second) of rounds that each did `work` units."""
+    return [work / s for s in seconds]
+
+
+def ratio_summary(numerator: Sequence[float], denominator: Sequence[float]) -> Summary:
+    """Summary of the per-round ratios numerator[i] / denominator[i] (rounds measured back to back by `interleave`)."""
+    if len(numerator) != len(denominator):
+        raise ValueError("ratio_summary needs two sequences of the same length")
+    return Summary.of([a / b for a, b in zip(numerator, denominator, strict=True)])
+
+
+def sign_test(ratios: Sequence[float], threshold: float = 1.0) -> tuple[int, int, float]:
+    """How many per-round ratios exceed `threshold`, out of how many (ties dropped), and the two-sided p-value of
+    the sign test: the probability of a split at least this uneven if both sides were equally fast."""
+    above = sum(ratio > threshold for ratio in ratios)
+    count = above + sum(ratio < threshold for ratio in ratios)
+    if count == 0:
+        return 0, 0, 1.0
+    tail = min(above, count - above)
+    p_value = min(1.0, 2 * sum(math.comb(count, k) for k in range(tail + 1)) / 2**count)
+    return above, count, p_value
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Memory (Linux)
+# ----------------------------------------------------------------------------------------------------------------
+_LIBC = None
+
+
+def _libc():
+    global _LIBC
+    if _LIBC is None:
+        _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    return _LIBC
+
+
+def proc_status_mb(field: str) -> float:
+    """A `Vm*` field of /proc/self/status (e.g. "VmRSS", "VmHWM") in MiB."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024  # the kernel reports kB
+    raise RuntimeError(f"/proc/self/status has no {field} (not Linux?)")
+
+
+def rss_mb() -> float:
+    """Resident set size now, MiB."""
+    return proc_status_mb("VmRSS")
+
+
+def peak_rss_mb() -> float:
+    """Resident set size high-water mark since the process started or since `reset_peak_rss`, MiB."""
+    return proc_status_mb("VmHWM")
+
+
+def reset_peak_rss() -> None:
+    """Reset the kernel's high-water mark (VmHWM) to the current RSS (Linux >= 4.0: write 5 to clear_refs)."""
+    with open("/proc/self/clear_refs", "w") as clear_refs:
+        clear_refs.write("5")
+
+
+def release_free_memory() -> None:
+    """Collect garbage and ask glibc to return its free memory to the kernel (`malloc_trim(0)`, all arenas)."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to trim
+        _libc().malloc_trim(0)
+
+
+@dataclass(frozen=True)
+class PeakMemory:
+    """Resident memory around one workload, MiB: `before` it, its `peak`, and `increase` = peak - before."""
+
+    before_mb: float
+    peak_mb: float
+
+    @property
+    def increase_mb(self) -> float:
+        return self.peak_mb - self.before_mb
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "increase_mb": self.increase_mb}
+
+
+def measure_peak_rss(workload: Callable[[], object]) -> PeakMemory:
+    """Run `workload` once and report how far the resident set rose above its size just before.
+
+    Before the workload, free memory is returned to the kernel and the high-water mark is reset, so `before_mb` is
+    what the process really holds (model, optimizer state, inputs) and `peak_mb` the highest resident size reached
+    during the workload. The increase is the workload's transient memory (activations, gradients, caches) as the
+    kernel sees it: freed blocks that glibc keeps for reuse still count, and they are why this should run in a fresh
+    process (see `run_in_fresh_process`).
+    """
+    release_free_memory()
+    reset_peak_rss()
+    before = rss_mb()
+    workload()
+    return PeakMemory(before_mb=before, peak_mb=max(peak_rss_mb(), before))
+
+
+@contextlib.contextmanager
+def _stderr_silenced():
+    """Send file descriptor 2 to /dev/null meanwhile (the profiler's C++ side logs its start and stop there)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def peak_tensor_mb(workload: Callable[[], object]) -> float | None:
+    """Peak of the CPU tensor memory allocated during `workload` above what was live before it, MiB.
+
+    Read from torch.profiler's allocation events (`profile_memory=True`): exact tensor bytes, independent of
+    malloc, but blind to everything that is not a tensor (Python objects, allocator overhead). The workload runs
+    under the profiler, so do not time it. None if this torch build does not expose the events.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    with _stderr_silenced(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        workload()
+    try:
+        events = prof.profiler.kineto_results.events()
+    except AttributeError:
+        return None
+    allocations = sorted((event for event in events if event.name() == "[memory]"), key=lambda e: e.start_ns())
+    live = peak = 0
+    for event in allocations:
+        live += event.nbytes()  # negative for a free
+        peak = max(peak, live)
+    return peak / 2**20
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Fresh worker processes and glibc malloc settings
+# ----------------------------------------------------------------------------------------------------------------
+M_MMAP_THRESHOLD = -3  # mallopt parameter number (malloc.h)
+GLIBC_DEFAULT_MMAP_THRESHOLD = 128 * 1024
+
+
+def fix_mmap_threshold(nbytes: int = GLIBC_DEFAULT_MMAP_THRESHOLD) -> bool:
+    """Make glibc serve every allocation of `nbytes` or more with its own mmap, returned to the kernel on free.
+
+    By default glibc starts at 128 KiB but raises the threshold (up to 32 MiB) each time a large mmapped block is
+    freed; later blocks of that size then come from the heap and stay resident after `free`, so the RSS peak also
+    counts freed memory, by an amount that depends on allocation order and thread scheduling. A fixed threshold
+    (`mallopt(M_MMAP_THRESHOLD)`, the same as the environment variable `MALLOC_MMAP_THRESHOLD_`) switches that
+    adjustment off: the resident size then follows the memory really in use, and repeated runs agree to a fraction
+    of a MiB. Returns False where there is no glibc.
+    """
+    try:
+        return bool(_libc().mallopt(M_MMAP_THRESHOLD, nbytes))
+    except (OSError, AttributeError):
+        return False
+
+
+def run_in_fresh_process(function: Callable, *args, preload: Sequence[str] = ()):
+    """Return `function(*args)` computed in a new process, forked from a fork server that imported `preload`.
+
+    Forking from the server costs milliseconds instead of seconds of imports, and the child starts with no memory
+    history of the caller (the server imports modules and does nothing else). `function` and its arguments and
+    result must be picklable; `function` must be defined at module level.
+    """
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(preload))  # takes effect when the server starts (the first call)
+    with context.Pool(1, maxtasksperchild=1) as pool:
+        return pool.apply(function, args)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Output
+# ----------------------------------------------------------------------------------------------------------------
+def machine_description(threads: int) -> dict:
+    """What the figures depend on: CPU, core count, threads used, library versions, date."""
+    import torch  # imported here so that the helpers above stay usable without torch
+
+    try:
+        import transformers
+
+        transformers_version = transformers.__version__
+    except ImportError:
+        transformers_version = None
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            cpu = next(line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {
+        "cpu": cpu,
+        "cores_available": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "threads": threads,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers_version,
+        "glibc": "-".join(platform.libc_ver()),
+        "date": datetime.date.today().isoformat(),
+    }
+
+
+def source_version(path: os.PathLike) -> str:
+    """The last commit that touched `path` (short hash), plus "+ uncommitted changes" if the work tree differs;
+    "unknown" outside a git checkout. Read-only git commands."""
+    path = os.fspath(path)
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=os.path.dirname(path) or ".", capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    try:
+        commit = git("log", "-1", "--format=%h", "--", path)
+        dirty = git("status", "--porcelain", "--", path)
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return (commit or "uncommitted") + (" + uncommitted changes" if dirty else "")
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A plain-text table: first column left-aligned, the others right-aligned."""
+    cells = [list(map(str, headers))] + [[str(cell) for cell in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+
+    def line(row: Sequence[str]) -> str:
+        return "  ".join(
+            cell.ljust(width) if i == 0 else cell.rjust(width)
+            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+        )
+
+    return "\n".join([line(cells[0]), "  ".join("-" * width for width in widths)] + [line(row) for row in cells[1:]])
