@@ -1,0 +1,306 @@
+"""Benchmark: train.py's training loop against transformers' `Seq2SeqTrainer` on `MarianMTModel`, on CPU.
+
+Both train a model of the same dimensions on the same data with the same tokenizer, optimizer settings (Adam 0.9 /
+0.98 / 1e-9, fused kernel), label smoothing 0.1, dropout 0.1 and the same average number of sentence pairs per batch,
+in the same run. What differs is how batches are made: train.py packs length-sorted pairs under a token budget
+(`--max_tokens`, like the paper and fairseq), the Trainer draws a fixed number of random pairs and pads them to the
+longest one (`DataCollatorForSeq2Seq`). The figure is real (non-PAD) target tokens per second of training, measured
+inside each loop after warmup; the ratio train.py / Trainer is reported per interleaved round (target: >= 1.2).
+
+    python benchmarks/bench_train.py                         # ~20 minutes on 2 cores
+    python benchmarks/bench_train.py --steps 12 --repeats 1  # smoke run, ~3 minutes
+
+The corpus is synthetic but has the length spread of real parallel data: sentence lengths are log-normal (median
+about 20 words, a long tail to 100), the target about as long as the source. Made-up words from syllables give the
+BPE something to learn. Options: --pairs, --max_tokens, --steps, --warmup_steps (excluded from the timing),
+--repeats, --size small|base, --vocab_size, --trainer_group_by_length (the Trainer's length-grouped sampler,
+`train_sampling_strategy="group_by_length"`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+SIZES = {
+    "small": {"d_model": 256, "layers": 3, "heads": 4, "ffn_dim": 1024},
+    "base": {"d_model": 512, "layers": 6, "heads": 8, "ffn_dim": 2048},
+}
+SYLLABLES = [
+    "ka",
+    "ri",
+    "to",
+    "ne",
+    "sa",
+    "mo",
+    "lu",
+    "pe",
+    "di",
+    "ga",
+    "ber",
+    "stein",
+    "haus",
+    "land",
+    "ung",
+    "keit",
+    "lich",
+    "ent",
+    "ver",
+    "ge",
+    "zu",
+    "an",
+    "schaft",
+]
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    parser.add_argument("--pairs", type=int, default=12000, help="training sentence pairs")
+    parser.add_argument("--size", choices=sorted(SIZES), default="small")
+    parser.add_argument("--vocab_size", type=int, default=8000)
+    parser.add_argument("--max_tokens", type=int, default=4096, help="train.py's token budget per batch")
+    parser.add_argument("--steps", type=int, default=40, help="optimizer updates per run")
+    parser.add_argument("--warmup_steps", type=int, default=8, help="first updates left out of the timing")
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds (train.py, Trainer)")
+    parser.add_argument(
+        "--trainer_group_by_length", action="store_true", help="Trainer with train_sampling_strategy='group_by_length'"
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)  # internal: run the Trainer side from a spec file
+    return parser.parse_args(argv)
+
+
+# -- data ---------------------------------------------------------------------------------------------------------------
+def make_corpus(folder: Path, pairs: int, seed: int) -> dict[str, Path]:
+    """Parallel jsonl files in the {"translation": {"en": ..., "de": ...}} layout with real-data length spread."""
+    rng = random.Random(seed)
+    words = sorted({"".join(rng.choices(SYLLABLES, k=rng.randint(1, 4))) for _ in range(6000)})
+
+    def sentence(n: int) -> str:
+        return " ".join(rng.choice(words) for _ in range(n)).capitalize() + "."
+
+    def pair() -> dict:
+        n = min(100, max(2, round(rng.lognormvariate(math.log(20), 0.6))))
+        m = min(110, max(2, round(n * rng.uniform(0.8, 1.25))))
+        return {"translation": {"en": sentence(n), "de": sentence(m)}}
+
+    paths = {}
+    for split, count in (("train", pairs), ("validation", 8)):
+        paths[split] = folder / f"{split}.jsonl"
+        with paths[split].open("w", encoding="utf-8") as f:
+            for _ in range(count):
+                f.write(json.dumps(pair(), ensure_ascii=False) + "\n")
+    return paths
+
+
+def prepare_tokenizer(paths: dict[str, Path], folder: Path, vocab_size: int):
+    from datasets import load_dataset
+
+    from tokenization import train_bpe_tokenizer
+
+    dataset = load_dataset("json", data_files=str(paths["train"]), split="train")
+    tokenizer = train_bpe_tokenizer(dataset=dataset, source_lang="en", target_lang="de", vocab_size=vocab_size)
+    tokenizer.save_pretrained(folder / "tokenizer")
+    return tokenizer, dataset
+
+
+def pairs_per_batch(tokenizer, dataset, max_tokens: int) -> tuple[float, float]:
+    """train.py's average pairs per batch and its padding efficiency on this data (what the Trainer gets too)."""
+    from vaswani.batching import TokenBatchSampler, padding_efficiency
+
+    sources = [t["en"] for t in dataset["translation"]]
+    targets = [t["de"] for t in dataset["translation"]]
+    encoded = tokenizer(sources, text_target=targets)
+    src_len = [len(ids) for ids in encoded["input_ids"]]
+    tgt_len = [len(ids) for ids in encoded["labels"]]
+    sampler = TokenBatchSampler(src_len, tgt_len, max_tokens, shuffle=True, seed=0)
+    return len(dataset) / len(sampler), padding_efficiency(sampler.batches(0), src_len, tgt_len)
+
+
+# -- train.py -------------------------------------------------------------------------------------------------------
+def run_train_py(args, paths, folder: Path, round_index: int) -> dict:
+    dims = SIZES[args.size]
+    out = folder / f"train_py_{round_index}"
+    logging_steps = 4
+    cmd = [
+        sys.executable, str(REPO / "train.py"), "--train_file", str(paths["train"]),
+        "--validation_file", str(paths["validation"]), "--tokenizer", str(folder / "tokenizer"),
+        "--d_model", str(dims["d_model"]), "--encoder_layers", str(dims["layers"]),
+        "--decoder_layers", str(dims["layers"]), "--encoder_attention_heads", str(dims["heads"]),
+        "--decoder_attention_heads", str(dims["heads"]), "--encoder_ffn_dim", str(dims["ffn_dim"]),
+        "--decoder_ffn_dim", str(dims["ffn_dim"]), "--max_tokens", str(args.max_tokens),
+        "--max_train_steps", str(args.steps), "--warmup_steps", "4000", "--logging_steps", str(logging_steps),
+        "--eval_steps", "0", "--average_checkpoints", "0", "--checkpoint_minutes", "100000",
+        "--max_eval_samples", "2", "--num_beams", "1", "--report_to", "none", "--seed", str(args.seed),
+        "--output_dir", str(out),
+    ]  # fmt: skip
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=folder)
+    if result.returncode != 0:
+        raise RuntimeError(f"train.py failed:\n{result.stderr[-3000:]}")
+    windows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    windows = [w for w in windows if w["split"] == "train" and w["step"] > args.warmup_steps]
+    rates = [w["target_tokens_per_second"] for w in windows]
+    return {"target_tokens_per_second": statistics.median(rates), "windows": rates}
+
+
+# -- Seq2SeqTrainer on MarianMTModel (in a worker process, like train.py) --------------------------------------------
+def run_trainer(args, paths, folder: Path, batch_size: int) -> dict:
+    spec = folder / "trainer_spec.json"
+    spec.write_text(json.dumps({
+        "train": str(paths["train"]), "tokenizer": str(folder / "tokenizer"), "size": args.size,
+        "batch_size": batch_size, "steps": args.steps, "warmup_steps": args.warmup_steps, "seed": args.seed,
+        "group_by_length": args.trainer_group_by_length, "output_dir": str(folder / "trainer_out"),
+    }))  # fmt: skip
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    result = subprocess.run([sys.executable, __file__, "--worker", str(spec)], capture_output=True, text=True, env=env)
+    if result.returncode != 0:
+        raise RuntimeError(f"Trainer worker failed:\n{result.stderr[-3000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def trainer_worker(spec_path: str) -> None:
+    import torch
+    from datasets import load_dataset
+    from transformers import (
+        AutoTokenizer,
+        DataCollatorForSeq2Seq,
+        MarianConfig,
+        MarianMTModel,
+        Seq2SeqTrainer,
+        Seq2SeqTrainingArguments,
+        TrainerCallback,
+    )  # fmt: skip
+
+    spec = json.loads(Path(spec_path).read_text())
+    tokenizer = AutoTokenizer.from_pretrained(spec["tokenizer"])
+    dims = SIZES[spec["size"]]
+    torch.manual_seed(spec["seed"])
+    model = MarianMTModel(MarianConfig(
+        vocab_size=len(tokenizer), d_model=dims["d_model"], encoder_layers=dims["layers"],
+        decoder_layers=dims["layers"], encoder_attention_heads=dims["heads"], decoder_attention_heads=dims["heads"],
+        encoder_ffn_dim=dims["ffn_dim"], decoder_ffn_dim=dims["ffn_dim"], activation_function="relu", dropout=0.1,
+        attention_dropout=0.0, activation_dropout=0.0, max_position_embeddings=256, scale_embedding=True,
+        share_encoder_decoder_embeddings=True, tie_word_embeddings=True, pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.bos_token_id, forced_eos_token_id=None,
+    ))  # fmt: skip
+    raw = load_dataset("json", data_files=spec["train"], split="train")
+
+    def tokenize(batch):
+        pairs = batch["translation"]
+        return tokenizer([p["en"] for p in pairs], text_target=[p["de"] for p in pairs])
+
+    train = raw.map(tokenize, batched=True, remove_columns=raw.column_names)
+    collator = DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)
+    tokens_per_batch, real, padded = [], 0, 0
+
+    def counting_collator(features):
+        nonlocal real, padded
+        batch = collator(features)
+        tokens_per_batch.append(int((batch["labels"] != -100).sum()))
+        real += tokens_per_batch[-1] + int(batch["attention_mask"].sum())
+        padded += batch["labels"].numel() + batch["attention_mask"].numel()
+        return batch
+
+    step_times = []
+
+    class StepTimer(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            self.start = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            step_times.append(time.perf_counter() - self.start)
+
+    arguments = Seq2SeqTrainingArguments(
+        output_dir=spec["output_dir"], per_device_train_batch_size=spec["batch_size"], max_steps=spec["steps"],
+        optim="adamw_torch_fused", learning_rate=7e-4, adam_beta1=0.9, adam_beta2=0.98, adam_epsilon=1e-9,
+        weight_decay=0.0, warmup_steps=4000, lr_scheduler_type="inverse_sqrt", label_smoothing_factor=0.1,
+        logging_strategy="no", save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True,
+        dataloader_num_workers=0, seed=spec["seed"],
+        train_sampling_strategy="group_by_length" if spec["group_by_length"] else "random",
+    )  # fmt: skip
+    trainer = Seq2SeqTrainer(model=model, args=arguments, train_dataset=train, data_collator=counting_collator,
+                             processing_class=tokenizer, callbacks=[StepTimer()])  # fmt: skip
+    # The timer covers forward, backward and the optimizer step; fetching and collating the batch happens before
+    # on_step_begin, so to be fair the collation time is added back from the wall clock of the whole loop below.
+    start = time.perf_counter()
+    trainer.train()
+    wall = time.perf_counter() - start
+    skip = spec["warmup_steps"]
+    timed_tokens = sum(tokens_per_batch[skip : spec["steps"]])
+    loop_time = wall * (sum(step_times[skip:]) / sum(step_times))  # the timed steps' share of the whole loop
+    print(json.dumps({
+        "target_tokens_per_second": timed_tokens / loop_time, "padding_efficiency": real / padded,
+        "mean_target_tokens_per_batch": statistics.mean(tokens_per_batch[: spec["steps"]]),
+    }))  # fmt: skip
+
+
+# -- main -------------------------------------------------------------------------------------------------------------
+def main() -> None:
+    args = parse_args()
+    if args.worker:
+        trainer_worker(args.worker)
+        return
+    with tempfile.TemporaryDirectory(prefix="bench_train_") as tmp:
+        folder = Path(tmp)
+        paths = make_corpus(folder, args.pairs, args.seed)
+        tokenizer, dataset = prepare_tokenizer(paths, folder, args.vocab_size)
+        per_batch, efficiency = pairs_per_batch(tokenizer, dataset, args.max_tokens)
+        batch_size = max(1, round(per_batch))
+        dims = SIZES[args.size]
+        print(
+            f"train.py vs Seq2SeqTrainer(MarianMTModel) on {common.machine_description(0)['cpu']}, "
+            f"{args.pairs} pairs (log-normal lengths), vocab {len(tokenizer)}, {args.size}: d_model "
+            f"{dims['d_model']}, {dims['layers']}+{dims['layers']} layers; {args.steps} updates per run, first "
+            f"{args.warmup_steps} not timed"
+        )
+        print(
+            f"train.py: --max_tokens {args.max_tokens} -> {per_batch:.1f} pairs per batch on average, padding "
+            f"efficiency {100 * efficiency:.1f}%; Trainer: per_device_train_batch_size {batch_size}"
+            f"{', group_by_length' if args.trainer_group_by_length else ', random batches'}"
+        )
+        rounds = []
+        for r in range(args.repeats):
+            ours = run_train_py(args, paths, folder, r)
+            theirs = run_trainer(args, paths, folder, batch_size)
+            ratio = ours["target_tokens_per_second"] / theirs["target_tokens_per_second"]
+            rounds.append({"train_py": ours, "trainer": theirs, "ratio": ratio})
+            print(
+                f"round {r + 1}: train.py {ours['target_tokens_per_second']:,.0f} target tokens/s, Trainer "
+                f"{theirs['target_tokens_per_second']:,.0f} target tokens/s (padding efficiency "
+                f"{100 * theirs['padding_efficiency']:.1f}%), ratio {ratio:.2f}",
+                flush=True,
+            )
+    ratios = [r["ratio"] for r in rounds]
+    table = common.format_table(
+        ["", "train.py", "Seq2SeqTrainer", "train.py / Trainer"],
+        [[
+            "target tokens/s (median)",
+            f"{statistics.median(r['train_py']['target_tokens_per_second'] for r in rounds):,.0f}",
+            f"{statistics.median(r['trainer']['target_tokens_per_second'] for r in rounds):,.0f}",
+            f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})",
+        ]],
+    )  # fmt: skip
+    print(table)
+    verdict = "MET" if statistics.median(ratios) >= 1.2 else "MISSED"
+    print(f"{verdict} target train.py / Trainer >= 1.2: median {statistics.median(ratios):.2f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"settings": vars(args), "rounds": rounds}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
