@@ -8,6 +8,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import settings
+
+# Property tests draw the same examples on every run unless asked otherwise: CI must not fail on an input nobody has
+# seen before. `HYPOTHESIS_PROFILE=explore make test` searches with fresh random examples.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.register_profile("explore", print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
