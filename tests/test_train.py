@@ -124,6 +124,27 @@ def test_two_process_run_with_layerdrop(data_dir, tmp_path):
 
 
 @pytest.mark.slow
+def test_bf16_mixed_precision_trains_on_cpu_and_saves_float32_weights(data_dir, tmp_path):
+    """`--mixed_precision bf16` goes through Accelerate's autocast (CPU here, CUDA on a GPU): the same seed then
+    gives slightly different losses than full precision, all finite, and the saved weights stay float32."""
+    losses = {}
+    for precision in ("no", "bf16"):
+        out = tmp_path / precision
+        result = run_train(
+            [*data_args(data_dir), *TINY_RUN, "--output_dir", str(out), "--max_train_steps", "3",
+             "--checkpoint_steps", "3", "--average_checkpoints", "1", "--mixed_precision", precision],
+            tmp_path,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr[-4000:]
+        losses[precision] = [m["loss"] for m in read_metrics(out) if m["split"] == "train"]
+    assert len(losses["bf16"]) == 3 and all(torch.isfinite(torch.tensor(losses["bf16"])))
+    assert losses["bf16"] != losses["no"]  # autocast really ran in bfloat16
+    torch.testing.assert_close(torch.tensor(losses["bf16"]), torch.tensor(losses["no"]), rtol=0.05, atol=0.0)
+    weights = load_file(tmp_path / "bf16" / "model.safetensors")
+    assert {tensor.dtype for tensor in weights.values()} == {torch.float32}
+
+
+@pytest.mark.slow
 def test_stopped_and_resumed_run_equals_an_uninterrupted_run(data_dir, tmp_path):
     """Same data order, same next losses, same final weights (dropout, LayerDrop and scheduled DropHead on)."""
     common = [*data_args(data_dir), *TINY_RUN, "--max_train_steps", "6", "--average_checkpoints", "0",
