@@ -581,7 +581,8 @@ def _replace_files(staging: Path, output_dir: Path) -> None:
 # ----------------------------------------------------------------------------------------------------------------
 # Command line
 # ----------------------------------------------------------------------------------------------------------------
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
+    """argparse type for counts: a whole number, at least 1."""
     try:
         value = int(text)
     except ValueError:
@@ -606,7 +607,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--checkpoints", type=Path, nargs="+", metavar="CKPT", help="checkpoint folders or .safetensors files"
     )
     average.add_argument(
-        "--last", type=_positive_int, metavar="N", help="with --run_dir: average the last N checkpoints (paper: 5, 20)"
+        "--last", type=positive_int, metavar="N", help="with --run_dir: average the last N checkpoints (paper: 5, 20)"
     )
     average.add_argument(
         "--model", type=Path, metavar="DIR", help="with --checkpoints: the model folder (config, tokenizer files)"

@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from vaswani.checkpoints import TOKENIZER_FILE_PATTERNS, CheckpointError
+from vaswani.checkpoints import TOKENIZER_FILE_PATTERNS, CheckpointError, positive_int
 from vaswani.hub import PushError
 from vaswani.translate import TranslateError
 
@@ -54,6 +54,7 @@ def run_translate(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
     from transformers.utils import logging as hf_logging
 
+    from vaswani.data import count_lines
     from vaswani.translate import Translator, one_line, read_lines, translate_lines
 
     if args.input is not None and not args.input.is_file():
@@ -63,7 +64,7 @@ def run_translate(args: argparse.Namespace) -> int:
     translator = Translator(args.model, device=args.device, max_source_length=args.max_source_length)
 
     show_progress = args.input is not None and not args.no_progress
-    bar = tqdm(total=_count_lines(args.input) if show_progress else None, unit="line", file=sys.stderr,
+    bar = tqdm(total=count_lines(args.input) if show_progress else None, unit="line", file=sys.stderr,
                disable=not show_progress)  # fmt: skip
 
     def warn_truncated(line_numbers: list[int]) -> None:
@@ -112,16 +113,6 @@ def _open_text(path: Path | None, mode: str) -> Iterator[io.TextIOBase]:
         if mode == "w":
             stream.flush()
         stream.detach()  # leave sys.stdin / sys.stdout open
-
-
-def _count_lines(path: Path) -> int:
-    """Lines in a file, a last line without "\\n" included (for the progress bar)."""
-    count, last = 0, b"\n"
-    with open(path, "rb") as stream:
-        while chunk := stream.read(1 << 20):
-            count += chunk.count(b"\n")
-            last = chunk[-1:]
-    return count + (last != b"\n")
 
 
 def _check_output_folder(path: Path | None) -> None:
@@ -208,16 +199,6 @@ def run_prune(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------------------------------------------
 # The parser
 # ----------------------------------------------------------------------------------------------------------------
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def _layer_list(text: str) -> list[int]:
     try:
         return [int(part) for part in text.split(",") if part.strip()]
@@ -254,10 +235,10 @@ def build_parser() -> argparse.ArgumentParser:
     translate.add_argument("--model", required=True, metavar="DIR", help="a saved model folder (or a Hub repo id)")
     translate.add_argument("--input", type=Path, metavar="FILE", help="read sentences from FILE (default: stdin)")
     translate.add_argument("--output", type=Path, metavar="FILE", help="write translations to FILE (default: stdout)")
-    translate.add_argument("--num_beams", type=_positive_int, default=4, metavar="K", help="beam size (paper: 4)")
+    translate.add_argument("--num_beams", type=positive_int, default=4, metavar="K", help="beam size (paper: 4)")
     translate.add_argument("--length_penalty", type=float, default=0.6, metavar="ALPHA", help="paper: 0.6")
     translate.add_argument(
-        "--max_new_tokens", type=_positive_int, metavar="N", help="at most N output tokens (default: source + 50)"
+        "--max_new_tokens", type=positive_int, metavar="N", help="at most N output tokens (default: source + 50)"
     )
     translate.add_argument(
         "--paper_decoding", action="store_true",
@@ -267,17 +248,17 @@ def build_parser() -> argparse.ArgumentParser:
     translate.add_argument("--device", default="auto", help="auto (a GPU if there is one), cpu, cuda or cuda:N")
     translate.add_argument(
         "--batch_tokens",
-        type=_positive_int,
+        type=positive_int,
         default=4096,
         metavar="N",
         help="source tokens per batch, padding included",
     )
     translate.add_argument(
-        "--max_source_length", type=_positive_int, metavar="N",
+        "--max_source_length", type=positive_int, metavar="N",
         help="truncate longer inputs to N tokens, with a warning (default: the model's max_position_embeddings)",
     )  # fmt: skip
     translate.add_argument(
-        "--buffer_lines", type=_positive_int, default=10000, metavar="N",
+        "--buffer_lines", type=positive_int, default=10000, metavar="N",
         help="lines read, sorted by length and translated at a time",
     )  # fmt: skip
     translate.add_argument("--no_progress", action="store_true", help="no progress bar for --input files")
