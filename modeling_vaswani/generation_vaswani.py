@@ -45,7 +45,8 @@ def paper_beam_search(
     """Beam search with the GNMT length penalty; the signature of a `generate(custom_generate=...)` callable.
 
     input_ids: (B * K, P) decoder prompts (the start token), expanded for K = num_beams by `generate()`;
-    model_kwargs hold `encoder_outputs`, `attention_mask` (B * K, S) and `past_key_values`, also expanded.
+    model_kwargs hold `encoder_outputs` and `attention_mask` (B, S), one per sentence (the model's
+    `_expand_inputs_for_generation` does not copy them per beam), and `past_key_values`.
     Returns (B * num_return_sequences, P + T) token ids, best first per sentence, padded with PAD.
     """
     config = generation_config
@@ -62,7 +63,8 @@ def paper_beam_search(
     # Per-sentence output caps: source length + 50, and the global max_length.
     attention_mask = model_kwargs.get("attention_mask")
     if attention_mask is not None:
-        source_lengths = attention_mask.view(batch_size, num_beams, -1)[:, 0].sum(-1)  # (B,)
+        # (B, S), one row per sentence (`_expand_inputs_for_generation`), or (B * K, S) when given expanded
+        source_lengths = attention_mask.view(batch_size, -1, attention_mask.shape[-1])[:, 0].sum(-1)  # (B,)
     elif inputs_tensor is not None:
         source_lengths = (inputs_tensor != pad_id).sum(-1)
     else:
