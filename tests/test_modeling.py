@@ -468,6 +468,20 @@ def test_greedy_generation_matches_a_manual_argmax_loop():
     assert torch.equal(out, tokens)
 
 
+def test_assisted_generation_gives_the_greedy_tokens():
+    """Prompt-lookup decoding (transformers' assisted generation: several candidate tokens verified in one decoder
+    pass, the cache cropped after rejections) must give exactly what greedy decoding gives."""
+    model = tiny_model(seed=13).eval()
+    input_ids, attention_mask, _ = random_batch(seed=13)
+    for row in range(input_ids.shape[0]):  # assisted generation takes one sentence at a time
+        inputs = dict(input_ids=input_ids[row : row + 1], attention_mask=attention_mask[row : row + 1])
+        greedy = model.generate(**inputs, num_beams=1, max_new_tokens=10, eos_token_id=None)
+        assisted = model.generate(
+            **inputs, num_beams=1, max_new_tokens=10, eos_token_id=None, prompt_lookup_num_tokens=3
+        )
+        assert torch.equal(assisted, greedy)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Learning: a tiny model memorises a few pairs and generates them back
 # ---------------------------------------------------------------------------------------------------------------
