@@ -1063,9 +1063,9 @@ class VaswaniForConditionalGeneration(VaswaniPreTrainedModel, GenerationMixin):
     @staticmethod
     def _reorder_cache(past_key_values: Cache, beam_idx: torch.LongTensor) -> Cache:
         """Beam search keeps, at each step, the best beams of every sentence (`beam_idx`, flat indices that stay within
-        a sentence's beams). Only the self-attention cache depends on the beam: the cross-attention keys and values
-        come from the sentence's encoder states, identical for all its beams, so they are left as they are (generate()
-        would otherwise copy them at every step)."""
+        a sentence's beams). Only the self-attention cache depends on the beam: the cross-attention cache holds one
+        entry per sentence, shared by all its beams (`_expand_inputs_for_generation`), so it is left as it is;
+        reordering it with per-beam indices would be wrong."""
         if isinstance(past_key_values, EncoderDecoderCache):
             past_key_values.self_attention_cache.reorder_cache(beam_idx)
         else:
