@@ -131,6 +131,11 @@ def pairs_per_batch(tokenizer, dataset, max_tokens: int) -> tuple[float, float]:
     return len(dataset) / len(sampler), padding_efficiency(sampler.batches(0), src_len, tgt_len)
 
 
+def worker_env() -> dict[str, str]:
+    """Environment of both training processes: offline, no tokenizer threads competing with training."""
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
 # -- train.py -------------------------------------------------------------------------------------------------------
 def run_train_py(args, paths, folder: Path, round_index: int) -> dict:
     dims = SIZES[args.size]
@@ -148,8 +153,7 @@ def run_train_py(args, paths, folder: Path, round_index: int) -> dict:
         "--max_eval_samples", "2", "--num_beams", "1", "--report_to", "none", "--seed", str(args.seed),
         "--output_dir", str(out),
     ]  # fmt: skip
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=folder)
+    result = subprocess.run(cmd, capture_output=True, text=True, env=worker_env(), cwd=folder)
     if result.returncode != 0:
         raise RuntimeError(f"train.py failed:\n{result.stderr[-3000:]}")
     windows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
@@ -166,8 +170,8 @@ def run_trainer(args, paths, folder: Path, batch_size: int) -> dict:
         "batch_size": batch_size, "steps": args.steps, "warmup_steps": args.warmup_steps, "seed": args.seed,
         "group_by_length": args.trainer_group_by_length, "output_dir": str(folder / "trainer_out"),
     }))  # fmt: skip
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    result = subprocess.run([sys.executable, __file__, "--worker", str(spec)], capture_output=True, text=True, env=env)
+    result = subprocess.run([sys.executable, __file__, "--worker", str(spec)], capture_output=True, text=True,
+                            env=worker_env())  # fmt: skip
     if result.returncode != 0:
         raise RuntimeError(f"Trainer worker failed:\n{result.stderr[-3000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
