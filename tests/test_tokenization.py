@@ -200,6 +200,66 @@ def test_normalization_is_configurable(corpus_files):
     assert raw.decode(raw(text)["input_ids"], skip_special_tokens=True) == text
 
 
+# --- looking words of the vocabulary up whole (ignore_merges) ---------------------------------------------------
+
+
+def test_ignore_merges_changes_no_ids(corpus_files, tmp_path):
+    looked_up = train_bpe_tokenizer(files=corpus_files, vocab_size=600)
+    replayed = train_bpe_tokenizer(files=corpus_files, vocab_size=600, ignore_merges=False)
+    looked_up.save_pretrained(tmp_path / "tok")
+    saved = json.loads((tmp_path / "tok" / "tokenizer.json").read_text(encoding="utf-8"))
+    assert saved["model"]["ignore_merges"] is True
+    assert json.loads(replayed.backend_tokenizer.to_str())["model"]["ignore_merges"] is False
+    # Every word token of the vocabulary, spelled out as text, and the corpus itself: the same ids either way.
+    words = [token[1:] for token in looked_up.get_vocab() if token.startswith("\u2581") and len(token) > 1]
+    assert len(words) > 100
+    texts = words + ENGLISH + GERMAN
+    assert looked_up(texts)["input_ids"] == replayed(texts)["input_ids"]
+
+
+def test_ignore_merges_is_left_off_when_the_merges_split_a_word_token():
+    from tokenizers import Tokenizer, models
+
+    from tokenization.bpe import _ignoring_merges, words_the_merges_split
+
+    # "a"+"b" is merged first, so the merges turn "▁ab" into "▁" "ab" and never reach the token "▁ab"
+    # (made from "▁a"+"b" in some other context); looking "▁ab" up whole would give a different id.
+    vocab = {"\u2581": 0, "a": 1, "b": 2, "ab": 3, "\u2581a": 4, "\u2581ab": 5}
+    merges = [("a", "b"), ("\u2581", "a"), ("\u2581a", "b")]
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    assert words_the_merges_split(tokenizer) == ["\u2581ab"]
+    with pytest.warns(UserWarning, match="ignore_merges left off"):
+        unchanged = _ignoring_merges(tokenizer)
+    assert json.loads(unchanged.to_str())["model"]["ignore_merges"] is False
+    assert [token.value for token in unchanged.model.tokenize("\u2581ab")] == ["\u2581", "ab"]
+
+
+def test_cli_can_switch_ignore_merges_off(corpus_files, tmp_path, capsys):
+    from tokenization.__main__ import main
+
+    files = list(map(str, corpus_files))
+    assert main(["train", "--files", *files, "--vocab_size", "400", "--output", str(tmp_path / "on")]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--files",
+                *files,
+                "--vocab_size",
+                "400",
+                "--no-ignore_merges",
+                "--output",
+                str(tmp_path / "off"),
+            ]
+        )
+        == 0
+    )
+    for name, expected in (("on", True), ("off", False)):
+        saved = json.loads((tmp_path / name / "tokenizer.json").read_text(encoding="utf-8"))
+        assert saved["model"]["ignore_merges"] is expected
+    assert "saved a BPE tokenizer with 400 tokens" in capsys.readouterr().out
+
+
 # --- special tokens and model inputs -----------------------------------------------------------------------------
 
 
@@ -385,6 +445,7 @@ def test_cli_reports_user_errors_without_traceback(corpus_files, tmp_path, case,
         ({"iterator": ["a b c"], "vocab_size": 100}, "too small"),
         ({"iterator": ["", "   "]}, "corpus is empty"),
         ({"iterator": [1, 2]}, "strings or lists of strings"),
+        ({"iterator": ["a b c"], "ignore_merges": "yes"}, "must be True or False"),
     ],
 )
 def test_training_errors_name_the_problem(kwargs, message):

@@ -39,6 +39,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--limit_alphabet", type=int, default=None, help="keep this many most frequent characters; the rest as bytes"
     )
     train.add_argument(
+        "--ignore_merges",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="look words of the vocabulary up whole instead of replaying the merges: same ids, faster encoding "
+        "(default: on; --no-ignore_merges replays the merges for every word)",
+    )
+    train.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -58,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
             normalization=args.normalization,
             model_max_length=args.model_max_length,
             limit_alphabet=args.limit_alphabet,
+            ignore_merges=args.ignore_merges,
             show_progress=args.progress,
         )
         tokenizer.save_pretrained(args.output)

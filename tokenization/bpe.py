@@ -6,7 +6,8 @@ The pipeline is built on Hugging Face's `tokenizers` library, in the SentencePie
     pre-tokenizer  Metaspace: every space replaced by "▁" and the text split before each "▁", so merges never
                    cross a word boundary
     model          BPE with byte fallback: a character outside the vocabulary becomes its UTF-8 bytes
-                   <0x00>..<0xFF>, so no text ever maps to <unk>
+                   <0x00>..<0xFF>, so no text ever maps to <unk>. A word that is itself in the vocabulary is
+                   looked up whole instead of replaying the merges (`ignore_merges`; same ids, faster)
     decoder        "▁" -> " ", bytes -> characters, drop the one space added in front
 
 so that `decode(encode(text)) == normalize(text).replace("▁", " ")` for any Unicode text: runs of spaces,
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -66,6 +68,7 @@ def train_bpe_tokenizer(
     normalization: str | None = "NFKC",
     model_max_length: int = 1024,
     limit_alphabet: int | None = None,
+    ignore_merges: bool = True,
     show_progress: bool | None = None,
 ) -> PreTrainedTokenizerFast:
     """Train one BPE vocabulary on both sides of a parallel corpus.
@@ -86,6 +89,10 @@ def train_bpe_tokenizer(
         model_max_length: maximum sequence length recorded in the tokenizer (used when truncating).
         limit_alphabet: keep only this many most frequent characters as symbols; rarer characters are encoded
             as bytes. None keeps every character of the corpus.
+        ignore_merges: encode a word that is in the vocabulary as that one token without replaying the merges
+            (saved in tokenizer.json): up to about 25% faster encoding, for words that miss the BPE cache. Set
+            only after checking that the merges give every word token of the vocabulary back whole, so the ids
+            are the same either way (see `words_the_merges_split`). False replays the merges for every word.
         show_progress: progress bars while reading and merging; None shows them for large corpora only.
 
     Returns:
@@ -106,6 +113,8 @@ def train_bpe_tokenizer(
         )
     if min_frequency < 1:
         raise TokenizerTrainingError(f"min_frequency={min_frequency} must be at least 1.")
+    if not isinstance(ignore_merges, bool):
+        raise TokenizerTrainingError(f"ignore_merges={ignore_merges!r} must be True or False.")
     corpus = _corpus(files, iterator, dataset, source_lang, target_lang)
     if show_progress is None:
         show_progress = corpus.is_large
@@ -124,6 +133,8 @@ def train_bpe_tokenizer(
 
     _check_trained_vocabulary(tokenizer, special_tokens, vocab_size, corpus)
     tokenizer = _with_byte_fallback(tokenizer, num_special_tokens=len(special_tokens))
+    if ignore_merges:
+        tokenizer = _ignoring_merges(tokenizer)
     tokenizer.post_processor = _append_eos(tokenizer)
     return _wrap(tokenizer, model_max_length)
 
@@ -267,6 +278,40 @@ def _with_byte_fallback(tokenizer: Tokenizer, num_special_tokens: int) -> Tokeni
     tokens = tokens[:num_special_tokens] + BYTE_FALLBACK_TOKENS + tokens[num_special_tokens:]
     state["model"]["vocab"] = {token: index for index, token in enumerate(tokens)}
     state["model"]["byte_fallback"] = True
+    return Tokenizer.from_str(json.dumps(state))
+
+
+def words_the_merges_split(tokenizer: Tokenizer) -> list[str]:
+    """The word tokens (those starting with "▁") that replaying the BPE merges does not give back as one token.
+
+    Every pre-tokenized word starts with "▁", so these are the only tokens that `ignore_merges` could encode
+    differently: for each of them, a word spelled like the token would become that one token instead of the pieces
+    the merges leave. An empty list means ignore_merges changes no ids.
+    """
+    model = tokenizer.model
+    return [
+        token
+        for token, token_id in tokenizer.get_vocab(with_added_tokens=False).items()
+        if token.startswith(WORD_BOUNDARY) and [piece.id for piece in model.tokenize(token)] != [token_id]
+    ]
+
+
+def _ignoring_merges(tokenizer: Tokenizer) -> Tokenizer:
+    """Switch the BPE model to look words of the vocabulary up whole, if that gives the ids the merges give.
+
+    The vocabularies the `tokenizers` trainer learns pass this check (all 37k tokens of the benchmark's vocabulary,
+    for one); if one ever fails it, the merges are kept and a warning names the tokens.
+    """
+    split_words = words_the_merges_split(tokenizer)
+    if split_words:
+        warnings.warn(
+            f"ignore_merges left off: the merges split {len(split_words)} word token(s) of the vocabulary (e.g. "
+            f"{split_words[:3]}), so looking words up whole would change their ids.",
+            stacklevel=3,
+        )
+        return tokenizer
+    state = json.loads(tokenizer.to_str())
+    state["model"]["ignore_merges"] = True
     return Tokenizer.from_str(json.dumps(state))
 
 
