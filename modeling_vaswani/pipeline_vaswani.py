@@ -21,7 +21,7 @@ Parameters, given when the pipeline is built or with each call:
 - `max_source_length`: longer inputs are truncated to this many tokens (EOS included), with a warning; the default
   is the model's `max_position_embeddings`.
 
-One translation per input; a whitespace-only input gives "" (what the model makes of it is dropped). With the
+One translation per input; a whitespace-only input gives "" without being run through `generate()`. With the
 package installed, the class can also be used directly: `VaswaniTranslationPipeline(model=model, tokenizer=tokenizer)`
 or `pipeline("vaswani-translation", model=folder, pipeline_class=VaswaniTranslationPipeline)`.
 
@@ -93,11 +93,19 @@ class VaswaniTranslationPipeline(Pipeline):
         }
 
     def _forward(self, model_inputs: dict[str, torch.Tensor], paper_decoding: bool = False, **generate_kwargs):
-        blank = model_inputs.pop("blank")
+        """Beam search on the batch's non-blank inputs only; a blank input's row of `output_ids` is left empty."""
+        blank = model_inputs.pop("blank").view(-1)  # (B,)
         generate_kwargs = self._prepare_generate_kwargs(generate_kwargs)
         if generate_kwargs.get("num_return_sequences", 1) != 1:
             raise ValueError("VaswaniTranslationPipeline returns one translation per input: num_return_sequences=1.")
-        output_ids = self.model.generate(**model_inputs, paper_decoding=paper_decoding, **generate_kwargs)
+        pad_token_id = self.tokenizer.pad_token_id or 0
+        output_ids = model_inputs["input_ids"].new_full((len(blank), 0), pad_token_id)  # (B, 0)
+        keep = ~blank  # (B,)
+        if keep.any():
+            inputs = {name: tensor[keep] for name, tensor in model_inputs.items()}  # (B', S) each
+            generated = self.model.generate(**inputs, paper_decoding=paper_decoding, **generate_kwargs)  # (B', T)
+            output_ids = generated.new_full((len(blank), generated.shape[1]), pad_token_id)  # (B, T)
+            output_ids[keep] = generated
         return {"output_ids": output_ids, "blank": blank}  # (B, T), (B,)
 
     def postprocess(self, model_outputs: dict[str, torch.Tensor]) -> str:

@@ -149,9 +149,23 @@ def test_parameters_given_at_construction_apply_to_every_call(model_and_tokenize
     assert translate(SENTENCES[0], max_new_tokens=8) == longer[0] != expected[0]
 
 
-def test_blank_inputs_give_empty_strings(translate):
+def test_blank_inputs_give_empty_strings_without_running_generate(translate, model_and_tokenizer, monkeypatch):
+    model, tokenizer = model_and_tokenizer
+    expected = reference_translations(model, tokenizer, SENTENCES)
+    batch_sizes = []
+    generate = model.generate
+
+    def spy(*args, **kwargs):
+        batch_sizes.append(len(kwargs["input_ids"]))
+        return generate(*args, **kwargs)
+
+    monkeypatch.setattr(model, "generate", spy)
     assert translate("") == "" and translate(" \t ") == ""
     assert translate(["", "  "], batch_size=2) == ["", ""]
+    assert batch_sizes == []
+    # Blank lines mixed into batches: the others are translated as on their own, and only they reach generate().
+    assert translate(SENTENCES, batch_size=len(SENTENCES)) == expected
+    assert batch_sizes == [len(SENTENCES) - 2]
 
 
 def test_paper_decoding_runs_the_papers_beam_search(translate, model_and_tokenizer, monkeypatch):
