@@ -220,7 +220,7 @@ def test_ignore_merges_changes_no_ids(corpus_files, tmp_path):
 def test_ignore_merges_is_left_off_when_the_merges_split_a_word_token():
     from tokenizers import Tokenizer, models
 
-    from tokenization.bpe import _ignoring_merges, words_the_merges_split
+    from tokenization.bpe import _switch_on_ignore_merges, words_the_merges_split
 
     # "a"+"b" is merged first, so the merges turn "▁ab" into "▁" "ab" and never reach the token "▁ab"
     # (made from "▁a"+"b" in some other context); looking "▁ab" up whole would give a different id.
@@ -229,9 +229,9 @@ def test_ignore_merges_is_left_off_when_the_merges_split_a_word_token():
     tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges))
     assert words_the_merges_split(tokenizer) == ["\u2581ab"]
     with pytest.warns(UserWarning, match="ignore_merges left off"):
-        unchanged = _ignoring_merges(tokenizer)
-    assert json.loads(unchanged.to_str())["model"]["ignore_merges"] is False
-    assert [token.value for token in unchanged.model.tokenize("\u2581ab")] == ["\u2581", "ab"]
+        _switch_on_ignore_merges(tokenizer)
+    assert json.loads(tokenizer.to_str())["model"]["ignore_merges"] is False
+    assert [token.value for token in tokenizer.model.tokenize("\u2581ab")] == ["\u2581", "ab"]
 
 
 def test_cli_can_switch_ignore_merges_off(corpus_files, tmp_path, capsys):

@@ -134,7 +134,7 @@ def train_bpe_tokenizer(
     _check_trained_vocabulary(tokenizer, special_tokens, vocab_size, corpus)
     tokenizer = _with_byte_fallback(tokenizer, num_special_tokens=len(special_tokens))
     if ignore_merges:
-        tokenizer = _ignoring_merges(tokenizer)
+        _switch_on_ignore_merges(tokenizer)
     tokenizer.post_processor = _append_eos(tokenizer)
     return _wrap(tokenizer, model_max_length)
 
@@ -296,8 +296,8 @@ def words_the_merges_split(tokenizer: Tokenizer) -> list[str]:
     ]
 
 
-def _ignoring_merges(tokenizer: Tokenizer) -> Tokenizer:
-    """Switch the BPE model to look words of the vocabulary up whole, if that gives the ids the merges give.
+def _switch_on_ignore_merges(tokenizer: Tokenizer) -> None:
+    """Make the BPE model look words of the vocabulary up whole, if that gives the ids the merges give.
 
     The vocabularies the `tokenizers` trainer learns pass this check (all 37k tokens of the benchmark's vocabulary,
     for one); if one ever fails it, the merges are kept and a warning names the tokens.
@@ -309,10 +309,8 @@ def _ignoring_merges(tokenizer: Tokenizer) -> Tokenizer:
             f"{split_words[:3]}), so looking words up whole would change their ids.",
             stacklevel=3,
         )
-        return tokenizer
-    state = json.loads(tokenizer.to_str())
-    state["model"]["ignore_merges"] = True
-    return Tokenizer.from_str(json.dumps(state))
+        return
+    tokenizer.model.ignore_merges = True  # in place; saved in tokenizer.json
 
 
 def _append_eos(tokenizer: Tokenizer) -> processors.TemplateProcessing:
