@@ -6,31 +6,13 @@ Same inputs and outputs as the Hugging Face Hub's "chrf" metric, plus SacreBLEU'
 
 from __future__ import annotations
 
-import datasets
-import evaluate
 from sacrebleu.metrics import CHRF
 
+from vaswani.metrics import corpus_metric
+
 _CITATION = """\
-@inproceedings{popovic-2015-chrf,
-    title = "chr{F}: character n-gram {F}-score for automatic {MT} evaluation",
-    author = "Popovi{\\'c}, Maja",
-    booktitle = "Proceedings of the Tenth Workshop on Statistical Machine Translation",
-    year = "2015",
-    address = "Lisbon, Portugal",
-    publisher = "Association for Computational Linguistics",
-    url = "https://aclanthology.org/W15-3049",
-    pages = "392--395",
-}
-@inproceedings{popovic-2017-chrf,
-    title = "chr{F}++: words helping character n-grams",
-    author = "Popovi{\\'c}, Maja",
-    booktitle = "Proceedings of the Second Conference on Machine Translation",
-    year = "2017",
-    address = "Copenhagen, Denmark",
-    publisher = "Association for Computational Linguistics",
-    url = "https://aclanthology.org/W17-4770",
-    pages = "612--618",
-}
+@inproceedings{popovic-2015-chrf, title = "chr{F}: character n-gram {F}-score for automatic {MT} evaluation", author = "Popovi{\\'c}, Maja", booktitle = "Proceedings of the Tenth Workshop on Statistical Machine Translation", year = "2015", url = "https://aclanthology.org/W15-3049"}
+@inproceedings{popovic-2017-chrf, title = "chr{F}++: words helping character n-grams", author = "Popovi{\\'c}, Maja", booktitle = "Proceedings of the Second Conference on Machine Translation", year = "2017", url = "https://aclanthology.org/W17-4770"}
 """
 
 _DESCRIPTION = """\
@@ -63,77 +45,18 @@ Example:
 """
 
 
-@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class Chrf(evaluate.Metric):
+class Chrf(corpus_metric.SacrebleuCorpusMetric):
     """SacreBLEU chrF / chrF++."""
 
-    def _info(self) -> evaluate.MetricInfo:
-        return evaluate.MetricInfo(
-            description=_DESCRIPTION,
-            citation=_CITATION,
-            inputs_description=_KWARGS_DESCRIPTION,
-            homepage="https://github.com/mjpost/sacrebleu",
-            features=[
-                datasets.Features(
-                    {
-                        "predictions": datasets.Value("string", id="sequence"),
-                        "references": datasets.Sequence(datasets.Value("string", id="sequence"), id="references"),
-                    }
-                ),
-                datasets.Features(
-                    {
-                        "predictions": datasets.Value("string", id="sequence"),
-                        "references": datasets.Value("string", id="sequence"),
-                    }
-                ),
-            ],
-            codebase_urls=["https://github.com/mjpost/sacrebleu"],
-            reference_urls=["https://aclanthology.org/W15-3049", "https://aclanthology.org/W17-4770"],
-        )
+    metric_name = "chrf"
+    citation, description, kwargs_description = _CITATION, _DESCRIPTION, _KWARGS_DESCRIPTION
+    reference_urls = ["https://aclanthology.org/W15-3049", "https://aclanthology.org/W17-4770"]
 
-    def _compute(
-        self,
-        predictions: list[str],
-        references: list[list[str]] | list[str],
-        char_order: int = CHRF.CHAR_ORDER,
-        word_order: int = CHRF.WORD_ORDER,
-        beta: int = CHRF.BETA,
-        lowercase: bool = False,
-        whitespace: bool = False,
-        eps_smoothing: bool = False,
-    ) -> dict:
-        chrf = CHRF(
-            char_order=char_order,
-            word_order=word_order,
-            beta=beta,
-            lowercase=lowercase,
-            whitespace=whitespace,
-            eps_smoothing=eps_smoothing,
-        )
-        result = chrf.corpus_score(list(predictions), reference_streams(predictions, references))
-        return {
-            "score": result.score,
-            "char_order": result.char_order,
-            "word_order": result.word_order,
-            "beta": result.beta,
-            "signature": str(chrf.get_signature()),
-        }
+    scorer = CHRF  # the Hub metric's options are CHRF's own
 
-
-def reference_streams(predictions: list[str], references: list[list[str]] | list[str]) -> list[list[str]]:
-    """Turn references per prediction into SacreBLEU's reference streams (the i-th reference of every prediction).
-
-    Raises ValueError for no predictions, a different number of references than predictions, or predictions with
-    different numbers of references.
-    """
-    if len(predictions) == 0:
-        raise ValueError("chrf needs at least one prediction.")
-    if len(references) != len(predictions):
-        raise ValueError(
-            f"Got {len(predictions)} predictions but {len(references)} references: give one per prediction."
-        )
-    references = [[refs] if isinstance(refs, str) else list(refs) for refs in references]
-    num_refs = len(references[0])
-    if num_refs == 0 or any(len(refs) != num_refs for refs in references):
-        raise ValueError("chrf needs the same number (at least one) of references for every prediction.")
-    return [[refs[i] for refs in references] for i in range(num_refs)]
+    result_fields = (
+        "score",
+        "char_order",
+        "word_order",
+        "beta",
+    )  # attributes of SacreBLEU's result, returned by `compute`

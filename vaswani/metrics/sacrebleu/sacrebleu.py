@@ -6,21 +6,12 @@ Same inputs and outputs as the Hugging Face Hub's "sacrebleu" metric, plus Sacre
 
 from __future__ import annotations
 
-import datasets
-import evaluate
 from sacrebleu.metrics import BLEU
 
+from vaswani.metrics import corpus_metric
+
 _CITATION = """\
-@inproceedings{post-2018-call,
-    title = "A Call for Clarity in Reporting {BLEU} Scores",
-    author = "Post, Matt",
-    booktitle = "Proceedings of the Third Conference on Machine Translation: Research Papers",
-    year = "2018",
-    address = "Brussels, Belgium",
-    publisher = "Association for Computational Linguistics",
-    url = "https://aclanthology.org/W18-6319",
-    pages = "186--191",
-}
+@inproceedings{post-2018-call, title = "A Call for Clarity in Reporting {BLEU} Scores", author = "Post, Matt", booktitle = "Proceedings of the Third Conference on Machine Translation: Research Papers", year = "2018", url = "https://aclanthology.org/W18-6319"}
 """
 
 _DESCRIPTION = """\
@@ -60,80 +51,23 @@ Example:
 """
 
 
-@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class Sacrebleu(evaluate.Metric):
+class Sacrebleu(corpus_metric.SacrebleuCorpusMetric):
     """SacreBLEU corpus BLEU."""
 
-    def _info(self) -> evaluate.MetricInfo:
-        return evaluate.MetricInfo(
-            description=_DESCRIPTION,
-            citation=_CITATION,
-            inputs_description=_KWARGS_DESCRIPTION,
-            homepage="https://github.com/mjpost/sacrebleu",
-            features=[
-                datasets.Features(
-                    {
-                        "predictions": datasets.Value("string", id="sequence"),
-                        "references": datasets.Sequence(datasets.Value("string", id="sequence"), id="references"),
-                    }
-                ),
-                datasets.Features(
-                    {
-                        "predictions": datasets.Value("string", id="sequence"),
-                        "references": datasets.Value("string", id="sequence"),
-                    }
-                ),
-            ],
-            codebase_urls=["https://github.com/mjpost/sacrebleu"],
-            reference_urls=["https://aclanthology.org/W18-6319", "https://aclanthology.org/P02-1040"],
-        )
+    metric_name = "sacrebleu"
+    citation, description, kwargs_description = _CITATION, _DESCRIPTION, _KWARGS_DESCRIPTION
+    reference_urls = ["https://aclanthology.org/W18-6319", "https://aclanthology.org/P02-1040"]
 
-    def _compute(
-        self,
-        predictions: list[str],
-        references: list[list[str]] | list[str],
-        smooth_method: str = "exp",
-        smooth_value: float | None = None,
-        tokenize: str | None = None,
-        lowercase: bool = False,
-        force: bool = False,
-        use_effective_order: bool = False,
-    ) -> dict:
-        bleu = BLEU(
-            lowercase=lowercase,
-            force=force,
-            tokenize=tokenize,
-            smooth_method=smooth_method,
-            smooth_value=smooth_value,
-            effective_order=use_effective_order,
-        )
-        result = bleu.corpus_score(list(predictions), reference_streams(predictions, references))
-        return {
-            "score": result.score,
-            "counts": result.counts,
-            "totals": result.totals,
-            "precisions": result.precisions,
-            "bp": result.bp,
-            "sys_len": result.sys_len,
-            "ref_len": result.ref_len,
-            "signature": str(bleu.get_signature()),
-        }
+    def scorer(self, use_effective_order: bool = False, **options) -> BLEU:
+        """SacreBLEU's BLEU; the Hub metric's `use_effective_order` is BLEU's `effective_order`."""
+        return BLEU(effective_order=use_effective_order, **options)
 
-
-def reference_streams(predictions: list[str], references: list[list[str]] | list[str]) -> list[list[str]]:
-    """Turn references per prediction into SacreBLEU's reference streams (the i-th reference of every prediction).
-
-    Raises ValueError for no predictions, a different number of references than predictions, or predictions with
-    different numbers of references.
-    """
-    if len(predictions) == 0:
-        raise ValueError("sacrebleu needs at least one prediction.")
-    if len(references) != len(predictions):
-        raise ValueError(
-            f"Got {len(predictions)} predictions but {len(references)} references: give one per prediction."
-        )
-    references = [[refs] if isinstance(refs, str) else list(refs) for refs in references]
-    num_refs = len(references[0])
-    if num_refs == 0 or any(len(refs) != num_refs for refs in references):
-        raise ValueError("sacrebleu needs the same number (at least one) of references for every prediction.")
-    return [[refs[i] for refs in references] for i in range(num_refs)]
+    result_fields = (
+        "score",
+        "counts",
+        "totals",
+        "precisions",
+        "bp",
+        "sys_len",
+        "ref_len",
+    )  # attributes of SacreBLEU's result, returned by `compute`
