@@ -1,4 +1,4 @@
-"""Model cards for trained Vaswani models, rendered from `model_cards/translation.md` with huggingface_hub.
+"""Model cards for trained Vaswani models, rendered from `vaswani/model_cards/translation.md` with huggingface_hub.
 
 The card's metadata (`ModelCardData`) carries the language pair, license, datasets, `pipeline_tag: translation`,
 `library_name: transformers` and a model-index with BLEU and chrF (with the SacreBLEU signatures). The body lists the
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from model_cards import TRANSLATION_TEMPLATE
+TRANSLATION_TEMPLATE = Path(__file__).resolve().parent / "model_cards" / "translation.md"  # package data
 
 LANGUAGE_NAMES = {
     "en": "English", "de": "German", "fr": "French", "es": "Spanish", "it": "Italian", "pt": "Portuguese",
