@@ -32,10 +32,11 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
     import torch
@@ -304,6 +305,35 @@ def _is_complete(folder: Path) -> bool:
     return isinstance(marker, dict) and marker.get("complete") is True
 
 
+@contextmanager
+def atomic_output(path: str | Path, mode: str = "w", **open_kwargs) -> Iterator[IO]:
+    """Open a temporary file next to `path` for writing; when the block ends without an error it is flushed to disk
+    and renamed to `path` (atomic), otherwise removed. A kill or an error never leaves `path` half-written: it holds
+    the previous content or the complete new one. (A kill can leave a `.tmp-*` file next to it.)"""
+    path = Path(path)
+    tmp = path.parent / f"{TMP_PREFIX}{path.name}-{os.getpid()}"
+    try:
+        with open(tmp, mode, **open_kwargs) as stream:
+            yield stream
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def write_file_atomically(path: str | Path, content: str | bytes) -> None:
+    """Write `content` to `path` through `atomic_output` (text as UTF-8)."""
+    if isinstance(content, bytes):
+        with atomic_output(path, "wb") as stream:
+            stream.write(content)
+    else:
+        with atomic_output(path, "w", encoding="utf-8") as stream:
+            stream.write(content)
+
+
 def _fsync_tree(folder: Path) -> None:
     """Flush every file and folder under `folder` to disk (so the rename after it never publishes lost data)."""
     for dirpath, _dirnames, filenames in os.walk(folder):
@@ -328,6 +358,127 @@ def _fsync_dir(folder: str | Path) -> None:
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# Training-state files that cannot run code (no pickle): safetensors tensors plus a JSON skeleton
+# ----------------------------------------------------------------------------------------------------------------
+STATE_METADATA_KEY = "vaswani_state"  # the safetensors metadata entry holding the JSON skeleton
+
+
+def save_state_file(path: str | Path, state) -> None:
+    """Write a nested state (dicts, lists, tuples, numbers, strings, None, torch tensors, numpy arrays) to a
+    `.safetensors` file: the tensors as safetensors tensors, everything else as a JSON skeleton in the file's
+    metadata. Unlike `torch.save`, reading it back (`load_state_file`) cannot execute code.
+
+    Used for what a training checkpoint holds besides the weights: optimizer, LR schedule, LayerDrop generators,
+    DropHead step, progress, and each process's random number generator states."""
+    from safetensors.torch import save_file
+
+    tensors: dict = {}
+    skeleton = _encode_state(state, tensors)
+    save_file(tensors, str(path), metadata={STATE_METADATA_KEY: json.dumps(skeleton)})
+
+
+def load_state_file(path: str | Path):
+    """The state written by `save_state_file`; a `CheckpointError` naming the file if it is missing, not a
+    safetensors file (e.g. a planted pickle), damaged or not written by `save_state_file`."""
+    from safetensors import SafetensorError, safe_open
+
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path} is missing: the checkpoint is incomplete; resume from another checkpoint.")
+    try:
+        with safe_open(str(path), framework="pt", device="cpu") as stream:
+            metadata = stream.metadata() or {}
+            tensors = {key: stream.get_tensor(key) for key in stream.keys()}  # noqa: SIM118 (not a mapping)
+        skeleton = json.loads(metadata[STATE_METADATA_KEY])
+        return _decode_state(skeleton, tensors)
+    except (SafetensorError, OSError, ValueError, KeyError, TypeError) as error:
+        raise CheckpointError(
+            f"{path} is damaged or was not written by train.py ({type(error).__name__}: {error}); it is never "
+            "unpickled. Resume from another checkpoint."
+        ) from None
+
+
+def _encode_state(value, tensors: dict):
+    """A JSON-able skeleton of `value`; tensors go into `tensors` under the key the skeleton names."""
+    import numpy as np
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        key = str(len(tensors))
+        tensors[key] = value.detach().cpu().contiguous()
+        return {"__tensor__": key}
+    if isinstance(value, np.ndarray):
+        key = str(len(tensors))
+        tensors[key] = torch.from_numpy(value.astype(np.int64) if value.dtype == np.uint32 else value.copy())
+        return {"__ndarray__": key, "dtype": str(value.dtype)}
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        items = [_encode_state(item, tensors) for item in value]
+        return {"__tuple__": items} if isinstance(value, tuple) else items
+    if isinstance(value, dict):
+        return {"__dict__": [[_encode_state(k, tensors), _encode_state(v, tensors)] for k, v in value.items()]}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"cannot store a {type(value).__name__} in a state file: {value!r}")
+
+
+def _decode_state(value, tensors: dict):
+    if isinstance(value, list):
+        return [_decode_state(item, tensors) for item in value]
+    if isinstance(value, dict):
+        if "__tensor__" in value:
+            return tensors[value["__tensor__"]]
+        if "__ndarray__" in value:
+            import numpy as np
+
+            return tensors[value["__ndarray__"]].numpy().astype(np.dtype(value["dtype"]))
+        if "__tuple__" in value:
+            return tuple(_decode_state(item, tensors) for item in value["__tuple__"])
+        return {_decode_state(k, tensors): _decode_state(v, tensors) for k, v in value["__dict__"]}
+    return value
+
+
+def rng_states() -> dict:
+    """This process's random number generator states (Python, NumPy, torch CPU and CUDA), for `save_state_file`."""
+    import random
+
+    import numpy as np
+    import torch
+
+    return {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+
+
+def set_rng_states(states: dict, source: Path) -> None:
+    """Restore what `rng_states` returned (read from `source`); a `CheckpointError` naming `source` if it does not
+    fit, never a silent skip (a resume must restore everything or stop)."""
+    import random
+
+    import numpy as np
+    import torch
+
+    try:
+        random.setstate(states["python"])
+        np.random.set_state(states["numpy"])
+        torch.set_rng_state(states["torch"])
+        if states["cuda"]:
+            if len(states["cuda"]) != torch.cuda.device_count():
+                raise ValueError(
+                    f"it holds {len(states['cuda'])} CUDA generator(s), this machine has {torch.cuda.device_count()}"
+                )
+            torch.cuda.set_rng_state_all(states["cuda"])
+    except (KeyError, TypeError, ValueError, RuntimeError) as error:
+        raise CheckpointError(
+            f"{source} holds random number generator states that cannot be restored: {error}."
+        ) from None
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # Averaging
 # ----------------------------------------------------------------------------------------------------------------
 def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, torch.Tensor]:
@@ -344,7 +495,7 @@ def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, torch.Tensor]:
     paths = [Path(path) for path in paths]
     if not paths:
         raise CheckpointError("no checkpoints to average: give at least one.")
-    first = _load_weights(paths[0])
+    first = load_weights(paths[0])
     dtypes = {name: tensor.dtype for name, tensor in first.items()}
     sums = {
         name: tensor.to(torch.float64, copy=True) if tensor.dtype.is_floating_point else tensor
@@ -352,7 +503,7 @@ def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, torch.Tensor]:
     }
     del first
     for path in paths[1:]:
-        state = _load_weights(path)
+        state = load_weights(path)
         _check_same_keys(sums.keys(), paths[0], state.keys(), path)
         for name, tensor in state.items():
             if tensor.shape != sums[name].shape:
@@ -390,7 +541,7 @@ def _names(names: Iterable[str], limit: int = 10) -> str:
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
-def _load_weights(path: Path) -> dict[str, torch.Tensor]:
+def load_weights(path: Path) -> dict[str, torch.Tensor]:
     """All tensors of one checkpoint (a folder or a `.safetensors` file), on the CPU."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
@@ -439,17 +590,24 @@ def average_into_model(model: PreTrainedModel, paths: Sequence[str | Path]) -> N
     tensor. Any other missing or unexpected key, or a shape that does not fit, raises CheckpointError. Tied
     parameters stay tied (values are copied in place).
     """
+    load_weights_into_model(model, average_checkpoints(paths), source="the checkpoints")
+
+
+def load_weights_into_model(model: PreTrainedModel, weights: dict[str, torch.Tensor], *, source: str) -> None:
+    """Load `weights` (a saved state dict: tied weights stored once) into `model`, strictly: any missing or
+    unexpected tensor or a shape that does not fit raises `CheckpointError` naming `source`. Tied parameters stay
+    tied (values are copied in place). Resuming a run loads a checkpoint's weights with it."""
     import torch
 
-    averaged = average_checkpoints(paths)
+    averaged = dict(weights)
     expected = model.state_dict()
     unexpected = averaged.keys() - expected.keys()
     if unexpected:
-        raise CheckpointError(f"the checkpoints hold tensors the model does not have: {_names(unexpected)}.")
+        raise CheckpointError(f"{source}: tensors the model does not have: {_names(unexpected)}.")
     for name, tensor in averaged.items():
         if tensor.shape != expected[name].shape:
             raise CheckpointError(
-                f"tensor {name!r} has shape {tuple(tensor.shape)} in the checkpoints but "
+                f"tensor {name!r} has shape {tuple(tensor.shape)} in {source} but "
                 f"{tuple(expected[name].shape)} in the model."
             )
     for group in _tied_groups(model, expected):
@@ -457,14 +615,14 @@ def average_into_model(model: PreTrainedModel, paths: Sequence[str | Path]) -> N
         for name in present[1:]:
             if not torch.equal(averaged[name], averaged[present[0]]):
                 raise CheckpointError(
-                    f"{present[0]} and {name} are tied in the model but differ in the checkpoints "
+                    f"{present[0]} and {name} are tied in the model but differ in {source} "
                     "(saved from a model without tied weights?)."
                 )
         if present:
             averaged.update({name: averaged[present[0]] for name in group if name not in averaged})
     missing = expected.keys() - averaged.keys()
     if missing:
-        raise CheckpointError(f"the checkpoints lack tensors of the model: {_names(missing)}.")
+        raise CheckpointError(f"{source}: tensors of the model are missing: {_names(missing)}.")
     model.load_state_dict(averaged, strict=True)
 
 
