@@ -2,8 +2,13 @@
 everything or stops, and the file-safety rules of train.py's set-up. The `vaswani` commands' side is in test_cli.py."""
 
 import importlib.util
+import io
 import json
+import os
 import random
+import re
+import shutil
+import subprocess
 import sys
 
 import numpy as np
@@ -264,3 +269,235 @@ def test_atomic_output_keeps_the_old_file_on_error(tmp_path):
     with atomic_output(path) as stream:
         stream.write("new")
     assert path.read_text() == "new"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Model folders: written atomically, nothing of the user's lost, damaged models are clear errors in every command
+# ---------------------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def good_folder(tmp_path_factory):
+    from test_pipeline import save_model_folder
+
+    folder = tmp_path_factory.mktemp("safety") / "model"
+    save_model_folder(folder)
+    return folder
+
+
+def tree(folder):
+    """{relative path: bytes} of every file under `folder`."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("kill_at", range(8))
+def test_a_model_folder_write_killed_at_any_rename_leaves_old_or_new(tmp_path, monkeypatch, kill_at):
+    from vaswani import model_folder
+
+    folder = tmp_path / "out"
+    folder.mkdir()
+    for name, text in {"config.json": "old", "model.safetensors": "old", "model-00001-of-00002.safetensors": "old",
+                       "notes.txt": "mine", "model-best.safetensors": "mine"}.items():  # fmt: skip
+        (folder / name).write_text(text)
+    (folder / "checkpoints").mkdir()
+    (folder / "checkpoints" / "step-1").write_text("ckpt")
+    before = tree(folder)
+
+    def write(staging):
+        (staging / "config.json").write_text("new")
+        (staging / "model.safetensors").write_text("new")
+
+    real_replace, calls = os.replace, []
+
+    def dying_replace(src, dst):
+        calls.append(src)
+        if len(calls) == kill_at + 1:
+            raise KeyboardInterrupt("killed")  # stands for SIGKILL: nothing after this point runs
+        real_replace(src, dst)
+
+    monkeypatch.setattr(model_folder.os, "replace", dying_replace)
+    try:
+        model_folder.write_model_folder(folder, write, replace=True)
+        killed = False
+    except KeyboardInterrupt:
+        killed = True
+    monkeypatch.setattr(model_folder.os, "replace", real_replace)
+    if killed:
+        model_folder.recover_model_folder(folder)  # what the next write (or command) does first
+    after = tree(folder)
+    kept = {k: v for k, v in before.items() if k in ("notes.txt", "model-best.safetensors", "checkpoints/step-1")}
+    new = {**kept, "config.json": b"new", "model.safetensors": b"new"}
+    assert after in (before, new), (kill_at, calls, after)
+    assert not list(tmp_path.glob(".tmp-*"))
+    if not killed:
+        assert after == new
+
+
+def test_average_and_prune_refuse_a_non_empty_folder_and_keep_other_files(good_folder, tmp_path, capsys):
+    from vaswani.cli import main
+
+    run = tmp_path / "run"
+    shutil.copytree(good_folder, run)
+    from safetensors.torch import save_model as save_weights
+
+    from modeling_vaswani import VaswaniForConditionalGeneration
+
+    model = VaswaniForConditionalGeneration.from_pretrained(run)
+    manager = CheckpointManager(run / "checkpoints")
+    manager.save(1, lambda checkpoint: save_weights(model, str(checkpoint / "model.safetensors")))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "model-best.safetensors").write_bytes(b"mine")
+    (out / "notes.txt").write_text("mine")
+    commands = {
+        "average": ["average", "--run_dir", str(run), "--last", "1", "--output_dir", str(out)],
+        "prune": ["prune", "--model", str(run), "--output_dir", str(out), "--encoder_layers_to_keep", "0"],
+    }
+    for argv in commands.values():
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert f"--output_dir {out} already holds" in err and "--overwrite" in err
+        kept_before = tree(out)
+        assert tree(out) == kept_before
+        assert main([*argv, "--overwrite"]) == 0, capsys.readouterr().err
+        assert (out / "model-best.safetensors").read_bytes() == b"mine" and (out / "notes.txt").read_text() == "mine"
+        assert (out / "model.safetensors").is_file() and (out / "tokenizer.json").is_file()
+    # averaging a run in place keeps its checkpoints and needs no --overwrite
+    assert main(["average", "--run_dir", str(run), "--last", "1", "--output_dir", str(run)]) == 0
+    assert (run / "checkpoints" / "step-00000001" / "model.safetensors").is_file()
+
+
+def test_translate_never_destroys_its_input_and_writes_whole_files(good_folder, tmp_path, capsys):
+    from vaswani.cli import main
+
+    source = tmp_path / "in.txt"
+    source.write_text("das Wetter ist heute schön\n")
+    link = tmp_path / "link.txt"
+    link.symlink_to(source)
+    for output in (source, link):
+        assert main(["translate", "--model", str(good_folder), "--input", str(source), "--output", str(output)]) == 2
+        assert "is the input file" in capsys.readouterr().err
+        assert source.read_text() == "das Wetter ist heute schön\n"
+    # a decoding error on line 3: named, and the previous output is left as it was (no half-written file)
+    source.write_bytes(b"eins\nzwei\n" + "drei Grüße\n".encode("latin-1"))
+    output = tmp_path / "out.txt"
+    output.write_text("previous")
+    argv = ["translate", "--model", str(good_folder), "--input", str(source), "--output", str(output),
+            "--buffer_lines", "1"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "is not UTF-8 text: line 3 has the byte 0xfc at position 8" in err and "Traceback" not in err
+    assert output.read_text() == "previous"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "link.txt", "out.txt"]
+
+
+def test_foreign_remote_code_is_never_run_nor_asked_about(good_folder, tmp_path):
+    folder = tmp_path / "foreign"
+    shutil.copytree(good_folder, folder)
+    marker = tmp_path / "executed"
+    (folder / "configuration_foreign.py").write_text(
+        f"open({str(marker)!r}, 'w').close()\nfrom transformers import PretrainedConfig\n"
+        "class ForeignConfig(PretrainedConfig):\n    model_type = 'foreign'\n"
+    )
+    config = json.loads((folder / "config.json").read_text())
+    config.update(model_type="foreign", auto_map={"AutoConfig": "configuration_foreign.ForeignConfig"})
+    (folder / "config.json").write_text(json.dumps(config))
+    result = subprocess.run(
+        [sys.executable, "-m", "vaswani.cli", "translate", "--model", str(folder)], input="y\ny\nhello\n",
+        capture_output=True, text=True, timeout=240, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "describes a 'foreign' model" in result.stderr and "--trust_remote_code" in result.stderr
+    assert result.stdout == "" and "[y/N]" not in result.stderr and not marker.exists()
+
+
+def damage(folder, what):
+    """Damage a copy of a good model folder in one of the ways a user's files get damaged."""
+    from safetensors.torch import load_file, save_file
+
+    config_path = folder / "config.json"
+    config = json.loads(config_path.read_text())
+    weights = folder / "model.safetensors"
+    if what == "more-layers-in-config":
+        config["encoder_layers"] = 5
+    elif what == "vocab-size":
+        config["vocab_size"] += 7
+    elif what == "pad-id":
+        config["pad_token_id"] = 3
+    elif what == "eos-id":
+        config["eos_token_id"] = 5
+    elif what == "decoder-start-id":
+        config["decoder_start_token_id"] = 2
+    elif what == "config-list":
+        config = [config]
+    elif what == "truncated-weights":
+        weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    elif what == "garbage-weights":
+        weights.write_bytes(b"\x00garbage" * 100)
+    elif what == "pickle-weights":
+        plant_pickle(weights, folder.parent / "executed")
+    elif what == "extra-tensor":
+        tensors = load_file(weights)
+        tensors["model.extra.weight"] = torch.zeros(2)
+        save_file(tensors, weights, metadata={"format": "pt"})
+    elif what == "tokenizer-empty":
+        (folder / "tokenizer.json").write_text("{}")
+    elif what == "tokenizer-garbage":
+        (folder / "tokenizer.json").write_text('{"model": 5}')
+    elif what == "tokenizer-larger":
+        config["vocab_size"] -= 30
+        tensors = load_file(weights)
+        tensors = {k: (v[: config["vocab_size"]] if v.shape[:1] == (config["vocab_size"] + 30,) else v)
+                   for k, v in tensors.items()}  # fmt: skip
+        save_file(tensors, weights, metadata={"format": "pt"})
+    config_path.write_text(json.dumps(config))
+
+
+DAMAGES = {
+    "more-layers-in-config": "do not fit .*config.json.*missing tensors model.encoder.layers.2",
+    "vocab-size": "do not fit .*config.json.*shapes",
+    "pad-id": "tokenizer pad_token_id=0 but config pad_token_id=3",
+    "eos-id": "tokenizer eos_token_id=2 but config eos_token_id=5",
+    "decoder-start-id": "tokenizer bos_token_id=1 but config decoder_start_token_id=2",
+    "config-list": "config.json holds a JSON list, not an object",
+    "truncated-weights": "model.safetensors is damaged or not a safetensors file",
+    "garbage-weights": "model.safetensors is damaged or not a safetensors file",
+    "pickle-weights": "model.safetensors is damaged or not a safetensors file",
+    "extra-tensor": "unexpected tensors model.extra.weight",
+    "tokenizer-empty": r"tokenizer.json is not a tokenizer \(no 'model' entry\)",
+    "tokenizer-garbage": "tokenizer.json cannot be loaded",
+    "tokenizer-larger": "the tokenizer has .* tokens but the model's vocab_size is",
+}
+COMMANDS = {
+    "translate": ["translate", "--model", "{m}"],
+    "average": ["average", "--checkpoints", "{good}", "--model", "{m}", "--output_dir", "{out}"],
+    "prune": ["prune", "--model", "{m}", "--output_dir", "{out}", "--encoder_layers_to_keep", "0"],
+    "push": ["push", "--model", "{m}", "--repo_id", "someone/model"],
+    "card": ["card", "--model", "{m}", "--output", "{out}.md"],
+}
+# average reads the config and tokenizer of --model, not its weights: the checkpoints must fit the config
+AVERAGE_MESSAGES = {
+    "more-layers-in-config": "the checkpoints: tensors of the model are missing: model.encoder.layers.2",
+    "vocab-size": r"'model.shared.weight' has shape \(330, 32\) in the checkpoints but \(337, 32\) in the model",
+}
+NOT_READ = {("average", d) for d in ("truncated-weights", "garbage-weights", "pickle-weights", "extra-tensor")}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("what", DAMAGES)
+def test_a_damaged_model_is_a_clear_error_in_every_command(good_folder, tmp_path, capsys, monkeypatch, what, command):
+    from vaswani.cli import main
+
+    if (command, what) in NOT_READ:
+        pytest.skip("average does not read the weights of --model")
+    message = AVERAGE_MESSAGES.get(what) if command == "average" else None
+    folder = tmp_path / "model"
+    shutil.copytree(good_folder, folder)
+    damage(folder, what)
+    before = tree(tmp_path)
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"hallo\n")))
+    argv = [a.format(m=folder, good=good_folder, out=tmp_path / "out") for a in COMMANDS[command]]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err
+    assert re.search(message or DAMAGES[what], err), err
+    assert tree(tmp_path) == before  # nothing written, nothing lost
+    assert not (tmp_path / "executed").exists()
