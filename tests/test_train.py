@@ -232,7 +232,7 @@ def test_bad_options_and_set_up_are_rejected_before_training(data_dir, tmp_path)
     without_vocab_size = [a for i, a in enumerate(base) if "--vocab_size" not in base[max(i - 1, 0) : i + 1]]
     expect_error([*without_vocab_size, "--tokenizer", str(tmp_path / "tok"), "--model_name_or_path", str(model_dir)],
                  tmp_path,
-                 "the tokenizer does not match the model", f"model's vocab_size is {len(tokenizer) + 7}")  # fmt: skip
+                 "the tokenizer does not fit the model", f"model's vocab_size is {len(tokenizer) + 7}")  # fmt: skip
 
     # An output folder that holds another run.
     out.mkdir()

@@ -57,6 +57,7 @@ TMP_PREFIX = ".tmp-"  # everything a save or a deletion leaves behind when it is
 REPLACED_PREFIX = f"{TMP_PREFIX}replaced-"  # a checkpoint moved aside while a new save of its step replaces it
 DELETED_PREFIX = f"{TMP_PREFIX}deleted-"  # a checkpoint beyond keep_last, moved aside before its files are deleted
 STEP_DIR = re.compile(r"step-(\d+)")
+ABANDONED_PREFIX = "abandoned-"  # later checkpoints set aside when a run resumes from an older one
 CHECKPOINTS_SUBDIR = "checkpoints"  # where train.py keeps the checkpoints of a run: RUN_DIR/checkpoints/step-N
 
 # The weights file(s) of one model, as written by `accelerator.save_state` and `save_pretrained`.
@@ -252,7 +253,7 @@ class CheckpointManager:
         newer = [path for path in self.checkpoints() if self.step_of(path) > step]
         if not newer:
             return []
-        folder = self.root / f"abandoned-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S%f')}"
+        folder = self.root / f"{ABANDONED_PREFIX}{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S%f')}"
         folder.mkdir()
         moved = []
         for path in newer:
