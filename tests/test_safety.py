@@ -596,3 +596,27 @@ def test_overwrite_output_dir_keeps_everything_when_a_later_check_fails(tmp_path
     assert "error:" in result.stderr and "tokenizer.json is not a tokenizer" in result.stderr
     assert "Traceback" not in result.stderr
     assert tree(out) == before
+
+
+def test_tokenizer_command_never_writes_over_files_it_did_not_create(tmp_path, capsys):
+    from tokenization.__main__ import main as tokenization_main
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("hello world\nfoo bar baz\n" * 5)
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "notes.txt").write_text("mine")
+    common = ["train", "--files", str(corpus), "--vocab_size", "300", "--min_frequency", "1"]
+    for output, message in (
+        (corpus, "is a file: give a folder"),
+        (user, "already holds files: choose a new or empty"),
+    ):
+        before = tree(tmp_path)
+        assert tokenization_main([*common, "--output", str(output)]) == 2
+        assert message in capsys.readouterr().err
+        assert tree(tmp_path) == before
+    # a tokenizer folder is replaced whole (staged, then swapped in), with nothing left behind
+    for _ in range(2):
+        assert tokenization_main([*common, "--output", str(tmp_path / "tok")]) == 0
+        assert sorted(p.name for p in (tmp_path / "tok").iterdir()) == ["tokenizer.json", "tokenizer_config.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "tok", "user"]

@@ -304,7 +304,13 @@ def _aside(output_dir: Path) -> Path:
     return output_dir.parent / f"{TMP_PREFIX}{output_dir.name}-old"
 
 
-def check_output_folder(output_dir: str | Path, *, replace: bool, option: str = "--output_dir") -> Path:
+def check_output_folder(
+    output_dir: str | Path,
+    *,
+    replace: bool,
+    option: str = "--output_dir",
+    overwrite_option: str | None = "--overwrite",
+) -> Path:
     """`output_dir` as a real path (a symlink is followed) if a model may be written there: a new or empty folder,
     or any folder when `replace` (its model files are replaced, everything else kept). Otherwise a
     `ModelFolderError` naming the folder and the fix."""
@@ -315,10 +321,13 @@ def check_output_folder(output_dir: str | Path, *, replace: bool, option: str = 
         raise ModelFolderError(f"{option} {output_dir} is a file: give a folder")
     if not replace and output_dir.is_dir() and any(output_dir.iterdir()):
         kind = "another model" if (output_dir / CONFIG_FILE).exists() else "files"
-        raise ModelFolderError(
-            f"{option} {output_dir} already holds {kind}: choose a new folder, or pass --overwrite to replace its "
-            "model files (config, weights, tokenizer, card; other files are kept)"
+        fix = (
+            f", or pass {overwrite_option} to replace its model files (config, weights, tokenizer, card; other files "
+            "are kept)"
+            if overwrite_option
+            else ""
         )
+        raise ModelFolderError(f"{option} {output_dir} already holds {kind}: choose a new or empty folder{fix}")
     return output_dir
 
 
