@@ -620,3 +620,31 @@ def test_tokenizer_command_never_writes_over_files_it_did_not_create(tmp_path, c
         assert tokenization_main([*common, "--output", str(tmp_path / "tok")]) == 0
         assert sorted(p.name for p in (tmp_path / "tok").iterdir()) == ["tokenizer.json", "tokenizer_config.json"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "tok", "user"]
+
+
+@pytest.mark.parametrize(
+    ("what", "overrides", "message"),
+    [
+        ("missing", [], "no such model folder: .*nowhere"),
+        ("config-list", [], "config.json holds a JSON list"),
+        ("more-layers-in-config", [], "missing tensors model.encoder.layers.2"),
+        (None, ["--encoder_layers", "3"], "missing tensors model.encoder.layers.2"),
+        ("truncated-weights", [], "model.safetensors is damaged"),
+        ("pad-id", [], "tokenizer pad_token_id=0 but config pad_token_id=3"),
+    ],
+)
+def test_train_py_checks_the_model_it_starts_from(good_folder, tmp_path, what, overrides, message):
+    from vaswani.model_folder import ModelFolderError, load_tokenizer
+
+    folder = tmp_path / ("nowhere" if what == "missing" else "model")
+    if what != "missing":
+        shutil.copytree(good_folder, folder)
+        if what:
+            damage(folder, what)
+    args = train.parse_args(["--output_dir", str(tmp_path / "out"), "--max_train_steps", "2",
+                             "--model_name_or_path", str(folder), "--tokenizer", str(good_folder), *overrides])  # fmt: skip
+    with pytest.raises((train.UsageError, ModelFolderError), match=message):
+        config = train.resolve_model_config(args)
+        tokenizer = load_tokenizer(good_folder)
+        train.check_tokenizer_fits(tokenizer, config, where="--tokenizer", exact=True)
+        train.build_model(args, config, tokenizer)
