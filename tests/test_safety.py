@@ -288,12 +288,18 @@ def tree(folder):
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.parametrize("in_place", [False, True], ids=["swapped", "file-by-file"])
 @pytest.mark.parametrize("kill_at", range(8))
-def test_a_model_folder_write_killed_at_any_rename_leaves_old_or_new(tmp_path, monkeypatch, kill_at):
+def test_a_model_folder_write_killed_at_any_rename_leaves_old_or_new(tmp_path, monkeypatch, kill_at, in_place):
+    """A kill at any rename, then the recovery every later write or train.py start does: the folder holds the
+    previous model or the new one, and the other files. `file-by-file`: the folder is the current folder (it
+    cannot be renamed; the same holds for a mount point)."""
     from vaswani import model_folder
 
     folder = tmp_path / "out"
     folder.mkdir()
+    if in_place:
+        monkeypatch.chdir(folder)
     for name, text in {"config.json": "old", "model.safetensors": "old", "model-00001-of-00002.safetensors": "old",
                        "notes.txt": "mine", "model-best.safetensors": "mine"}.items():  # fmt: skip
         (folder / name).write_text(text)

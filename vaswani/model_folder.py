@@ -13,6 +13,8 @@
   (`.tmp-<name>-new`), made durable, then swapped in with renames; files of `output_dir` that a model save does not
   write (checkpoints/, metrics.jsonl, run_args.json, the user's own files) are moved into the new folder, never
   deleted. An interrupted swap is finished by the next `write_model_folder` or `recover_model_folder` on that path.
+  A folder that cannot be renamed (a mount point, or the current folder) gets its files replaced one by one instead,
+  each replacement atomic; a kill halfway is rolled forward the same way.
 """
 
 from __future__ import annotations
@@ -380,6 +382,9 @@ def _swap_in(output_dir: Path, staging: Path) -> None:
     rename new in, delete old). Every step can be repeated after a kill (`recover_model_folder`)."""
     written = set(json.loads((staging / JOURNAL_FILE).read_text(encoding="utf-8"))["written"])
     aside = _aside(output_dir)
+    if output_dir.is_dir() and not _can_be_renamed(output_dir):
+        _replace_file_by_file(output_dir, staging, written)
+        return
     if output_dir.is_dir():
         for entry in sorted(output_dir.iterdir()):
             if entry.name in written or entry.name == JOURNAL_FILE or is_model_file(entry.name):
@@ -395,6 +400,28 @@ def _swap_in(output_dir: Path, staging: Path) -> None:
         shutil.rmtree(aside)
     (output_dir / JOURNAL_FILE).unlink()
     fsync_dir(output_dir)
+
+
+def _can_be_renamed(folder: Path) -> bool:
+    """A mount point (e.g. a container's volume) cannot be renamed, and renaming the current folder (or one above
+    it) would leave this process in a deleted folder."""
+    cwd = Path.cwd().resolve()
+    folder = folder.resolve()
+    return not os.path.ismount(folder) and folder != cwd and folder not in cwd.parents
+
+
+def _replace_file_by_file(output_dir: Path, staging: Path, written: set[str]) -> None:
+    """The fallback of `_swap_in` for a folder that cannot be renamed: each new file replaces its namesake (atomic
+    per file), then the previous model files that the new save did not write are deleted. A kill halfway is rolled
+    forward by `recover_model_folder` (the complete staged folder and its journal stay until the end)."""
+    for name in sorted(written):
+        if (staging / name).exists():
+            os.replace(staging / name, output_dir / name)
+    for entry in output_dir.iterdir():
+        if entry.name not in written and is_model_file(entry.name) and (entry.is_file() or entry.is_symlink()):
+            entry.unlink()
+    fsync_dir(output_dir)
+    shutil.rmtree(staging)
 
 
 __all__ = [
