@@ -28,7 +28,14 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vaswani.checkpoints import TMP_PREFIX, TOKENIZER_FILE_PATTERNS, fsync_dir, fsync_tree
+from vaswani.checkpoints import (
+    SAFE_WEIGHTS_INDEX_NAME,
+    SAFE_WEIGHTS_NAME,
+    TMP_PREFIX,
+    TOKENIZER_FILE_PATTERNS,
+    fsync_dir,
+    fsync_tree,
+)
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -39,8 +46,8 @@ TOKENIZER_FILE = "tokenizer.json"
 MODEL_CARD_FILE = "README.md"
 # The weights of a save_pretrained folder: one safetensors file, or shards with an index (or the legacy .bin).
 WEIGHT_FILES = (
-    "model.safetensors",
-    "model.safetensors.index.json",
+    SAFE_WEIGHTS_NAME,
+    SAFE_WEIGHTS_INDEX_NAME,
     "pytorch_model.bin",
     "pytorch_model.bin.index.json",
 )
