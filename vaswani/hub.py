@@ -11,8 +11,8 @@ config.json with the `auto_map` and `custom_pipelines` that `trust_remote_code=T
 model.safetensors, or every shard its index lists), tokenizer.json and the modeling code (configuration_vaswani.py,
 modeling_vaswani.py, generation_vaswani.py, pipeline_vaswani.py, which `save_pretrained` copies there).
 
-What is uploaded: every file of the folder, including the training record (run_args.json, results.json,
-metrics.jsonl), except the training checkpoints (checkpoints/), the tracker logs (logs/) and hidden or cache files
+What is uploaded: every file of the folder, including the training record (run_args.json with local paths reduced to
+file names, results.json, metrics.jsonl), except the training checkpoints (checkpoints/), the tracker logs (logs/) and hidden or cache files
 (.tmp-* leftovers, __pycache__). The folder's README.md is the model card, uploaded as it is; a folder without one gets
 a card rendered for `repo_id` (`vaswani.model_card.render_model_card`). Everything goes in a single
 `HfApi.create_commit`, after `HfApi.create_repo(exist_ok=True)`; transformers' `push_to_hub` is not used because it
@@ -24,12 +24,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from vaswani.translate import ModelFolderError, check_model_folder
+from vaswani.model_folder import ModelFolderError, check_model_files
 
 CODE_FILES = ("configuration_vaswani.py", "modeling_vaswani.py", "generation_vaswani.py", "pipeline_vaswani.py")
 PIPELINE_TASK = "vaswani-translation"
 EXCLUDED_DIRECTORIES = {"checkpoints", "logs", "__pycache__"}
 CARD_NAME = "README.md"
+RUN_ARGS = "run_args.json"  # uploaded with local paths reduced to file names
 
 
 class PushError(ValueError):
@@ -50,14 +51,14 @@ def check_repo_id(repo_id: str) -> str:
     return repo_id
 
 
-def check_push_folder(folder: str | Path) -> Path:
+def check_push_folder(folder: str | Path, *, trust_remote_code: bool = False) -> Path:
     """`folder` as a Path if it can be pushed (see the module docstring), else a `PushError` naming what is missing
-    and how to fix it."""
+    and how to fix it. The model files are checked as for loading (`vaswani.model_folder.check_model_files`)."""
+    folder = Path(folder)
     try:
-        folder = check_model_folder(folder)
+        check_model_files(folder, trust_remote_code=trust_remote_code)
     except ModelFolderError as error:
         raise PushError(str(error)) from None
-    _check_shards(folder)
     missing = [name for name in CODE_FILES if not (folder / name).is_file()]
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     auto_map = config.get("auto_map") or {}
@@ -70,16 +71,6 @@ def check_push_folder(folder: str | Path) -> Path:
             ".save_pretrained(folder))"
         )
     return folder
-
-
-def _check_shards(folder: Path) -> None:
-    index = folder / "model.safetensors.index.json"
-    if not index.is_file():
-        return
-    shards = sorted(set(json.loads(index.read_text(encoding="utf-8")).get("weight_map", {}).values()))
-    missing = [name for name in shards if not (folder / name).is_file()]
-    if missing:
-        raise PushError(f"{folder} is missing weight shards listed in {index.name}: {', '.join(missing)}")
 
 
 def files_to_push(folder: str | Path) -> list[tuple[str, Path]]:
@@ -97,6 +88,19 @@ def files_to_push(folder: str | Path) -> list[tuple[str, Path]]:
     return files
 
 
+def _public_bytes(run_args_file: Path) -> bytes:
+    """run_args.json as published: local paths reduced to file names (`vaswani.model_card.public_run_args`)."""
+    from vaswani.model_card import public_run_args
+
+    try:
+        run_args = json.loads(run_args_file.read_text(encoding="utf-8"))
+        if not isinstance(run_args, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise PushError(f"{run_args_file} is damaged ({error}): fix or remove it before pushing") from None
+    return (json.dumps(public_run_args(run_args), indent=2, sort_keys=True) + "\n").encode("utf-8")
+
+
 def push_model_folder(
     folder: str | Path,
     repo_id: str,
@@ -104,6 +108,7 @@ def push_model_folder(
     private: bool = False,
     token: str | None = None,
     commit_message: str | None = None,
+    trust_remote_code: bool = False,
 ) -> str:
     """Create `repo_id` if needed and upload the model folder to it in one commit; returns the repo's URL.
 
@@ -113,9 +118,10 @@ def push_model_folder(
     from huggingface_hub.errors import HfHubHTTPError
 
     check_repo_id(repo_id)
-    folder = check_push_folder(folder)
+    folder = check_push_folder(folder, trust_remote_code=trust_remote_code)
     operations = [
-        CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(path)) for name, path in files_to_push(folder)
+        CommitOperationAdd(path_in_repo=name, path_or_fileobj=_public_bytes(path) if name == RUN_ARGS else str(path))
+        for name, path in files_to_push(folder)
     ]
     if not (folder / CARD_NAME).is_file():
         from vaswani.model_card import render_model_card
