@@ -44,7 +44,7 @@ QUIET = ["--eval_steps", "0", "--logging_steps", "1", "--num_beams", "1", "--che
 # The options run: a local `datasets` folder, fairseq token ids, BPE min_frequency, truncation, batch caps, clipping,
 # AdamW, a linear schedule, epochs, checkpoint retention and tensorboard, all at once; each leaves its own trace.
 MAX_SOURCE_LENGTH, MAX_TOKENS, MAX_SENTENCES, EVAL_MAX_TOKENS = 12, 400, 8, 64
-MAX_GRAD_NORM, WEIGHT_DECAY, PEAK_LR, WARMUP, EPOCHS = 0.5, 0.5, 1e-2, 2, 1.5
+MAX_GRAD_NORM, WEIGHT_DECAY, PEAK_LR, WARMUP, EPOCHS = 0.5, 0.5, 1e-2, 2, 1.3
 MIN_FREQUENCY, VOCAB_SIZE, KEEP = 3, 2000, 3
 OPTIONS = [
     "--special_tokens_layout", "fairseq", "--vocab_size", str(VOCAB_SIZE), "--min_frequency", str(MIN_FREQUENCY),
