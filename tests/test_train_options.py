@@ -434,3 +434,34 @@ def test_resume_from_an_older_named_checkpoint_repeats_the_run_exactly(options_r
         torch.testing.assert_close(final[key], tensor, atol=1e-6, rtol=1e-6, msg=key)
     moved = [p for p in out.rglob("step-*") if p.parent != out / "checkpoints"]
     assert sorted(p.name for p in moved) == later  # set aside, not deleted
+
+
+@pytest.mark.slow
+def test_two_process_run_resumed_from_an_older_checkpoint_equals_the_uninterrupted_run(corpus, tmp_path):
+    """Two CPU processes (gloo), dropout on: resuming from step 2 of a finished 4-step run gives the same losses for
+    steps 3 and 4, the same final weights and the same validation loss as the uninterrupted run."""
+    from test_train import run_train
+
+    out = tmp_path / "run"
+    argv = [
+        "--train_file", str(corpus / "train.jsonl"), "--validation_file", str(corpus / "validation.jsonl"),
+        "--cache_dir", str(tmp_path / "cache"), *TINY_MODEL, *QUIET, "--vocab_size", "400", "--max_tokens", "300", "--max_source_length", "48", "--max_target_length", "48",
+        "--max_train_steps", "4", "--checkpoint_steps", "2", "--average_checkpoints", "0", "--warmup_steps", "2",
+        "--report_to", "none", "--max_eval_samples", "2", "--output_dir", str(out),
+    ]  # fmt: skip
+    first = run_train(argv, tmp_path, processes=2)
+    assert first.returncode == 0, first.stderr[-4000:]
+    straight_weights = load_file(out / "model.safetensors")
+    straight_results = json.loads((out / "results.json").read_text())
+    again = run_train([*argv, "--resume_from_checkpoint", "step-00000002"], tmp_path, processes=2)
+    assert again.returncode == 0, again.stderr[-4000:]
+    assert "Resumed from" in again.stderr and "2 processes" in again.stderr
+    repeated = losses(out)
+    assert sorted(repeated) == [1, 2, 3, 4] and all(len(repeated[s]) == 2 for s in (3, 4))
+    for step in (3, 4):
+        assert repeated[step][1] == pytest.approx(repeated[step][0], rel=1e-6, abs=1e-9), step
+    final = load_file(out / "model.safetensors")
+    for key, tensor in straight_weights.items():
+        torch.testing.assert_close(final[key], tensor, atol=1e-6, rtol=1e-6, msg=key)
+    results = json.loads((out / "results.json").read_text())
+    assert results["validation"]["loss"] == pytest.approx(straight_results["validation"]["loss"], rel=1e-6)
