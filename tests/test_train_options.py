@@ -386,12 +386,13 @@ def test_model_name_or_path_and_tokenizer_continue_from_a_saved_model(options_ru
         "--dataset_name", str(corpus), "--cache_dir", str(tmp_path / "cache"), *QUIET, "--max_train_steps", "2",
         "--model_name_or_path", str(first), "--tokenizer", str(first), "--max_source_length", "48",
         "--max_target_length", "48", "--max_tokens", "400", "--average_checkpoints", "0", "--report_to", "none",
-        "--max_eval_samples", "2", "--learning_rate", "1e-3", "--warmup_steps", "1",
+        "--max_eval_samples", "5", "--num_examples", "3", "--learning_rate", "1e-3", "--warmup_steps", "1",
     ]  # fmt: skip
     with pytest.MonkeyPatch.context() as monkeypatch:
         recorder = Recorder(monkeypatch)
         results = run([*argv, "--output_dir", str(out)])
     assert results["step"] == 2
+    assert len(results["validation"]["examples"]) == len(results["test"]["examples"]) == 3  # --num_examples
     saved = load_file(first / "model.safetensors")
     assert recorder.initial_weights.keys() >= saved.keys()
     for key, tensor in saved.items():  # training started from the saved weights, not from a fresh initialisation
