@@ -466,3 +466,33 @@ def test_two_process_run_resumed_from_an_older_checkpoint_equals_the_uninterrupt
         torch.testing.assert_close(final[key], tensor, atol=1e-6, rtol=1e-6, msg=key)
     results = json.loads((out / "results.json").read_text())
     assert results["validation"]["loss"] == pytest.approx(straight_results["validation"]["loss"], rel=1e-6)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=ValueError,
+    reason="known bug (reported): held-out pairs are not checked against the evaluation batch budget, so the "
+    "evaluation after training stops with TokenBatchSampler's ValueError and a traceback",
+)
+@pytest.mark.parametrize(
+    "limits",
+    [
+        ["--eval_max_tokens", "20"],  # below the longest held-out pair
+        ["--max_source_length", "10", "--max_target_length", "10", "--max_tokens", "10"],  # long pairs kept for eval
+    ],
+    ids=["eval_max_tokens", "kept-overlong-pairs"],
+)
+def test_held_out_pairs_over_the_evaluation_budget_are_refused_before_training_or_evaluated(corpus, tmp_path, limits):
+    out = tmp_path / "run"
+    argv = [
+        "--dataset_name", str(corpus), "--cache_dir", str(tmp_path / "cache"), *TINY_MODEL, *QUIET,
+        "--vocab_size", "400", "--max_train_steps", "1", "--average_checkpoints", "0", "--report_to", "none",
+        "--num_examples", "100", *limits, "--output_dir", str(out),
+    ]  # fmt: skip
+    try:
+        results = run(argv)
+    except train.UsageError as error:  # a clear error is fine, if it comes before any training
+        assert "max_tokens" in str(error)
+        assert not list(out.glob("checkpoints/step-*"))
+        return
+    assert len(results["validation"]["examples"]) == 8 and len(results["test"]["examples"]) == 6
