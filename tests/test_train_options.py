@@ -180,6 +180,28 @@ def test_dataset_name_loads_a_local_datasets_folder(options_run, corpus):
     assert tokenized["train"]["labels"] == tokenizer(text_target=[de for _, de in train_pairs])["input_ids"]
 
 
+def test_dataset_name_loads_a_folder_written_by_save_to_disk(corpus, tmp_path):
+    """The other local form of a `datasets` source: `DatasetDict.save_to_disk`, here with a third language that the
+    run does not use."""
+    import datasets
+
+    from vaswani.data import load_translation_splits
+
+    splits = {
+        split: [{"translation": {"en": en, "de": de, "fr": f"fr {i}"}} for i, (en, de) in enumerate(pairs(path))]
+        for split, path in (("train", corpus / "train.jsonl"), ("test", corpus / "test.jsonl"))
+    }
+    datasets.DatasetDict({k: datasets.Dataset.from_list(v) for k, v in splits.items()}).save_to_disk(
+        tmp_path / "saved"
+    )
+    loaded, _ = load_translation_splits(dataset_name=str(tmp_path / "saved"), validation_size=4,
+                                             cache_dir=tmp_path / "cache")  # fmt: skip
+    assert sorted(loaded) == ["test", "train", "validation"] and len(loaded["train"]) == 60
+    assert list(loaded["test"]["translation"]) == [{"en": en, "de": de} for en, de in pairs(corpus / "test.jsonl")]
+    everything = list(loaded["train"]["translation"]) + list(loaded["validation"]["translation"])
+    assert sorted((t["en"], t["de"]) for t in everything) == sorted(pairs(corpus / "train.jsonl"))
+
+
 def test_overlong_truncate_cuts_to_the_limit_and_keeps_eos(options_run, corpus):
     tokenizer = saved_tokenizer(options_run["out"])
     full = tokenizer([en for en, _ in pairs(corpus / "train.jsonl")])["input_ids"]
