@@ -6,7 +6,8 @@ optimizer (gradients after the backward pass and at the update, parameters befor
 is then checked against an independent reference: torch's `clip_grad_norm_`, the AdamW update written out, the
 learning-rate formulas, sacrebleu on the run's own hypotheses, a tokenizer trained with the same settings, the
 event files read back with tensorboard. Further runs continue from the saved model (`--model_name_or_path`,
-`--tokenizer`), resume from an older named checkpoint, and resume with two processes.
+`--tokenizer`), resume from an older named checkpoint, and resume with two processes. A strict xfail records a known
+bug: held-out pairs longer than the evaluation batch budget end the run with a traceback after training.
 """
 
 import importlib.util
