@@ -1,4 +1,4 @@
-"""`push_model_folder` / `vaswani push`: one commit with every file of the model folder and our model card, checked
+"""`push_model_folder` / `vaswani push` / `train.py --push_to_hub`: one commit with every file of the model folder and our model card, checked
 offline at the network boundary (`HfApi.create_repo` and `HfApi.create_commit` are replaced by recorders). The
 uploaded files then load in a fresh process without this package, with `trust_remote_code=True`, and translate.
 Bad repo ids and incomplete folders fail before any network call."""
@@ -9,7 +9,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT
 from huggingface_hub import HfApi, RepoUrl
 from test_pipeline import (  # noqa: F401  (one_torch_thread is an autouse fixture)
     SENTENCES,
@@ -123,10 +122,51 @@ def test_push_uploads_every_file_in_one_commit_with_our_card(final_folder, hub):
     assert "AutoModelForSeq2SeqLM" in config["auto_map"] and "vaswani-translation" in config["custom_pipelines"]
 
 
-def test_train_py_pushes_with_push_model_folder():
-    source = (REPO_ROOT / "train.py").read_text(encoding="utf-8")
-    assert re.search(r"from vaswani\.hub import push_model_folder", source)
-    assert re.search(r"push_model_folder\(\s*output_dir\s*,\s*args\.hub_model_id\s*\)", source)
+def train_and_push(tmp_path: Path) -> tuple[Path, dict]:
+    """A two-step train.py run (in this process) with --push_to_hub, leaving checkpoints and tensorboard logs."""
+    from test_train_options import QUIET, TINY_MODEL, run_in_process
+
+    from vaswani.demo_data import write_demo_files
+
+    data = write_demo_files(tmp_path / "data", num_train=40, num_validation=4, num_test=4)
+    out = tmp_path / "run"
+    results = run_in_process(
+        ["--train_file", str(data["train"]), "--validation_file", str(data["validation"]), "--test_file",
+         str(data["test"]), "--cache_dir", str(tmp_path / "cache"), *TINY_MODEL, *QUIET, "--vocab_size", "400",
+         "--max_tokens", "400", "--max_source_length", "48", "--max_target_length", "48", "--max_train_steps", "2",
+         "--warmup_steps", "1", "--checkpoint_steps", "1", "--average_checkpoints", "2", "--report_to",
+         "tensorboard", "--push_to_hub", "--hub_model_id", REPO_ID, "--output_dir", str(out)]
+    )  # fmt: skip
+    return out, results
+
+
+def test_train_py_pushes_its_final_model_folder(tmp_path, hub):
+    out, results = train_and_push(tmp_path)
+    assert "push_error" not in results
+    assert hub.repos == [{"repo_id": REPO_ID, "private": False, "exist_ok": True, "type": "model"}]
+    assert len(hub.commits) == 1
+    files = hub.commits[0]["files"]
+    # Every file of the final folder, byte for byte; none of the checkpoints or tracker logs.
+    on_disk = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
+    assert any(name.startswith("checkpoints/") for name in on_disk) and any(n.startswith("logs/") for n in on_disk)
+    assert set(files) == {name for name in on_disk if not name.startswith(("checkpoints/", "logs/"))}
+    assert {"model.safetensors", "config.json", "tokenizer.json", "README.md", "results.json"} | CODE_FILES <= set(
+        files
+    )
+    for name, content in files.items():
+        assert content == (out / name).read_bytes(), name
+    card = files["README.md"].decode()
+    assert f'from_pretrained("{REPO_ID}", trust_remote_code=True)' in card  # the card written for this repo
+    assert json.loads(files["results.json"])["averaged_checkpoints"] == ["step-00000001", "step-00000002"]
+
+
+def test_train_py_keeps_the_model_and_says_how_to_retry_when_the_push_fails(tmp_path, caplog):
+    """No recorder: offline, the upload fails. The run still ends with its model saved, and reports the failure."""
+    with caplog.at_level("ERROR", logger="train"):
+        out, results = train_and_push(tmp_path)
+    assert "offline" in results["push_error"]
+    assert (out / "model.safetensors").exists() and (out / "README.md").exists()
+    assert f"retry with: vaswani push --model {out} --repo_id {REPO_ID}" in caplog.text
 
 
 def test_a_sharded_model_uploads_every_shard(tmp_path, hub):

@@ -56,6 +56,23 @@ def read_metrics(output_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines()]
 
 
+def read_pairs(path: Path) -> list[tuple[str, str]]:
+    rows = [json.loads(line)["translation"] for line in path.read_text(encoding="utf-8").splitlines()]
+    return [(row["en"], row["de"]) for row in rows]
+
+
+def assert_scores_are_sacrebleu_of_every_pair(scores: dict, split_file: Path, size: int) -> None:
+    """With --num_examples at least the split size, the examples are every hypothesis scored: each of the first
+    `size` pairs of the split once, in order, and BLEU and chrF are sacrebleu's on exactly them."""
+    import sacrebleu
+
+    examples = scores["examples"]
+    assert [(e["source"], e["reference"]) for e in examples] == read_pairs(split_file)[:size]
+    hypotheses, references = [e["translation"] for e in examples], [e["reference"] for e in examples]
+    assert scores["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hypotheses, [references]).score)
+    assert scores["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hypotheses, [references]).score)
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Runs
 # ---------------------------------------------------------------------------------------------------------------------
@@ -64,7 +81,7 @@ def test_few_step_run_in_one_process_leaves_a_loadable_model(data_dir, tmp_path)
     out = tmp_path / "run"
     result = run_train(
         [*data_args(data_dir), *TINY_RUN, "--output_dir", str(out), "--max_train_steps", "6",
-         "--checkpoint_steps", "2", "--average_checkpoints", "3", "--eval_steps", "3"],
+         "--checkpoint_steps", "2", "--average_checkpoints", "3", "--eval_steps", "3", "--num_examples", "16"],
         tmp_path,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-4000:]
@@ -77,10 +94,9 @@ def test_few_step_run_in_one_process_leaves_a_loadable_model(data_dir, tmp_path)
     results = json.loads((out / "results.json").read_text())
     assert results["step"] == 6 and results["averaged_checkpoints"] == ["step-00000002", "step-00000004",
                                                                         "step-00000006"]  # fmt: skip
-    for split in ("validation", "test"):
-        assert 0.0 <= results[split]["bleu"] <= 100.0 and "signature" not in results[split]
-        assert results[split]["bleu_signature"].startswith("nrefs:1|")
-        assert len(results[split]["examples"]) == 2
+    for split, size in (("validation", 12), ("test", 16)):
+        assert "signature" not in results[split] and results[split]["bleu_signature"].startswith("nrefs:1|")
+        assert_scores_are_sacrebleu_of_every_pair(results[split], data_dir / f"{split}.jsonl", size)
     metrics = read_metrics(out)
     train_steps = [m["step"] for m in metrics if m["split"] == "train"]
     assert train_steps == [1, 2, 3, 4, 5, 6]
@@ -111,16 +127,32 @@ def test_two_process_run_with_layerdrop(data_dir, tmp_path):
     result = run_train(
         [*data_args(data_dir), *TINY_RUN, "--output_dir", str(out), "--max_train_steps", "4",
          "--checkpoint_steps", "2", "--average_checkpoints", "2", "--encoder_layerdrop", "0.3",
-         "--decoder_layerdrop", "0.3", "--drophead_p_start", "0.2", "--drophead_p_end", "0.1"],
+         "--decoder_layerdrop", "0.3", "--drophead_p_start", "0.2", "--drophead_p_end", "0.1", "--num_examples", "16"],
         tmp_path, processes=2,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-4000:]
     assert "Expected to have finished reduction" not in result.stderr
     assert "2 processes" in result.stderr
     results = json.loads((out / "results.json").read_text())
-    assert results["step"] == 4 and "bleu" in results["test"]
-    # Every test example was translated once, across both processes.
-    assert len([m for m in read_metrics(out) if m["split"] == "train"]) == 4
+    assert results["step"] == 4
+    assert [m["step"] for m in read_metrics(out) if m["split"] == "train"] == [1, 2, 3, 4]
+    # Every test pair was translated once, the two processes' halves gathered in order, and scored as a whole.
+    assert_scores_are_sacrebleu_of_every_pair(results["test"], data_dir / "test.jsonl", 16)
+    # The test loss is reduced over both processes: it equals the loss of the saved model over the whole test set,
+    # computed here in one process, pair by pair.
+    from transformers import AutoTokenizer
+
+    from modeling_vaswani import VaswaniForConditionalGeneration
+
+    model = VaswaniForConditionalGeneration.from_pretrained(out).eval()
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    loss_sum, tokens = 0.0, 0
+    with torch.no_grad():
+        for source, target in read_pairs(data_dir / "test.jsonl"):
+            batch = tokenizer([source], text_target=[target], return_tensors="pt")
+            loss_sum += model(**batch).loss.item() * batch["labels"].numel()
+            tokens += batch["labels"].numel()
+    assert results["test"]["loss"] == pytest.approx(loss_sum / tokens, rel=1e-5)
 
 
 @pytest.mark.slow
