@@ -863,6 +863,7 @@ def run_evaluation(
     sampler = TokenBatchSampler(
         subset["source_length"], subset["target_length"], budget, shuffle=False,
         num_replicas=accelerator.num_processes, rank=accelerator.process_index, even_batches=False,
+        oversized_alone=True,  # held-out pairs are never filtered: one longer than the budget is scored on its own
     )  # fmt: skip
     loss_sum = torch.zeros((), dtype=torch.float64, device=accelerator.device)
     nll_sum = torch.zeros((), dtype=torch.float64, device=accelerator.device)

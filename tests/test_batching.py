@@ -160,6 +160,17 @@ def test_over_long_pair_raises_with_index_and_lengths():
         TokenBatchSampler([9], [9], 10, pad_to_multiple_of=8)
 
 
+def test_oversized_alone_gives_each_over_long_pair_a_batch_of_its_own():
+    source, target = [5, 6, 3, 4, 40, 2], [5, 6, 30, 4, 3, 2]
+    sampler = TokenBatchSampler(source, target, 20, shuffle=False, oversized_alone=True)
+    batches = list(sampler)
+    assert sorted(i for batch in batches for i in batch) == list(range(6))  # every pair once
+    assert [2] in batches and [4] in batches  # the two pairs over the budget, alone
+    for batch in batches:  # every other batch keeps the budget
+        if batch not in ([2], [4]):
+            assert len(batch) * max(max(source[i], target[i]) for i in batch) <= 20
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

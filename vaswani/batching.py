@@ -47,7 +47,7 @@ class TokenBatchSampler(Sampler[list[int]]):
         target_lengths: tokens in each target sequence (labels), same order.
         max_tokens: budget of a batch on one device: ``len(batch) * max over the batch of max(source, target)
             length`` stays at or below it (fairseq's ``--max-tokens``). A pair that alone costs more raises
-            `ValueError`: filter over-long pairs before.
+            `ValueError` (filter over-long pairs before), unless ``oversized_alone``.
         shuffle: shuffle batch order and tie-breaks every epoch (training); False gives the same length-sorted
             batches every epoch (evaluation).
         seed: base seed; epoch e draws from ``numpy.random.default_rng(seed + e)``.
@@ -59,6 +59,8 @@ class TokenBatchSampler(Sampler[list[int]]):
             of repeating batches from the start.
         even_batches: with False, ranks may get different numbers of batches and no batch is repeated or dropped
             (for evaluation, with results gathered by index). Cannot be combined with ``drop_uneven=True``.
+        oversized_alone: a pair that alone costs more than ``max_tokens`` gets a batch of its own instead of raising
+            (for evaluation, where every held-out pair must be scored, however long).
     """
 
     def __init__(
@@ -75,6 +77,7 @@ class TokenBatchSampler(Sampler[list[int]]):
         pad_to_multiple_of: int = 1,
         drop_uneven: bool = False,
         even_batches: bool = True,
+        oversized_alone: bool = False,
     ) -> None:
         self.source_lengths = _as_lengths(source_lengths, "source_lengths")
         self.target_lengths = _as_lengths(target_lengths, "target_lengths")
@@ -112,7 +115,7 @@ class TokenBatchSampler(Sampler[list[int]]):
         )
         self.costs = np.maximum(padded, 1)
         too_long = np.flatnonzero(self.costs > max_tokens)
-        if too_long.size:
+        if too_long.size and not oversized_alone:
             index = int(too_long[0])
             raise ValueError(
                 f"pair {index} (source length {self.source_lengths[index]}, target length "
@@ -204,7 +207,8 @@ def padding_efficiency(
 def _pack(costs: list[int], max_tokens: int, max_sentences: int | None) -> list[int]:
     """Greedy packing of pairs in the given order: the bounds [0, ..., N] of consecutive batches.
 
-    A batch grows while ``(size + 1) * max(longest cost so far, next cost) <= max_tokens`` and size < max_sentences.
+    A batch grows while ``(size + 1) * max(longest cost so far, next cost) <= max_tokens`` and size < max_sentences,
+    so a pair that alone costs more than max_tokens ends up in a batch of its own.
     """
     bounds = [0]
     size = longest = 0
