@@ -25,8 +25,8 @@ from vaswani.checkpoints import (
     average_checkpoints,
     average_into_model,
     average_run,
-    main,
 )
+from vaswani.cli import main
 from vaswani.model_folder import ModelFolderError
 
 
@@ -317,8 +317,8 @@ def test_command_line_errors_exit_2_without_traceback(tmp_path, finished_run, ca
 
 
 @pytest.mark.slow
-def test_python_dash_m_reports_errors_with_status_2(tmp_path):
-    command = [sys.executable, "-m", "vaswani.checkpoints", "average", "--run_dir", str(tmp_path / "nowhere")]
+def test_vaswani_average_in_a_fresh_process_reports_errors_with_status_2(tmp_path):
+    command = [sys.executable, "-m", "vaswani.cli", "average", "--run_dir", str(tmp_path / "nowhere")]
     command += ["--last", "5", "--output_dir", str(tmp_path / "out")]
     result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2

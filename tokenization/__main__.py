@@ -1,6 +1,7 @@
 """Command line: train the shared BPE vocabulary and save it as a `transformers` tokenizer folder.
 
-    python -m tokenization train --files train.en train.de --vocab_size 37000 --output tokenizer/
+    vaswani tokenizer --files train.en train.de --vocab_size 37000 --output tokenizer/
+    python -m tokenization train --files train.en train.de --vocab_size 37000 --output tokenizer/   (the same)
 
 Mistakes in the arguments or the corpus print `error: <what is wrong and how to fix it>` and exit with status 2.
 """
@@ -15,10 +16,8 @@ from .bpe import SPECIAL_TOKEN_LAYOUTS, UNICODE_NORMALIZERS, train_bpe_tokenizer
 from .errors import TokenizerError
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m tokenization", description=__doc__.split("\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    train = commands.add_parser("train", help="train a BPE tokenizer on text files (both sides of the corpus)")
+def add_tokenizer_arguments(train: argparse.ArgumentParser) -> None:
+    """The options of `vaswani tokenizer` (and `python -m tokenization train`)."""
     train.add_argument("--files", nargs="+", required=True, help="UTF-8 text files, one sentence per line")
     train.add_argument("--output", required=True, help="folder to write tokenizer.json and tokenizer_config.json")
     train.add_argument("--vocab_size", type=int, default=37000, help="final vocabulary size (default: 37000)")
@@ -52,39 +51,46 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="show progress bars (default: only for corpora over 10 MB)",
     )
-    return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
-    from vaswani.model_folder import ModelFolderError, check_output_folder, write_model_folder
+def run_tokenizer(args: argparse.Namespace) -> int:
+    """Train the tokenizer the options describe and write its folder (never over files it did not create)."""
+    from vaswani.model_folder import check_output_folder, write_model_folder
 
-    args = parse_args(argv)
-    try:
-        output = Path(args.output)
-        # A folder that holds other things than a tokenizer is refused; an earlier tokenizer is replaced whole.
-        check_output_folder(output, replace=not output.is_dir() or (output / "tokenizer.json").is_file(),
-                            option="--output", overwrite_option=None)  # fmt: skip
-        if any(output.resolve() == Path(file).resolve() for file in args.files):
-            raise TokenizerError(f"--output {output} is one of the --files: give a new folder")
-        tokenizer = train_bpe_tokenizer(
-            files=args.files,
-            vocab_size=args.vocab_size,
-            min_frequency=args.min_frequency,
-            special_tokens_layout=args.special_tokens_layout,
-            normalization=args.normalization,
-            model_max_length=args.model_max_length,
-            limit_alphabet=args.limit_alphabet,
-            ignore_merges=args.ignore_merges,
-            show_progress=args.progress,
-        )
-        # written to a temporary sibling folder and swapped in: a kill never leaves a half-written tokenizer
-        write_model_folder(output, tokenizer.save_pretrained, replace=True)
-    except (TokenizerError, ModelFolderError, OSError) as error:  # OSError: an unreadable file, unwritable folder
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    output = Path(args.output)
+    # A folder that holds other things than a tokenizer is refused; an earlier tokenizer is replaced whole.
+    check_output_folder(output, replace=not output.is_dir() or (output / "tokenizer.json").is_file(),
+                        option="--output", overwrite_option=None)  # fmt: skip
+    if any(output.resolve() == Path(file).resolve() for file in args.files):
+        raise TokenizerError(f"--output {output} is one of the --files: give a new folder")
+    tokenizer = train_bpe_tokenizer(
+        files=args.files,
+        vocab_size=args.vocab_size,
+        min_frequency=args.min_frequency,
+        special_tokens_layout=args.special_tokens_layout,
+        normalization=args.normalization,
+        model_max_length=args.model_max_length,
+        limit_alphabet=args.limit_alphabet,
+        ignore_merges=args.ignore_merges,
+        show_progress=args.progress,
+    )
+    # written to a temporary sibling folder and swapped in: a kill never leaves a half-written tokenizer
+    write_model_folder(output, tokenizer.save_pretrained, replace=True)
     ids = ", ".join(f"{token}={tokenizer.convert_tokens_to_ids(token)}" for token in tokenizer.all_special_tokens)
     print(f"saved a BPE tokenizer with {len(tokenizer)} tokens ({ids}) to {args.output}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m tokenization train ...`: the same command as `vaswani tokenizer ...`."""
+    from vaswani.cli import TOKENIZER_HELP
+    from vaswani.errors import run_command
+
+    parser = argparse.ArgumentParser(prog="python -m tokenization", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    add_tokenizer_arguments(commands.add_parser("train", help=TOKENIZER_HELP, description=TOKENIZER_HELP))
+    args = parser.parse_args(argv)
+    return run_command(lambda: run_tokenizer(args))
 
 
 if __name__ == "__main__":

@@ -18,10 +18,10 @@ This module does both halves for `train.py`:
   `average_into_model` loads the average into a model (tied weights are saved once), `average_run` writes the
   averaged model of a finished run as a complete `save_pretrained` folder.
 
-Command line (the standalone step):
+Command line (the standalone step; its options are defined here, `vaswani.cli` runs it):
 
-    python -m vaswani.checkpoints average --run_dir runs/base --last 5 --output_dir runs/base-avg5
-    python -m vaswani.checkpoints average --checkpoints CKPT [CKPT ...] --model runs/base --output_dir OUT
+    vaswani average --run_dir runs/base --last 5 --output_dir runs/base-avg5
+    vaswani average --checkpoints CKPT [CKPT ...] --model runs/base --output_dir OUT
 
 `CheckpointManager` needs only the standard library; torch and transformers are imported by the averaging
 functions that use them, so that `train.py` helpers and the command line's error messages start fast.
@@ -35,12 +35,13 @@ import json
 import os
 import re
 import shutil
-import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
+
+from vaswani.errors import UserError
 
 if TYPE_CHECKING:
     import torch
@@ -53,7 +54,7 @@ __all__ = [
     "average_into_model",
     "average_run",
     "average_to_folder",
-    "main",
+    "run_average",
 ]
 
 MARKER_NAME = "checkpoint.json"  # written last, inside the folder, before the rename that publishes it
@@ -84,7 +85,7 @@ MODEL_CARD_NAME = "README.md"
 FILES_TO_COPY = (*TOKENIZER_FILE_PATTERNS, MODEL_CARD_NAME)
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UserError):
     """A checkpoint that is missing, incomplete or does not fit (a user mistake, reported without a traceback)."""
 
 
@@ -731,15 +732,10 @@ def positive_int(text: str) -> int:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m vaswani.checkpoints", description=__doc__.split("\n\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    average = commands.add_parser(
-        "average",
-        help="average the last checkpoints of a run into a model folder (paper: 5 for base, 20 for big)",
-        description="Average checkpoints into a complete save_pretrained model folder (fairseq semantics).",
-    )
-    average.set_defaults(command_parser=average)
+def add_average_arguments(average: argparse.ArgumentParser) -> None:
+    """The options of `vaswani average` (checkpoint averaging)."""
+    from vaswani.model_folder import add_trust_remote_code
+
     source = average.add_mutually_exclusive_group(required=True)
     source.add_argument("--run_dir", type=Path, metavar="DIR", help="a run's final model folder, with checkpoints/")
     source.add_argument(
@@ -756,38 +752,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--overwrite", action="store_true",
         help="write into a non-empty OUT (other than --run_dir): its model files are replaced, other files are kept",
     )  # fmt: skip
-    average.add_argument(
-        "--trust_remote_code", action="store_true",
-        help="run the Python code of a model folder that is not a Vaswani model (only for folders you trust)",
-    )  # fmt: skip
-    return parser
+    add_trust_remote_code(average)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit status (2 with an `error: ...` line for a user mistake)."""
-    from vaswani.model_folder import ModelFolderError
+def run_average(args: argparse.Namespace) -> int:
+    """`vaswani average`: write the averaged model folder and say where."""
+    from vaswani.errors import UsageError
 
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-        if args.run_dir is not None and (args.last is None or args.model is not None):
-            args.command_parser.error("--run_dir needs --last N (and takes no --model: the run folder is the model)")
-        if args.checkpoints is not None and (args.model is None or args.last is not None):
-            args.command_parser.error("--checkpoints needs --model DIR (and takes no --last)")
-    except SystemExit as exit_:  # argparse printed the usage and "error: ..." (status 2), or the help (status 0)
-        return int(exit_.code or 0)
-    try:
-        options = {"overwrite": args.overwrite, "trust_remote_code": args.trust_remote_code}
-        if args.run_dir is not None:
-            output = average_run(args.run_dir, args.last, args.output_dir, **options)
-        else:
-            output = average_to_folder(args.checkpoints, args.model, args.output_dir, **options)
-    except (CheckpointError, ModelFolderError, OSError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    if args.run_dir is not None and (args.last is None or args.model is not None):
+        raise UsageError("--run_dir needs --last N (and takes no --model: the run folder is the model)")
+    if args.checkpoints is not None and (args.model is None or args.last is not None):
+        raise UsageError("--checkpoints needs --model DIR (and takes no --last)")
+    options = {"overwrite": args.overwrite, "trust_remote_code": args.trust_remote_code}
+    if args.run_dir is not None:
+        output = average_run(args.run_dir, args.last, args.output_dir, **options)
+    else:
+        output = average_to_folder(args.checkpoints, args.model, args.output_dir, **options)
     print(f"wrote the averaged model to {output}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -20,7 +20,7 @@ warning naming the line numbers. See `vaswani.translate`.
 
 `push` uploads a model folder (weights, config, generation config, tokenizer, modeling code for
 `trust_remote_code`, training record and our model card) to the Hub in one commit; see `vaswani.hub`.
-`average` is `python -m vaswani.checkpoints average` (checkpoint averaging, Section 6.1 of the paper).
+`average` averages checkpoints (Section 6.1 of the paper); see `vaswani.checkpoints`.
 `prune` keeps some layers of a model trained with LayerDrop and writes an ordinary smaller model folder.
 `card` renders the model card (README.md) of a folder.
 
@@ -40,14 +40,16 @@ from pathlib import Path
 
 from vaswani.checkpoints import (
     TOKENIZER_FILE_PATTERNS,
-    CheckpointError,
+    add_average_arguments,
     atomic_output,
     positive_int,
+    run_average,
     write_file_atomically,
 )
-from vaswani.hub import PushError
+from vaswani.errors import UsageError, run_command
 from vaswani.model_folder import (
     ModelFolderError,
+    add_trust_remote_code,
     check_model_files,
     check_model_folder,
     check_output_folder,
@@ -55,16 +57,9 @@ from vaswani.model_folder import (
     load_model_folder,
     write_model_folder,
 )
-from vaswani.translate import TranslateError
 
 PROG = "vaswani"
-
-
-class UsageError(Exception):
-    """A mistake in the command line or its files; printed as `error: <message>` with exit status 2."""
-
-
-USER_ERRORS = (UsageError, TranslateError, PushError, CheckpointError, ModelFolderError, UnicodeError, OSError)
+TOKENIZER_HELP = "train a shared BPE tokenizer on text files (both sides of the corpus)"
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -74,7 +69,7 @@ def run_translate(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
     from transformers.utils import logging as hf_logging
 
-    from vaswani.data import count_lines
+    from vaswani.textfiles import count_lines
     from vaswani.translate import Translator, one_line, read_lines, translate_lines
 
     if args.input is not None and not args.input.is_file():
@@ -262,16 +257,9 @@ def _stacks(text: str) -> list[str]:
     return stacks
 
 
-def add_trust_remote_code(parser: argparse.ArgumentParser) -> None:
-    """--trust_remote_code: off by default, so a model folder's own Python code never runs (and transformers never
-    asks "[y/N]" on stdin, which `translate` reads sentences from)."""
-    parser.add_argument(
-        "--trust_remote_code", action="store_true",
-        help="run the Python code of a model folder that is not a Vaswani model (only for folders you trust)",
-    )  # fmt: skip
-
-
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command; the options of `command` (the first argument) are filled in even where they
+    need heavy imports, so that `vaswani --help` and the light commands start fast."""
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0], allow_abbrev=False)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -327,8 +315,24 @@ def build_parser() -> argparse.ArgumentParser:
     push.add_argument("--commit_message", metavar="TEXT", help="the commit message")
     add_trust_remote_code(push)
 
-    # `vaswani average ...` is forwarded to `vaswani.checkpoints.main` before parsing; listed here for --help.
-    commands.add_parser("average", help="average checkpoints into a model folder (see vaswani average --help)")
+    tokenizer = commands.add_parser(
+        "tokenizer", allow_abbrev=False, help=TOKENIZER_HELP,
+        description=TOKENIZER_HELP + ", saved as a tokenizer folder that AutoTokenizer loads",
+    )  # fmt: skip
+    if command == "tokenizer":  # its options need the tokenizers/transformers imports: only when it runs
+        from tokenization.__main__ import add_tokenizer_arguments, run_tokenizer
+
+        tokenizer.set_defaults(run=run_tokenizer)
+        add_tokenizer_arguments(tokenizer)
+
+    average = commands.add_parser(
+        "average", allow_abbrev=False,
+        help="average the last checkpoints of a run into a model folder (paper: 5 for base, 20 for big)",
+        description="Average checkpoints into a complete save_pretrained model folder (fairseq semantics; Section "
+                    "6.1 of the paper).",
+    )  # fmt: skip
+    average.set_defaults(run=run_average)
+    add_average_arguments(average)
 
     prune = commands.add_parser(
         "prune", allow_abbrev=False, help="keep some layers of a LayerDrop model (a smaller model folder)",
@@ -371,25 +375,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (2 with an `error: ...` line for a user mistake)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["average"]:
-        from vaswani.checkpoints import main as checkpoints_main
-
-        return checkpoints_main(argv)
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(argv[0] if argv else None).parse_args(argv)
     except SystemExit as exit_:  # argparse printed the usage and "error: ..." (status 2), or the help (status 0)
         return int(exit_.code or 0)
-    try:
-        return args.run(args)
-    except BrokenPipeError:  # the reader of stdout went away (`vaswani translate ... | head`)
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that the exit's flush does not fail
-        return 1
-    except USER_ERRORS as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    return run_command(lambda: args.run(args))
 
 
 if __name__ == "__main__":

@@ -45,6 +45,9 @@ import datasets
 import numpy as np
 import pyarrow.compute as pc
 
+from vaswani.errors import UserError
+from vaswani.textfiles import count_lines
+
 SPLITS = ("train", "validation", "test")
 JSON_SUFFIXES = (".json", ".jsonl")
 TSV_SUFFIXES = (".tsv",)
@@ -58,7 +61,7 @@ NO_TRAINING_DATA = (
 )
 
 
-class DataError(ValueError):
+class DataError(UserError):
     """A mistake in the data or in the data arguments; the message names the file (and line), the problem and the fix.
 
     train.py prints ``error: <message>`` and exits with status 2, without a traceback.
@@ -381,16 +384,6 @@ def read_lines(path: str) -> Iterator[str]:
             if line_number == 1:
                 text = text.removeprefix("\ufeff")
             yield text.removesuffix("\n").removesuffix("\r")
-
-
-def count_lines(path: str) -> int:
-    """Number of lines as `read_lines` counts them (a last line without "\\n" counts), in one fast binary pass."""
-    lines, last = 0, b"\n"
-    with open(path, "rb") as stream:
-        while chunk := stream.read(1 << 24):
-            lines += chunk.count(b"\n")
-            last = chunk[-1:]
-    return lines + (last != b"\n")
 
 
 def _read_json_lines(path: str, source_lang: str, target_lang: str) -> Iterator[tuple[int, str, str]]:

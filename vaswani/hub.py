@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from vaswani.errors import UserError
 from vaswani.model_folder import ModelFolderError, check_model_files
 
 CODE_FILES = ("configuration_vaswani.py", "modeling_vaswani.py", "generation_vaswani.py", "pipeline_vaswani.py")
@@ -33,7 +34,7 @@ CARD_NAME = "README.md"
 RUN_ARGS = "run_args.json"  # uploaded with local paths reduced to file names
 
 
-class PushError(ValueError):
+class PushError(UserError):
     """A model folder cannot be pushed (bad repo id, incomplete folder) or the Hub refused the upload."""
 
 

@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -34,6 +35,7 @@ from vaswani.checkpoints import (
     fsync_dir,
     fsync_tree,
 )
+from vaswani.errors import UserError
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -58,7 +60,7 @@ SAVED_FILES = {
 JOURNAL_FILE = ".tmp-model-folder.json"  # inside the staged folder: the names the new save wrote (then removed)
 
 
-class ModelFolderError(ValueError):
+class ModelFolderError(UserError):
     """A model folder that cannot be used or written as asked; the message names the file and the fix."""
 
 
@@ -445,3 +447,12 @@ __all__ = [
     "recover_model_folder",
     "write_model_folder",
 ]
+
+
+def add_trust_remote_code(parser: argparse.ArgumentParser) -> None:
+    """--trust_remote_code: off by default, so a model folder's own Python code never runs (and transformers never
+    asks "[y/N]" on stdin, which `translate` reads sentences from)."""
+    parser.add_argument(
+        "--trust_remote_code", action="store_true",
+        help="run the Python code of a model folder that is not a Vaswani model (only for folders you trust)",
+    )  # fmt: skip
