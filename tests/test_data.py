@@ -451,3 +451,13 @@ def test_no_training_data(tmp_path, kwargs):
 
 def test_data_error_is_a_value_error():
     assert issubclass(DataError, ValueError)
+
+
+def test_count_lines_counts_as_line_iteration_does(tmp_path):
+    from vaswani.textfiles import count_lines
+
+    for content in [b"", b"a", b"a\n", b"a\nb", b"a\r\nb\r\n", b"\n\n", b"x" * (1 << 24) + b"\ny"]:
+        path = tmp_path / "f.txt"
+        path.write_bytes(content)
+        with open(path, "rb") as stream:
+            assert count_lines(path) == sum(1 for _ in stream), content[:10]

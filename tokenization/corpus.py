@@ -11,6 +11,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from vaswani.textfiles import count_lines
+
 from .errors import TokenizerTrainingError
 
 if TYPE_CHECKING:
@@ -48,7 +50,7 @@ class Corpus:
     def progress_length(self) -> int | None:
         """Number of sentences for the progress bar; for files this counts lines (one fast extra pass)."""
         if self.num_sentences is None and self.paths:
-            self.num_sentences = count_lines(self.paths)
+            self.num_sentences = sum(count_lines(path) for path in self.paths)
         return self.num_sentences
 
     @property
@@ -77,16 +79,6 @@ def corpus_from_files(files: PathLike | Sequence[PathLike]) -> Corpus:
         description=f"{len(paths)} file{'s' if len(paths) > 1 else ''} ({names})",
         paths=paths,
     )
-
-
-def count_lines(files: Sequence[PathLike]) -> int:
-    """Number of lines in `files` (one fast binary pass), used as the progress-bar length."""
-    lines = 0
-    for path in files:
-        with open(path, "rb") as stream:
-            while chunk := stream.read(1 << 24):
-                lines += chunk.count(b"\n")
-    return lines
 
 
 def _read_files(paths: Sequence[PathLike]) -> Iterator[list[str]]:
