@@ -11,12 +11,11 @@ methods never look at config strings. This file imports only torch and transform
 
 import math
 from collections.abc import Callable
-from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import GenerationMixin, PreTrainedModel
+from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
@@ -521,19 +520,6 @@ class VaswaniDecoderLayer(GradientCheckpointingLayer):
 # ----------------------------------------------------------------------------------------------------------------
 # Pretrained-model plumbing: initialization, pruning, DropHead / LayerDrop controls
 # ----------------------------------------------------------------------------------------------------------------
-_DEFER_PRUNING = False  # set by `from_pretrained` so that weights load into the full model before pruning
-
-
-@contextmanager
-def _deferred_pruning():
-    global _DEFER_PRUNING
-    previous, _DEFER_PRUNING = _DEFER_PRUNING, True
-    try:
-        yield
-    finally:
-        _DEFER_PRUNING = previous
-
-
 class VaswaniPreTrainedModel(PreTrainedModel):
     config: VaswaniConfig
     config_class = VaswaniConfig
@@ -584,21 +570,35 @@ class VaswaniPreTrainedModel(PreTrainedModel):
             init.constant_(module.scale, math.sqrt(module.dim))
 
     # -- pruning (LayerDrop, Fan et al. 2019, Section 5) ----------------------------------------------------------
+    # Keyword arguments of `from_pretrained` that say where the config file is (passed on to `get_config_dict`).
+    _CONFIG_LOCATION_KWARGS = ("cache_dir", "force_download", "proxies", "local_files_only", "token", "revision",
+                               "subfolder")  # fmt: skip
+
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
         """`PreTrainedModel.from_pretrained`, plus pruning: `encoder_layers_to_keep=[0, 2]` and/or
-        `decoder_layers_to_keep=[...]` load the full checkpoint, then keep only those layers (renumbered 0..k-1).
-        The result saves and loads as an ordinary smaller model."""
+        `decoder_layers_to_keep=[...]` (arguments, or values of the given/saved config) load the full checkpoint,
+        then keep only those layers (renumbered 0..k-1). The result saves and loads as an ordinary smaller model.
+
+        The full model is built from a copy of the config without the lists, so nothing global changes while
+        weights load: concurrent loads with different lists are independent."""
+        keep = {side: kwargs.pop(f"{side}_layers_to_keep", None) for side in ("encoder", "decoder")}
+        full = {"encoder_layers_to_keep": None, "decoder_layers_to_keep": None}
         config = kwargs.get("config")
-        if isinstance(config, VaswaniConfig):
-            overrides = {k: kwargs.pop(k) for k in ("encoder_layers_to_keep", "decoder_layers_to_keep") if k in kwargs}
-            if overrides:
-                kwargs["config"] = config = config.__class__.from_dict({**config.to_dict(), **overrides})
-        with _deferred_pruning():
-            loaded = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+        if isinstance(config, PretrainedConfig):
+            settings = config.to_dict()
+            kwargs["config"] = config.__class__.from_dict({**settings, **full})
+        else:  # the config is read by `super().from_pretrained`; the lists are overridden there, and read here
+            location = {key: kwargs[key] for key in cls._CONFIG_LOCATION_KWARGS if key in kwargs}
+            settings, _ = cls.config_class.get_config_dict(config or pretrained_model_name_or_path, **location)
+            kwargs.update(full)
+        keep = {
+            side: keep[side] if keep[side] is not None else settings.get(f"{side}_layers_to_keep") for side in keep
+        }
+        loaded = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
         model = loaded[0] if isinstance(loaded, tuple) else loaded  # output_loading_info=True gives (model, info)
         model.config.validate()
-        model.prune_layers(model.config.encoder_layers_to_keep, model.config.decoder_layers_to_keep)
+        model.prune_layers(keep["encoder"], keep["decoder"])
         return loaded
 
     def save_pretrained(self, save_directory, *args, **kwargs):
@@ -630,10 +630,19 @@ class VaswaniPreTrainedModel(PreTrainedModel):
         self, encoder_layers_to_keep: list[int] | None = None, decoder_layers_to_keep: list[int] | None = None
     ) -> None:
         """Keep only the listed layers of each stack (0-based, increasing), renumber them 0..k-1 and update the
-        config (`encoder_layers` = k, `*_layers_to_keep` = None) so the model saves as an ordinary smaller one."""
-        base = self.base_model
+        config (`encoder_layers` = k, `*_layers_to_keep` = None) so the model saves as an ordinary smaller one.
+        A stack loaded on its own (`VaswaniEncoder` / `VaswaniDecoder`) prunes itself; a list for the stack it does
+        not have is an error."""
+        stacks = self._stacks()
         for side, keep in (("encoder", encoder_layers_to_keep), ("decoder", decoder_layers_to_keep)):
-            stack = getattr(base, side)
+            if side not in stacks:
+                if keep is not None:
+                    raise ValueError(
+                        f"{side}_layers_to_keep={keep!r} is not allowed for {self.__class__.__name__}, which has no "
+                        f"{side} stack; leave it out."
+                    )
+                continue
+            stack = stacks[side]
             if keep is not None:
                 keep = list(keep)
                 VaswaniConfig.check_layers_to_keep(f"{side}_layers_to_keep", keep, len(stack.layers))
@@ -649,6 +658,13 @@ class VaswaniPreTrainedModel(PreTrainedModel):
                 self.config.pruned_layers = record
                 setattr(self.config, f"{side}_layers", len(keep))
             setattr(self.config, f"{side}_layers_to_keep", None)
+
+    def _stacks(self) -> dict[str, "VaswaniStack"]:
+        """The encoder and/or decoder stack of this model by side: both for `VaswaniModel` and the LM, itself for a
+        stack loaded on its own."""
+        if isinstance(self, VaswaniStack):
+            return {self.side: self}
+        return {"encoder": self.base_model.encoder, "decoder": self.base_model.decoder}
 
     # -- DropHead and LayerDrop controls ----------------------------------------------------------------------------
     def set_drophead(
@@ -754,6 +770,8 @@ class VaswaniStack(VaswaniPreTrainedModel):
 class VaswaniEncoder(VaswaniStack):
     """The encoder stack: `config.encoder_layers` [`VaswaniEncoderLayer`]s."""
 
+    side = "encoder"
+
     _can_record_outputs = {"hidden_states": VaswaniEncoderLayer, "attentions": VaswaniAttention}
 
     def __init__(self, config: VaswaniConfig):
@@ -791,6 +809,7 @@ class VaswaniDecoder(VaswaniStack):
     """The decoder stack: `config.decoder_layers` [`VaswaniDecoderLayer`]s, with a key/value cache for incremental
     decoding."""
 
+    side = "decoder"
     _can_record_outputs = {
         "hidden_states": VaswaniDecoderLayer,
         "attentions": OutputRecorder(VaswaniAttention, index=1, layer_name="self_attn"),
@@ -884,8 +903,7 @@ class VaswaniModel(VaswaniPreTrainedModel):
         self.encoder = VaswaniEncoder(config)
         self.decoder = VaswaniDecoder(config)
         self.post_init()
-        if not _DEFER_PRUNING:
-            self.prune_layers(config.encoder_layers_to_keep, config.decoder_layers_to_keep)
+        self.prune_layers(config.encoder_layers_to_keep, config.decoder_layers_to_keep)
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.shared if self.config.share_embeddings else self.encoder.embed_tokens
