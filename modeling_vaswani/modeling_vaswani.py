@@ -530,6 +530,7 @@ class VaswaniPreTrainedModel(PreTrainedModel):
     _supports_sdpa = True
     _supports_flash_attn = True
     _supports_flex_attn = True
+    _supports_attention_backend = True
     _can_compile_fullgraph = True
 
     @torch.no_grad()
@@ -568,6 +569,22 @@ class VaswaniPreTrainedModel(PreTrainedModel):
             init.zeros_(module.bias)
         elif isinstance(module, ScaleNorm):
             init.constant_(module.scale, math.sqrt(module.dim))
+
+    def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict:
+        """`PreTrainedModel.get_expanded_tied_weights_keys`, except that `tie_word_embeddings` decides only about the
+        output projection: the source/target sharing of `share_embeddings` holds whatever it says. Both are resolved
+        into `_tied_weights_keys` in `__init__` (`VaswaniModel`, `VaswaniForConditionalGeneration`); transformers
+        ties, saves and loads through this method."""
+        if all_submodels:
+            return super().get_expanded_tied_weights_keys(all_submodels=True)
+        return dict(self._tied_weights_keys or {})
+
+    def resize_token_embeddings(self, new_num_tokens=None, pad_to_multiple_of=None, mean_resizing=True):
+        """`PreTrainedModel.resize_token_embeddings`. Source and target share one `vocab_size`, so with
+        `share_embeddings=False` the target embedding (a matrix of its own) is resized too."""
+        if not self.config.share_embeddings and not isinstance(self, VaswaniStack):
+            self.base_model.decoder.resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
+        return super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
 
     # -- pruning (LayerDrop, Fan et al. 2019, Section 5) ----------------------------------------------------------
     # Keyword arguments of `from_pretrained` that say where the config file is (passed on to `get_config_dict`).
@@ -837,6 +854,11 @@ class VaswaniDecoder(VaswaniStack):
         (B, S) -> last_hidden_state (B, T, d) and the updated cache."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of decoder_input_ids or decoder_inputs_embeds to the decoder.")
+        if encoder_hidden_states is None:
+            raise ValueError(
+                "The decoder needs the encoder's output: pass encoder_hidden_states (B, S, d_model) and "
+                "encoder_attention_mask (B, S), e.g. model.get_encoder()(input_ids, attention_mask).last_hidden_state."
+            )
         use_cache = use_cache if use_cache is not None else self.config.use_cache
         if use_cache and past_key_values is None:
             past_key_values = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
@@ -894,16 +916,21 @@ class VaswaniModel(VaswaniPreTrainedModel):
         config.validate()
         super().__init__(config)
         if config.share_embeddings:
-            # Section 3.4: one matrix for source and target embeddings (and, in the LM head, the output projection).
+            # Section 3.4: one matrix for source and target embeddings (and, in the LM head with
+            # `tie_word_embeddings=True`, the output projection).
             self.shared = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
-            self._tied_weights_keys = {
-                "encoder.embed_tokens.weight": "shared.weight",
-                "decoder.embed_tokens.weight": "shared.weight",
-            }
+        self._tied_weights_keys = self.shared_embedding_keys(config)
         self.encoder = VaswaniEncoder(config)
         self.decoder = VaswaniDecoder(config)
         self.post_init()
         self.prune_layers(config.encoder_layers_to_keep, config.decoder_layers_to_keep)
+
+    @staticmethod
+    def shared_embedding_keys(config: VaswaniConfig, prefix: str = "") -> dict[str, str]:
+        """The `{tied: source}` parameter names of source/target sharing (`share_embeddings`), under `prefix`."""
+        if not config.share_embeddings:
+            return {}
+        return {f"{prefix}{side}.embed_tokens.weight": f"{prefix}shared.weight" for side in ("encoder", "decoder")}
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.shared if self.config.share_embeddings else self.encoder.embed_tokens
@@ -913,12 +940,6 @@ class VaswaniModel(VaswaniPreTrainedModel):
             self.shared = value
             self.decoder.set_input_embeddings(value)
         self.encoder.set_input_embeddings(value)
-
-    def get_encoder(self) -> VaswaniEncoder:
-        return self.encoder
-
-    def get_decoder(self) -> VaswaniDecoder:
-        return self.decoder
 
     @can_return_tuple
     def forward(
@@ -985,15 +1006,12 @@ class VaswaniForConditionalGeneration(VaswaniPreTrainedModel, GenerationMixin):
         super().__init__(config)
         self.model = VaswaniModel(config)
         self.lm_head = (FixNormLinear if config.fixnorm else nn.Linear)(config.d_model, config.vocab_size, bias=False)
-        self._tied_weights_keys = (
-            {
-                "lm_head.weight": "model.shared.weight",
-                "model.encoder.embed_tokens.weight": "model.shared.weight",
-                "model.decoder.embed_tokens.weight": "model.shared.weight",
-            }
-            if config.share_embeddings
-            else {"lm_head.weight": "model.decoder.embed_tokens.weight"}
-        )
+        # `tie_word_embeddings` ties the output projection to the target embedding (Section 3.4); `share_embeddings`
+        # makes source and target embedding one matrix. Each switch works without the other.
+        self._tied_weights_keys = VaswaniModel.shared_embedding_keys(config, prefix="model.")
+        if config.tie_word_embeddings:
+            target = "model.shared.weight" if config.share_embeddings else "model.decoder.embed_tokens.weight"
+            self._tied_weights_keys["lm_head.weight"] = target
         self.post_init()
         # Decoding defaults of the paper (Section 6.1): beam size 4, length penalty alpha = 0.6. (transformers
         # divides by length**alpha, not by the GNMT penalty the paper used: see `paper_decoding`.) A translation is
@@ -1047,12 +1065,6 @@ class VaswaniForConditionalGeneration(VaswaniPreTrainedModel, GenerationMixin):
         if mask is not None:
             return int(mask.sum(dim=-1).max())
         return source.shape[1]
-
-    def get_encoder(self) -> VaswaniEncoder:
-        return self.model.encoder
-
-    def get_decoder(self) -> VaswaniDecoder:
-        return self.model.decoder
 
     def _expand_inputs_for_generation(
         self,
@@ -1113,17 +1125,27 @@ class VaswaniForConditionalGeneration(VaswaniPreTrainedModel, GenerationMixin):
         labels: torch.LongTensor | None = None,
         use_cache: bool | None = None,
         num_items_in_batch: int | torch.Tensor | None = None,
+        logits_to_keep: int | torch.Tensor = 0,
         **kwargs,
     ) -> Seq2SeqLMOutput:
         r"""
         labels (`torch.LongTensor` of shape `(batch_size, target_length)`, *optional*): target tokens (ending with
             EOS). Positions holding -100 or PAD are ignored. When given, `decoder_input_ids` default to the labels
-            shifted right and the output holds the label-smoothed cross-entropy, averaged over the real target
-            tokens.
+            shifted right and the output holds the label-smoothed cross-entropy (the paper's training loss, eps =
+            `config.label_smoothing`), averaged over the real target tokens. For plain cross-entropy, build the
+            model with `label_smoothing=0.0`, or compute `F.cross_entropy` from the returned `logits`.
         num_items_in_batch (*optional*): number of real target tokens in the whole (accumulated) batch, passed by
             the `Trainer`; the loss is then the token sum divided by it, so gradient accumulation averages correctly.
+        logits_to_keep (`int` or `torch.Tensor`, *optional*, defaults to 0): compute logits only for the last
+            `logits_to_keep` decoder positions (0: all), or for the positions listed in a 1-D tensor. `generate()`
+            passes 1, so the output projection runs only where the next token is chosen.
         """
         if labels is not None:
+            if not (isinstance(logits_to_keep, int) and logits_to_keep == 0):
+                raise ValueError(
+                    f"logits_to_keep={logits_to_keep!r} cannot be combined with labels: the loss needs the logits of "
+                    "every target position. Leave logits_to_keep at 0 when passing labels."
+                )
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
@@ -1140,7 +1162,9 @@ class VaswaniForConditionalGeneration(VaswaniPreTrainedModel, GenerationMixin):
             use_cache=use_cache,
             **kwargs,
         )
-        logits = self.lm_head(outputs.last_hidden_state)  # (B, T, V)
+        hidden_states = outputs.last_hidden_state  # (B, T, d)
+        keep = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
+        logits = self.lm_head(hidden_states[:, keep])  # (B, T', V), T' = T unless logits_to_keep is given
 
         loss = None
         if labels is not None:

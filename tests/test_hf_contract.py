@@ -3,6 +3,7 @@ loading the stacks on their own, thread-safe pruning at load time, `get_encoder(
 exported decoding with a static cache, the cache returned by beam search, untied output projections,
 `logits_to_keep`, the attention-backend switch and clear errors."""
 
+import functools
 import threading
 
 import pytest
@@ -71,3 +72,116 @@ def test_concurrent_loads_with_different_layers_to_keep_do_not_interfere(tmp_pat
                 model.model.encoder.layers[new].self_attn.qkv_proj.weight,
                 full_state[f"model.encoder.layers.{old}.self_attn.qkv_proj.weight"],
             )
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Embedding tying: tie_word_embeddings (output projection) and share_embeddings (source/target) are independent
+# ----------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("share", "tie"),
+    [(True, True), (True, False), (False, True), (False, False)],
+    ids=["both", "share", "tie", "none"],
+)
+def test_share_and_tie_switches_are_independent_and_survive_save_load_and_resize(tmp_path, share, tie):
+    model = tiny_model(share_embeddings=share, tie_word_embeddings=tie)
+    base = model.model
+    encoder_embed, decoder_embed = base.encoder.embed_tokens.weight, base.decoder.embed_tokens.weight
+    assert (encoder_embed is decoder_embed) == share
+    assert (model.lm_head.weight is decoder_embed) == tie
+
+    # Distinct matrices get distinct gradients; one matrix gets the sum of its uses.
+    input_ids, attention_mask, labels = random_batch()
+    model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss.backward()
+    if not share:
+        assert not torch.equal(encoder_embed.grad, decoder_embed.grad)
+    if not tie:
+        assert not torch.equal(model.lm_head.weight.grad, decoder_embed.grad)
+
+    model.save_pretrained(tmp_path)
+    loaded, info = VaswaniForConditionalGeneration.from_pretrained(tmp_path, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    loaded_base = loaded.model
+    assert (loaded_base.encoder.embed_tokens.weight is loaded_base.decoder.embed_tokens.weight) == share
+    assert (loaded.lm_head.weight is loaded_base.decoder.embed_tokens.weight) == tie
+    for name, tensor in model.state_dict().items():
+        torch.testing.assert_close(loaded.state_dict()[name], tensor, msg=name)
+
+    loaded.resize_token_embeddings(120)
+    assert loaded.lm_head.weight.shape == (120, 16) and loaded.config.vocab_size == 120
+    assert loaded_base.encoder.embed_tokens.weight.shape == (120, 16)
+    assert (loaded_base.encoder.embed_tokens.weight is loaded_base.decoder.embed_tokens.weight) == share
+    assert (loaded.lm_head.weight is loaded_base.decoder.embed_tokens.weight) == tie
+    # The resized model still runs and keeps the old rows.
+    torch.testing.assert_close(loaded.lm_head.weight[:99], model.lm_head.weight)
+    assert loaded(input_ids=input_ids, attention_mask=attention_mask, labels=labels).logits.shape[-1] == 120
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# transformers' accessors and switches
+# ----------------------------------------------------------------------------------------------------------------
+def test_get_encoder_and_get_decoder_keep_transformers_signature():
+    model = tiny_model()
+    assert model.get_encoder() is model.model.encoder
+    assert model.get_encoder(modality=None) is model.model.encoder
+    assert model.model.get_encoder(modality=None) is model.model.encoder
+    assert model.get_decoder() is model.model.decoder
+    with pytest.raises(ValueError, match="modality"):
+        model.get_encoder(modality="smell")
+
+
+def test_decoder_without_encoder_states_raises_a_clear_error():
+    model = tiny_model()
+    with pytest.raises(ValueError, match="needs the encoder's output"):
+        model.get_decoder()(input_ids=torch.tensor([[1, 5]]))
+
+
+def test_logits_to_keep_returns_the_last_positions_and_generate_uses_it(monkeypatch):
+    model = tiny_model().eval()
+    input_ids, attention_mask, labels = random_batch()
+    batch = dict(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=labels)
+    with torch.no_grad():
+        full = model(**batch).logits  # (3, 6, 99)
+        torch.testing.assert_close(model(**batch, logits_to_keep=1).logits, full[:, -1:])
+        torch.testing.assert_close(model(**batch, logits_to_keep=4).logits, full[:, -4:])
+        torch.testing.assert_close(model(**batch, logits_to_keep=torch.tensor([0, 3])).logits, full[:, [0, 3]])
+    with pytest.raises(ValueError, match="logits_to_keep=1 cannot be combined with labels"):
+        model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, logits_to_keep=1)
+
+    seen = []
+    forward = type(model).forward
+
+    @functools.wraps(forward)  # keeps the signature, which generate() reads to decide on logits_to_keep
+    def recording_forward(self, *args, **kwargs):
+        seen.append(kwargs.get("logits_to_keep"))
+        return forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(model), "forward", recording_forward)
+    model.generate(input_ids=input_ids, attention_mask=attention_mask, num_beams=1, do_sample=False, max_new_tokens=3)
+    assert seen and set(seen) == {1}
+
+
+def test_attention_backend_switch_reaches_every_attention_module():
+    """`_supports_attention_backend`: the kernel comes from `config._attn_implementation` at call time, so
+    `set_attn_implementation` switches all attention modules, and a kernel registered with transformers'
+    `AttentionInterface` is used."""
+    from transformers import AttentionInterface, AttentionMaskInterface
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.masking_utils import sdpa_mask
+
+    calls = []
+
+    def counting_sdpa(*args, **kwargs):
+        calls.append(1)
+        return sdpa_attention_forward(*args, **kwargs)
+
+    AttentionInterface.register("counting_sdpa", counting_sdpa)
+    AttentionMaskInterface.register("counting_sdpa", sdpa_mask)  # the kernel takes sdpa's masks
+    model = tiny_model().eval()
+    assert type(model)._supports_attention_backend
+    input_ids, attention_mask, labels = random_batch()
+    batch = dict(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+    with torch.no_grad():
+        reference = model(**batch).logits
+        model.set_attn_implementation("counting_sdpa")
+        torch.testing.assert_close(model(**batch).logits, reference)
+    assert len(calls) == 2 + 2 * 2  # encoder self-attention, decoder self- and cross-attention, 2 layers each
