@@ -367,16 +367,6 @@ class VaswaniAttention(nn.Module):
                 if is_cross_attention and isinstance(past_key_values, EncoderDecoderCache):
                     past_key_values.is_updated[self.layer_idx] = True
 
-        # In generate(), the decoder runs C = num_beams (or num_return_sequences) copies of every sentence while the
-        # encoder states stay one per sentence (`_expand_inputs_for_generation`). The copies then share that
-        # sentence's keys and values: their queries are folded into one longer query sequence, which is exact for
-        # encoder-decoder attention (no causal mask; the padding mask is the sentence's).
-        copies = query_states.shape[0] // key_states.shape[0]
-        if copies > 1:
-            query_states = query_states.unflatten(0, (-1, copies)).transpose(1, 2).flatten(2, 3)  # (B, h, C*T_q, d_k)
-            if attention_mask is not None:  # (B, 1, T_q or 1, T_k): a padding mask, the same for every query row
-                attention_mask = attention_mask[:, :, :1]
-
         attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward
         )
@@ -390,10 +380,6 @@ class VaswaniAttention(nn.Module):
             scaling=self.scaling,
             **kwargs,
         )  # attn_output: (B, T_q, h, d_k)
-        if copies > 1:  # back to one row per copy: (B, C*T_q, h, d_k) -> (B*C, T_q, h, d_k)
-            attn_output = attn_output.unflatten(1, (copies, -1)).flatten(0, 1)
-            if attn_weights is not None:  # (B, h, C*T_q, T_k) -> (B*C, h, T_q, T_k)
-                attn_weights = attn_weights.unflatten(2, (copies, -1)).transpose(1, 2).flatten(0, 1)
         attn_output = self.drophead(attn_output)
         attn_output = self.out_proj(attn_output.reshape(*input_shape, -1).contiguous())  # (B, T_q, d)
         return attn_output, attn_weights
@@ -1065,42 +1051,6 @@ class VaswaniForConditionalGeneration(VaswaniPreTrainedModel, GenerationMixin):
         if mask is not None:
             return int(mask.sum(dim=-1).max())
         return source.shape[1]
-
-    def _expand_inputs_for_generation(
-        self,
-        expand_size: int = 1,
-        is_encoder_decoder: bool = False,
-        input_ids: torch.LongTensor | None = None,
-        **model_kwargs,
-    ) -> tuple[torch.LongTensor | None, dict]:
-        """generate() copies its inputs once per beam (or per returned sequence). The encoder output and the source
-        mask are left at one per sentence: every copy of a sentence reads the same encoder keys and values in
-        encoder-decoder attention (see `VaswaniAttention`), so they are computed and cached once per sentence
-        rather than num_beams times."""
-        encoder_outputs = model_kwargs.pop("encoder_outputs", None)
-        attention_mask = model_kwargs.pop("attention_mask", None)
-        if is_encoder_decoder and encoder_outputs is None:
-            raise ValueError("generate() needs `encoder_outputs` here; it should have run the encoder first.")
-        input_ids, model_kwargs = super()._expand_inputs_for_generation(
-            expand_size=expand_size, is_encoder_decoder=False, input_ids=input_ids, **model_kwargs
-        )
-        if encoder_outputs is not None:
-            model_kwargs["encoder_outputs"] = encoder_outputs
-        if attention_mask is not None:
-            model_kwargs["attention_mask"] = attention_mask
-        return input_ids, model_kwargs
-
-    @staticmethod
-    def _reorder_cache(past_key_values: Cache, beam_idx: torch.LongTensor) -> Cache:
-        """Beam search keeps, at each step, the best beams of every sentence (`beam_idx`, flat indices that stay within
-        a sentence's beams). Only the self-attention cache depends on the beam: the cross-attention cache holds one
-        entry per sentence, shared by all its beams (`_expand_inputs_for_generation`), so it is left as it is;
-        reordering it with per-beam indices would be wrong."""
-        if isinstance(past_key_values, EncoderDecoderCache):
-            past_key_values.self_attention_cache.reorder_cache(beam_idx)
-        else:
-            past_key_values.reorder_cache(beam_idx)
-        return past_key_values
 
     def get_output_embeddings(self) -> nn.Linear:
         return self.lm_head

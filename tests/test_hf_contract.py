@@ -3,6 +3,7 @@ loading the stacks on their own, thread-safe pruning at load time, `get_encoder(
 exported decoding with a static cache, the cache returned by beam search, untied output projections,
 `logits_to_keep`, the attention-backend switch and clear errors."""
 
+import copy
 import functools
 import threading
 
@@ -185,3 +186,60 @@ def test_attention_backend_switch_reaches_every_attention_module():
         model.set_attn_implementation("counting_sdpa")
         torch.testing.assert_close(model(**batch).logits, reference)
     assert len(calls) == 2 + 2 * 2  # encoder self-attention, decoder self- and cross-attention, 2 layers each
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The cache generate() returns follows one batch layout, so generic cache code can use it
+# ----------------------------------------------------------------------------------------------------------------
+def test_beam_search_cache_has_one_batch_layout_for_reorder_and_select():
+    model = tiny_model(seed=4).eval()
+    input_ids, attention_mask, _ = random_batch(seed=4)  # 3 sentences
+    beams = 4
+    out = model.generate(
+        input_ids, attention_mask=attention_mask, num_beams=beams, max_new_tokens=4, return_dict_in_generate=True
+    )
+    cache = out.past_key_values
+    rows = input_ids.shape[0] * beams
+    for part in (cache.self_attention_cache, cache.cross_attention_cache):
+        assert all(layer.keys.shape[0] == layer.values.shape[0] == rows for layer in part.layers)
+
+    # One decoding step on the returned cache, with the encoder output laid out as generate() lays it out.
+    encoder_states = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    def step(past, select):
+        with torch.no_grad():
+            return model(
+                encoder_outputs=(encoder_states.repeat_interleave(beams, dim=0)[select],),
+                attention_mask=attention_mask.repeat_interleave(beams, dim=0)[select],
+                decoder_input_ids=torch.full((len(select), 1), 7),
+                past_key_values=past,
+            ).logits
+
+    everything = step(copy.deepcopy(cache), torch.arange(rows))
+    # batch_select_indices keeps the same rows of both caches: the first beam of every sentence.
+    first_beams = torch.arange(0, rows, beams)
+    selected = copy.deepcopy(cache)
+    selected.batch_select_indices(first_beams)
+    torch.testing.assert_close(step(selected, first_beams), everything[first_beams])
+    # reorder_cache moves both caches with the beams (here: beams reversed within each sentence).
+    reorder = torch.arange(rows).view(-1, beams).flip(-1).flatten()
+    reordered = copy.deepcopy(cache)
+    reordered.reorder_cache(reorder)
+    torch.testing.assert_close(step(reordered, torch.arange(rows)), everything[reorder])
+
+
+def test_generation_continues_from_a_returned_cache():
+    model = tiny_model(seed=5).eval()
+    input_ids, attention_mask, _ = random_batch(seed=5)
+    greedy = dict(attention_mask=attention_mask, num_beams=1, do_sample=False)
+    straight = model.generate(input_ids, max_new_tokens=6, min_new_tokens=6, **greedy)
+    first = model.generate(input_ids, max_new_tokens=3, min_new_tokens=3, return_dict_in_generate=True, **greedy)
+    continued = model.generate(
+        input_ids,
+        decoder_input_ids=first.sequences,
+        past_key_values=first.past_key_values,
+        max_new_tokens=3,
+        min_new_tokens=3,
+        **greedy,
+    )
+    assert torch.equal(continued, straight)

@@ -66,63 +66,6 @@ def test_beam_search_with_and_without_cache_agree(backend):
 
 
 @pytest.mark.parametrize("backend", ATTENTION_BACKENDS)
-def test_copies_of_a_sentence_share_its_encoder_states_in_cross_attention(backend):
-    """generate() runs num_beams copies of each sentence against one encoder output per sentence: the folded
-    cross-attention gives the outputs and attention weights of the plain per-copy computation."""
-    model = with_backend(tiny_model(seed=3), backend).eval()
-    input_ids, attention_mask, labels = random_batch(seed=3)  # padded sources
-    copies = 3
-    with torch.no_grad():
-        encoder_states = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        decoder_input_ids = labels.clamp(min=0).repeat_interleave(copies, dim=0)[:, :6]
-        decoder_input_ids[1::copies, 2:] = 5  # the copies of a sentence differ, as beams do
-        common = dict(input_ids=decoder_input_ids, output_attentions=backend == "eager")
-        shared = model.get_decoder()(encoder_hidden_states=encoder_states, encoder_attention_mask=attention_mask,
-                                     **common)  # fmt: skip
-        copied = model.get_decoder()(
-            encoder_hidden_states=encoder_states.repeat_interleave(copies, dim=0),
-            encoder_attention_mask=attention_mask.repeat_interleave(copies, dim=0),
-            **common,
-        )
-    torch.testing.assert_close(shared.last_hidden_state, copied.last_hidden_state, atol=1e-5, rtol=1e-5)
-    if backend == "eager":
-        for ours, reference in zip(shared.cross_attentions, copied.cross_attentions, strict=True):
-            heads = model.config.decoder_attention_heads
-            assert ours.shape == reference.shape == (decoder_input_ids.shape[0], heads, 6, input_ids.shape[1])
-            torch.testing.assert_close(ours, reference, atol=1e-6, rtol=1e-5)
-
-
-@pytest.mark.parametrize(
-    "kwargs",
-    [
-        dict(num_beams=4, length_penalty=0.6),
-        dict(num_beams=4, num_return_sequences=2),
-        dict(num_beams=3, paper_decoding=True),
-        dict(do_sample=True, num_return_sequences=3),
-    ],
-)
-def test_generate_keeps_one_encoder_output_per_sentence_and_decodes_as_if_copied(kwargs, monkeypatch):
-    from transformers import GenerationMixin
-
-    model = tiny_model(seed=4).eval()
-    input_ids, attention_mask, _ = random_batch(seed=4)
-    kwargs = dict(attention_mask=attention_mask, max_new_tokens=8, return_dict_in_generate=True, **kwargs)
-    torch.manual_seed(0)
-    shared = model.generate(input_ids, **kwargs)
-    returns_cache = not kwargs.get("paper_decoding")  # the paper's beam search returns no cache
-    if returns_cache:
-        cross_cache = shared.past_key_values.cross_attention_cache.layers[0]
-        assert cross_cache.keys.shape[0] == input_ids.shape[0]  # not num_beams times larger
-    # The plain way: transformers' own expansion copies the encoder output for every beam or sample.
-    monkeypatch.setattr(type(model), "_expand_inputs_for_generation", GenerationMixin._expand_inputs_for_generation)
-    torch.manual_seed(0)
-    copied = model.generate(input_ids, **kwargs)
-    if returns_cache:
-        assert copied.past_key_values.cross_attention_cache.layers[0].keys.shape[0] > input_ids.shape[0]
-    assert torch.equal(shared.sequences, copied.sequences)
-
-
-@pytest.mark.parametrize("backend", ATTENTION_BACKENDS)
 def test_padding_columns_change_nothing(backend):
     model = with_backend(tiny_model(seed=2), backend).eval()
     input_ids, attention_mask, labels = random_batch(seed=2)
@@ -693,9 +636,9 @@ def test_fused_label_smoothed_loss_matches_torch_cross_entropy_and_its_gradient(
     assert torch.autograd.gradcheck(lambda z: LabelSmoothedCrossEntropy.apply(z, labels, eps, -100), (logits,))
 
 
-def test_beam_search_reorders_only_the_self_attention_cache():
-    """Cross-attention keys/values are the same for every beam of a sentence: beam search must not depend on
-    reordering them (cached decoding equals uncached decoding, which recomputes everything)."""
+def test_beam_search_returning_several_sequences_with_and_without_cache_agree():
+    """Cached beam search reorders both caches (self- and cross-attention) with the beams; uncached decoding
+    recomputes everything."""
     model = tiny_model(seed=17).eval()
     input_ids, attention_mask, _ = random_batch(batch_size=4, seed=17)
     kwargs = dict(attention_mask=attention_mask, num_beams=5, max_new_tokens=9, num_return_sequences=3)
