@@ -71,36 +71,47 @@ def sinusoidal_position_table(num_positions: int, dim: int, start: int = 0) -> t
     return table.float()
 
 
+def sinusoid_inverse_frequencies(dim: int) -> torch.Tensor:
+    """1 / 10000^(2i / d) for i = 0 .. ceil(d/2) - 1: the angular frequencies of Section 3.5, float32 (ceil(d/2),)."""
+    two_i = torch.arange(0, dim, 2, dtype=torch.float64)
+    return torch.pow(10000.0, -two_i / dim).float()
+
+
 class VaswaniSinusoidalPositionalEmbedding(nn.Module):
-    """Fixed sinusoidal positions (Section 3.5). The table is a non-persistent buffer: it is not saved and is
-    rebuilt by `_init_weights` after loading. Positions past `num_positions` are computed on the fly, so any input
-    length works."""
+    """Fixed sinusoidal positions (Section 3.5), computed for the positions asked for, so any input length works
+    and the positions may be a tensor (a static cache's length): no branch depends on a value, which keeps
+    `torch.compile(fullgraph=True)` and `torch.export` working. The frequencies are a non-persistent buffer,
+    rebuilt by `_init_weights` after loading. `num_positions` is no limit here (only learned positions have one).
+    In float32, as rotary embeddings are; for positions below 1024 it matches the float64 table of
+    `sinusoidal_position_table` to about 1e-4."""
 
     def __init__(self, num_positions: int, embedding_dim: int):
         super().__init__()
         self.num_positions = num_positions
         self.embedding_dim = embedding_dim
-        self.register_buffer("table", sinusoidal_position_table(num_positions, embedding_dim), persistent=False)
+        self.register_buffer("inv_freq", sinusoid_inverse_frequencies(embedding_dim), persistent=False)
 
-    def forward(self, seq_len: int, past_length: int = 0) -> torch.Tensor:
+    def forward(self, seq_len: int, past_length: int | torch.Tensor = 0) -> torch.Tensor:
         """(seq_len, d) encodings of positions past_length .. past_length + seq_len - 1."""
-        if past_length + seq_len <= self.num_positions:
-            return self.table[past_length : past_length + seq_len]
-        return sinusoidal_position_table(seq_len, self.embedding_dim, start=past_length).to(self.table.device)
+        positions = torch.arange(seq_len, device=self.inv_freq.device) + past_length  # (T,)
+        angle = positions[:, None].float() * self.inv_freq  # (T, ceil(d/2))
+        # Interleave: PE[:, 2i] = sin, PE[:, 2i+1] = cos (odd d drops the last cos column).
+        return torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(1)[:, : self.embedding_dim]  # (T, d)
 
 
 class VaswaniLearnedPositionalEmbedding(nn.Embedding):
     """Learned absolute positions, the paper's ablation (E) of Table 3. Limited to `num_positions`."""
 
-    def forward(self, seq_len: int, past_length: int = 0) -> torch.Tensor:
+    def forward(self, seq_len: int, past_length: int | torch.Tensor = 0) -> torch.Tensor:
         """(seq_len, d) embeddings of positions past_length .. past_length + seq_len - 1."""
-        if past_length + seq_len > self.num_embeddings:
+        # A static cache (compiled decoding) gives its length as a tensor; it is bounded by the cache size then.
+        if isinstance(past_length, int) and past_length + seq_len > self.num_embeddings:
             raise ValueError(
                 f"The sequence needs position {past_length + seq_len - 1}, but learned position embeddings only cover "
                 f"positions 0..{self.num_embeddings - 1} (max_position_embeddings={self.num_embeddings}). Shorten or "
                 "truncate the input, or use position_embedding_type='sinusoidal', which has no length limit."
             )
-        positions = torch.arange(past_length, past_length + seq_len, device=self.weight.device)
+        positions = torch.arange(seq_len, device=self.weight.device) + past_length
         return super().forward(positions)
 
 
@@ -524,11 +535,11 @@ class VaswaniPreTrainedModel(PreTrainedModel):
         """fairseq's initialization of the paper's model: token embeddings N(0, d^-0.5) with a zero PAD row (U(-0.01,
         0.01) with FixNorm), Xavier-uniform linear layers with zero biases (gain 1/sqrt(2) for
         the attention input projections), LayerNorm (1, 0), ScaleNorm g = sqrt(d).
-        The sinusoidal table is a non-persistent buffer and is rebuilt here (also after `from_pretrained`)."""
+        The sinusoids' frequencies are a non-persistent buffer and are rebuilt here (also after `from_pretrained`)."""
         config = self.config
         std = config.init_std if config.init_std is not None else config.d_model**-0.5
         if isinstance(module, VaswaniSinusoidalPositionalEmbedding):
-            init.copy_(module.table, sinusoidal_position_table(module.num_positions, module.embedding_dim))
+            init.copy_(module.inv_freq, sinusoid_inverse_frequencies(module.embedding_dim))
         elif isinstance(module, VaswaniLearnedPositionalEmbedding):
             init.normal_(module.weight, mean=0.0, std=std)
         elif isinstance(module, nn.Embedding):
@@ -737,7 +748,7 @@ class VaswaniStackEmbedding(nn.Module):
         self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
         self.dropout = config.dropout
 
-    def forward(self, inputs_embeds: torch.Tensor, past_length: int = 0) -> torch.Tensor:
+    def forward(self, inputs_embeds: torch.Tensor, past_length: int | torch.Tensor = 0) -> torch.Tensor:
         """Raw token embeddings (B, T, d) of positions past_length.. -> stack input (B, T, d)"""
         inputs_embeds = self.embed_transform(inputs_embeds) * self.embed_scale
         positions = self.embed_positions(inputs_embeds.shape[1], past_length)  # (T, d)
@@ -853,9 +864,6 @@ class VaswaniDecoder(VaswaniStack):
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)  # (B, T, d)
         hidden_states = self.embeddings(inputs_embeds, past_length=past_length)
-        batch_size, seq_length = hidden_states.shape[:2]
-        if attention_mask is None:
-            attention_mask = torch.ones(batch_size, past_length + seq_length, device=hidden_states.device)
         self_attn_cache = (
             past_key_values.self_attention_cache
             if isinstance(past_key_values, EncoderDecoderCache)

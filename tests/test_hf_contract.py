@@ -243,3 +243,36 @@ def test_generation_continues_from_a_returned_cache():
         **greedy,
     )
     assert torch.equal(continued, straight)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# _can_compile_fullgraph: static-cache decoding compiles as one graph and exports
+# ----------------------------------------------------------------------------------------------------------------
+def test_static_cache_decoding_compiles_as_one_graph():
+    """With a static cache the past length is a tensor; no Python branch may depend on it. `fullgraph=True` fails on
+    any graph break; the "eager" backend checks the capture without paying for code generation."""
+    model = tiny_model(seed=3).eval()
+    input_ids, attention_mask, _ = random_batch(seed=3)
+    greedy = dict(attention_mask=attention_mask, num_beams=1, do_sample=False, max_new_tokens=4, min_new_tokens=4)
+    reference = model.generate(input_ids, **greedy)
+    assert torch.equal(model.generate(input_ids, cache_implementation="static", **greedy), reference)
+    torch._dynamo.reset()
+    model.forward = torch.compile(model.forward, fullgraph=True, backend="eager")
+    try:
+        assert torch.equal(model.generate(input_ids, cache_implementation="static", **greedy), reference)
+    finally:
+        del model.forward
+        torch._dynamo.reset()
+
+
+def test_torch_export_of_encoder_and_static_cache_decoder():
+    """transformers' own exporter (`Seq2SeqLMExportableModule`: `get_encoder()`, `torch.export` of the encoder and
+    of one decoder step on a static cache) gives the greedy tokens of `generate()`."""
+    from transformers.integrations.executorch import Seq2SeqLMExportableModule
+
+    model = tiny_model(seed=3).eval()
+    input_ids, _, _ = random_batch(batch_size=1, seed=3)
+    exported = Seq2SeqLMExportableModule(model, batch_size=1, max_hidden_seq_length=16, max_cache_length=8).export()
+    tokens = exported.generate(input_ids, max_new_tokens=5)  # starts from token 0, as T5 does
+    expected = model.generate(input_ids, decoder_start_token_id=0, num_beams=1, do_sample=False, max_new_tokens=4)
+    assert tokens == expected[0].tolist()[: len(tokens)] and len(tokens) > 1

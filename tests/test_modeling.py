@@ -19,6 +19,7 @@ from modeling_vaswani import (
     shift_tokens_right,
     sinusoidal_position_table,
 )
+from modeling_vaswani.modeling_vaswani import VaswaniSinusoidalPositionalEmbedding
 
 ATTENTION_BACKENDS = ["eager", "sdpa"]
 
@@ -232,8 +233,13 @@ def test_positional_table_is_the_papers_interleaved_formula():
             angle = pos / 10000 ** (2 * i / d)
             assert table[pos, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-6)
             assert table[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-6)
-    # Starting offset (used past the precomputed table) continues the same sequence.
+    # Starting offset continues the same sequence; the model's embedding (float32, any offset, also a tensor one as a
+    # static cache gives) computes the same encodings.
     torch.testing.assert_close(sinusoidal_position_table(10, d, start=40), table[40:])
+    embed = VaswaniSinusoidalPositionalEmbedding(8, d)
+    torch.testing.assert_close(embed(n), table, atol=1e-5, rtol=0)
+    torch.testing.assert_close(embed(10, past_length=40), table[40:], atol=1e-5, rtol=0)
+    torch.testing.assert_close(embed(10, past_length=torch.tensor(40)), table[40:], atol=1e-5, rtol=0)
 
 
 def test_sinusoidal_inputs_longer_than_the_table_work_and_learned_ones_raise():
@@ -244,7 +250,7 @@ def test_sinusoidal_inputs_longer_than_the_table_work_and_learned_ones_raise():
     assert torch.isfinite(out.logits).all()
     # Positions past the table are the paper's formula, not a repeat of the table.
     positions = model.model.encoder.embeddings.embed_positions(20)
-    torch.testing.assert_close(positions, sinusoidal_position_table(20, 16))
+    torch.testing.assert_close(positions, sinusoidal_position_table(20, 16), atol=1e-5, rtol=0)
 
     learned = tiny_model(max_position_embeddings=8, position_embedding_type="learned").eval()
     with pytest.raises(ValueError, match="max_position_embeddings=8.*sinusoidal"):
@@ -291,9 +297,10 @@ def test_save_and_load_round_trip(tmp_path):
     loaded, info = VaswaniForConditionalGeneration.from_pretrained(tmp_path, output_loading_info=True)
     assert info["missing_keys"] == set() and info["unexpected_keys"] == set() and info["mismatched_keys"] == set()
     loaded.eval()
-    # The non-persistent sinusoidal table is rebuilt, not left as uninitialised memory.
+    # The non-persistent sinusoid frequencies are rebuilt, not left as uninitialised memory.
     for stack in (loaded.model.encoder, loaded.model.decoder):
-        torch.testing.assert_close(stack.embeddings.embed_positions.table, sinusoidal_position_table(64, 16))
+        positions = stack.embeddings.embed_positions(64)
+        torch.testing.assert_close(positions, sinusoidal_position_table(64, 16), atol=1e-5, rtol=0)
     for name, tensor in model.state_dict().items():
         torch.testing.assert_close(loaded.state_dict()[name], tensor, msg=name)
     input_ids, attention_mask, _ = random_batch(seed=7)
