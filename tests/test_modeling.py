@@ -386,24 +386,53 @@ def test_default_output_cap_is_source_length_plus_50():
     assert model.generate(input_ids, attention_mask=attention_mask, max_new_tokens=5).shape[1] == 6
 
 
-@pytest.mark.parametrize(
-    "kwargs",
-    [
-        dict(num_beams=1),
-        dict(do_sample=True, top_k=10),
-        dict(num_beams=4, length_penalty=0.6, early_stopping=True, num_return_sequences=2),
-        dict(num_beams=3, length_penalty=2.0, early_stopping=False),
-    ],
-)
-def test_generation_modes(kwargs):
+def test_generation_modes_behave_as_their_definitions():
+    """Greedy, beam search with one beam, top-k=1 sampling and seeded sampling against each other, and several beams
+    returned per sentence: distinct, best first, each scored as its teacher-forced log-probability divided by
+    length ** length_penalty (transformers' beam score)."""
     model = tiny_model(seed=11).eval()
     input_ids, attention_mask, _ = random_batch(seed=11)
-    torch.manual_seed(0)
-    out = model.generate(input_ids, attention_mask=attention_mask, max_new_tokens=6, **kwargs)
-    assert out.shape[0] == input_ids.shape[0] * kwargs.get("num_return_sequences", 1)
-    assert out.shape[1] <= 7
-    assert (out[:, 0] == model.config.decoder_start_token_id).all()
-    assert ((out >= 0) & (out < model.config.vocab_size)).all()
+    common = dict(attention_mask=attention_mask, max_new_tokens=6)
+    greedy = model.generate(input_ids, num_beams=1, do_sample=False, **common)
+    assert torch.equal(model.generate(input_ids, num_beams=1, do_sample=True, top_k=1, **common), greedy)
+
+    samples = []
+    for seed in (0, 0, 1):
+        torch.manual_seed(seed)
+        samples.append(model.generate(input_ids, num_beams=1, do_sample=True, top_k=0, temperature=3.0, **common))
+    assert torch.equal(samples[0], samples[1]) and not torch.equal(samples[0], samples[2])
+
+    beams, returned, alpha = 4, 3, 0.6
+    out = model.generate(
+        input_ids,
+        num_beams=beams,
+        num_return_sequences=returned,
+        length_penalty=alpha,
+        early_stopping=False,
+        return_dict_in_generate=True,
+        output_scores=True,
+        **common,
+    )
+    assert out.sequences.shape[0] == input_ids.shape[0] * returned
+    scores = out.sequences_scores.view(-1, returned)
+    assert (scores[:, :-1] >= scores[:, 1:]).all()
+    eos, pad = model.config.eos_token_id, model.config.pad_token_id
+    for row, sequence in enumerate(out.sequences):
+        sentence = row // returned
+        hypotheses = {tuple(out.sequences[sentence * returned + k].tolist()) for k in range(returned)}
+        assert len(hypotheses) == returned  # distinct beams
+        tokens = sequence[1:].tolist()
+        length = tokens.index(eos) + 1 if eos in tokens else len(tokens)
+        tokens = tokens[:length]
+        assert pad not in tokens
+        with torch.no_grad():
+            logits = model(
+                input_ids[sentence : sentence + 1],
+                attention_mask[sentence : sentence + 1],
+                decoder_input_ids=sequence[None, :length],
+            ).logits[0]
+        log_prob = logits.log_softmax(-1).gather(1, torch.tensor(tokens)[:, None]).sum()
+        torch.testing.assert_close(out.sequences_scores[row], log_prob / length**alpha, atol=1e-4, rtol=1e-4)
 
 
 def test_greedy_generation_matches_a_manual_argmax_loop():
@@ -496,12 +525,39 @@ def test_paper_presets(preset, d_model, d_ff, heads, dropout):
 
 
 def test_default_config_is_the_paper_base_model():
+    """The defaults are the base model of the paper (Table 3, Sections 3-5), written out number by number."""
     config = VaswaniConfig()
-    base = VaswaniConfig.from_preset("base")
-    assert config.to_dict() == base.to_dict()
-    assert config.activation_function == "relu" and config.position_embedding_type == "sinusoidal"
-    assert config.scale_embedding and config.share_embeddings and config.tie_word_embeddings
-    assert config.norm_position == "post" and config.norm_type == "layernorm"
+    paper_base = {
+        "vocab_size": 37000,  # shared source-target BPE vocabulary of WMT14 EN-DE (Section 5.1)
+        "encoder_layers": 6,  # N
+        "decoder_layers": 6,
+        "d_model": 512,
+        "encoder_ffn_dim": 2048,  # d_ff
+        "decoder_ffn_dim": 2048,
+        "encoder_attention_heads": 8,  # h
+        "decoder_attention_heads": 8,
+        "dropout": 0.1,  # P_drop
+        "label_smoothing": 0.1,  # eps_ls
+        "attention_dropout": 0.0,  # not in the paper's text
+        "activation_dropout": 0.0,
+        "activation_function": "relu",  # FFN(x) = max(0, x W1 + b1) W2 + b2
+        "position_embedding_type": "sinusoidal",
+        "scale_embedding": True,  # embeddings * sqrt(d_model)
+        "share_embeddings": True,  # one matrix for source, target and pre-softmax projection
+        "tie_word_embeddings": True,
+        "norm_position": "post",  # LayerNorm(x + Sublayer(x))
+        "norm_type": "layernorm",
+        "fixnorm": False,
+        "encoder_layerdrop": 0.0,
+        "decoder_layerdrop": 0.0,
+        "encoder_drophead": 0.0,
+        "decoder_drophead": 0.0,
+        "cross_drophead": 0.0,
+    }
+    assert {key: getattr(config, key) for key in paper_base} == paper_base
+    assert config.d_model // config.encoder_attention_heads == 64  # d_k = d_v = 64
+    model = VaswaniForConditionalGeneration(tiny_config())  # decoding defaults of Section 6.1
+    assert (model.generation_config.num_beams, model.generation_config.length_penalty) == (4, 0.6)
 
 
 def test_initialization_follows_fairseq():
