@@ -276,3 +276,38 @@ def test_torch_export_of_encoder_and_static_cache_decoder():
     tokens = exported.generate(input_ids, max_new_tokens=5)  # starts from token 0, as T5 does
     expected = model.generate(input_ids, decoder_start_token_id=0, num_beams=1, do_sample=False, max_new_tokens=4)
     assert tokens == expected[0].tolist()[: len(tokens)] and len(tokens) > 1
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Inputs and training switches of the common model tests
+# ----------------------------------------------------------------------------------------------------------------
+def test_inputs_embeds_match_input_ids_in_forward_and_generate():
+    model = tiny_model(seed=6).eval()
+    input_ids, attention_mask, labels = random_batch(seed=6)
+    decoder_input_ids = model.prepare_decoder_input_ids_from_labels(labels)
+    embed = model.get_input_embeddings()
+    with torch.no_grad():
+        from_ids = model(input_ids, attention_mask, decoder_input_ids=decoder_input_ids).logits
+        from_embeds = model(
+            inputs_embeds=embed(input_ids),
+            attention_mask=attention_mask,
+            decoder_inputs_embeds=embed(decoder_input_ids),
+        ).logits
+    torch.testing.assert_close(from_embeds, from_ids)
+    search = dict(attention_mask=attention_mask, num_beams=2, max_new_tokens=5)
+    assert torch.equal(model.generate(inputs_embeds=embed(input_ids), **search), model.generate(input_ids, **search))
+
+
+def test_gradient_checkpointing_gives_the_same_gradients():
+    input_ids, attention_mask, labels = random_batch(seed=8)
+    gradients = []
+    for checkpointing in (False, True):
+        model = tiny_model(seed=8, dropout=0.0)
+        if checkpointing:
+            model.gradient_checkpointing_enable()
+        model.train()
+        model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss.backward()
+        gradients.append({name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None})
+    assert gradients[0].keys() == gradients[1].keys() and len(gradients[0]) > 20
+    for name, grad in gradients[0].items():
+        torch.testing.assert_close(gradients[1][name], grad, msg=name)
