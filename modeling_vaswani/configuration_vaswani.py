@@ -63,8 +63,8 @@ class VaswaniConfig(PretrainedConfig):
         activation_dropout (`float`, *optional*, defaults to 0.0):
             Dropout after the FFN non-linearity (tensor2tensor's `relu_dropout`; not in the paper's text).
         max_position_embeddings (`int`, *optional*, defaults to 1024):
-            Size of the positional table. Sinusoidal encodings extend past it on the fly; learned ones cannot, and
-            longer inputs raise an error.
+            Number of learned positions (`position_embedding_type="learned"`): longer inputs raise an error.
+            Sinusoidal encodings are computed for any position and have no limit.
         position_embedding_type (`str`, *optional*, defaults to `"sinusoidal"`):
             `"sinusoidal"`: the paper's interleaved table `PE[pos, 2i] = sin(pos / 10000^(2i/d))`,
             `PE[pos, 2i+1] = cos(pos / 10000^(2i/d))` (Section 3.5). `"learned"`: learned position embeddings,
