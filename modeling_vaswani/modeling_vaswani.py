@@ -10,6 +10,7 @@ methods never look at config strings. This file imports only torch and transform
 """
 
 import math
+import threading
 from collections.abc import Callable
 
 import torch
@@ -517,6 +518,13 @@ class VaswaniDecoderLayer(GradientCheckpointingLayer):
 # ----------------------------------------------------------------------------------------------------------------
 # Pretrained-model plumbing: initialization, pruning, DropHead / LayerDrop controls
 # ----------------------------------------------------------------------------------------------------------------
+# transformers' `from_pretrained` swaps class attributes while it builds a model (`PreTrainedModel.tie_weights`,
+# `init_weights` and torch's init functions become no-ops, and are restored afterwards). Two loads that overlap in
+# different threads can restore each other's no-ops, leaving weight tying disabled for the whole process. Our
+# `from_pretrained` therefore runs one load at a time.
+_FROM_PRETRAINED_LOCK = threading.RLock()
+
+
 class VaswaniPreTrainedModel(PreTrainedModel):
     config: VaswaniConfig
     config_class = VaswaniConfig
@@ -594,8 +602,8 @@ class VaswaniPreTrainedModel(PreTrainedModel):
         `decoder_layers_to_keep=[...]` (arguments, or values of the given/saved config) load the full checkpoint,
         then keep only those layers (renumbered 0..k-1). The result saves and loads as an ordinary smaller model.
 
-        The full model is built from a copy of the config without the lists, so nothing global changes while
-        weights load: concurrent loads with different lists are independent."""
+        The full model is built from a copy of the config without the lists, so no state outside the call says
+        how to prune; loads from several threads run one at a time (see `_FROM_PRETRAINED_LOCK`)."""
         keep = {side: kwargs.pop(f"{side}_layers_to_keep", None) for side in ("encoder", "decoder")}
         full = {"encoder_layers_to_keep": None, "decoder_layers_to_keep": None}
         config = kwargs.get("config")
@@ -609,7 +617,8 @@ class VaswaniPreTrainedModel(PreTrainedModel):
         keep = {
             side: keep[side] if keep[side] is not None else settings.get(f"{side}_layers_to_keep") for side in keep
         }
-        loaded = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+        with _FROM_PRETRAINED_LOCK:
+            loaded = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
         model = loaded[0] if isinstance(loaded, tuple) else loaded  # output_loading_info=True gives (model, info)
         model.config.validate()
         model.prune_layers(keep["encoder"], keep["decoder"])

@@ -10,9 +10,12 @@ import threading
 import pytest
 import torch
 from conftest import random_batch, tiny_config, tiny_model
+from transformers import PreTrainedModel
 
 from modeling_vaswani import VaswaniForConditionalGeneration
 from modeling_vaswani.modeling_vaswani import VaswaniDecoder, VaswaniEncoder
+
+ORIGINAL_TIE_WEIGHTS, ORIGINAL_INIT_WEIGHTS = PreTrainedModel.tie_weights, PreTrainedModel.init_weights
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -68,11 +71,20 @@ def test_concurrent_loads_with_different_layers_to_keep_do_not_interfere(tmp_pat
         kept = keep if keep is not None else [0, 1, 2, 3]
         model = results[i]
         assert model.config.encoder_layers == len(kept) and model.config.decoder_layers == 4
+        assert model.lm_head.weight is model.model.shared.weight  # tied, with the saved values
+        torch.testing.assert_close(model.lm_head.weight, full_state["model.shared.weight"])
         for new, old in enumerate(kept):
             torch.testing.assert_close(
                 model.model.encoder.layers[new].self_attn.qkv_proj.weight,
                 full_state[f"model.encoder.layers.{old}.self_attn.qkv_proj.weight"],
             )
+
+    # transformers' loading patches class attributes while it runs; overlapping loads must not leave them patched.
+    assert (
+        PreTrainedModel.tie_weights is ORIGINAL_TIE_WEIGHTS and PreTrainedModel.init_weights is ORIGINAL_INIT_WEIGHTS
+    )
+    fresh = tiny_model()
+    assert fresh.lm_head.weight is fresh.model.shared.weight
 
 
 # ----------------------------------------------------------------------------------------------------------------
