@@ -316,7 +316,7 @@ def test_gradient_checkpointing_gives_the_same_gradients():
     for checkpointing in (False, True):
         model = tiny_model(seed=8, dropout=0.0)
         if checkpointing:
-            model.gradient_checkpointing_enable()
+            model.activation_checkpointing_enable()
         model.train()
         model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss.backward()
         gradients.append({name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None})
