@@ -63,8 +63,8 @@ class VaswaniConfig(PretrainedConfig):
         activation_dropout (`float`, *optional*, defaults to 0.0):
             Dropout after the FFN non-linearity (tensor2tensor's `relu_dropout`; not in the paper's text).
         max_position_embeddings (`int`, *optional*, defaults to 1024):
-            Size of the positional table. Sinusoidal encodings extend past it on the fly; learned ones cannot, and
-            longer inputs raise an error.
+            Number of learned positions (`position_embedding_type="learned"`): longer inputs raise an error.
+            Sinusoidal encodings are computed for any position and have no limit.
         position_embedding_type (`str`, *optional*, defaults to `"sinusoidal"`):
             `"sinusoidal"`: the paper's interleaved table `PE[pos, 2i] = sin(pos / 10000^(2i/d))`,
             `PE[pos, 2i+1] = cos(pos / 10000^(2i/d))` (Section 3.5). `"learned"`: learned position embeddings,
@@ -75,11 +75,12 @@ class VaswaniConfig(PretrainedConfig):
         scale_embedding (`bool`, *optional*, defaults to `True`):
             Multiply the token embeddings by sqrt(d_model) (Section 3.4).
         share_embeddings (`bool`, *optional*, defaults to `True`):
-            Use one matrix for the source embedding, the target embedding and the pre-softmax projection
-            (Section 3.4; needs a joint vocabulary). Requires `tie_word_embeddings=True`.
+            Use one matrix for the source and the target embedding (Section 3.4; needs a joint vocabulary). With
+            `tie_word_embeddings=True` (the paper) it is also the pre-softmax projection.
         tie_word_embeddings (`bool`, *optional*, defaults to `True`):
-            Tie the pre-softmax projection to the target embedding. With `share_embeddings=False` and this `True`,
-            the source embedding is a separate matrix ("two-way" tying).
+            Tie the pre-softmax projection to the target embedding (transformers' standard switch). `False` gives
+            the output projection its own matrix, whatever `share_embeddings` says. With `share_embeddings=False`
+            and this `True`, the source embedding is a separate matrix ("two-way" tying).
         label_smoothing (`float`, *optional*, defaults to 0.1):
             eps_ls of Section 5.4, used by the training loss. The loss is `torch.nn.functional.cross_entropy` with
             `label_smoothing`, which puts `eps/V` on every token (fairseq's `eps/(V-1)` on non-targets is the same
@@ -287,12 +288,6 @@ class VaswaniConfig(PretrainedConfig):
             )
 
         # Contradictory combinations
-        if self.share_embeddings and not self.tie_word_embeddings:
-            raise ValueError(
-                "share_embeddings=True with tie_word_embeddings=False is contradictory: sharing one matrix between "
-                "source, target and output projection ties the output projection. Set tie_word_embeddings=True, or "
-                "share_embeddings=False for separate source and target embeddings."
-            )
         if self.fixnorm and not self.tie_word_embeddings:
             raise ValueError(
                 "fixnorm=True needs tie_word_embeddings=True: FixNorm computes the output logits with the unit-length "

@@ -45,8 +45,8 @@ def paper_beam_search(
     """Beam search with the GNMT length penalty; the signature of a `generate(custom_generate=...)` callable.
 
     input_ids: (B * K, P) decoder prompts (the start token), expanded for K = num_beams by `generate()`;
-    model_kwargs hold `encoder_outputs` and `attention_mask` (B, S), one per sentence (the model's
-    `_expand_inputs_for_generation` does not copy them per beam), and `past_key_values`.
+    model_kwargs hold `encoder_outputs` and `attention_mask` (B * K, S), expanded the same way, and
+    `past_key_values`.
     Returns (B * num_return_sequences, P + T) token ids, best first per sentence, padded with PAD.
     """
     config = generation_config
@@ -54,16 +54,18 @@ def paper_beam_search(
     num_return = config.num_return_sequences or 1
     if num_return > num_beams:
         raise ValueError(f"num_return_sequences={num_return} must be at most num_beams={num_beams}.")
-    eos_ids = config._eos_token_tensor.view(-1)
-    pad_id = int(config._pad_token_tensor) if config._pad_token_tensor is not None else int(eos_ids[0])
     device = input_ids.device
+    if config.eos_token_id is None:
+        raise ValueError("paper_beam_search needs generation_config.eos_token_id (an id or a list of ids).")
+    eos_ids = torch.tensor(config.eos_token_id, device=device).view(-1)
+    pad_id = config.pad_token_id if config.pad_token_id is not None else int(eos_ids[0])
     flat_size, prompt_len = input_ids.shape
     batch_size = flat_size // num_beams
 
     # Per-sentence output caps: source length + 50, and the global max_length.
     attention_mask = model_kwargs.get("attention_mask")
     if attention_mask is not None:
-        # (B, S), one row per sentence (`_expand_inputs_for_generation`), or (B * K, S) when given expanded
+        # (B * K, S): the K copies of a sentence have the same mask
         source_lengths = attention_mask.view(batch_size, -1, attention_mask.shape[-1])[:, 0].sum(-1)  # (B,)
     elif inputs_tensor is not None:
         source_lengths = (inputs_tensor != pad_id).sum(-1)
@@ -138,12 +140,8 @@ def paper_beam_search(
             dim=-1,
         )
         beam_scores = live_scores
-        if use_cache:  # the model's own reordering where it has one (only its self-attention cache needs it)
-            beam_idx = (origin + batch_offsets).view(-1)
-            if hasattr(model, "_reorder_cache"):
-                model._reorder_cache(cache, beam_idx)
-            else:
-                cache.reorder_cache(beam_idx)
+        if use_cache:
+            cache.reorder_cache((origin + batch_offsets).view(-1))
 
         # tensor2tensor's stopping rule: a sentence is done when K hypotheses are finished and the best live beam,
         # even at the longest allowed length, cannot beat the worst of them (exact for alpha >= 0), or at its cap.

@@ -10,13 +10,13 @@ methods never look at config strings. This file imports only torch and transform
 """
 
 import math
+import threading
 from collections.abc import Callable
-from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import GenerationMixin, PreTrainedModel
+from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
@@ -72,36 +72,47 @@ def sinusoidal_position_table(num_positions: int, dim: int, start: int = 0) -> t
     return table.float()
 
 
+def sinusoid_inverse_frequencies(dim: int) -> torch.Tensor:
+    """1 / 10000^(2i / d) for i = 0 .. ceil(d/2) - 1: the angular frequencies of Section 3.5, float32 (ceil(d/2),)."""
+    two_i = torch.arange(0, dim, 2, dtype=torch.float64)
+    return torch.pow(10000.0, -two_i / dim).float()
+
+
 class VaswaniSinusoidalPositionalEmbedding(nn.Module):
-    """Fixed sinusoidal positions (Section 3.5). The table is a non-persistent buffer: it is not saved and is
-    rebuilt by `_init_weights` after loading. Positions past `num_positions` are computed on the fly, so any input
-    length works."""
+    """Fixed sinusoidal positions (Section 3.5), computed for the positions asked for, so any input length works
+    and the positions may be a tensor (a static cache's length): no branch depends on a value, which keeps
+    `torch.compile(fullgraph=True)` and `torch.export` working. The frequencies are a non-persistent buffer,
+    rebuilt by `_init_weights` after loading. `num_positions` is no limit here (only learned positions have one).
+    In float32, as rotary embeddings are; for positions below 1024 it matches the float64 table of
+    `sinusoidal_position_table` to about 1e-4."""
 
     def __init__(self, num_positions: int, embedding_dim: int):
         super().__init__()
         self.num_positions = num_positions
         self.embedding_dim = embedding_dim
-        self.register_buffer("table", sinusoidal_position_table(num_positions, embedding_dim), persistent=False)
+        self.register_buffer("inv_freq", sinusoid_inverse_frequencies(embedding_dim), persistent=False)
 
-    def forward(self, seq_len: int, past_length: int = 0) -> torch.Tensor:
+    def forward(self, seq_len: int, past_length: int | torch.Tensor = 0) -> torch.Tensor:
         """(seq_len, d) encodings of positions past_length .. past_length + seq_len - 1."""
-        if past_length + seq_len <= self.num_positions:
-            return self.table[past_length : past_length + seq_len]
-        return sinusoidal_position_table(seq_len, self.embedding_dim, start=past_length).to(self.table.device)
+        positions = torch.arange(seq_len, device=self.inv_freq.device) + past_length  # (T,)
+        angle = positions[:, None].float() * self.inv_freq  # (T, ceil(d/2))
+        # Interleave: PE[:, 2i] = sin, PE[:, 2i+1] = cos (odd d drops the last cos column).
+        return torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(1)[:, : self.embedding_dim]  # (T, d)
 
 
 class VaswaniLearnedPositionalEmbedding(nn.Embedding):
     """Learned absolute positions, the paper's ablation (E) of Table 3. Limited to `num_positions`."""
 
-    def forward(self, seq_len: int, past_length: int = 0) -> torch.Tensor:
+    def forward(self, seq_len: int, past_length: int | torch.Tensor = 0) -> torch.Tensor:
         """(seq_len, d) embeddings of positions past_length .. past_length + seq_len - 1."""
-        if past_length + seq_len > self.num_embeddings:
+        # A static cache (compiled decoding) gives its length as a tensor; it is bounded by the cache size then.
+        if isinstance(past_length, int) and past_length + seq_len > self.num_embeddings:
             raise ValueError(
                 f"The sequence needs position {past_length + seq_len - 1}, but learned position embeddings only cover "
                 f"positions 0..{self.num_embeddings - 1} (max_position_embeddings={self.num_embeddings}). Shorten or "
                 "truncate the input, or use position_embedding_type='sinusoidal', which has no length limit."
             )
-        positions = torch.arange(past_length, past_length + seq_len, device=self.weight.device)
+        positions = torch.arange(seq_len, device=self.weight.device) + past_length
         return super().forward(positions)
 
 
@@ -368,16 +379,6 @@ class VaswaniAttention(nn.Module):
                 if is_cross_attention and isinstance(past_key_values, EncoderDecoderCache):
                     past_key_values.is_updated[self.layer_idx] = True
 
-        # In generate(), the decoder runs C = num_beams (or num_return_sequences) copies of every sentence while the
-        # encoder states stay one per sentence (`_expand_inputs_for_generation`). The copies then share that
-        # sentence's keys and values: their queries are folded into one longer query sequence, which is exact for
-        # encoder-decoder attention (no causal mask; the padding mask is the sentence's).
-        copies = query_states.shape[0] // key_states.shape[0]
-        if copies > 1:
-            query_states = query_states.unflatten(0, (-1, copies)).transpose(1, 2).flatten(2, 3)  # (B, h, C*T_q, d_k)
-            if attention_mask is not None:  # (B, 1, T_q or 1, T_k): a padding mask, the same for every query row
-                attention_mask = attention_mask[:, :, :1]
-
         attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward
         )
@@ -391,10 +392,6 @@ class VaswaniAttention(nn.Module):
             scaling=self.scaling,
             **kwargs,
         )  # attn_output: (B, T_q, h, d_k)
-        if copies > 1:  # back to one row per copy: (B, C*T_q, h, d_k) -> (B*C, T_q, h, d_k)
-            attn_output = attn_output.unflatten(1, (copies, -1)).flatten(0, 1)
-            if attn_weights is not None:  # (B, h, C*T_q, T_k) -> (B*C, h, T_q, T_k)
-                attn_weights = attn_weights.unflatten(2, (copies, -1)).transpose(1, 2).flatten(0, 1)
         attn_output = self.drophead(attn_output)
         attn_output = self.out_proj(attn_output.reshape(*input_shape, -1).contiguous())  # (B, T_q, d)
         return attn_output, attn_weights
@@ -521,17 +518,11 @@ class VaswaniDecoderLayer(GradientCheckpointingLayer):
 # ----------------------------------------------------------------------------------------------------------------
 # Pretrained-model plumbing: initialization, pruning, DropHead / LayerDrop controls
 # ----------------------------------------------------------------------------------------------------------------
-_DEFER_PRUNING = False  # set by `from_pretrained` so that weights load into the full model before pruning
-
-
-@contextmanager
-def _deferred_pruning():
-    global _DEFER_PRUNING
-    previous, _DEFER_PRUNING = _DEFER_PRUNING, True
-    try:
-        yield
-    finally:
-        _DEFER_PRUNING = previous
+# transformers' `from_pretrained` swaps class attributes while it builds a model (`PreTrainedModel.tie_weights`,
+# `init_weights` and torch's init functions become no-ops, and are restored afterwards). Two loads that overlap in
+# different threads can restore each other's no-ops, leaving weight tying disabled for the whole process. Our
+# `from_pretrained` therefore runs one load at a time.
+_FROM_PRETRAINED_LOCK = threading.RLock()
 
 
 class VaswaniPreTrainedModel(PreTrainedModel):
@@ -544,6 +535,7 @@ class VaswaniPreTrainedModel(PreTrainedModel):
     _supports_sdpa = True
     _supports_flash_attn = True
     _supports_flex_attn = True
+    _supports_attention_backend = True
     _can_compile_fullgraph = True
 
     @torch.no_grad()
@@ -551,11 +543,11 @@ class VaswaniPreTrainedModel(PreTrainedModel):
         """fairseq's initialization of the paper's model: token embeddings N(0, d^-0.5) with a zero PAD row (U(-0.01,
         0.01) with FixNorm), Xavier-uniform linear layers with zero biases (gain 1/sqrt(2) for
         the attention input projections), LayerNorm (1, 0), ScaleNorm g = sqrt(d).
-        The sinusoidal table is a non-persistent buffer and is rebuilt here (also after `from_pretrained`)."""
+        The sinusoids' frequencies are a non-persistent buffer and are rebuilt here (also after `from_pretrained`)."""
         config = self.config
         std = config.init_std if config.init_std is not None else config.d_model**-0.5
         if isinstance(module, VaswaniSinusoidalPositionalEmbedding):
-            init.copy_(module.table, sinusoidal_position_table(module.num_positions, module.embedding_dim))
+            init.copy_(module.inv_freq, sinusoid_inverse_frequencies(module.embedding_dim))
         elif isinstance(module, VaswaniLearnedPositionalEmbedding):
             init.normal_(module.weight, mean=0.0, std=std)
         elif isinstance(module, nn.Embedding):
@@ -583,22 +575,53 @@ class VaswaniPreTrainedModel(PreTrainedModel):
         elif isinstance(module, ScaleNorm):
             init.constant_(module.scale, math.sqrt(module.dim))
 
+    def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict:
+        """`PreTrainedModel.get_expanded_tied_weights_keys`, except that `tie_word_embeddings` decides only about the
+        output projection: the source/target sharing of `share_embeddings` holds whatever it says. Both are resolved
+        into `_tied_weights_keys` in `__init__` (`VaswaniModel`, `VaswaniForConditionalGeneration`); transformers
+        ties, saves and loads through this method."""
+        if all_submodels:
+            return super().get_expanded_tied_weights_keys(all_submodels=True)
+        return dict(self._tied_weights_keys or {})
+
+    def resize_token_embeddings(self, new_num_tokens=None, pad_to_multiple_of=None, mean_resizing=True):
+        """`PreTrainedModel.resize_token_embeddings`. Source and target share one `vocab_size`, so with
+        `share_embeddings=False` the target embedding (a matrix of its own) is resized too."""
+        if not self.config.share_embeddings and not isinstance(self, VaswaniStack):
+            self.base_model.decoder.resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
+        return super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
+
     # -- pruning (LayerDrop, Fan et al. 2019, Section 5) ----------------------------------------------------------
+    # Keyword arguments of `from_pretrained` that say where the config file is (passed on to `get_config_dict`).
+    _CONFIG_LOCATION_KWARGS = ("cache_dir", "force_download", "proxies", "local_files_only", "token", "revision",
+                               "subfolder")  # fmt: skip
+
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
         """`PreTrainedModel.from_pretrained`, plus pruning: `encoder_layers_to_keep=[0, 2]` and/or
-        `decoder_layers_to_keep=[...]` load the full checkpoint, then keep only those layers (renumbered 0..k-1).
-        The result saves and loads as an ordinary smaller model."""
+        `decoder_layers_to_keep=[...]` (arguments, or values of the given/saved config) load the full checkpoint,
+        then keep only those layers (renumbered 0..k-1). The result saves and loads as an ordinary smaller model.
+
+        The full model is built from a copy of the config without the lists, so no state outside the call says
+        how to prune; loads from several threads run one at a time (see `_FROM_PRETRAINED_LOCK`)."""
+        keep = {side: kwargs.pop(f"{side}_layers_to_keep", None) for side in ("encoder", "decoder")}
+        full = {"encoder_layers_to_keep": None, "decoder_layers_to_keep": None}
         config = kwargs.get("config")
-        if isinstance(config, VaswaniConfig):
-            overrides = {k: kwargs.pop(k) for k in ("encoder_layers_to_keep", "decoder_layers_to_keep") if k in kwargs}
-            if overrides:
-                kwargs["config"] = config = config.__class__.from_dict({**config.to_dict(), **overrides})
-        with _deferred_pruning():
+        if isinstance(config, PretrainedConfig):
+            settings = config.to_dict()
+            kwargs["config"] = config.__class__.from_dict({**settings, **full})
+        else:  # the config is read by `super().from_pretrained`; the lists are overridden there, and read here
+            location = {key: kwargs[key] for key in cls._CONFIG_LOCATION_KWARGS if key in kwargs}
+            settings, _ = cls.config_class.get_config_dict(config or pretrained_model_name_or_path, **location)
+            kwargs.update(full)
+        keep = {
+            side: keep[side] if keep[side] is not None else settings.get(f"{side}_layers_to_keep") for side in keep
+        }
+        with _FROM_PRETRAINED_LOCK:
             loaded = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
         model = loaded[0] if isinstance(loaded, tuple) else loaded  # output_loading_info=True gives (model, info)
         model.config.validate()
-        model.prune_layers(model.config.encoder_layers_to_keep, model.config.decoder_layers_to_keep)
+        model.prune_layers(keep["encoder"], keep["decoder"])
         return loaded
 
     def save_pretrained(self, save_directory, *args, **kwargs):
@@ -630,10 +653,19 @@ class VaswaniPreTrainedModel(PreTrainedModel):
         self, encoder_layers_to_keep: list[int] | None = None, decoder_layers_to_keep: list[int] | None = None
     ) -> None:
         """Keep only the listed layers of each stack (0-based, increasing), renumber them 0..k-1 and update the
-        config (`encoder_layers` = k, `*_layers_to_keep` = None) so the model saves as an ordinary smaller one."""
-        base = self.base_model
+        config (`encoder_layers` = k, `*_layers_to_keep` = None) so the model saves as an ordinary smaller one.
+        A stack loaded on its own (`VaswaniEncoder` / `VaswaniDecoder`) prunes itself; a list for the stack it does
+        not have is an error."""
+        stacks = self._stacks()
         for side, keep in (("encoder", encoder_layers_to_keep), ("decoder", decoder_layers_to_keep)):
-            stack = getattr(base, side)
+            if side not in stacks:
+                if keep is not None:
+                    raise ValueError(
+                        f"{side}_layers_to_keep={keep!r} is not allowed for {self.__class__.__name__}, which has no "
+                        f"{side} stack; leave it out."
+                    )
+                continue
+            stack = stacks[side]
             if keep is not None:
                 keep = list(keep)
                 VaswaniConfig.check_layers_to_keep(f"{side}_layers_to_keep", keep, len(stack.layers))
@@ -649,6 +681,13 @@ class VaswaniPreTrainedModel(PreTrainedModel):
                 self.config.pruned_layers = record
                 setattr(self.config, f"{side}_layers", len(keep))
             setattr(self.config, f"{side}_layers_to_keep", None)
+
+    def _stacks(self) -> dict[str, "VaswaniStack"]:
+        """The encoder and/or decoder stack of this model by side: both for `VaswaniModel` and the LM, itself for a
+        stack loaded on its own."""
+        if isinstance(self, VaswaniStack):
+            return {self.side: self}
+        return {"encoder": self.base_model.encoder, "decoder": self.base_model.decoder}
 
     # -- DropHead and LayerDrop controls ----------------------------------------------------------------------------
     def set_drophead(
@@ -718,7 +757,7 @@ class VaswaniStackEmbedding(nn.Module):
         self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
         self.dropout = config.dropout
 
-    def forward(self, inputs_embeds: torch.Tensor, past_length: int = 0) -> torch.Tensor:
+    def forward(self, inputs_embeds: torch.Tensor, past_length: int | torch.Tensor = 0) -> torch.Tensor:
         """Raw token embeddings (B, T, d) of positions past_length.. -> stack input (B, T, d)"""
         inputs_embeds = self.embed_transform(inputs_embeds) * self.embed_scale
         positions = self.embed_positions(inputs_embeds.shape[1], past_length)  # (T, d)
@@ -753,6 +792,8 @@ class VaswaniStack(VaswaniPreTrainedModel):
 
 class VaswaniEncoder(VaswaniStack):
     """The encoder stack: `config.encoder_layers` [`VaswaniEncoderLayer`]s."""
+
+    side = "encoder"
 
     _can_record_outputs = {"hidden_states": VaswaniEncoderLayer, "attentions": VaswaniAttention}
 
@@ -791,6 +832,7 @@ class VaswaniDecoder(VaswaniStack):
     """The decoder stack: `config.decoder_layers` [`VaswaniDecoderLayer`]s, with a key/value cache for incremental
     decoding."""
 
+    side = "decoder"
     _can_record_outputs = {
         "hidden_states": VaswaniDecoderLayer,
         "attentions": OutputRecorder(VaswaniAttention, index=1, layer_name="self_attn"),
@@ -818,6 +860,11 @@ class VaswaniDecoder(VaswaniStack):
         (B, S) -> last_hidden_state (B, T, d) and the updated cache."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of decoder_input_ids or decoder_inputs_embeds to the decoder.")
+        if encoder_hidden_states is None:
+            raise ValueError(
+                "The decoder needs the encoder's output: pass encoder_hidden_states (B, S, d_model) and "
+                "encoder_attention_mask (B, S), e.g. model.get_encoder()(input_ids, attention_mask).last_hidden_state."
+            )
         use_cache = use_cache if use_cache is not None else self.config.use_cache
         if use_cache and past_key_values is None:
             past_key_values = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
@@ -826,9 +873,6 @@ class VaswaniDecoder(VaswaniStack):
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)  # (B, T, d)
         hidden_states = self.embeddings(inputs_embeds, past_length=past_length)
-        batch_size, seq_length = hidden_states.shape[:2]
-        if attention_mask is None:
-            attention_mask = torch.ones(batch_size, past_length + seq_length, device=hidden_states.device)
         self_attn_cache = (
             past_key_values.self_attention_cache
             if isinstance(past_key_values, EncoderDecoderCache)
@@ -875,17 +919,21 @@ class VaswaniModel(VaswaniPreTrainedModel):
         config.validate()
         super().__init__(config)
         if config.share_embeddings:
-            # Section 3.4: one matrix for source and target embeddings (and, in the LM head, the output projection).
+            # Section 3.4: one matrix for source and target embeddings (and, in the LM head with
+            # `tie_word_embeddings=True`, the output projection).
             self.shared = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
-            self._tied_weights_keys = {
-                "encoder.embed_tokens.weight": "shared.weight",
-                "decoder.embed_tokens.weight": "shared.weight",
-            }
+        self._tied_weights_keys = self.shared_embedding_keys(config)
         self.encoder = VaswaniEncoder(config)
         self.decoder = VaswaniDecoder(config)
         self.post_init()
-        if not _DEFER_PRUNING:
-            self.prune_layers(config.encoder_layers_to_keep, config.decoder_layers_to_keep)
+        self.prune_layers(config.encoder_layers_to_keep, config.decoder_layers_to_keep)
+
+    @staticmethod
+    def shared_embedding_keys(config: VaswaniConfig, prefix: str = "") -> dict[str, str]:
+        """The `{tied: source}` parameter names of source/target sharing (`share_embeddings`), under `prefix`."""
+        if not config.share_embeddings:
+            return {}
+        return {f"{prefix}{side}.embed_tokens.weight": f"{prefix}shared.weight" for side in ("encoder", "decoder")}
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.shared if self.config.share_embeddings else self.encoder.embed_tokens
@@ -895,12 +943,6 @@ class VaswaniModel(VaswaniPreTrainedModel):
             self.shared = value
             self.decoder.set_input_embeddings(value)
         self.encoder.set_input_embeddings(value)
-
-    def get_encoder(self) -> VaswaniEncoder:
-        return self.encoder
-
-    def get_decoder(self) -> VaswaniDecoder:
-        return self.decoder
 
     @can_return_tuple
     def forward(
@@ -967,15 +1009,12 @@ class VaswaniForConditionalGeneration(VaswaniPreTrainedModel, GenerationMixin):
         super().__init__(config)
         self.model = VaswaniModel(config)
         self.lm_head = (FixNormLinear if config.fixnorm else nn.Linear)(config.d_model, config.vocab_size, bias=False)
-        self._tied_weights_keys = (
-            {
-                "lm_head.weight": "model.shared.weight",
-                "model.encoder.embed_tokens.weight": "model.shared.weight",
-                "model.decoder.embed_tokens.weight": "model.shared.weight",
-            }
-            if config.share_embeddings
-            else {"lm_head.weight": "model.decoder.embed_tokens.weight"}
-        )
+        # `tie_word_embeddings` ties the output projection to the target embedding (Section 3.4); `share_embeddings`
+        # makes source and target embedding one matrix. Each switch works without the other.
+        self._tied_weights_keys = VaswaniModel.shared_embedding_keys(config, prefix="model.")
+        if config.tie_word_embeddings:
+            target = "model.shared.weight" if config.share_embeddings else "model.decoder.embed_tokens.weight"
+            self._tied_weights_keys["lm_head.weight"] = target
         self.post_init()
         # Decoding defaults of the paper (Section 6.1): beam size 4, length penalty alpha = 0.6. (transformers
         # divides by length**alpha, not by the GNMT penalty the paper used: see `paper_decoding`.) A translation is
@@ -1030,48 +1069,6 @@ class VaswaniForConditionalGeneration(VaswaniPreTrainedModel, GenerationMixin):
             return int(mask.sum(dim=-1).max())
         return source.shape[1]
 
-    def get_encoder(self) -> VaswaniEncoder:
-        return self.model.encoder
-
-    def get_decoder(self) -> VaswaniDecoder:
-        return self.model.decoder
-
-    def _expand_inputs_for_generation(
-        self,
-        expand_size: int = 1,
-        is_encoder_decoder: bool = False,
-        input_ids: torch.LongTensor | None = None,
-        **model_kwargs,
-    ) -> tuple[torch.LongTensor | None, dict]:
-        """generate() copies its inputs once per beam (or per returned sequence). The encoder output and the source
-        mask are left at one per sentence: every copy of a sentence reads the same encoder keys and values in
-        encoder-decoder attention (see `VaswaniAttention`), so they are computed and cached once per sentence
-        rather than num_beams times."""
-        encoder_outputs = model_kwargs.pop("encoder_outputs", None)
-        attention_mask = model_kwargs.pop("attention_mask", None)
-        if is_encoder_decoder and encoder_outputs is None:
-            raise ValueError("generate() needs `encoder_outputs` here; it should have run the encoder first.")
-        input_ids, model_kwargs = super()._expand_inputs_for_generation(
-            expand_size=expand_size, is_encoder_decoder=False, input_ids=input_ids, **model_kwargs
-        )
-        if encoder_outputs is not None:
-            model_kwargs["encoder_outputs"] = encoder_outputs
-        if attention_mask is not None:
-            model_kwargs["attention_mask"] = attention_mask
-        return input_ids, model_kwargs
-
-    @staticmethod
-    def _reorder_cache(past_key_values: Cache, beam_idx: torch.LongTensor) -> Cache:
-        """Beam search keeps, at each step, the best beams of every sentence (`beam_idx`, flat indices that stay within
-        a sentence's beams). Only the self-attention cache depends on the beam: the cross-attention cache holds one
-        entry per sentence, shared by all its beams (`_expand_inputs_for_generation`), so it is left as it is;
-        reordering it with per-beam indices would be wrong."""
-        if isinstance(past_key_values, EncoderDecoderCache):
-            past_key_values.self_attention_cache.reorder_cache(beam_idx)
-        else:
-            past_key_values.reorder_cache(beam_idx)
-        return past_key_values
-
     def get_output_embeddings(self) -> nn.Linear:
         return self.lm_head
 
@@ -1095,17 +1092,27 @@ class VaswaniForConditionalGeneration(VaswaniPreTrainedModel, GenerationMixin):
         labels: torch.LongTensor | None = None,
         use_cache: bool | None = None,
         num_items_in_batch: int | torch.Tensor | None = None,
+        logits_to_keep: int | torch.Tensor = 0,
         **kwargs,
     ) -> Seq2SeqLMOutput:
         r"""
         labels (`torch.LongTensor` of shape `(batch_size, target_length)`, *optional*): target tokens (ending with
             EOS). Positions holding -100 or PAD are ignored. When given, `decoder_input_ids` default to the labels
-            shifted right and the output holds the label-smoothed cross-entropy, averaged over the real target
-            tokens.
+            shifted right and the output holds the label-smoothed cross-entropy (the paper's training loss, eps =
+            `config.label_smoothing`), averaged over the real target tokens. For plain cross-entropy, build the
+            model with `label_smoothing=0.0`, or compute `F.cross_entropy` from the returned `logits`.
         num_items_in_batch (*optional*): number of real target tokens in the whole (accumulated) batch, passed by
             the `Trainer`; the loss is then the token sum divided by it, so gradient accumulation averages correctly.
+        logits_to_keep (`int` or `torch.Tensor`, *optional*, defaults to 0): compute logits only for the last
+            `logits_to_keep` decoder positions (0: all), or for the positions listed in a 1-D tensor. `generate()`
+            passes 1, so the output projection runs only where the next token is chosen.
         """
         if labels is not None:
+            if not (isinstance(logits_to_keep, int) and logits_to_keep == 0):
+                raise ValueError(
+                    f"logits_to_keep={logits_to_keep!r} cannot be combined with labels: the loss needs the logits of "
+                    "every target position. Leave logits_to_keep at 0 when passing labels."
+                )
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
@@ -1122,7 +1129,9 @@ class VaswaniForConditionalGeneration(VaswaniPreTrainedModel, GenerationMixin):
             use_cache=use_cache,
             **kwargs,
         )
-        logits = self.lm_head(outputs.last_hidden_state)  # (B, T, V)
+        hidden_states = outputs.last_hidden_state  # (B, T, d)
+        keep = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
+        logits = self.lm_head(hidden_states[:, keep])  # (B, T', V), T' = T unless logits_to_keep is given
 
         loss = None
         if labels is not None:

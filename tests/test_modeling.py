@@ -19,6 +19,7 @@ from modeling_vaswani import (
     shift_tokens_right,
     sinusoidal_position_table,
 )
+from modeling_vaswani.modeling_vaswani import VaswaniSinusoidalPositionalEmbedding
 
 ATTENTION_BACKENDS = ["eager", "sdpa"]
 
@@ -63,63 +64,6 @@ def test_beam_search_with_and_without_cache_agree(backend):
     with_cache = model.generate(input_ids, use_cache=True, **kwargs)
     without_cache = model.generate(input_ids, use_cache=False, **kwargs)
     assert torch.equal(with_cache, without_cache)
-
-
-@pytest.mark.parametrize("backend", ATTENTION_BACKENDS)
-def test_copies_of_a_sentence_share_its_encoder_states_in_cross_attention(backend):
-    """generate() runs num_beams copies of each sentence against one encoder output per sentence: the folded
-    cross-attention gives the outputs and attention weights of the plain per-copy computation."""
-    model = with_backend(tiny_model(seed=3), backend).eval()
-    input_ids, attention_mask, labels = random_batch(seed=3)  # padded sources
-    copies = 3
-    with torch.no_grad():
-        encoder_states = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        decoder_input_ids = labels.clamp(min=0).repeat_interleave(copies, dim=0)[:, :6]
-        decoder_input_ids[1::copies, 2:] = 5  # the copies of a sentence differ, as beams do
-        common = dict(input_ids=decoder_input_ids, output_attentions=backend == "eager")
-        shared = model.get_decoder()(encoder_hidden_states=encoder_states, encoder_attention_mask=attention_mask,
-                                     **common)  # fmt: skip
-        copied = model.get_decoder()(
-            encoder_hidden_states=encoder_states.repeat_interleave(copies, dim=0),
-            encoder_attention_mask=attention_mask.repeat_interleave(copies, dim=0),
-            **common,
-        )
-    torch.testing.assert_close(shared.last_hidden_state, copied.last_hidden_state, atol=1e-5, rtol=1e-5)
-    if backend == "eager":
-        for ours, reference in zip(shared.cross_attentions, copied.cross_attentions, strict=True):
-            heads = model.config.decoder_attention_heads
-            assert ours.shape == reference.shape == (decoder_input_ids.shape[0], heads, 6, input_ids.shape[1])
-            torch.testing.assert_close(ours, reference, atol=1e-6, rtol=1e-5)
-
-
-@pytest.mark.parametrize(
-    "kwargs",
-    [
-        dict(num_beams=4, length_penalty=0.6),
-        dict(num_beams=4, num_return_sequences=2),
-        dict(num_beams=3, paper_decoding=True),
-        dict(do_sample=True, num_return_sequences=3),
-    ],
-)
-def test_generate_keeps_one_encoder_output_per_sentence_and_decodes_as_if_copied(kwargs, monkeypatch):
-    from transformers import GenerationMixin
-
-    model = tiny_model(seed=4).eval()
-    input_ids, attention_mask, _ = random_batch(seed=4)
-    kwargs = dict(attention_mask=attention_mask, max_new_tokens=8, return_dict_in_generate=True, **kwargs)
-    torch.manual_seed(0)
-    shared = model.generate(input_ids, **kwargs)
-    returns_cache = not kwargs.get("paper_decoding")  # the paper's beam search returns no cache
-    if returns_cache:
-        cross_cache = shared.past_key_values.cross_attention_cache.layers[0]
-        assert cross_cache.keys.shape[0] == input_ids.shape[0]  # not num_beams times larger
-    # The plain way: transformers' own expansion copies the encoder output for every beam or sample.
-    monkeypatch.setattr(type(model), "_expand_inputs_for_generation", GenerationMixin._expand_inputs_for_generation)
-    torch.manual_seed(0)
-    copied = model.generate(input_ids, **kwargs)
-    if returns_cache:
-        assert copied.past_key_values.cross_attention_cache.layers[0].keys.shape[0] > input_ids.shape[0]
-    assert torch.equal(shared.sequences, copied.sequences)
 
 
 @pytest.mark.parametrize("backend", ATTENTION_BACKENDS)
@@ -289,8 +233,13 @@ def test_positional_table_is_the_papers_interleaved_formula():
             angle = pos / 10000 ** (2 * i / d)
             assert table[pos, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-6)
             assert table[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-6)
-    # Starting offset (used past the precomputed table) continues the same sequence.
+    # Starting offset continues the same sequence; the model's embedding (float32, any offset, also a tensor one as a
+    # static cache gives) computes the same encodings.
     torch.testing.assert_close(sinusoidal_position_table(10, d, start=40), table[40:])
+    embed = VaswaniSinusoidalPositionalEmbedding(8, d)
+    torch.testing.assert_close(embed(n), table, atol=1e-5, rtol=0)
+    torch.testing.assert_close(embed(10, past_length=40), table[40:], atol=1e-5, rtol=0)
+    torch.testing.assert_close(embed(10, past_length=torch.tensor(40)), table[40:], atol=1e-5, rtol=0)
 
 
 def test_sinusoidal_inputs_longer_than_the_table_work_and_learned_ones_raise():
@@ -301,7 +250,7 @@ def test_sinusoidal_inputs_longer_than_the_table_work_and_learned_ones_raise():
     assert torch.isfinite(out.logits).all()
     # Positions past the table are the paper's formula, not a repeat of the table.
     positions = model.model.encoder.embeddings.embed_positions(20)
-    torch.testing.assert_close(positions, sinusoidal_position_table(20, 16))
+    torch.testing.assert_close(positions, sinusoidal_position_table(20, 16), atol=1e-5, rtol=0)
 
     learned = tiny_model(max_position_embeddings=8, position_embedding_type="learned").eval()
     with pytest.raises(ValueError, match="max_position_embeddings=8.*sinusoidal"):
@@ -348,9 +297,10 @@ def test_save_and_load_round_trip(tmp_path):
     loaded, info = VaswaniForConditionalGeneration.from_pretrained(tmp_path, output_loading_info=True)
     assert info["missing_keys"] == set() and info["unexpected_keys"] == set() and info["mismatched_keys"] == set()
     loaded.eval()
-    # The non-persistent sinusoidal table is rebuilt, not left as uninitialised memory.
+    # The non-persistent sinusoid frequencies are rebuilt, not left as uninitialised memory.
     for stack in (loaded.model.encoder, loaded.model.decoder):
-        torch.testing.assert_close(stack.embeddings.embed_positions.table, sinusoidal_position_table(64, 16))
+        positions = stack.embeddings.embed_positions(64)
+        torch.testing.assert_close(positions, sinusoidal_position_table(64, 16), atol=1e-5, rtol=0)
     for name, tensor in model.state_dict().items():
         torch.testing.assert_close(loaded.state_dict()[name], tensor, msg=name)
     input_ids, attention_mask, _ = random_batch(seed=7)
@@ -436,24 +386,53 @@ def test_default_output_cap_is_source_length_plus_50():
     assert model.generate(input_ids, attention_mask=attention_mask, max_new_tokens=5).shape[1] == 6
 
 
-@pytest.mark.parametrize(
-    "kwargs",
-    [
-        dict(num_beams=1),
-        dict(do_sample=True, top_k=10),
-        dict(num_beams=4, length_penalty=0.6, early_stopping=True, num_return_sequences=2),
-        dict(num_beams=3, length_penalty=2.0, early_stopping=False),
-    ],
-)
-def test_generation_modes(kwargs):
+def test_generation_modes_behave_as_their_definitions():
+    """Greedy, beam search with one beam, top-k=1 sampling and seeded sampling against each other, and several beams
+    returned per sentence: distinct, best first, each scored as its teacher-forced log-probability divided by
+    length ** length_penalty (transformers' beam score)."""
     model = tiny_model(seed=11).eval()
     input_ids, attention_mask, _ = random_batch(seed=11)
-    torch.manual_seed(0)
-    out = model.generate(input_ids, attention_mask=attention_mask, max_new_tokens=6, **kwargs)
-    assert out.shape[0] == input_ids.shape[0] * kwargs.get("num_return_sequences", 1)
-    assert out.shape[1] <= 7
-    assert (out[:, 0] == model.config.decoder_start_token_id).all()
-    assert ((out >= 0) & (out < model.config.vocab_size)).all()
+    common = dict(attention_mask=attention_mask, max_new_tokens=6)
+    greedy = model.generate(input_ids, num_beams=1, do_sample=False, **common)
+    assert torch.equal(model.generate(input_ids, num_beams=1, do_sample=True, top_k=1, **common), greedy)
+
+    samples = []
+    for seed in (0, 0, 1):
+        torch.manual_seed(seed)
+        samples.append(model.generate(input_ids, num_beams=1, do_sample=True, top_k=0, temperature=3.0, **common))
+    assert torch.equal(samples[0], samples[1]) and not torch.equal(samples[0], samples[2])
+
+    beams, returned, alpha = 4, 3, 0.6
+    out = model.generate(
+        input_ids,
+        num_beams=beams,
+        num_return_sequences=returned,
+        length_penalty=alpha,
+        early_stopping=False,
+        return_dict_in_generate=True,
+        output_scores=True,
+        **common,
+    )
+    assert out.sequences.shape[0] == input_ids.shape[0] * returned
+    scores = out.sequences_scores.view(-1, returned)
+    assert (scores[:, :-1] >= scores[:, 1:]).all()
+    eos, pad = model.config.eos_token_id, model.config.pad_token_id
+    for row, sequence in enumerate(out.sequences):
+        sentence = row // returned
+        hypotheses = {tuple(out.sequences[sentence * returned + k].tolist()) for k in range(returned)}
+        assert len(hypotheses) == returned  # distinct beams
+        tokens = sequence[1:].tolist()
+        length = tokens.index(eos) + 1 if eos in tokens else len(tokens)
+        tokens = tokens[:length]
+        assert pad not in tokens
+        with torch.no_grad():
+            logits = model(
+                input_ids[sentence : sentence + 1],
+                attention_mask[sentence : sentence + 1],
+                decoder_input_ids=sequence[None, :length],
+            ).logits[0]
+        log_prob = logits.log_softmax(-1).gather(1, torch.tensor(tokens)[:, None]).sum()
+        torch.testing.assert_close(out.sequences_scores[row], log_prob / length**alpha, atol=1e-4, rtol=1e-4)
 
 
 def test_greedy_generation_matches_a_manual_argmax_loop():
@@ -546,12 +525,39 @@ def test_paper_presets(preset, d_model, d_ff, heads, dropout):
 
 
 def test_default_config_is_the_paper_base_model():
+    """The defaults are the base model of the paper (Table 3, Sections 3-5), written out number by number."""
     config = VaswaniConfig()
-    base = VaswaniConfig.from_preset("base")
-    assert config.to_dict() == base.to_dict()
-    assert config.activation_function == "relu" and config.position_embedding_type == "sinusoidal"
-    assert config.scale_embedding and config.share_embeddings and config.tie_word_embeddings
-    assert config.norm_position == "post" and config.norm_type == "layernorm"
+    paper_base = {
+        "vocab_size": 37000,  # shared source-target BPE vocabulary of WMT14 EN-DE (Section 5.1)
+        "encoder_layers": 6,  # N
+        "decoder_layers": 6,
+        "d_model": 512,
+        "encoder_ffn_dim": 2048,  # d_ff
+        "decoder_ffn_dim": 2048,
+        "encoder_attention_heads": 8,  # h
+        "decoder_attention_heads": 8,
+        "dropout": 0.1,  # P_drop
+        "label_smoothing": 0.1,  # eps_ls
+        "attention_dropout": 0.0,  # not in the paper's text
+        "activation_dropout": 0.0,
+        "activation_function": "relu",  # FFN(x) = max(0, x W1 + b1) W2 + b2
+        "position_embedding_type": "sinusoidal",
+        "scale_embedding": True,  # embeddings * sqrt(d_model)
+        "share_embeddings": True,  # one matrix for source, target and pre-softmax projection
+        "tie_word_embeddings": True,
+        "norm_position": "post",  # LayerNorm(x + Sublayer(x))
+        "norm_type": "layernorm",
+        "fixnorm": False,
+        "encoder_layerdrop": 0.0,
+        "decoder_layerdrop": 0.0,
+        "encoder_drophead": 0.0,
+        "decoder_drophead": 0.0,
+        "cross_drophead": 0.0,
+    }
+    assert {key: getattr(config, key) for key in paper_base} == paper_base
+    assert config.d_model // config.encoder_attention_heads == 64  # d_k = d_v = 64
+    model = VaswaniForConditionalGeneration(tiny_config())  # decoding defaults of Section 6.1
+    assert (model.generation_config.num_beams, model.generation_config.length_penalty) == (4, 0.6)
 
 
 def test_initialization_follows_fairseq():
@@ -693,9 +699,9 @@ def test_fused_label_smoothed_loss_matches_torch_cross_entropy_and_its_gradient(
     assert torch.autograd.gradcheck(lambda z: LabelSmoothedCrossEntropy.apply(z, labels, eps, -100), (logits,))
 
 
-def test_beam_search_reorders_only_the_self_attention_cache():
-    """Cross-attention keys/values are the same for every beam of a sentence: beam search must not depend on
-    reordering them (cached decoding equals uncached decoding, which recomputes everything)."""
+def test_beam_search_returning_several_sequences_with_and_without_cache_agree():
+    """Cached beam search reorders both caches (self- and cross-attention) with the beams; uncached decoding
+    recomputes everything."""
     model = tiny_model(seed=17).eval()
     input_ids, attention_mask, _ = random_batch(batch_size=4, seed=17)
     kwargs = dict(attention_mask=attention_mask, num_beams=5, max_new_tokens=9, num_return_sequences=3)

@@ -474,7 +474,6 @@ def test_drophead_callback_drives_the_schedule_inside_a_trainer(tmp_path):
         (dict(decoder_layers_to_keep=[1, 1]), r"decoder_layers_to_keep=\[1, 1\] repeats or reorders"),
         (dict(decoder_layers_to_keep=[1, 0]), r"repeats or reorders"),
         (dict(encoder_layers_to_keep=[]), r"non-empty list"),
-        (dict(share_embeddings=True, tie_word_embeddings=False), r"contradictory"),
         (dict(fixnorm=True, share_embeddings=False, tie_word_embeddings=False), r"fixnorm=True needs tie_word"),
         (dict(fixnorm=True, scale_embedding=False), r"fixnorm=True needs scale_embedding=True"),
         (dict(layer_norm_eps=0), r"layer_norm_eps=0"),

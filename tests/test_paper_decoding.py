@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 from conftest import random_batch, tiny_model
+from transformers import LogitsProcessor, LogitsProcessorList
 from transformers.modeling_outputs import Seq2SeqLMOutput
 
 from modeling_vaswani.generation_vaswani import gnmt_length_penalty, paper_beam_search
@@ -140,15 +141,37 @@ def test_paper_decoding_with_cache_equals_without_and_returns_several_sequences(
     assert torch.equal(several.sequences[::3, : cached.shape[1]], cached[:, : several.sequences.shape[1]])
 
 
+class EndAfter(LogitsProcessor):
+    """EOS is impossible before sentence i has `lengths[i]` tokens (the start token included) and near-certain from
+    then on (+20 on its logit): every sentence ends by itself, well before the cap, at a known length."""
+
+    def __init__(self, lengths: list[int]):
+        self.lengths = torch.tensor(lengths)
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        scores = scores.clone()
+        ready = input_ids.shape[1] >= self.lengths.repeat_interleave(input_ids.shape[0] // len(self.lengths))
+        scores[:, EOS] = torch.where(ready, scores[:, EOS] + 20.0, float("-inf"))
+        return scores
+
+
 def test_greedy_paper_decoding_equals_transformers_greedy_when_eos_comes_before_the_cap():
+    """With one beam and EOS never a close second, the paper's search is greedy search: the same tokens, the same
+    end. (Where EOS is a close second, the two differ by design: the paper's search keeps the EOS hypothesis and
+    ranks it by the GNMT penalty.)"""
     model = tiny_model(seed=10).eval()
     input_ids, attention_mask, _ = random_batch(seed=10)
-    hf = model.generate(input_ids, attention_mask=attention_mask, num_beams=1)
-    paper = model.generate(input_ids, attention_mask=attention_mask, num_beams=1, paper_decoding=True)
-    for a, b in zip(hf.tolist(), paper.tolist(), strict=True):
-        if EOS in a:  # a sentence that ended by itself: both searches agree token for token
-            end = a.index(EOS) + 1
-            assert b[:end] == a[:end]
+    lengths = [3, 5, 4]
+    common = dict(
+        attention_mask=attention_mask, num_beams=1, logits_processor=LogitsProcessorList([EndAfter(lengths)])
+    )
+    hf = model.generate(input_ids, **common)
+    paper = model.generate(input_ids, paper_decoding=True, **common)
+    for a, b, length in zip(hf.tolist(), paper.tolist(), lengths, strict=True):
+        assert EOS in a and a.index(EOS) == length  # each sentence ended by itself, where the processor allows it
+        end = length + 1
+        assert b[:end] == a[:end]
+        assert all(token == PAD for token in a[end:] + b[end:])
 
 
 def test_bad_paper_decoding_arguments():
