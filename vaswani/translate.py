@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from vaswani.errors import UserError
 from vaswani.model_folder import ModelFolderError, check_model_folder, load_model_folder
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class TranslateError(ValueError):
+class TranslateError(UserError):
     """A translation cannot run as asked (a bad device or length). The message names the problem and the fix; the
     command line prints it without a traceback."""
 
