@@ -19,7 +19,7 @@ from test_pipeline import (  # noqa: F401  (one_torch_thread is an autouse fixtu
 
 from vaswani.cli import main
 from vaswani.hub import PushError, push_model_folder
-from vaswani.model_card import write_model_card
+from vaswani.model_card import public_run_args, write_model_card
 
 REPO_ID = "someone/tiny-vaswani"
 CODE_FILES = {"configuration_vaswani.py", "modeling_vaswani.py", "generation_vaswani.py", "pipeline_vaswani.py"}
@@ -154,7 +154,12 @@ def test_train_py_pushes_its_final_model_folder(tmp_path, hub):
         files
     )
     for name, content in files.items():
-        assert content == (out / name).read_bytes(), name
+        if name != "run_args.json":
+            assert content == (out / name).read_bytes(), name
+    # the training record is published with local paths reduced to file names (no path of the trainer's machine)
+    local, published = json.loads((out / "run_args.json").read_text()), json.loads(files["run_args.json"])
+    assert published == public_run_args(local) and published["train_file"] == Path(local["train_file"]).name
+    assert str(tmp_path) not in files["run_args.json"].decode()
     card = files["README.md"].decode()
     assert f'from_pretrained("{REPO_ID}", trust_remote_code=True)' in card  # the card written for this repo
     assert json.loads(files["results.json"])["averaged_checkpoints"] == ["step-00000001", "step-00000002"]
