@@ -33,6 +33,9 @@ from pathlib import Path
 
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_train import marian_model  # noqa: E402
+
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "gettext-en-es"
 RECIPE = REPO / "configs" / "small-data.yaml"
@@ -121,27 +124,18 @@ def trainer_worker(spec_path: str) -> None:
     from transformers import (
         AutoTokenizer,
         DataCollatorForSeq2Seq,
-        MarianConfig,
-        MarianMTModel,
         Seq2SeqTrainer,
         Seq2SeqTrainingArguments,
         TrainerCallback,
-    )  # fmt: skip
+    )
 
     spec = json.loads(Path(spec_path).read_text())
     src, tgt, dims = spec["source_lang"], spec["target_lang"], spec["dims"]
     tokenizer = AutoTokenizer.from_pretrained(spec["tokenizer"])
     torch.manual_seed(spec["seed"])
-    model = MarianMTModel(MarianConfig(
-        vocab_size=len(tokenizer), d_model=dims["d_model"], encoder_layers=dims["encoder_layers"],
-        decoder_layers=dims["decoder_layers"], encoder_attention_heads=dims["encoder_attention_heads"],
-        decoder_attention_heads=dims["decoder_attention_heads"], encoder_ffn_dim=dims["encoder_ffn_dim"],
-        decoder_ffn_dim=dims["decoder_ffn_dim"], activation_function="relu", dropout=dims["dropout"],
-        attention_dropout=0.0, activation_dropout=0.0, max_position_embeddings=256, scale_embedding=True,
-        share_encoder_decoder_embeddings=True, tie_word_embeddings=True, pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.bos_token_id, forced_eos_token_id=None,
-        num_beams=4, length_penalty=0.6, max_length=256,
-    ))  # fmt: skip
+    # Same dimensions as the recipe (it has as many encoder as decoder layers and heads).
+    model = marian_model(tokenizer, dims["d_model"], dims["encoder_layers"], dims["encoder_attention_heads"],
+                         dims["encoder_ffn_dim"], dropout=dims["dropout"])  # fmt: skip
     raw = load_dataset("json", data_files=spec["train"], split="train")
 
     def tokenize(batch):

@@ -194,14 +194,27 @@ def run_trainer(args, paths, folder: Path, batch_size: int, precision: str = "no
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+def marian_model(tokenizer, d_model: int, layers: int, heads: int, ffn_dim: int, dropout: float = 0.1):
+    """A new `MarianMTModel` configured like our model: ReLU, dropout only after sublayers, scaled embeddings shared by
+    source, target and output, sinusoidal positions, our tokenizer's special ids, no forced EOS."""
+    from transformers import MarianConfig, MarianMTModel
+
+    return MarianMTModel(MarianConfig(
+        vocab_size=len(tokenizer), d_model=d_model, encoder_layers=layers, decoder_layers=layers,
+        encoder_attention_heads=heads, decoder_attention_heads=heads, encoder_ffn_dim=ffn_dim,
+        decoder_ffn_dim=ffn_dim, activation_function="relu", dropout=dropout, attention_dropout=0.0,
+        activation_dropout=0.0, max_position_embeddings=256, scale_embedding=True,
+        share_encoder_decoder_embeddings=True, tie_word_embeddings=True, pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.bos_token_id, forced_eos_token_id=None,
+    ))  # fmt: skip
+
+
 def trainer_worker(spec_path: str) -> None:
     import torch
     from datasets import load_dataset
     from transformers import (
         AutoTokenizer,
         DataCollatorForSeq2Seq,
-        MarianConfig,
-        MarianMTModel,
         Seq2SeqTrainer,
         Seq2SeqTrainingArguments,
         TrainerCallback,
@@ -211,14 +224,7 @@ def trainer_worker(spec_path: str) -> None:
     tokenizer = AutoTokenizer.from_pretrained(spec["tokenizer"])
     dims = SIZES[spec["size"]]
     torch.manual_seed(spec["seed"])
-    model = MarianMTModel(MarianConfig(
-        vocab_size=len(tokenizer), d_model=dims["d_model"], encoder_layers=dims["layers"],
-        decoder_layers=dims["layers"], encoder_attention_heads=dims["heads"], decoder_attention_heads=dims["heads"],
-        encoder_ffn_dim=dims["ffn_dim"], decoder_ffn_dim=dims["ffn_dim"], activation_function="relu", dropout=0.1,
-        attention_dropout=0.0, activation_dropout=0.0, max_position_embeddings=256, scale_embedding=True,
-        share_encoder_decoder_embeddings=True, tie_word_embeddings=True, pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.bos_token_id, forced_eos_token_id=None,
-    ))  # fmt: skip
+    model = marian_model(tokenizer, dims["d_model"], dims["layers"], dims["heads"], dims["ffn_dim"])
     raw = load_dataset("json", data_files=spec["train"], split="train")
 
     def tokenize(batch):
