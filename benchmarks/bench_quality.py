@@ -3,6 +3,7 @@ transformers' `Seq2SeqTrainer` on `MarianMTModel`, on a real small corpus (defau
 
     python benchmarks/bench_quality.py                       # 20 minutes each, side by side, one thread each
     python benchmarks/bench_quality.py --minutes 5 --max_test_samples 300   # a shorter run (label it so)
+    python benchmarks/bench_quality.py --minutes 0.2 --max_test_samples 10 --max_eval_samples 10   # smoke run
 
 Both sides train at the same time, each in its own process with one thread (so they do not compete for cores),
 for the same number of minutes of their training loop (evaluations during training included; set-up and the
@@ -48,6 +49,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--target_lang", default="es")
     parser.add_argument("--minutes", type=float, default=20.0, help="training budget of each side")
     parser.add_argument("--max_test_samples", type=int, default=None, help="score the first N test pairs only")
+    parser.add_argument(
+        "--max_eval_samples", type=int, default=None, help="train.py's validation subset (default: the recipe's)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output_dir", type=Path, default=REPO / "runs" / "bench_quality")
     parser.add_argument("--json", type=Path, help="write the results here")
@@ -96,6 +100,7 @@ def start_train_py(args, tokenizer_dir: Path, test_file: Path) -> tuple[subproce
         "--test_file", str(test_file), "--source_lang", args.source_lang, "--target_lang", args.target_lang,
         "--tokenizer", str(tokenizer_dir), "--max_train_minutes", str(args.minutes), "--seed", str(args.seed),
         "--output_dir", str(out), "--overwrite_output_dir",
+        *(["--max_eval_samples", str(args.max_eval_samples)] if args.max_eval_samples else []),
     ]  # fmt: skip
     log = (args.output_dir / "train_py.log").open("w")
     return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=one_thread_env(), cwd=REPO), out

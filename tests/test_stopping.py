@@ -178,6 +178,7 @@ def test_max_train_minutes_stops_after_the_budget_and_still_writes_the_final_mod
     assert "bleu" in results["test"] and "bleu" in results["validation"]
     for name in ("model.safetensors", "config.json", "tokenizer.json", "README.md"):
         assert (out / name).exists(), name
+    assert "time budget spent" in (out / "README.md").read_text()
     state = json.loads((out / "checkpoints" / "step-00000001" / "stopping_state.json").read_text())
     assert state["train_loop_seconds"] >= 0.006 and state["early_stopping"] is None
     assert {split for split in (m["split"] for m in read_metrics(out))} >= {"train", "final_test"}
@@ -209,6 +210,8 @@ def test_early_stopping_keeps_the_best_checkpoint_and_survives_a_resume(data_dir
     assert results["early_stopping"]["best_step"] == 2
     assert [step for step, _ in results["early_stopping"]["history"]] == [2, 4, 6]
     assert results["averaged_checkpoints"] == ["step-00000002"]
+    card = (out / "README.md").read_text()
+    assert "ending at the best validation bleu (step 2)" in card and "early stopping (bleu)" in card
     best = load_file(out / "best_checkpoint" / "step-00000002" / "model.safetensors")
     final = load_file(out / "model.safetensors")
     for name, tensor in best.items():
