@@ -182,10 +182,11 @@ def trainer_worker(spec_path: str) -> None:
             for i, text in zip(chunk, tokenizer.batch_decode(generated, skip_special_tokens=True), strict=True):
                 hypotheses[i] = text
     references = [[pair[tgt] for pair in test]]
-    bleu, chrf = sacrebleu.corpus_bleu(hypotheses, references), sacrebleu.corpus_chrf(hypotheses, references)
+    bleu_metric, chrf_metric = sacrebleu.BLEU(), sacrebleu.CHRF()  # default settings, as train.py's `evaluate`
+    bleu, chrf = bleu_metric.corpus_score(hypotheses, references), chrf_metric.corpus_score(hypotheses, references)
     Path(spec["result"]).write_text(json.dumps({
         "updates": steps["done"], "bleu": bleu.score, "chrf": chrf.score,
-        "bleu_signature": str(sacrebleu.BLEU().get_signature()), "chrf_signature": str(sacrebleu.CHRF().get_signature()),
+        "bleu_signature": str(bleu_metric.get_signature()), "chrf_signature": str(chrf_metric.get_signature()),
     }))  # fmt: skip
 
 
