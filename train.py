@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import logging
 import math
@@ -27,6 +28,7 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -71,7 +73,10 @@ from vaswani.model_folder import (
     recover_model_folder,
     write_model_folder,
 )
+from vaswani.precision import MIXED_PRECISION_CHOICES, resolve_mixed_precision, training_device_type
 from vaswani.schedules import LR_SCHEDULERS, build_lr_scheduler
+from vaswani.stopping import BEST_DIR, StoppingRules
+from vaswani.stopping import METRICS as STOPPING_METRICS
 
 logger = logging.getLogger("train")
 
@@ -199,6 +204,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="end this invocation after N minutes of training (for time-limited jobs)",
     )
+    group.add_argument(
+        "--max_train_minutes",
+        type=float,
+        default=None,
+        help="train until N minutes (training loop wall clock, evaluations included, summed over resumes) are spent, "
+        "then finish as a normal run does: averaging, evaluation, model folder and card",
+    )
     group.add_argument("--lr_scheduler", choices=LR_SCHEDULERS, default="noam", help="noam = the paper's Eq. 3")
     group.add_argument("--learning_rate", type=float, default=None, help="peak LR (noam: default from d_model)")
     group.add_argument("--lr_factor", type=float, default=1.0, help="scales the noam curve")
@@ -208,7 +220,13 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--adam_epsilon", type=float, default=1e-9)
     group.add_argument("--weight_decay", type=float, default=0.0, help="AdamW decay of matrices (paper: 0)")
     group.add_argument("--max_grad_norm", type=float, default=0.0, help="clip gradients to this norm (0: off)")
-    group.add_argument("--mixed_precision", choices=["no", "fp16", "bf16"], default=None, help="default: accelerate")
+    group.add_argument(
+        "--mixed_precision",
+        choices=list(MIXED_PRECISION_CHOICES),
+        default=None,
+        help="bf16: autocast, float32 weights/optimizer/loss; fp16: GPU only. Default: the accelerate configuration's, "
+        "else bf16 where the hardware computes it natively (GPU, CPU with AVX512-BF16/AMX), else no",
+    )
     group.add_argument("--seed", type=int, default=0)
     group.add_argument("--drophead_p_start", type=float, default=None, help="scheduled DropHead: rate at step 0")
     group.add_argument("--drophead_p_end", type=float, default=None, help="scheduled DropHead: rate at the end")
@@ -221,6 +239,19 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--num_beams", type=int, default=4)
     group.add_argument("--length_penalty", type=float, default=0.6)
     group.add_argument("--num_examples", type=int, default=5, help="translations to print after evaluation")
+    group.add_argument(
+        "--early_stopping_patience",
+        type=int,
+        default=None,
+        help="stop after N evaluations (every --eval_steps) without a better --metric_for_best; the final model "
+        "averages the best checkpoint with those before it (vaswani/stopping.py)",
+    )
+    group.add_argument(
+        "--metric_for_best",
+        choices=sorted(STOPPING_METRICS),
+        default="bleu",
+        help="validation metric of early stopping",
+    )
 
     group = parser.add_argument_group("checkpoints, output and logging")
     group.add_argument("--output_dir", help="where the run and the final model go (required)")
@@ -324,9 +355,17 @@ def _check_args(args: argparse.Namespace) -> None:
     for name in ("warmup_steps", "eval_steps", "logging_steps", "average_checkpoints", "keep_checkpoints"):
         if getattr(args, name) < 0:
             raise UsageError(f"--{name} {getattr(args, name)} is not allowed; use an integer >= 0.")
-    for name in ("checkpoint_minutes", "stop_after_minutes"):
+    for name in ("checkpoint_minutes", "stop_after_minutes", "max_train_minutes"):
         if getattr(args, name) is not None and getattr(args, name) <= 0:
             raise UsageError(f"--{name} must be positive.")
+    if args.early_stopping_patience is not None:
+        if args.early_stopping_patience < 1:
+            raise UsageError(
+                f"--early_stopping_patience {args.early_stopping_patience} is not allowed; use a positive number of "
+                "evaluations or leave it unset."
+            )
+        if not args.eval_steps:
+            raise UsageError("--early_stopping_patience needs evaluations during training: set --eval_steps N > 0.")
     if args.source_lang == args.target_lang:
         raise UsageError(f"--source_lang and --target_lang are both {args.source_lang!r}; they must differ.")
     if args.push_to_hub and not args.hub_model_id:
@@ -425,18 +464,20 @@ def start_new_run(args: argparse.Namespace, output_dir: Path) -> None:
 
 def remove_previous_run(output_dir: Path) -> list[str]:
     """Delete what a train.py run creates in `output_dir`, and nothing else: its checkpoints (step-N folders and the
-    leftovers of interrupted saves under checkpoints/), metrics.jsonl, results.json and the files of its final model
+    leftovers of interrupted saves under checkpoints/ and best_checkpoint/), metrics.jsonl, results.json and the files of its final model
     (`is_model_file`). Links are removed, never followed. Returns the names removed."""
     removed = []
-    checkpoints = output_dir / CHECKPOINTS_SUBDIR
-    if checkpoints.is_dir() and not checkpoints.is_symlink():
+    for subdir in (CHECKPOINTS_SUBDIR, BEST_DIR):  # the checkpoints, and the copy of the best one (early stopping)
+        checkpoints = output_dir / subdir
+        if not checkpoints.is_dir() or checkpoints.is_symlink():
+            continue
         for entry in sorted(checkpoints.iterdir()):
             if STEP_DIR.fullmatch(entry.name) or entry.name.startswith((TMP_PREFIX, ABANDONED_PREFIX)):
                 if entry.is_dir() and not entry.is_symlink():
                     shutil.rmtree(entry)
                 else:
                     entry.unlink()
-                removed.append(f"{CHECKPOINTS_SUBDIR}/{entry.name}")
+                removed.append(f"{subdir}/{entry.name}")
         if not any(checkpoints.iterdir()):
             checkpoints.rmdir()
     for entry in sorted(output_dir.iterdir()):
@@ -467,16 +508,20 @@ def create_accelerator(args: argparse.Namespace):
         trackers = None
     # find_unused_parameters is set once the model is known (LayerDrop needs it); DDP reads it in prepare().
     ddp_kwargs = DistributedDataParallelKwargs(find_unused_parameters=False)
+    try:
+        mixed_precision, why = resolve_mixed_precision(args.mixed_precision, training_device_type())
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     accelerator = Accelerator(
         gradient_accumulation_steps=args.gradient_accumulation_steps,
-        mixed_precision=args.mixed_precision,
+        mixed_precision=mixed_precision,
         log_with=trackers,
         project_config=ProjectConfiguration(
             project_dir=args.output_dir, logging_dir=str(Path(args.output_dir) / "logs")
         ),
         kwargs_handlers=[ddp_kwargs],
     )
-    return accelerator, ddp_kwargs
+    return accelerator, ddp_kwargs, why
 
 
 def setup_logging(accelerator) -> None:
@@ -753,9 +798,16 @@ class TrainingState:
         self.accelerator.step = state["accelerator_step"]
 
 
-def save_checkpoint(accelerator, manager: CheckpointManager, model, training: TrainingState) -> Path:
-    """The weights (`model.safetensors`, through `accelerator.save_model`), the training state and every process's
-    random number generators, published atomically by the CheckpointManager."""
+def save_checkpoint(
+    accelerator,
+    manager: CheckpointManager,
+    model,
+    training: TrainingState,
+    write_more: Callable[[Path], None] | None = None,
+) -> Path:
+    """The weights (`model.safetensors`, through `accelerator.save_model`), the training state, every process's
+    random number generators and what `write_more(folder)` writes (main process: the time budget and early-stopping
+    state), published atomically by the CheckpointManager."""
 
     def write(directory: Path) -> None:
         accelerator.save_model(model, directory)
@@ -763,6 +815,8 @@ def save_checkpoint(accelerator, manager: CheckpointManager, model, training: Tr
         if accelerator.is_main_process:
             save_state_file(directory / STATE_FILE, training.state_dict())
             (directory / PROGRESS_FILE).write_text(json.dumps(training.progress.state_dict(), indent=2))
+            if write_more is not None:
+                write_more(directory)
 
     path = manager.save(
         training.progress.step,
@@ -924,8 +978,9 @@ def log_evaluation(split: str, results: dict, step: int) -> None:
 # ======================================================================================================================
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
-    accelerator, ddp_kwargs = create_accelerator(args)
+    accelerator, ddp_kwargs, precision_reason = create_accelerator(args)
     setup_logging(accelerator)
+    logger.info("Mixed precision: %s (%s)", accelerator.mixed_precision, precision_reason)
     if accelerator.is_main_process:
         recover_model_folder(args.output_dir)  # finish (or undo) a final save that a kill interrupted
     accelerator.wait_for_everyone()
@@ -1012,6 +1067,9 @@ def main(argv: list[str] | None = None) -> dict:
             progress.epoch,
             progress.batch_in_epoch,
         )
+    rules = StoppingRules(output_dir, args.max_train_minutes, args.early_stopping_patience, args.metric_for_best)
+    if accelerator.is_main_process and resume_checkpoint is not None:
+        logger.info("Time budget and early stopping: %s", rules.restore(resume_checkpoint))
     experiment = {k: v for k, v in vars(args).items() if isinstance(v, (int, float, str, bool))}
     accelerator.init_trackers("vaswani", config=experiment)
     metrics = MetricsLog(accelerator, output_dir / "metrics.jsonl")
@@ -1028,6 +1086,7 @@ def main(argv: list[str] | None = None) -> dict:
     window_tokens = torch.zeros((), dtype=torch.float64, device=accelerator.device)
     window_start, last_save = time.perf_counter(), time.monotonic()
     invocation_start, start_step = time.monotonic(), progress.step
+    finish_early = None  # why the run ends before max_steps and still finishes (time budget, early stopping)
     model.train()
     while progress.step < max_steps:
         step_start = time.perf_counter()
@@ -1077,16 +1136,33 @@ def main(argv: list[str] | None = None) -> dict:
                                max_samples=args.max_eval_samples)  # fmt: skip
             metrics("validation", progress.step, {k: v for k, v in results.items() if k != "examples"})
             log_evaluation("validation", results, progress.step)
+            evaluated_now = True
+            early_stop = accelerator.is_main_process and rules.evaluated(progress.step, results)
+        else:
+            evaluated_now = early_stop = False
 
         due_by_steps = args.checkpoint_steps and progress.step % args.checkpoint_steps == 0
         due_by_time = time.monotonic() - last_save >= 60 * args.checkpoint_minutes
         stop = (args.stop_after_steps and progress.step - start_step >= args.stop_after_steps) or (
             args.stop_after_minutes and time.monotonic() - invocation_start >= 60 * args.stop_after_minutes
         )
-        stop, due_by_time = _main_process_decides(accelerator, bool(stop), due_by_time)
-        if progress.step == max_steps or due_by_steps or due_by_time or stop:
-            save_checkpoint(accelerator, manager, model, training)
+        budget_spent = rules.budget_spent(time.monotonic() - invocation_start)
+        stop, due_by_time, budget_spent, early_stop = _main_process_decides(
+            accelerator, bool(stop), due_by_time, budget_spent, early_stop
+        )
+        due_by_rules = budget_spent or early_stop or (evaluated_now and rules.stopper is not None)
+        if progress.step == max_steps or due_by_steps or due_by_time or stop or due_by_rules:
+            loop_seconds = time.monotonic() - invocation_start
+            path = save_checkpoint(accelerator, manager, model, training,
+                                   functools.partial(rules.write_state, loop_seconds=loop_seconds))  # fmt: skip
             last_save = time.monotonic()
+            if accelerator.is_main_process:
+                rules.saved(path, progress.step)
+            accelerator.wait_for_everyone()
+        if (budget_spent or early_stop) and progress.step < max_steps:
+            finish_early = "time budget spent" if budget_spent else f"early stopping ({rules.stopper.metric})"
+            logger.info("Finishing at update %d of %d: %s", progress.step, max_steps, finish_early)
+            break
         if stop and progress.step < max_steps:
             bar.close()
             logger.info("Stopped at update %d of %d; continue with --resume_from_checkpoint latest", progress.step,
@@ -1098,11 +1174,22 @@ def main(argv: list[str] | None = None) -> dict:
     # -- the final model: average the last checkpoints, evaluate, save -------------------------------------------------
     accelerator.wait_for_everyone()
     checkpoints = manager.checkpoints()[-args.average_checkpoints :] if args.average_checkpoints > 1 else []
-    if len(checkpoints) > 1:
+    around_best = rules.final_checkpoints(manager.checkpoints(), args.average_checkpoints)
+    if around_best is not None:
+        checkpoints = around_best
+        logger.info("Early stopping: the final model averages %s (best %s %.2f at step %d)",
+                    ", ".join(p.name for p in checkpoints), rules.stopper.metric, rules.stopper.best_value or 0.0,
+                    rules.stopper.best_step or 0)  # fmt: skip
+        average_into_model(unwrapped, checkpoints)
+    elif len(checkpoints) > 1:
         logger.info("Averaging the last %d checkpoints: %s", len(checkpoints), ", ".join(p.name for p in checkpoints))
         average_into_model(unwrapped, checkpoints)
     final = {"step": progress.step, "averaged_checkpoints": [p.name for p in checkpoints], "target_tokens":
              progress.target_tokens, "train_seconds": progress.train_seconds}  # fmt: skip
+    if finish_early:
+        final["finished_early"] = finish_early
+    if rules.stopper is not None:
+        final["early_stopping"] = rules.stopper.state_dict()
     for split in ("validation", "test"):
         if split in tokenized:
             results = run_evaluation(args, accelerator, model, tokenized[split], raw[split], tokenizer, collator,

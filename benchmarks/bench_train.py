@@ -15,6 +15,11 @@ about 20 words, a long tail to 100), the target about as long as the source. Mad
 BPE something to learn. Options: --pairs, --max_tokens, --steps, --warmup_steps (excluded from the timing),
 --repeats, --size small|base, --vocab_size, --trainer_group_by_length (the Trainer's length-grouped sampler,
 `train_sampling_strategy="group_by_length"`).
+
+Mixed precision: `--precisions no bf16` measures both sides at each precision (train.py `--mixed_precision`, the
+Trainer's `bf16=True`), interleaved in every round, and prints train.py bf16 / fp32 and train.py bf16 / the
+Trainer at its best precision. By default bf16 is measured only where the CPU computes it natively (AVX512-BF16 /
+AMX); elsewhere torch emulates bfloat16 and a run takes many times longer than in float32.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
+
+from vaswani.precision import native_bf16  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SIZES = {
@@ -77,6 +84,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds (train.py, Trainer)")
     parser.add_argument(
         "--trainer_group_by_length", action="store_true", help="Trainer with train_sampling_strategy='group_by_length'"
+    )
+    parser.add_argument(
+        "--precisions",
+        nargs="+",
+        choices=["no", "bf16"],
+        default=None,
+        help="mixed precision of both sides, one row each (default: no and bf16 where the CPU has native bf16, "
+        "else no; bf16 without AVX512-BF16/AMX is emulated and very slow)",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="write the results here")
@@ -137,9 +152,9 @@ def worker_env() -> dict[str, str]:
 
 
 # -- train.py -------------------------------------------------------------------------------------------------------
-def run_train_py(args, paths, folder: Path, round_index: int) -> dict:
+def run_train_py(args, paths, folder: Path, round_index: int, precision: str = "no") -> dict:
     dims = SIZES[args.size]
-    out = folder / f"train_py_{round_index}"
+    out = folder / f"train_py_{round_index}_{precision}"
     logging_steps = 4
     cmd = [
         sys.executable, str(REPO / "train.py"), "--train_file", str(paths["train"]),
@@ -151,6 +166,7 @@ def run_train_py(args, paths, folder: Path, round_index: int) -> dict:
         "--max_train_steps", str(args.steps), "--warmup_steps", "4000", "--logging_steps", str(logging_steps),
         "--eval_steps", "0", "--average_checkpoints", "0", "--checkpoint_minutes", "100000",
         "--max_eval_samples", "2", "--num_beams", "1", "--report_to", "none", "--seed", str(args.seed),
+        "--mixed_precision", precision,
         "--output_dir", str(out),
     ]  # fmt: skip
     result = subprocess.run(cmd, capture_output=True, text=True, env=worker_env(), cwd=folder)
@@ -163,12 +179,13 @@ def run_train_py(args, paths, folder: Path, round_index: int) -> dict:
 
 
 # -- Seq2SeqTrainer on MarianMTModel (in a worker process, like train.py) --------------------------------------------
-def run_trainer(args, paths, folder: Path, batch_size: int) -> dict:
+def run_trainer(args, paths, folder: Path, batch_size: int, precision: str = "no") -> dict:
     spec = folder / "trainer_spec.json"
     spec.write_text(json.dumps({
         "train": str(paths["train"]), "tokenizer": str(folder / "tokenizer"), "size": args.size,
         "batch_size": batch_size, "steps": args.steps, "warmup_steps": args.warmup_steps, "seed": args.seed,
         "group_by_length": args.trainer_group_by_length, "output_dir": str(folder / "trainer_out"),
+        "bf16": precision == "bf16",
     }))  # fmt: skip
     result = subprocess.run([sys.executable, __file__, "--worker", str(spec)], capture_output=True, text=True,
                             env=worker_env())  # fmt: skip
@@ -177,14 +194,27 @@ def run_trainer(args, paths, folder: Path, batch_size: int) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+def marian_model(tokenizer, d_model: int, layers: int, heads: int, ffn_dim: int, dropout: float = 0.1):
+    """A new `MarianMTModel` configured like our model: ReLU, dropout only after sublayers, scaled embeddings shared by
+    source, target and output, sinusoidal positions, our tokenizer's special ids, no forced EOS."""
+    from transformers import MarianConfig, MarianMTModel
+
+    return MarianMTModel(MarianConfig(
+        vocab_size=len(tokenizer), d_model=d_model, encoder_layers=layers, decoder_layers=layers,
+        encoder_attention_heads=heads, decoder_attention_heads=heads, encoder_ffn_dim=ffn_dim,
+        decoder_ffn_dim=ffn_dim, activation_function="relu", dropout=dropout, attention_dropout=0.0,
+        activation_dropout=0.0, max_position_embeddings=256, scale_embedding=True,
+        share_encoder_decoder_embeddings=True, tie_word_embeddings=True, pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.bos_token_id, forced_eos_token_id=None,
+    ))  # fmt: skip
+
+
 def trainer_worker(spec_path: str) -> None:
     import torch
     from datasets import load_dataset
     from transformers import (
         AutoTokenizer,
         DataCollatorForSeq2Seq,
-        MarianConfig,
-        MarianMTModel,
         Seq2SeqTrainer,
         Seq2SeqTrainingArguments,
         TrainerCallback,
@@ -194,14 +224,7 @@ def trainer_worker(spec_path: str) -> None:
     tokenizer = AutoTokenizer.from_pretrained(spec["tokenizer"])
     dims = SIZES[spec["size"]]
     torch.manual_seed(spec["seed"])
-    model = MarianMTModel(MarianConfig(
-        vocab_size=len(tokenizer), d_model=dims["d_model"], encoder_layers=dims["layers"],
-        decoder_layers=dims["layers"], encoder_attention_heads=dims["heads"], decoder_attention_heads=dims["heads"],
-        encoder_ffn_dim=dims["ffn_dim"], decoder_ffn_dim=dims["ffn_dim"], activation_function="relu", dropout=0.1,
-        attention_dropout=0.0, activation_dropout=0.0, max_position_embeddings=256, scale_embedding=True,
-        share_encoder_decoder_embeddings=True, tie_word_embeddings=True, pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.bos_token_id, forced_eos_token_id=None,
-    ))  # fmt: skip
+    model = marian_model(tokenizer, dims["d_model"], dims["layers"], dims["heads"], dims["ffn_dim"])
     raw = load_dataset("json", data_files=spec["train"], split="train")
 
     def tokenize(batch):
@@ -234,7 +257,7 @@ def trainer_worker(spec_path: str) -> None:
         optim="adamw_torch_fused", learning_rate=7e-4, adam_beta1=0.9, adam_beta2=0.98, adam_epsilon=1e-9,
         weight_decay=0.0, warmup_steps=4000, lr_scheduler_type="inverse_sqrt", label_smoothing_factor=0.1,
         logging_strategy="no", save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True,
-        dataloader_num_workers=0, seed=spec["seed"],
+        dataloader_num_workers=0, seed=spec["seed"], bf16=spec.get("bf16", False),
         train_sampling_strategy="group_by_length" if spec["group_by_length"] else "random",
     )  # fmt: skip
     trainer = Seq2SeqTrainer(model=model, args=arguments, train_dataset=train, data_collator=counting_collator,
@@ -277,33 +300,57 @@ def main() -> None:
             f"efficiency {100 * efficiency:.1f}%; Trainer: per_device_train_batch_size {batch_size}"
             f"{', group_by_length' if args.trainer_group_by_length else ', random batches'}"
         )
+        precisions = args.precisions or (["no", "bf16"] if native_bf16("cpu") else ["no"])
         rounds = []
         for r in range(args.repeats):
-            ours = run_train_py(args, paths, folder, r)
-            theirs = run_trainer(args, paths, folder, batch_size)
-            ratio = ours["target_tokens_per_second"] / theirs["target_tokens_per_second"]
-            rounds.append({"train_py": ours, "trainer": theirs, "ratio": ratio})
-            print(
-                f"round {r + 1}: train.py {ours['target_tokens_per_second']:,.0f} target tokens/s, Trainer "
-                f"{theirs['target_tokens_per_second']:,.0f} target tokens/s (padding efficiency "
-                f"{100 * theirs['padding_efficiency']:.1f}%), ratio {ratio:.2f}",
-                flush=True,
-            )
-    ratios = [r["ratio"] for r in rounds]
-    table = common.format_table(
-        ["", "train.py", "Seq2SeqTrainer", "train.py / Trainer"],
-        [[
-            "target tokens/s (median)",
-            f"{statistics.median(r['train_py']['target_tokens_per_second'] for r in rounds):,.0f}",
-            f"{statistics.median(r['trainer']['target_tokens_per_second'] for r in rounds):,.0f}",
-            f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})",
-        ]],
-    )  # fmt: skip
-    print(table)
-    verdict = "MET" if statistics.median(ratios) >= 1.2 else "MISSED"
-    print(f"{verdict} target train.py / Trainer >= 1.2: median {statistics.median(ratios):.2f}")
+            entry = {"train_py": {}, "trainer": {}}
+            for precision in precisions:  # interleaved: train.py, Trainer, at each precision, every round
+                ours = run_train_py(args, paths, folder, r, precision)
+                theirs = run_trainer(args, paths, folder, batch_size, precision)
+                entry["train_py"][precision], entry["trainer"][precision] = ours, theirs
+                print(
+                    f"round {r + 1}, {precision}: train.py {ours['target_tokens_per_second']:,.0f} target tokens/s, "
+                    f"Trainer {theirs['target_tokens_per_second']:,.0f} target tokens/s (padding efficiency "
+                    f"{100 * theirs['padding_efficiency']:.1f}%), ratio "
+                    f"{ours['target_tokens_per_second'] / theirs['target_tokens_per_second']:.2f}",
+                    flush=True,
+                )
+            rounds.append(entry)
+    summarise(rounds, precisions)
     if args.json:
         Path(args.json).write_text(json.dumps({"settings": vars(args), "rounds": rounds}, indent=2))
+
+
+def summarise(rounds: list[dict], precisions: list[str]) -> None:
+    """One row per precision, the ratios per round (median and range), and the targets' verdicts."""
+
+    def rate(r, side, precision):
+        return r[side][precision]["target_tokens_per_second"]
+
+    def ratio_cell(values):
+        return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+    rows = []
+    for precision in precisions:
+        ratios = [rate(r, "train_py", precision) / rate(r, "trainer", precision) for r in rounds]
+        rows.append([
+            f"target tokens/s, {precision} (median)",
+            f"{statistics.median(rate(r, 'train_py', precision) for r in rounds):,.0f}",
+            f"{statistics.median(rate(r, 'trainer', precision) for r in rounds):,.0f}", ratio_cell(ratios),
+        ])  # fmt: skip
+    print(common.format_table(["", "train.py", "Seq2SeqTrainer", "train.py / Trainer"], rows))
+    if "no" in precisions:
+        ratios = [rate(r, "train_py", "no") / rate(r, "trainer", "no") for r in rounds]
+        verdict = "MET" if statistics.median(ratios) >= 1.2 else "MISSED"
+        print(f"{verdict} target train.py / Trainer >= 1.2 (fp32): median {statistics.median(ratios):.2f}")
+    if {"no", "bf16"} <= set(precisions):
+        speedup = [rate(r, "train_py", "bf16") / rate(r, "train_py", "no") for r in rounds]
+        verdict = "MET" if statistics.median(speedup) >= 2.0 else "MISSED"
+        print(f"{verdict} target train.py bf16 / train.py fp32 >= 2: {ratio_cell(speedup)}")
+        best_peer = max(precisions, key=lambda p: statistics.median(rate(r, "trainer", p) for r in rounds))
+        versus = [rate(r, "train_py", "bf16") / rate(r, "trainer", best_peer) for r in rounds]
+        verdict = "MET" if statistics.median(versus) >= 1.3 else "MISSED"
+        print(f"{verdict} target train.py bf16 / Trainer at its best ({best_peer}) >= 1.3: {ratio_cell(versus)}")
 
 
 if __name__ == "__main__":

@@ -249,8 +249,14 @@ def _training_rows(run_args: dict, results: dict) -> list[tuple[str, str]]:
                       f"{run_args.get('adam_epsilon')}), {run_args.get('lr_scheduler')} schedule, "
                       f"{run_args.get('warmup_steps')} warmup steps"),
     ]  # fmt: skip
-    if results.get("averaged_checkpoints"):
+    stopping = results.get("early_stopping") or {}
+    if results.get("averaged_checkpoints") and stopping.get("best_step") is not None:
+        rows.append(("Checkpoint averaging", f"{len(results['averaged_checkpoints'])} checkpoint(s) ending at the best "
+                     f"validation {stopping['metric']} (step {stopping['best_step']})"))  # fmt: skip
+    elif results.get("averaged_checkpoints"):
         rows.append(("Checkpoint averaging", f"last {len(results['averaged_checkpoints'])} checkpoints"))
+    if results.get("finished_early"):
+        rows.append(("Finished early", results["finished_early"]))
     if results.get("target_tokens"):
         rows.append(("Target tokens seen", f"{results['target_tokens']:,}"))
     if results.get("train_seconds"):

@@ -1,0 +1,167 @@
+"""Benchmark: train.py's training loop on one GPU, bf16, the paper's 25k-token batches: tokens/s and model FLOPs
+utilization (MFU) for the base and big presets.
+
+    python benchmarks/bench_gpu.py                                   # base and big, bf16, --max_tokens 25000
+    python benchmarks/bench_gpu.py --presets big --steps 60 --peak_tflops 989
+    python benchmarks/bench_gpu.py --device cpu --presets tiny --max_tokens 600 --steps 4 --warmup_steps 1 \\
+        --mixed_precision no --peak_tflops 1     # CPU smoke run (what the tests do)
+
+Each preset runs train.py itself (a subprocess, `--max_tokens` per batch, `--mixed_precision bf16`, no evaluation or
+checkpoints inside the timed window) on a synthetic corpus with the length spread of real data (the corpus of
+benchmarks/bench_train.py). Throughput is train.py's own `target_tokens_per_second` after the first --warmup_steps
+updates (median of its logging windows).
+
+MFU = model FLOP/s / peak FLOP/s. Model FLOPs are counted from the architecture, not measured, for the real (not
+padded) tokens, training = 3 x forward (the backward pass costs twice the forward), 2 FLOPs per multiply-add
+(`training_flops`): per encoder layer and source token 4 d^2 (Q, K, V, O) + 2 d d_ff (FFN) + 2 S d (scores and
+weighted sum over the S source positions); per decoder layer and target token 4 d^2 + 2 T d (self-attention,
+counted over all T positions as the kernels compute them) + 2 d^2 + 2 S d (cross-attention queries, output, scores)
++ 2 d d_ff, plus 2 d^2 per source token (cross-attention keys and values); and d V per target token for the output
+projection. tests/test_bench_gpu.py checks this count against torch's FLOP counter on a tiny model. The peak is
+looked up from the GPU's name (dense bf16 tensor-core peak) or given with --peak_tflops.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_train  # noqa: E402  (the synthetic corpus)
+import common  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+TINY = {"d_model": 32, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 2,
+        "decoder_attention_heads": 2, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64}  # fmt: skip
+# Dense bf16 tensor-core peaks (TFLOP/s, no sparsity), from the vendors' data sheets; matched on the device name.
+PEAK_BF16_TFLOPS = {"H200": 989.0, "H100 SXM": 989.0, "H100 PCIe": 756.0, "H100": 989.0, "A100": 312.0,
+                    "L40S": 362.0, "A10G": 70.0, "L4": 121.0}  # fmt: skip
+
+
+def training_flops(config, source_length: int, target_length: int) -> int:
+    """FLOPs of one training step (forward + backward) on ONE sentence pair of these lengths (see module docstring).
+    `config` needs d_model, the layer counts, FFN widths and vocab_size (a VaswaniConfig)."""
+    d, S, T, V = config.d_model, source_length, target_length, config.vocab_size
+    encoder = config.encoder_layers * S * (4 * d * d + 2 * d * config.encoder_ffn_dim + 2 * S * d)
+    decoder = config.decoder_layers * (
+        T * (4 * d * d + 2 * T * d + 2 * d * d + 2 * S * d + 2 * d * config.decoder_ffn_dim) + S * 2 * d * d
+    )
+    output = T * d * V
+    return 3 * 2 * (encoder + decoder + output)
+
+
+def model_config(preset: str, vocab_size: int):
+    from modeling_vaswani import VaswaniConfig
+
+    if preset == "tiny":
+        return VaswaniConfig(vocab_size=vocab_size, **TINY)
+    return VaswaniConfig.from_preset(preset, vocab_size=vocab_size)
+
+
+def peak_tflops(device: str, given: float | None) -> tuple[float | None, str]:
+    if given is not None:
+        return given, "--peak_tflops"
+    if device != "cuda":
+        return None, "unknown for CPU (pass --peak_tflops)"
+    import torch
+
+    name = torch.cuda.get_device_name()
+    for key, value in PEAK_BF16_TFLOPS.items():
+        if key in name:
+            return value, f"{name}: dense bf16 peak"
+    return None, f"{name}: unknown peak (pass --peak_tflops)"
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    parser.add_argument("--presets", nargs="+", choices=["tiny", "base", "big"], default=["base", "big"])
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument("--mixed_precision", choices=["no", "bf16"], default="bf16")
+    parser.add_argument("--max_tokens", type=int, default=25000, help="tokens per batch (paper: ~25k)")
+    parser.add_argument("--steps", type=int, default=50, help="optimizer updates per preset")
+    parser.add_argument("--warmup_steps", type=int, default=10, help="first updates left out of the timing")
+    parser.add_argument("--pairs", type=int, default=60000, help="synthetic training pairs")
+    parser.add_argument("--vocab_size", type=int, default=37000, help="BPE vocabulary (paper: ~37k shared)")
+    parser.add_argument("--peak_tflops", type=float, default=None, help="the device's peak, for MFU")
+    parser.add_argument("--json", type=Path, help="write the results here")
+    args = parser.parse_args(argv)
+    if args.steps <= args.warmup_steps:
+        parser.error("--steps must exceed --warmup_steps")
+    return args
+
+
+def corpus_flops_per_target_token(tokenizer, dataset, config) -> float:
+    """Model training FLOPs per real target token, averaged over the corpus (the pairs' own lengths)."""
+    encoded = tokenizer(
+        [t["en"] for t in dataset["translation"]], text_target=[t["de"] for t in dataset["translation"]]
+    )
+    lengths = [(len(s), len(t)) for s, t in zip(encoded["input_ids"], encoded["labels"], strict=True)]
+    return sum(training_flops(config, s, t) for s, t in lengths) / sum(t for _, t in lengths)
+
+
+def run_preset(args, preset: str, paths: dict, folder: Path, vocab_size: int) -> dict:
+    config = model_config(preset, vocab_size)
+    out = folder / f"run-{preset}"
+    model = [f"--{k}={v}" for k, v in TINY.items()] if preset == "tiny" else ["--model_preset", preset]
+    logging_steps = max(1, (args.steps - args.warmup_steps) // 5)
+    cmd = [
+        sys.executable, str(REPO / "train.py"), "--train_file", str(paths["train"]),
+        "--validation_file", str(paths["validation"]), "--tokenizer", str(folder / "tokenizer"),
+        *model, "--max_tokens", str(args.max_tokens),
+        "--max_source_length", "256", "--max_target_length", "256", "--max_train_steps", str(args.steps),
+        "--warmup_steps", "4000", "--logging_steps", str(logging_steps), "--eval_steps", "0",
+        "--average_checkpoints", "0", "--checkpoint_minutes", "100000", "--max_eval_samples", "2", "--num_beams", "1",
+        "--mixed_precision", args.mixed_precision, "--report_to", "none", "--output_dir", str(out),
+    ]  # fmt: skip
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    if args.device == "cpu":
+        env["ACCELERATE_USE_CPU"] = "1"
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=folder)
+    if result.returncode != 0:
+        raise RuntimeError(f"train.py ({preset}) failed:\n{result.stderr[-3000:]}")
+    windows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    rates = [w["target_tokens_per_second"] for w in windows if w["split"] == "train" and w["step"] > args.warmup_steps]
+    return {"config": config, "target_tokens_per_second": statistics.median(rates), "windows": rates}
+
+
+def main(argv=None) -> list[dict]:
+    args = parse_args(argv)
+    peak, peak_source = peak_tflops(args.device, args.peak_tflops)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench_gpu_") as tmp:
+        folder = Path(tmp)
+        paths = bench_train.make_corpus(folder, args.pairs, seed=0)
+        tokenizer, dataset = bench_train.prepare_tokenizer(paths, folder, args.vocab_size)
+        print(f"train.py on {args.device} ({peak_source}), {args.mixed_precision}, --max_tokens {args.max_tokens}, "
+              f"{args.steps} updates per preset (first {args.warmup_steps} not timed), vocab {len(tokenizer)}")  # fmt: skip
+        for preset in args.presets:
+            run = run_preset(args, preset, paths, folder, len(tokenizer))
+            per_token = corpus_flops_per_target_token(tokenizer, dataset, run["config"])
+            flops = run["target_tokens_per_second"] * per_token
+            rows.append({
+                "preset": preset, "target_tokens_per_second": run["target_tokens_per_second"],
+                "windows": run["windows"], "flops_per_target_token": per_token, "model_tflops": flops / 1e12,
+                "mfu": flops / (peak * 1e12) if peak else None,
+            })  # fmt: skip
+    table = common.format_table(
+        ["preset", "target tokens/s", "GFLOPs / target token", "model TFLOP/s", "MFU"],
+        [[r["preset"], f"{r['target_tokens_per_second']:,.0f}", f"{r['flops_per_target_token'] / 1e9:.2f}",
+          f"{r['model_tflops']:.3g}", f"{100 * r['mfu']:.1f}%" if r["mfu"] is not None else "n/a"] for r in rows],
+    )  # fmt: skip
+    print(table)
+    for row in rows:
+        if row["preset"] == "big" and row["mfu"] is not None:
+            print(f"{'MET' if row['mfu'] >= 0.4 else 'MISSED'} target MFU >= 40% for big: {100 * row['mfu']:.1f}%")
+    if args.json:
+        args.json.write_text(json.dumps({"settings": {k: str(v) for k, v in vars(args).items()}, "rows": rows}))
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""benchmarks/bench_gpu.py without a GPU: its FLOP count against torch's FLOP counter, and a CPU smoke run."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+from conftest import REPO_ROOT, random_batch, tiny_model
+
+sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
+from bench_gpu import training_flops  # noqa: E402
+
+
+@pytest.mark.parametrize(("batch", "source_length", "target_length"), [(3, 7, 5), (2, 4, 9)])
+def test_training_flops_match_torch_flop_counter_on_a_tiny_model(batch, source_length, target_length):
+    """Forward + backward of a tiny model (eager attention, so every product is a counted matmul), no padding: the
+    hand formula per sentence pair times the batch equals what torch.utils.flop_counter counts."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model = tiny_model(dropout=0.0, attn_implementation="eager", encoder_ffn_dim=24, decoder_ffn_dim=40)
+    model.train()
+    input_ids, _, labels = random_batch(batch, source_length, target_length, vocab_size=model.config.vocab_size)
+    with FlopCounterMode(display=False) as counter:
+        model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), labels=labels).loss.backward()
+    assert counter.get_total_flops() == batch * training_flops(model.config, source_length, target_length)
+
+
+@pytest.mark.slow
+def test_bench_gpu_runs_on_cpu_with_a_tiny_config(tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "benchmarks" / "bench_gpu.py"), "--device", "cpu", "--presets", "tiny",
+         "--mixed_precision", "no", "--max_tokens", "600", "--steps", "4", "--warmup_steps", "1", "--pairs", "200",
+         "--vocab_size", "400", "--peak_tflops", "1", "--json", str(tmp_path / "out.json")],
+        capture_output=True, text=True, timeout=400, env={**__import__("os").environ, "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    import json
+
+    row = json.loads((tmp_path / "out.json").read_text())["rows"][0]
+    assert row["preset"] == "tiny" and row["target_tokens_per_second"] > 0
+    assert row["mfu"] == pytest.approx(row["model_tflops"] / 1.0)  # peak 1 TFLOP/s
+    assert "tiny" in result.stdout and "MFU" in result.stdout
