@@ -10,7 +10,7 @@ The script reads straight down:
   2. set-up and input checks: everything a user can get wrong is checked before training time is spent
   3. data: files, a `datasets` source or the built-in demo set; BPE tokenizer; `datasets.map` tokenization
   4. model, token-budget batching, Adam + the Noam schedule, LayerDrop/DropHead settings
-  5. checkpoints and exact resume (`accelerator.save_state` / `load_state`)
+  5. checkpoints and exact resume: weights, optimizer, schedules and RNGs as safetensors + JSON (nothing unpickled)
   6. the training loop (gradient accumulation through `accelerator.accumulate`, loss normalised per target token)
   7. evaluation: validation loss, BLEU and chrF with beam search through `evaluate`, gathered across processes
   8. the final model: checkpoint averaging, `save_pretrained` folder with tokenizer and model card, test scores
@@ -41,7 +41,18 @@ from modeling_vaswani import (
 from modeling_vaswani.scheduling_vaswani import DROPHEAD_KINDS
 from tokenization import SPECIAL_TOKEN_LAYOUTS, TokenizerError, load_tokenizer, train_bpe_tokenizer
 from vaswani.batching import TokenBatchSampler, padding_efficiency
-from vaswani.checkpoints import CheckpointError, CheckpointManager, average_into_model
+from vaswani.checkpoints import (
+    CheckpointError,
+    CheckpointManager,
+    average_into_model,
+    load_state_file,
+    load_weights,
+    load_weights_into_model,
+    rng_states,
+    save_state_file,
+    set_rng_states,
+    write_file_atomically,
+)
 from vaswani.data import DataError, load_translation_splits
 from vaswani.hub import PushError, check_repo_id
 from vaswani.model_card import write_model_card
@@ -394,7 +405,7 @@ def setup_logging(accelerator) -> None:
     if not accelerator.is_main_process:
         logger.setLevel(logging.WARNING)
     logging.getLogger("accelerate").setLevel(logging.WARNING)
-    # save_state stores tied embeddings once and says so at every checkpoint; load_state re-ties them (tested).
+    # save_model stores tied embeddings once and says so at every checkpoint; load_checkpoint re-ties them (tested).
     logging.getLogger("accelerate.utils.other").addFilter(
         lambda record: "Removed shared tensor" not in record.getMessage()
     )
@@ -592,7 +603,7 @@ def build_optimizer(args, model, device_type: str) -> torch.optim.Optimizer:
 # ======================================================================================================================
 @dataclasses.dataclass
 class TrainingProgress:
-    """Where the run is; saved in every checkpoint (registered with the Accelerator) so a resume continues exactly."""
+    """Where the run is; saved in every checkpoint (`TrainingState`) so a resume continues exactly."""
 
     step: int = 0  # optimizer updates done
     epoch: int = 0  # epoch of the next batch
@@ -608,33 +619,131 @@ class TrainingProgress:
             setattr(self, key, value)
 
 
-class LayerDropState:
-    """Adapter that puts the LayerDrop generators of the model into `accelerator.save_state`."""
+STATE_FILE = "training_state.safetensors"  # optimizer, LR schedule, LayerDrop, DropHead, progress (main process)
+RNG_FILE = "rng_state_{rank}.safetensors"  # each process's random number generators
+PROGRESS_FILE = "trainer_state.json"  # the progress again, for people (not read back)
 
-    def __init__(self, model):
-        self.model = model
+
+@dataclasses.dataclass
+class TrainingState:
+    """Everything a checkpoint holds besides the weights, written with `save_state_file` (safetensors + JSON): a
+    resume reads nothing that can execute code, and restores all of it or stops with an error."""
+
+    accelerator: object
+    model: torch.nn.Module  # the unwrapped model (its LayerDrop generators)
+    optimizer: torch.optim.Optimizer
+    lr_scheduler: object
+    drophead: DropHeadScheduler | None
+    progress: TrainingProgress
+    max_steps: int
 
     def state_dict(self) -> dict:
-        return self.model.layerdrop_state_dict()
+        scaler = self.accelerator.scaler
+        return {
+            "progress": self.progress.state_dict(),
+            "max_steps": self.max_steps,
+            "num_processes": self.accelerator.num_processes,
+            "accelerator_step": self.accelerator.step,
+            "optimizer": self.optimizer.state_dict(),
+            "lr_scheduler": self.lr_scheduler.state_dict(),
+            "layerdrop": self.model.layerdrop_state_dict(),
+            "drophead": self.drophead.state_dict() if self.drophead is not None else None,
+            "grad_scaler": scaler.state_dict() if scaler is not None else None,
+        }
 
-    def load_state_dict(self, state: dict) -> None:
-        self.model.load_layerdrop_state_dict(state)
+    def load_state_dict(self, state: dict, source: Path) -> None:
+        """Restore `state` (read from `source`); a `CheckpointError` naming `source` when it does not fit this run."""
+        if state["num_processes"] != self.accelerator.num_processes:
+            raise CheckpointError(
+                f"{source} was written by {state['num_processes']} process(es) but this run has "
+                f"{self.accelerator.num_processes}: resume with the same number of processes."
+            )
+        if state["max_steps"] != self.max_steps:
+            raise CheckpointError(
+                f"{source} belongs to a run of {state['max_steps']} updates but this run would make "
+                f"{self.max_steps}: the LR and DropHead schedules depend on it. Resume with the original "
+                "--max_train_steps / --num_train_epochs."
+            )
+        if (state["drophead"] is None) != (self.drophead is None):
+            raise CheckpointError(f"{source} and the options disagree on scheduled DropHead.")
+        if (state["grad_scaler"] is None) != (self.accelerator.scaler is None):
+            raise CheckpointError(f"{source} and --mixed_precision disagree on fp16 loss scaling.")
+        self.progress.load_state_dict(state["progress"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.lr_scheduler.load_state_dict(state["lr_scheduler"])
+        self.model.load_layerdrop_state_dict(state["layerdrop"])
+        if self.drophead is not None:
+            self.drophead.load_state_dict(state["drophead"])
+        if self.accelerator.scaler is not None:
+            self.accelerator.scaler.load_state_dict(state["grad_scaler"])
+        self.accelerator.step = state["accelerator_step"]
 
 
-def save_checkpoint(accelerator, manager: CheckpointManager, progress: TrainingProgress) -> Path:
+def save_checkpoint(accelerator, manager: CheckpointManager, model, training: TrainingState) -> Path:
+    """The weights (`model.safetensors`, through `accelerator.save_model`), the training state and every process's
+    random number generators, published atomically by the CheckpointManager."""
+
     def write(directory: Path) -> None:
-        accelerator.save_state(str(directory))
+        accelerator.save_model(model, directory)
+        save_state_file(directory / RNG_FILE.format(rank=accelerator.process_index), rng_states())
         if accelerator.is_main_process:
-            (directory / "trainer_state.json").write_text(json.dumps(progress.state_dict(), indent=2))
+            save_state_file(directory / STATE_FILE, training.state_dict())
+            (directory / PROGRESS_FILE).write_text(json.dumps(training.progress.state_dict(), indent=2))
 
     path = manager.save(
-        progress.step,
+        training.progress.step,
         write,
         is_main_process=accelerator.is_main_process,
         wait_for_everyone=accelerator.wait_for_everyone,
     )
     logger.info("Saved checkpoint %s", path)
     return path
+
+
+def load_checkpoint(accelerator, path: Path, training: TrainingState) -> None:
+    """Restore a checkpoint written by `save_checkpoint`. Every file is read as safetensors (never unpickled); a
+    missing, damaged or tampered file, or one that does not fit this run, raises `CheckpointError` naming it."""
+    legacy = sorted(p.name for p in path.glob("*.pkl")) + sorted(p.name for p in path.glob("*.bin"))
+    if not (path / STATE_FILE).is_file() and legacy:
+        raise CheckpointError(
+            f"{path} holds pickle files ({', '.join(legacy)}) and no {STATE_FILE}: it was written by an older train.py "
+            "and is not loaded, because unpickling can run code. Start a new run, or average its weights with "
+            "`vaswani average`."
+        )
+    load_weights_into_model(training.model, load_weights(path), source=str(path))
+    state = load_state_file(path / STATE_FILE)
+    try:
+        training.load_state_dict(state, path / STATE_FILE)
+    except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as error:
+        if isinstance(error, CheckpointError):
+            raise
+        raise CheckpointError(
+            f"{path / STATE_FILE} does not fit this run ({type(error).__name__}: {error}); resume with the "
+            "original options, or from another checkpoint."
+        ) from None
+    rng_file = path / RNG_FILE.format(rank=accelerator.process_index)
+    set_rng_states(load_state_file(rng_file), rng_file)
+
+
+def truncate_metrics(path: Path, step: int) -> int:
+    """Cut `metrics.jsonl` back to what was logged up to the checkpoint of `step` (rows of later steps, final
+    evaluations at that step, and a line cut short by a kill are dropped), atomically. Returns the rows dropped."""
+    if not path.is_file():
+        return 0
+    kept, dropped = [], 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+            keep = row["step"] < step or (row["step"] == step and not str(row["split"]).startswith("final_"))
+        except (ValueError, KeyError, TypeError):
+            keep = False
+        if keep:
+            kept.append(line + "\n")
+        else:
+            dropped += 1
+    if dropped:
+        write_file_atomically(path, "".join(kept))
+    return dropped
 
 
 # ======================================================================================================================
@@ -802,8 +911,7 @@ def main(argv: list[str] | None = None) -> dict:
     unwrapped = accelerator.unwrap_model(model)
 
     progress = TrainingProgress()
-    for state in (progress, lr_scheduler, LayerDropState(unwrapped), *([drophead] if drophead else [])):
-        accelerator.register_for_checkpointing(state)
+    training = TrainingState(accelerator, unwrapped, optimizer, lr_scheduler, drophead, progress, max_steps)
     manager = CheckpointManager(
         output_dir / "checkpoints", keep_last=max(args.keep_checkpoints, args.average_checkpoints, 1)
     )
@@ -816,7 +924,14 @@ def main(argv: list[str] | None = None) -> dict:
             for moved in manager.set_aside_newer(path):
                 logger.warning("Resuming from an older checkpoint: moved the later %s aside to %s", moved.name, moved)
         accelerator.wait_for_everyone()
-        accelerator.load_state(str(path))
+        load_checkpoint(accelerator, path, training)
+        if accelerator.is_main_process:
+            dropped = truncate_metrics(output_dir / "metrics.jsonl", progress.step)
+            if dropped:
+                logger.info(
+                    "Dropped %d metrics.jsonl rows logged after step %d (the checkpoint)", dropped, progress.step
+                )
+        accelerator.wait_for_everyone()
         logger.info(
             "Resumed from %s at step %d (epoch %d, batch %d)",
             path,
@@ -897,7 +1012,7 @@ def main(argv: list[str] | None = None) -> dict:
         )
         stop, due_by_time = _main_process_decides(accelerator, bool(stop), due_by_time)
         if progress.step == max_steps or due_by_steps or due_by_time or stop:
-            save_checkpoint(accelerator, manager, progress)
+            save_checkpoint(accelerator, manager, model, training)
             last_save = time.monotonic()
         if stop and progress.step < max_steps:
             bar.close()

@@ -27,6 +27,7 @@ from vaswani.checkpoints import (
     average_run,
     main,
 )
+from vaswani.model_folder import ModelFolderError
 
 
 def mean_of(states, name):
@@ -227,11 +228,13 @@ def test_average_into_model_rejects_tensors_that_do_not_fit(tmp_path):
 def finished_run(tmp_path):
     """A finished run: the final model folder with tokenizer files and a model card, and three checkpoints under
     checkpoints/ written with safetensors' `save_model` (it keeps the tied matrix as lm_head.weight)."""
+    from test_pipeline import tiny_tokenizer
+
     folder = tmp_path / "run"
-    model = tiny_model(seed=0)
+    tokenizer = tiny_tokenizer()
+    model = tiny_model(seed=0, vocab_size=len(tokenizer))
     model.save_pretrained(folder)
-    (folder / "tokenizer.json").write_text('{"model": "fake tokenizer"}\n', encoding="utf-8")
-    (folder / "tokenizer_config.json").write_text('{"model_max_length": 64}\n', encoding="utf-8")
+    tokenizer.save_pretrained(folder)  # average checks that it fits the model
     (folder / "README.md").write_text("# A tiny model\n", encoding="utf-8")
     manager = CheckpointManager(folder / "checkpoints")
     states = []
@@ -273,7 +276,7 @@ def test_average_run_errors(tmp_path, finished_run):
     with pytest.raises(CheckpointError, match=r"last 5 checkpoint\(s\).*has 3 complete"):
         average_run(run, last=5, output_dir=tmp_path / "out")
     (tmp_path / "not_a_model").mkdir()
-    with pytest.raises(CheckpointError, match="not a model folder"):
+    with pytest.raises(ModelFolderError, match="not a model folder"):
         average_run(tmp_path / "not_a_model", last=1, output_dir=tmp_path / "out")
     assert not (tmp_path / "out").exists()
 

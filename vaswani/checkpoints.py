@@ -32,10 +32,11 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
     import torch
@@ -61,8 +62,6 @@ CHECKPOINTS_SUBDIR = "checkpoints"  # where train.py keeps the checkpoints of a 
 # The weights file(s) of one model, as written by `accelerator.save_state` and `save_pretrained`.
 SAFE_WEIGHTS_NAME = "model.safetensors"
 SAFE_WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
-# Weight files of a model folder that a new save replaces (a stale one could shadow or contradict the new).
-WEIGHT_FILE_PATTERNS = ("model*.safetensors", "model.safetensors.index.json", "pytorch_model*.bin", "*.bin.index.json")
 # Files of a run folder that `save_pretrained` does not write but the averaged model folder needs.
 TOKENIZER_FILE_PATTERNS = (
     "tokenizer.json",
@@ -157,13 +156,13 @@ class CheckpointManager:
 
     def _publish(self, tmp: Path, final: Path, step: int) -> None:
         """Make the written folder durable, mark it complete and move it into place."""
-        _fsync_tree(tmp)
+        fsync_tree(tmp)
         marker = {"step": step, "complete": True, "time": datetime.now(timezone.utc).isoformat(timespec="seconds")}
         with open(tmp / MARKER_NAME, "w", encoding="utf-8") as stream:
             json.dump(marker, stream)
             stream.flush()
             os.fsync(stream.fileno())
-        _fsync_dir(tmp)
+        fsync_dir(tmp)
         if final.exists():
             # A directory cannot be renamed over a non-empty one: move the old one aside, then put the new one in.
             # A kill between the two renames leaves the old one as `.tmp-replaced-...`: remove_incomplete() puts
@@ -173,11 +172,11 @@ class CheckpointManager:
                 shutil.rmtree(aside)
             os.replace(final, aside)
             os.replace(tmp, final)
-            _fsync_dir(self.root)
+            fsync_dir(self.root)
             shutil.rmtree(aside)
         else:
             os.replace(tmp, final)
-            _fsync_dir(self.root)
+            fsync_dir(self.root)
 
     def _delete_beyond_keep_last(self, just_written: Path) -> None:
         """Delete the oldest checkpoints until `keep_last` remain, never the one just written."""
@@ -230,7 +229,7 @@ class CheckpointManager:
                 leftover.unlink()
             removed.append(leftover)
         if self.root.is_dir():
-            _fsync_dir(self.root)
+            fsync_dir(self.root)
         return removed
 
     def _restore_replaced(self, leftover: Path) -> bool:
@@ -259,7 +258,7 @@ class CheckpointManager:
         for path in newer:
             os.replace(path, folder / path.name)
             moved.append(folder / path.name)
-        _fsync_dir(self.root)
+        fsync_dir(self.root)
         return moved
 
     def resolve(self, spec: str) -> Path:
@@ -304,7 +303,36 @@ def _is_complete(folder: Path) -> bool:
     return isinstance(marker, dict) and marker.get("complete") is True
 
 
-def _fsync_tree(folder: Path) -> None:
+@contextmanager
+def atomic_output(path: str | Path, mode: str = "w", **open_kwargs) -> Iterator[IO]:
+    """Open a temporary file next to `path` for writing; when the block ends without an error it is flushed to disk
+    and renamed to `path` (atomic), otherwise removed. A kill or an error never leaves `path` half-written: it holds
+    the previous content or the complete new one. (A kill can leave a `.tmp-*` file next to it.)"""
+    path = Path(path)
+    tmp = path.parent / f"{TMP_PREFIX}{path.name}-{os.getpid()}"
+    try:
+        with open(tmp, mode, **open_kwargs) as stream:
+            yield stream
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def write_file_atomically(path: str | Path, content: str | bytes) -> None:
+    """Write `content` to `path` through `atomic_output` (text as UTF-8)."""
+    if isinstance(content, bytes):
+        with atomic_output(path, "wb") as stream:
+            stream.write(content)
+    else:
+        with atomic_output(path, "w", encoding="utf-8") as stream:
+            stream.write(content)
+
+
+def fsync_tree(folder: Path) -> None:
     """Flush every file and folder under `folder` to disk (so the rename after it never publishes lost data)."""
     for dirpath, _dirnames, filenames in os.walk(folder):
         for name in filenames:
@@ -313,10 +341,10 @@ def _fsync_tree(folder: Path) -> None:
                 os.fsync(descriptor)
             finally:
                 os.close(descriptor)
-        _fsync_dir(dirpath)
+        fsync_dir(dirpath)
 
 
-def _fsync_dir(folder: str | Path) -> None:
+def fsync_dir(folder: str | Path) -> None:
     """Flush a folder's entries (renames, new files) to disk. Windows cannot open folders and needs no such call."""
     if os.name == "nt":
         return
@@ -325,6 +353,127 @@ def _fsync_dir(folder: str | Path) -> None:
         os.fsync(descriptor)
     finally:
         os.close(descriptor)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Training-state files that cannot run code (no pickle): safetensors tensors plus a JSON skeleton
+# ----------------------------------------------------------------------------------------------------------------
+STATE_METADATA_KEY = "vaswani_state"  # the safetensors metadata entry holding the JSON skeleton
+
+
+def save_state_file(path: str | Path, state) -> None:
+    """Write a nested state (dicts, lists, tuples, numbers, strings, None, torch tensors, numpy arrays) to a
+    `.safetensors` file: the tensors as safetensors tensors, everything else as a JSON skeleton in the file's
+    metadata. Unlike `torch.save`, reading it back (`load_state_file`) cannot execute code.
+
+    Used for what a training checkpoint holds besides the weights: optimizer, LR schedule, LayerDrop generators,
+    DropHead step, progress, and each process's random number generator states."""
+    from safetensors.torch import save_file
+
+    tensors: dict = {}
+    skeleton = _encode_state(state, tensors)
+    save_file(tensors, str(path), metadata={STATE_METADATA_KEY: json.dumps(skeleton)})
+
+
+def load_state_file(path: str | Path):
+    """The state written by `save_state_file`; a `CheckpointError` naming the file if it is missing, not a
+    safetensors file (e.g. a planted pickle), damaged or not written by `save_state_file`."""
+    from safetensors import SafetensorError, safe_open
+
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path} is missing: the checkpoint is incomplete; resume from another checkpoint.")
+    try:
+        with safe_open(str(path), framework="pt", device="cpu") as stream:
+            metadata = stream.metadata() or {}
+            tensors = {key: stream.get_tensor(key) for key in stream.keys()}  # noqa: SIM118 (not a mapping)
+        skeleton = json.loads(metadata[STATE_METADATA_KEY])
+        return _decode_state(skeleton, tensors)
+    except (SafetensorError, OSError, ValueError, KeyError, TypeError) as error:
+        raise CheckpointError(
+            f"{path} is damaged or was not written by train.py ({type(error).__name__}: {error}); it is never "
+            "unpickled. Resume from another checkpoint."
+        ) from None
+
+
+def _encode_state(value, tensors: dict):
+    """A JSON-able skeleton of `value`; tensors go into `tensors` under the key the skeleton names."""
+    import numpy as np
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        key = str(len(tensors))
+        tensors[key] = value.detach().cpu().contiguous()
+        return {"__tensor__": key}
+    if isinstance(value, np.ndarray):
+        key = str(len(tensors))
+        tensors[key] = torch.from_numpy(value.astype(np.int64) if value.dtype == np.uint32 else value.copy())
+        return {"__ndarray__": key, "dtype": str(value.dtype)}
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        items = [_encode_state(item, tensors) for item in value]
+        return {"__tuple__": items} if isinstance(value, tuple) else items
+    if isinstance(value, dict):
+        return {"__dict__": [[_encode_state(k, tensors), _encode_state(v, tensors)] for k, v in value.items()]}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"cannot store a {type(value).__name__} in a state file: {value!r}")
+
+
+def _decode_state(value, tensors: dict):
+    if isinstance(value, list):
+        return [_decode_state(item, tensors) for item in value]
+    if isinstance(value, dict):
+        if "__tensor__" in value:
+            return tensors[value["__tensor__"]]
+        if "__ndarray__" in value:
+            import numpy as np
+
+            return tensors[value["__ndarray__"]].numpy().astype(np.dtype(value["dtype"]))
+        if "__tuple__" in value:
+            return tuple(_decode_state(item, tensors) for item in value["__tuple__"])
+        return {_decode_state(k, tensors): _decode_state(v, tensors) for k, v in value["__dict__"]}
+    return value
+
+
+def rng_states() -> dict:
+    """This process's random number generator states (Python, NumPy, torch CPU and CUDA), for `save_state_file`."""
+    import random
+
+    import numpy as np
+    import torch
+
+    return {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+
+
+def set_rng_states(states: dict, source: Path) -> None:
+    """Restore what `rng_states` returned (read from `source`); a `CheckpointError` naming `source` if it does not
+    fit, never a silent skip (a resume must restore everything or stop)."""
+    import random
+
+    import numpy as np
+    import torch
+
+    try:
+        random.setstate(states["python"])
+        np.random.set_state(states["numpy"])
+        torch.set_rng_state(states["torch"])
+        if states["cuda"]:
+            if len(states["cuda"]) != torch.cuda.device_count():
+                raise ValueError(
+                    f"it holds {len(states['cuda'])} CUDA generator(s), this machine has {torch.cuda.device_count()}"
+                )
+            torch.cuda.set_rng_state_all(states["cuda"])
+    except (KeyError, TypeError, ValueError, RuntimeError) as error:
+        raise CheckpointError(
+            f"{source} holds random number generator states that cannot be restored: {error}."
+        ) from None
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -344,7 +493,7 @@ def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, torch.Tensor]:
     paths = [Path(path) for path in paths]
     if not paths:
         raise CheckpointError("no checkpoints to average: give at least one.")
-    first = _load_weights(paths[0])
+    first = load_weights(paths[0])
     dtypes = {name: tensor.dtype for name, tensor in first.items()}
     sums = {
         name: tensor.to(torch.float64, copy=True) if tensor.dtype.is_floating_point else tensor
@@ -352,7 +501,7 @@ def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, torch.Tensor]:
     }
     del first
     for path in paths[1:]:
-        state = _load_weights(path)
+        state = load_weights(path)
         _check_same_keys(sums.keys(), paths[0], state.keys(), path)
         for name, tensor in state.items():
             if tensor.shape != sums[name].shape:
@@ -390,13 +539,13 @@ def _names(names: Iterable[str], limit: int = 10) -> str:
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
-def _load_weights(path: Path) -> dict[str, torch.Tensor]:
+def load_weights(path: Path) -> dict[str, torch.Tensor]:
     """All tensors of one checkpoint (a folder or a `.safetensors` file), on the CPU."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     state: dict[str, torch.Tensor] = {}
-    for file in _weight_files(path):
+    for file in weight_files(path):
         try:
             state.update(load_file(file, device="cpu"))
         except (SafetensorError, OSError) as error:
@@ -404,7 +553,7 @@ def _load_weights(path: Path) -> dict[str, torch.Tensor]:
     return state
 
 
-def _weight_files(path: Path) -> list[Path]:
+def weight_files(path: Path) -> list[Path]:
     """The safetensors file(s) holding a checkpoint's model weights."""
     if path.is_file():
         if path.suffix != ".safetensors":
@@ -439,36 +588,43 @@ def average_into_model(model: PreTrainedModel, paths: Sequence[str | Path]) -> N
     tensor. Any other missing or unexpected key, or a shape that does not fit, raises CheckpointError. Tied
     parameters stay tied (values are copied in place).
     """
+    load_weights_into_model(model, average_checkpoints(paths), source="the checkpoints")
+
+
+def load_weights_into_model(model: PreTrainedModel, weights: dict[str, torch.Tensor], *, source: str) -> None:
+    """Load `weights` (a saved state dict: tied weights stored once) into `model`, strictly: any missing or
+    unexpected tensor or a shape that does not fit raises `CheckpointError` naming `source`. Tied parameters stay
+    tied (values are copied in place). Resuming a run loads a checkpoint's weights with it."""
     import torch
 
-    averaged = average_checkpoints(paths)
+    averaged = dict(weights)
     expected = model.state_dict()
     unexpected = averaged.keys() - expected.keys()
     if unexpected:
-        raise CheckpointError(f"the checkpoints hold tensors the model does not have: {_names(unexpected)}.")
+        raise CheckpointError(f"{source}: tensors the model does not have: {_names(unexpected)}.")
     for name, tensor in averaged.items():
         if tensor.shape != expected[name].shape:
             raise CheckpointError(
-                f"tensor {name!r} has shape {tuple(tensor.shape)} in the checkpoints but "
+                f"tensor {name!r} has shape {tuple(tensor.shape)} in {source} but "
                 f"{tuple(expected[name].shape)} in the model."
             )
-    for group in _tied_groups(model, expected):
+    for group in tied_groups(model, expected):
         present = sorted(name for name in group if name in averaged)
         for name in present[1:]:
             if not torch.equal(averaged[name], averaged[present[0]]):
                 raise CheckpointError(
-                    f"{present[0]} and {name} are tied in the model but differ in the checkpoints "
+                    f"{present[0]} and {name} are tied in the model but differ in {source} "
                     "(saved from a model without tied weights?)."
                 )
         if present:
             averaged.update({name: averaged[present[0]] for name in group if name not in averaged})
     missing = expected.keys() - averaged.keys()
     if missing:
-        raise CheckpointError(f"the checkpoints lack tensors of the model: {_names(missing)}.")
+        raise CheckpointError(f"{source}: tensors of the model are missing: {_names(missing)}.")
     model.load_state_dict(averaged, strict=True)
 
 
-def _tied_groups(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> list[set[str]]:
+def tied_groups(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> list[set[str]]:
     """Sets of keys of the model's state dict that are one tensor: declared ties (`all_tied_weights_keys`,
     {target: source}) and keys whose tensors share memory."""
     declared: dict[str, set[str]] = {}
@@ -484,16 +640,20 @@ def _tied_groups(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> list
 # ----------------------------------------------------------------------------------------------------------------
 # The averaged model as a save_pretrained folder (the standalone step)
 # ----------------------------------------------------------------------------------------------------------------
-def average_run(run_dir: str | Path, last: int, output_dir: str | Path) -> Path:
+def average_run(
+    run_dir: str | Path, last: int, output_dir: str | Path, *, overwrite: bool = False, trust_remote_code: bool = False
+) -> Path:
     """Average the last `last` complete checkpoints of a run into a complete model folder.
 
     `run_dir` is the final model folder train.py writes (config, generation config, tokenizer files), with the
     checkpoints under `run_dir/checkpoints/`. The output gets the model's `save_pretrained` files with the averaged
     weights, plus the tokenizer files and README.md of `run_dir`. `output_dir` may be `run_dir` itself: its model
-    files are then replaced one by one (each replacement atomic) and everything else in it is kept.
+    files are then replaced (`vaswani.model_folder.write_model_folder`) and everything else in it is kept. Any
+    other non-empty `output_dir` needs `overwrite`.
     """
-    run_dir = Path(run_dir)
-    _check_model_folder(run_dir)
+    from vaswani.model_folder import check_model_folder
+
+    run_dir = check_model_folder(run_dir, need_tokenizer=False, need_weights=False)
     if last < 1:
         raise CheckpointError(f"the number of checkpoints to average is {last}; it must be at least 1.")
     checkpoint_root = run_dir / CHECKPOINTS_SUBDIR
@@ -503,79 +663,53 @@ def average_run(run_dir: str | Path, last: int, output_dir: str | Path) -> Path:
             f"cannot average the last {last} checkpoint(s): {checkpoint_root} has {len(available)} complete "
             f"checkpoint(s)."
         )
-    return average_to_folder(available[-last:], run_dir, output_dir)
+    in_place = Path(output_dir).exists() and Path(output_dir).resolve() == run_dir.resolve()
+    return average_to_folder(
+        available[-last:], run_dir, output_dir, overwrite=overwrite or in_place, trust_remote_code=trust_remote_code
+    )
 
 
-def average_to_folder(paths: Sequence[str | Path], model_dir: str | Path, output_dir: str | Path) -> Path:
+def average_to_folder(
+    paths: Sequence[str | Path],
+    model_dir: str | Path,
+    output_dir: str | Path,
+    *,
+    overwrite: bool = False,
+    trust_remote_code: bool = False,
+) -> Path:
     """Average the checkpoints into the model described by `model_dir` (its config, generation config, tokenizer
-    files and README.md; its weights are not read) and write a complete `save_pretrained` folder to `output_dir`."""
-    model_dir, output_dir = Path(model_dir), Path(output_dir)
-    _check_model_folder(model_dir)
-    model = _model_from_folder(model_dir)
+    files and README.md; its weights are not read) and write a complete `save_pretrained` folder to `output_dir`
+    (a new or empty folder, or any folder with `overwrite`: its model files are replaced, other files kept)."""
+    from vaswani.model_folder import check_model_files, check_output_folder, write_model_folder
+
+    model_dir = Path(model_dir)
+    check_output_folder(output_dir, replace=overwrite)
+    config, _ = check_model_files(
+        model_dir, need_tokenizer=False, need_weights=False, trust_remote_code=trust_remote_code
+    )
+    model = _model_from_config(model_dir, config, trust_remote_code)
     average_into_model(model, paths)
-    _write_model_folder(model, model_dir, output_dir)
-    return output_dir
+
+    def write(folder: Path) -> None:
+        model.save_pretrained(folder)
+        for file in sorted(model_dir.iterdir()):
+            if file.is_file() and any(fnmatch.fnmatch(file.name, pattern) for pattern in FILES_TO_COPY):
+                shutil.copy2(file, folder / file.name)
+
+    return write_model_folder(output_dir, write, replace=overwrite)
 
 
-def _check_model_folder(folder: Path) -> None:
-    if not folder.is_dir():
-        raise CheckpointError(f"no such model folder: {folder}")
-    if not (folder / "config.json").is_file():
-        raise CheckpointError(
-            f"{folder} is not a model folder (no config.json): give the folder train.py writes the final model to."
-        )
+def _model_from_config(model_dir: Path, config, trust_remote_code: bool) -> PreTrainedModel:
+    """A freshly initialized model of `config`, with the folder's generation config."""
+    from transformers import AutoModelForSeq2SeqLM, GenerationConfig
 
-
-def _model_from_folder(model_dir: Path) -> PreTrainedModel:
-    """A freshly initialized model of the folder's config, with the folder's generation config."""
-    from transformers import AutoConfig, AutoModelForSeq2SeqLM, GenerationConfig
-
-    import modeling_vaswani  # noqa: F401  (registers the Vaswani classes with the Auto classes)
-
-    try:
-        config = AutoConfig.from_pretrained(model_dir, local_files_only=True)
-        model = AutoModelForSeq2SeqLM.from_config(config)
-        if (model_dir / "generation_config.json").is_file():
+    model = AutoModelForSeq2SeqLM.from_config(config, trust_remote_code=trust_remote_code)
+    if (model_dir / "generation_config.json").is_file():
+        try:
             model.generation_config = GenerationConfig.from_pretrained(model_dir, local_files_only=True)
-    except (OSError, ValueError) as error:
-        raise CheckpointError(f"cannot build the model of {model_dir}: {error}") from error
+        except (OSError, ValueError, TypeError) as error:
+            raise CheckpointError(f"{model_dir / 'generation_config.json'} cannot be read: {error}") from None
     return model
-
-
-def _write_model_folder(model: PreTrainedModel, source_dir: Path, output_dir: Path) -> None:
-    """`model.save_pretrained(output_dir)` plus the tokenizer files and model card of `source_dir`.
-
-    Everything is written to a temporary folder next to `output_dir` first. A new `output_dir` is that folder
-    renamed (atomic); an existing one (e.g. the run folder itself) gets its model files replaced one at a time, each
-    replacement atomic, and keeps everything else (checkpoints, logs)."""
-    output_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = output_dir.parent / f"{TMP_PREFIX}average-{output_dir.name}-{os.getpid()}"
-    if staging.exists():
-        shutil.rmtree(staging)
-    model.save_pretrained(staging)
-    for file in sorted(source_dir.iterdir()):
-        if file.is_file() and any(fnmatch.fnmatch(file.name, pattern) for pattern in FILES_TO_COPY):
-            shutil.copy2(file, staging / file.name)
-    _fsync_tree(staging)
-    if not output_dir.exists():
-        os.replace(staging, output_dir)
-    else:
-        _replace_files(staging, output_dir)
-    _fsync_dir(output_dir.parent)
-
-
-def _replace_files(staging: Path, output_dir: Path) -> None:
-    """Move each staged file over its namesake in `output_dir` (atomic per file), then delete weight files the new
-    save did not write (e.g. old shards). Other files and folders of `output_dir` (checkpoints, logs) are kept."""
-    new_names = {file.name for file in staging.iterdir()}
-    for name in sorted(new_names):
-        os.replace(staging / name, output_dir / name)
-    for file in output_dir.iterdir():
-        stale = file.name not in new_names and any(fnmatch.fnmatch(file.name, p) for p in WEIGHT_FILE_PATTERNS)
-        if stale and file.is_file():
-            file.unlink()
-    _fsync_dir(output_dir)
-    shutil.rmtree(staging)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -613,11 +747,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--model", type=Path, metavar="DIR", help="with --checkpoints: the model folder (config, tokenizer files)"
     )
     average.add_argument("--output_dir", type=Path, required=True, metavar="OUT", help="where to write the model")
+    average.add_argument(
+        "--overwrite", action="store_true",
+        help="write into a non-empty OUT (other than --run_dir): its model files are replaced, other files are kept",
+    )  # fmt: skip
+    average.add_argument(
+        "--trust_remote_code", action="store_true",
+        help="run the Python code of a model folder that is not a Vaswani model (only for folders you trust)",
+    )  # fmt: skip
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (2 with an `error: ...` line for a user mistake)."""
+    from vaswani.model_folder import ModelFolderError
+
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -628,11 +772,12 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exit_:  # argparse printed the usage and "error: ..." (status 2), or the help (status 0)
         return int(exit_.code or 0)
     try:
+        options = {"overwrite": args.overwrite, "trust_remote_code": args.trust_remote_code}
         if args.run_dir is not None:
-            output = average_run(args.run_dir, args.last, args.output_dir)
+            output = average_run(args.run_dir, args.last, args.output_dir, **options)
         else:
-            output = average_to_folder(args.checkpoints, args.model, args.output_dir)
-    except (CheckpointError, OSError) as error:
+            output = average_to_folder(args.checkpoints, args.model, args.output_dir, **options)
+    except (CheckpointError, ModelFolderError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     print(f"wrote the averaged model to {output}")

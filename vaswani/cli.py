@@ -33,8 +33,23 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from vaswani.checkpoints import TOKENIZER_FILE_PATTERNS, CheckpointError, positive_int
+from vaswani.checkpoints import (
+    TOKENIZER_FILE_PATTERNS,
+    CheckpointError,
+    atomic_output,
+    positive_int,
+    write_file_atomically,
+)
 from vaswani.hub import PushError
+from vaswani.model_folder import (
+    ModelFolderError,
+    check_model_files,
+    check_model_folder,
+    check_output_folder,
+    load_config,
+    load_model_folder,
+    write_model_folder,
+)
 from vaswani.translate import TranslateError
 
 PROG = "vaswani"
@@ -44,7 +59,7 @@ class UsageError(Exception):
     """A mistake in the command line or its files; printed as `error: <message>` with exit status 2."""
 
 
-USER_ERRORS = (UsageError, TranslateError, PushError, CheckpointError, UnicodeError, OSError)
+USER_ERRORS = (UsageError, TranslateError, PushError, CheckpointError, ModelFolderError, UnicodeError, OSError)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -59,9 +74,10 @@ def run_translate(args: argparse.Namespace) -> int:
 
     if args.input is not None and not args.input.is_file():
         raise UsageError(f"no such input file: {args.input}")
-    _check_output_folder(args.output)
+    _check_output_file(args.output, inputs=[args.input])
     hf_logging.disable_progress_bar()  # no "Loading weights" bar: the progress bar on stderr is ours
-    translator = Translator(args.model, device=args.device, max_source_length=args.max_source_length)
+    translator = Translator(args.model, device=args.device, max_source_length=args.max_source_length,
+                            trust_remote_code=args.trust_remote_code)  # fmt: skip
 
     show_progress = args.input is not None and not args.no_progress
     bar = tqdm(total=count_lines(args.input) if show_progress else None, unit="line", file=sys.stderr,
@@ -73,10 +89,12 @@ def run_translate(args: argparse.Namespace) -> int:
                    "truncated (see --max_source_length)")  # fmt: skip
         tqdm.write(message, file=sys.stderr)
 
-    with _open_text(args.input, "r") as source, _open_text(args.output, "w") as sink:
+    # The input is decoded line by line (an error names the line); the output goes to a temporary file renamed
+    # when complete, so an error or a kill never leaves a half-written --output.
+    with _open_input(args.input) as source, _open_output(args.output) as sink:
         translations = translate_lines(
             translator,
-            read_lines(source),
+            read_lines(source, name=str(args.input or "stdin")),
             buffer_lines=args.buffer_lines,
             progress=bar.update,
             on_truncated_lines=warn_truncated,
@@ -86,38 +104,52 @@ def run_translate(args: argparse.Namespace) -> int:
             paper_decoding=args.paper_decoding,
             batch_tokens=args.batch_tokens,
         )
-        try:
-            for translation in translations:
-                sink.write(one_line(translation) + "\n")
-        except UnicodeDecodeError as error:
-            raise UsageError(f"{args.input or 'stdin'} is not UTF-8 text ({error})") from None
+        for translation in translations:
+            sink.write(one_line(translation) + "\n")
     bar.close()
     return 0
 
 
 @contextmanager
-def _open_text(path: Path | None, mode: str) -> Iterator[io.TextIOBase]:
-    """A UTF-8 text stream on `path`, or on stdin / stdout when it is None, with "\\n" as the only line break (a
-    lone "\\r" inside a sentence does not split it)."""
+def _open_input(path: Path | None) -> Iterator[io.BufferedIOBase]:
+    """The bytes of `path`, or of stdin when it is None (decoded line by line by `read_lines`)."""
+    if path is None:
+        yield sys.stdin.buffer
+        return
+    with open(path, "rb") as stream:
+        yield stream
+
+
+@contextmanager
+def _open_output(path: Path | None) -> Iterator[io.TextIOBase]:
+    """A UTF-8 text stream with "\\n" line breaks: to a temporary file renamed to `path` when the block completes
+    (`atomic_output`), or to stdout when `path` is None."""
     if path is not None:
-        with open(path, mode, encoding="utf-8", newline="\n") as stream:
+        with atomic_output(path, "w", encoding="utf-8", newline="\n") as stream:
             yield stream
         return
-    standard = sys.stdin if mode == "r" else sys.stdout
-    if mode == "w":
-        standard.flush()  # whatever was printed before comes first
-    stream = io.TextIOWrapper(standard.buffer, encoding="utf-8", newline="\n")
+    sys.stdout.flush()  # whatever was printed before comes first
+    stream = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", newline="\n")
     try:
         yield stream
     finally:
-        if mode == "w":
-            stream.flush()
-        stream.detach()  # leave sys.stdin / sys.stdout open
+        stream.flush()
+        stream.detach()  # leave sys.stdout open
 
 
-def _check_output_folder(path: Path | None) -> None:
-    if path is not None and not path.parent.is_dir():
+def _check_output_file(path: Path | None, inputs: list[Path | None]) -> None:
+    """An output file must go into an existing folder and must not be one of the inputs (it would be emptied)."""
+    if path is None:
+        return
+    if not path.parent.is_dir():
         raise UsageError(f"cannot write {path}: no such folder {path.parent}")
+    if path.is_dir():
+        raise UsageError(f"cannot write {path}: it is a folder; give a file name")
+    for source in inputs:
+        if source is not None and path.exists() and os.path.samefile(source, path):
+            raise UsageError(
+                f"--output {path} is the input file {source}: writing it would destroy the input; give another file"
+            )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -126,7 +158,8 @@ def _check_output_folder(path: Path | None) -> None:
 def run_push(args: argparse.Namespace) -> int:
     from vaswani.hub import push_model_folder
 
-    url = push_model_folder(args.model, args.repo_id, private=args.private, commit_message=args.commit_message)
+    url = push_model_folder(args.model, args.repo_id, private=args.private, commit_message=args.commit_message,
+                            trust_remote_code=args.trust_remote_code)  # fmt: skip
     print(f"pushed {args.model} to {url}")
     return 0
 
@@ -135,14 +168,11 @@ def run_card(args: argparse.Namespace) -> int:
     from vaswani.model_card import render_model_card
 
     folder = args.model
-    if not folder.is_dir():
-        raise UsageError(f"no such model folder: {folder}")
-    if not (folder / "config.json").is_file():
-        raise UsageError(f"{folder} is not a model folder (no config.json)")
-    _check_output_folder(args.output)
-    card = render_model_card(folder, repo_id=args.repo_id, license=args.license)
+    check_model_files(folder, need_tokenizer=False, trust_remote_code=args.trust_remote_code)
     output = args.output or folder / "README.md"
-    card.save(output)
+    _check_output_file(output, inputs=[folder / name for name in ("config.json", "run_args.json", "results.json")])
+    card = render_model_card(folder, repo_id=args.repo_id, license=args.license)
+    write_file_atomically(output, str(card))
     print(f"wrote the model card to {output}")
     return 0
 
@@ -154,16 +184,13 @@ def run_prune(args: argparse.Namespace) -> int:
     """Load the model keeping only some layers (LayerDrop pruning, Fan et al. 2019) and save it as an ordinary
     smaller model with the tokenizer, the training arguments and a card that shows the pruning. The source's
     results.json is not copied: its scores belong to the full model."""
-    from transformers import AutoConfig, AutoModelForSeq2SeqLM
-
-    import modeling_vaswani  # noqa: F401  (registers the Vaswani classes with the Auto classes)
     from modeling_vaswani import every_other_layers_to_keep
     from vaswani.model_card import write_model_card
-    from vaswani.translate import check_model_folder
 
-    source, output = check_model_folder(args.model), args.output_dir
-    if output.exists() and output.resolve() == source.resolve():
+    source = check_model_folder(args.model)
+    if args.output_dir.exists() and args.output_dir.resolve() == source.resolve():
         raise UsageError("--output_dir must be a new folder, not the model folder itself")
+    output = check_output_folder(args.output_dir, replace=args.overwrite)
     explicit = args.encoder_layers_to_keep is not None or args.decoder_layers_to_keep is not None
     if explicit == (args.every_other is not None):
         raise UsageError(
@@ -172,22 +199,29 @@ def run_prune(args: argparse.Namespace) -> int:
     if args.stacks is not None and args.every_other is None:
         raise UsageError("--stacks goes with --every_other")
 
-    config = AutoConfig.from_pretrained(source, local_files_only=True)
+    config = load_config(source, trust_remote_code=args.trust_remote_code)
     keep = {"encoder": args.encoder_layers_to_keep, "decoder": args.decoder_layers_to_keep}
     if args.every_other is not None:
         for stack in args.stacks or ["encoder", "decoder"]:
             keep[stack] = every_other_layers_to_keep(getattr(config, f"{stack}_layers"), args.every_other)
     pruning = {f"{stack}_layers_to_keep": layers for stack, layers in keep.items() if layers is not None}
     try:
-        model = AutoModelForSeq2SeqLM.from_pretrained(source, local_files_only=True, **pruning)
+        model, _ = load_model_folder(source, trust_remote_code=args.trust_remote_code, **pruning)
+    except ModelFolderError:
+        raise
     except ValueError as error:  # layer indices outside the model
         raise UsageError(str(error)) from None
 
-    model.save_pretrained(output)
-    for file in sorted(source.iterdir()):
-        if file.is_file() and (file.name == "run_args.json" or any(file.match(p) for p in TOKENIZER_FILE_PATTERNS)):
-            shutil.copy2(file, output / file.name)
-    write_model_card(output)
+    def write(folder: Path) -> None:
+        model.save_pretrained(folder)
+        for file in sorted(source.iterdir()):
+            if file.is_file() and (
+                file.name == "run_args.json" or any(file.match(p) for p in TOKENIZER_FILE_PATTERNS)
+            ):
+                shutil.copy2(file, folder / file.name)
+        write_model_card(folder)
+
+    write_model_folder(output, write, replace=args.overwrite)
     for stack, layers in keep.items():
         total = getattr(config, f"{stack}_layers")
         kept = f"layers {layers}" if layers is not None else "all layers"
@@ -223,6 +257,15 @@ def _stacks(text: str) -> list[str]:
     return stacks
 
 
+def add_trust_remote_code(parser: argparse.ArgumentParser) -> None:
+    """--trust_remote_code: off by default, so a model folder's own Python code never runs (and transformers never
+    asks "[y/N]" on stdin, which `translate` reads sentences from)."""
+    parser.add_argument(
+        "--trust_remote_code", action="store_true",
+        help="run the Python code of a model folder that is not a Vaswani model (only for folders you trust)",
+    )  # fmt: skip
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0], allow_abbrev=False)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -232,7 +275,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Translate sentences from stdin or --input (one per line, UTF-8) into the same number of lines.",
     )  # fmt: skip
     translate.set_defaults(run=run_translate)
-    translate.add_argument("--model", required=True, metavar="DIR", help="a saved model folder (or a Hub repo id)")
+    translate.add_argument(
+        "--model", required=True, type=Path, metavar="DIR", help="a saved model folder with its tokenizer (local)"
+    )
+    add_trust_remote_code(translate)
     translate.add_argument("--input", type=Path, metavar="FILE", help="read sentences from FILE (default: stdin)")
     translate.add_argument("--output", type=Path, metavar="FILE", help="write translations to FILE (default: stdout)")
     translate.add_argument("--num_beams", type=positive_int, default=4, metavar="K", help="beam size (paper: 4)")
@@ -274,6 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
     push.add_argument("--repo_id", required=True, metavar="ID", help="NAME or OWNER/NAME on the Hub")
     push.add_argument("--private", action="store_true", help="create the repository as private")
     push.add_argument("--commit_message", metavar="TEXT", help="the commit message")
+    add_trust_remote_code(push)
 
     # `vaswani average ...` is forwarded to `vaswani.checkpoints.main` before parsing; listed here for --help.
     commands.add_parser("average", help="average checkpoints into a model folder (see vaswani average --help)")
@@ -286,6 +333,11 @@ def build_parser() -> argparse.ArgumentParser:
     prune.set_defaults(run=run_prune)
     prune.add_argument("--model", required=True, type=Path, metavar="DIR", help="the full model folder")
     prune.add_argument("--output_dir", required=True, type=Path, metavar="OUT", help="where to write the pruned model")
+    prune.add_argument(
+        "--overwrite", action="store_true",
+        help="write into a non-empty --output_dir: its model files are replaced, other files are kept",
+    )  # fmt: skip
+    add_trust_remote_code(prune)
     prune.add_argument("--encoder_layers_to_keep", type=_layer_list, metavar="I,J,...", help="e.g. 0,2,4")
     prune.add_argument("--decoder_layers_to_keep", type=_layer_list, metavar="I,J,...", help="e.g. 0,2,4")
     prune.add_argument(
@@ -307,6 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     card.add_argument("--license", default="apache-2.0", help="license identifier (default: apache-2.0)")
     card.add_argument("--output", type=Path, metavar="FILE", help="where to write the card (default: DIR/README.md)")
+    add_trust_remote_code(card)
     return parser
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from vaswani.translate import ModelFolderError, check_model_folder
+from vaswani.model_folder import ModelFolderError, check_model_files
 
 CODE_FILES = ("configuration_vaswani.py", "modeling_vaswani.py", "generation_vaswani.py", "pipeline_vaswani.py")
 PIPELINE_TASK = "vaswani-translation"
@@ -50,14 +50,14 @@ def check_repo_id(repo_id: str) -> str:
     return repo_id
 
 
-def check_push_folder(folder: str | Path) -> Path:
+def check_push_folder(folder: str | Path, *, trust_remote_code: bool = False) -> Path:
     """`folder` as a Path if it can be pushed (see the module docstring), else a `PushError` naming what is missing
-    and how to fix it."""
+    and how to fix it. The model files are checked as for loading (`vaswani.model_folder.check_model_files`)."""
+    folder = Path(folder)
     try:
-        folder = check_model_folder(folder)
+        check_model_files(folder, trust_remote_code=trust_remote_code)
     except ModelFolderError as error:
         raise PushError(str(error)) from None
-    _check_shards(folder)
     missing = [name for name in CODE_FILES if not (folder / name).is_file()]
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     auto_map = config.get("auto_map") or {}
@@ -70,16 +70,6 @@ def check_push_folder(folder: str | Path) -> Path:
             ".save_pretrained(folder))"
         )
     return folder
-
-
-def _check_shards(folder: Path) -> None:
-    index = folder / "model.safetensors.index.json"
-    if not index.is_file():
-        return
-    shards = sorted(set(json.loads(index.read_text(encoding="utf-8")).get("weight_map", {}).values()))
-    missing = [name for name in shards if not (folder / name).is_file()]
-    if missing:
-        raise PushError(f"{folder} is missing weight shards listed in {index.name}: {', '.join(missing)}")
 
 
 def files_to_push(folder: str | Path) -> list[tuple[str, Path]]:
@@ -104,6 +94,7 @@ def push_model_folder(
     private: bool = False,
     token: str | None = None,
     commit_message: str | None = None,
+    trust_remote_code: bool = False,
 ) -> str:
     """Create `repo_id` if needed and upload the model folder to it in one commit; returns the repo's URL.
 
@@ -113,7 +104,7 @@ def push_model_folder(
     from huggingface_hub.errors import HfHubHTTPError
 
     check_repo_id(repo_id)
-    folder = check_push_folder(folder)
+    folder = check_push_folder(folder, trust_remote_code=trust_remote_code)
     operations = [
         CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(path)) for name, path in files_to_push(folder)
     ]

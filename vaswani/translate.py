@@ -2,7 +2,7 @@
 
     from vaswani.translate import Translator
 
-    translator = Translator("runs/base-avg5")              # a save_pretrained folder (or a Hub repo id)
+    translator = Translator("runs/base-avg5")              # a local save_pretrained folder with its tokenizer
     translator.translate(["A sentence.", "", "Another one."])  # -> ["Ein Satz.", "", "Noch einer."]
 
 `Translator.translate` tokenizes every sentence, sorts them by length, decodes them in batches of about
@@ -30,19 +30,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from vaswani.model_folder import ModelFolderError, check_model_folder, load_model_folder
+
 if TYPE_CHECKING:
     import torch
 
 logger = logging.getLogger(__name__)
-
-# The weights of a save_pretrained folder: one safetensors file, or shards with an index (or the legacy .bin).
-WEIGHT_FILES = (
-    "model.safetensors",
-    "model.safetensors.index.json",
-    "pytorch_model.bin",
-    "pytorch_model.bin.index.json",
-)
-TOKENIZER_FILE = "tokenizer.json"
 
 
 class TranslateError(ValueError):
@@ -50,69 +43,9 @@ class TranslateError(ValueError):
     command line prints it without a traceback."""
 
 
-class ModelFolderError(TranslateError):
-    """A model cannot be used: missing folder, no config, weights or tokenizer, or a tokenizer that does not fit."""
-
-
 # ----------------------------------------------------------------------------------------------------------------
-# Finding and checking a model folder
+# Devices
 # ----------------------------------------------------------------------------------------------------------------
-def check_model_folder(folder: str | Path, *, need_tokenizer: bool = True) -> Path:
-    """`folder` as a Path if it holds a complete model: config.json, weights and (if `need_tokenizer`) the
-    tokenizer; otherwise a `ModelFolderError` that says what is missing."""
-    folder = Path(folder)
-    if not folder.exists():
-        raise ModelFolderError(f"no such model folder: {folder}")
-    if not folder.is_dir():
-        raise ModelFolderError(f"{folder} is a file, not a model folder")
-    if not (folder / "config.json").is_file():
-        raise ModelFolderError(
-            f"{folder} is not a model folder (no config.json): give the folder that train.py or save_pretrained wrote"
-        )
-    if not any((folder / name).is_file() for name in WEIGHT_FILES):
-        raise ModelFolderError(
-            f"{folder} has no model weights (model.safetensors): save the model into it with save_pretrained"
-        )
-    if need_tokenizer and not (folder / TOKENIZER_FILE).is_file():
-        raise ModelFolderError(
-            f"{folder} has no tokenizer ({TOKENIZER_FILE}): save the tokenizer the model was trained with into the "
-            "same folder (tokenizer.save_pretrained)"
-        )
-    return folder
-
-
-def resolve_model_folder(model: str | Path) -> Path:
-    """The local folder of `model`: an existing folder, or else, if `model` reads as a Hub repo id (NAME or
-    OWNER/NAME), its snapshot downloaded (or found in the cache) with huggingface_hub."""
-    path = Path(model)
-    if path.exists() or not _is_repo_id(str(model)):
-        return check_model_folder(path)
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
-
-    try:
-        downloaded = snapshot_download(str(model))
-    except RepositoryNotFoundError:
-        reason = "there is no such repository (or it is private and you are not logged in)"
-    except LocalEntryNotFoundError:
-        reason = "it is not in the local Hub cache and cannot be downloaded (offline)"
-    except (HfHubHTTPError, OSError, ValueError) as error:
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    else:
-        return check_model_folder(downloaded)
-    raise ModelFolderError(f"no such model folder: {model} (as a Hub repo id: {reason})")
-
-
-def _is_repo_id(text: str) -> bool:
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
-
-    try:
-        validate_repo_id(text)
-    except HFValidationError:
-        return False
-    return True
-
-
 def resolve_device(device: str) -> str:
     """The device to run on: "auto" gives "cuda" if a GPU is visible, else "cpu"; or a torch device ("cuda:1")."""
     import torch
@@ -137,20 +70,20 @@ class Translator:
     `max_source_length`: longer inputs are truncated to this many tokens (default: the model's
     `max_position_embeddings`)."""
 
-    def __init__(self, model: str | Path, device: str = "auto", max_source_length: int | None = None):
-        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
-        import modeling_vaswani  # noqa: F401  (registers the Vaswani classes with the Auto classes)
-
-        self.folder = resolve_model_folder(model)
+    def __init__(
+        self,
+        model: str | Path,
+        device: str = "auto",
+        max_source_length: int | None = None,
+        *,
+        trust_remote_code: bool = False,
+    ):
+        self.folder = Path(model)
         self.device = resolve_device(device)
-        try:
-            self.tokenizer = AutoTokenizer.from_pretrained(self.folder, local_files_only=True)
-            self.model = AutoModelForSeq2SeqLM.from_pretrained(self.folder, local_files_only=True)
-        except (OSError, ValueError) as error:
-            raise ModelFolderError(f"cannot load the model in {self.folder}: {error}") from None
+        # checked: a local folder, weights that fit config.json, a tokenizer that fits the model; the folder's own
+        # code runs only with trust_remote_code=True
+        self.model, self.tokenizer = load_model_folder(self.folder, trust_remote_code=trust_remote_code)
         self.model.to(self.device).eval()
-        self._check_tokenizer_fits()
         config = self.model.config
         self.max_source_length = max_source_length or config.max_position_embeddings
         if self.max_source_length < 2:
@@ -159,15 +92,6 @@ class Translator:
         self._decoder_room = (
             config.max_position_embeddings - 1 if config.position_embedding_type == "learned" else None
         )
-
-    def _check_tokenizer_fits(self) -> None:
-        config, tokenizer = self.model.config, self.tokenizer
-        if len(tokenizer) > config.vocab_size or tokenizer.pad_token_id != config.pad_token_id:
-            raise ModelFolderError(
-                f"the tokenizer in {self.folder} ({len(tokenizer)} tokens, PAD id {tokenizer.pad_token_id}) does not "
-                f"fit the model (vocab_size {config.vocab_size}, PAD id {config.pad_token_id}): save the tokenizer "
-                "the model was trained with into the folder"
-            )
 
     def translate(
         self,
@@ -281,9 +205,19 @@ class Translator:
 # ----------------------------------------------------------------------------------------------------------------
 # Streaming lines (the command line)
 # ----------------------------------------------------------------------------------------------------------------
-def read_lines(stream: Iterable[str]) -> Iterator[str]:
-    """The lines of a text stream opened with newline="\\n", without their line ending ("\\n" or "\\r\\n")."""
-    for line in stream:
+def read_lines(stream: Iterable[str | bytes], name: str = "the input") -> Iterator[str]:
+    """The lines of a text stream opened with newline="\\n" (or of a binary stream, decoded as UTF-8 line by line),
+    without their line ending ("\\n" or "\\r\\n"). A line that is not UTF-8 is a `TranslateError` naming `name`
+    and the line number."""
+    for number, line in enumerate(stream, 1):
+        if isinstance(line, bytes):
+            try:
+                line = line.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise TranslateError(
+                    f"{name} is not UTF-8 text: line {number} has the byte {line[error.start]:#04x} at position "
+                    f"{error.start + 1}; convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)"
+                ) from None
         yield line.removesuffix("\n").removesuffix("\r")
 
 
@@ -327,6 +261,5 @@ __all__ = [
     "one_line",
     "read_lines",
     "resolve_device",
-    "resolve_model_folder",
     "translate_lines",
 ]

@@ -1,0 +1,406 @@
+"""Model folders (what `save_pretrained` writes, plus the tokenizer): one place to check, load and write them safely.
+
+- `check_model_folder(folder)`: a local folder with config.json, weights and (optionally) tokenizer.json; a path that
+  does not exist is an error naming it, never a Hub download.
+- `load_model_folder(folder)`: the model and tokenizer, loaded without running the folder's code (unless
+  `trust_remote_code=True`) and checked before use: config.json must be a Vaswani configuration, every weight must
+  be present with the shape the config gives it (and nothing else), the files must be readable (a truncated or
+  garbage model.safetensors, a tokenizer.json of `{}`), and the tokenizer must fit the model (vocabulary within
+  vocab_size, the same PAD/EOS/BOS/decoder-start ids). Each problem is a `ModelFolderError` naming the file and the
+  fix; the command line prints it as `error: ...` (exit status 2).
+- `write_model_folder(output_dir, write)`: writes a complete model folder so that a kill at any moment leaves either
+  the previous content or the complete new one. The new files are written into a hidden sibling folder
+  (`.tmp-<name>-new`), made durable, then swapped in with renames; files of `output_dir` that a model save does not
+  write (checkpoints/, metrics.jsonl, run_args.json, the user's own files) are moved into the new folder, never
+  deleted. An interrupted swap is finished by the next `write_model_folder` or `recover_model_folder` on that path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from collections.abc import Callable
+from fnmatch import fnmatch
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from vaswani.checkpoints import TMP_PREFIX, TOKENIZER_FILE_PATTERNS, fsync_dir, fsync_tree
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+CONFIG_FILE = "config.json"
+GENERATION_CONFIG_FILE = "generation_config.json"
+TOKENIZER_FILE = "tokenizer.json"
+MODEL_CARD_FILE = "README.md"
+# The weights of a save_pretrained folder: one safetensors file, or shards with an index (or the legacy .bin).
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
+WEIGHT_SHARD = re.compile(r"(model|pytorch_model)-\d{5}-of-\d{5}\.(safetensors|bin)")
+JOURNAL_FILE = ".tmp-model-folder.json"  # inside the staged folder: the names the new save wrote (then removed)
+
+
+class ModelFolderError(ValueError):
+    """A model folder that cannot be used or written as asked; the message names the file and the fix."""
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# What a model folder holds
+# ----------------------------------------------------------------------------------------------------------------
+def is_weight_file(name: str) -> bool:
+    """Whether `name` is a weight file of a save_pretrained folder (not e.g. a user's model-best.safetensors)."""
+    return name in WEIGHT_FILES or WEIGHT_SHARD.fullmatch(name) is not None
+
+
+def _code_files() -> set[str]:
+    """The modeling files `save_pretrained` copies for trust_remote_code: the modules of modeling_vaswani."""
+    import modeling_vaswani
+
+    return {path.name for path in Path(modeling_vaswani.__file__).parent.glob("*.py") if path.name != "__init__.py"}
+
+
+def is_model_file(name: str) -> bool:
+    """Whether a model save writes files named `name` (config, generation config, weights, tokenizer, card, code):
+    the files a new model save replaces. Everything else in a model folder belongs to the user or the run."""
+    fixed = {CONFIG_FILE, GENERATION_CONFIG_FILE, MODEL_CARD_FILE}
+    return (
+        name in fixed
+        or is_weight_file(name)
+        or any(fnmatch(name, pattern) for pattern in TOKENIZER_FILE_PATTERNS)
+        or name in _code_files()
+    )
+
+
+def check_model_folder(folder: str | Path, *, need_tokenizer: bool = True, need_weights: bool = True) -> Path:
+    """`folder` as a Path if it is a local folder holding config.json, weights (if `need_weights`) and tokenizer.json
+    (if `need_tokenizer`); otherwise a `ModelFolderError` that says what is missing. Never looks on the Hub."""
+    folder = Path(folder)
+    if not folder.exists():
+        raise ModelFolderError(
+            f"no such model folder: {folder} (models are read from local folders only; download a Hub model first, "
+            "e.g. `hf download OWNER/NAME --local-dir DIR`)"
+        )
+    if not folder.is_dir():
+        raise ModelFolderError(f"{folder} is a file, not a model folder")
+    if not (folder / CONFIG_FILE).is_file():
+        raise ModelFolderError(
+            f"{folder} is not a model folder (no config.json): give the folder that train.py or save_pretrained wrote"
+        )
+    if need_weights and not any((folder / name).is_file() for name in WEIGHT_FILES):
+        raise ModelFolderError(
+            f"{folder} has no model weights (model.safetensors): save the model into it with save_pretrained"
+        )
+    if need_tokenizer and not (folder / TOKENIZER_FILE).is_file():
+        raise ModelFolderError(
+            f"{folder} has no tokenizer ({TOKENIZER_FILE}): save the tokenizer the model was trained with into the "
+            "same folder (tokenizer.save_pretrained)"
+        )
+    return folder
+
+
+def read_json_object(path: Path) -> dict:
+    """A JSON file that must hold an object: a `ModelFolderError` naming it otherwise."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise ModelFolderError(f"{path} is not readable JSON ({error}): restore it or save the model again") from None
+    if not isinstance(value, dict):
+        raise ModelFolderError(
+            f"{path} holds a JSON {type(value).__name__}, not an object: restore it or save the model again"
+        )
+    return value
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Loading
+# ----------------------------------------------------------------------------------------------------------------
+def load_config(folder: str | Path, *, trust_remote_code: bool = False, **overrides):
+    """The configuration in `folder`/config.json (with `overrides`), validated; never runs the folder's code unless
+    `trust_remote_code`. Without it, only Vaswani configurations are accepted."""
+    from transformers import AutoConfig
+
+    import modeling_vaswani  # noqa: F401  (registers the Vaswani classes with the Auto classes)
+
+    folder = Path(folder)
+    path = folder / CONFIG_FILE
+    values = read_json_object(path)
+    if not trust_remote_code and values.get("model_type") != "vaswani":
+        raise ModelFolderError(
+            f"{path} describes a {values.get('model_type')!r} model, not a Vaswani model; to run the code of another "
+            "model folder, pass --trust_remote_code (only for folders you trust)"
+        )
+    try:
+        config = AutoConfig.from_pretrained(
+            folder, local_files_only=True, trust_remote_code=trust_remote_code, **overrides
+        )
+        if hasattr(config, "validate"):
+            config.validate()
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as error:
+        raise ModelFolderError(f"{path} is not a valid configuration: {error}") from None
+    return config
+
+
+def check_weights_fit(folder: Path, config, *, trust_remote_code: bool = False) -> None:
+    """Compare the weight files' tensor names and shapes (their safetensors headers) with the model `config`
+    describes: a truncated or garbage file, a missing, unexpected or mis-shaped tensor is a `ModelFolderError`."""
+    import torch
+    from safetensors import SafetensorError, safe_open
+    from transformers import AutoModelForSeq2SeqLM
+
+    from vaswani.checkpoints import CheckpointError, tied_groups, weight_files
+
+    if not any((folder / name).is_file() for name in WEIGHT_FILES[:2]):
+        return  # a legacy .bin folder: transformers reads it with torch.load(weights_only=True)
+    try:
+        files = weight_files(folder)
+    except CheckpointError as error:  # an index that is not readable, or lists missing shards
+        raise ModelFolderError(str(error)) from None
+    shapes: dict[str, tuple] = {}
+    for file in files:
+        try:
+            with safe_open(str(file), framework="pt", device="cpu") as stream:
+                for key in stream.keys():  # noqa: SIM118 (not a mapping)
+                    shapes[key] = tuple(stream.get_slice(key).get_shape())
+            if file.stat().st_size < 8:
+                raise SafetensorError("empty file")
+        except (SafetensorError, OSError, ValueError) as error:
+            raise ModelFolderError(
+                f"{file} is damaged or not a safetensors file ({error}): copy it again or save the model again"
+            ) from None
+    with torch.device("meta"):
+        model = AutoModelForSeq2SeqLM.from_config(config, trust_remote_code=trust_remote_code)
+    expected = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
+    tied = {name for group in tied_groups(model, {}) if group & shapes.keys() for name in group}
+    missing = sorted(expected.keys() - shapes.keys() - tied)
+    unexpected = sorted(shapes.keys() - expected.keys())
+    wrong = sorted(name for name in expected.keys() & shapes.keys() if expected[name] != shapes[name])
+    if not (missing or unexpected or wrong):
+        return
+    problems = []
+    if missing:
+        problems.append(f"missing tensors {_some(missing)}")
+    if unexpected:
+        problems.append(f"unexpected tensors {_some(unexpected)}")
+    if wrong:
+        problems.append("shapes " + ", ".join(f"{n} {shapes[n]} (config: {expected[n]})" for n in wrong[:5]))
+    raise ModelFolderError(
+        f"the weights in {', '.join(str(f) for f in files)} do not fit {folder / CONFIG_FILE} "
+        f"(vocab_size {getattr(config, 'vocab_size', '?')}, encoder_layers {getattr(config, 'encoder_layers', '?')}, "
+        f"decoder_layers {getattr(config, 'decoder_layers', '?')}): {'; '.join(problems)}. The config and the weights "
+        "come from different models: restore the config.json saved with these weights, or save the model again"
+    )
+
+
+def _some(names: list[str], limit: int = 5) -> str:
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def load_tokenizer(folder: str | Path, *, trust_remote_code: bool = False) -> PreTrainedTokenizerBase:
+    """The tokenizer saved in `folder`; a `ModelFolderError` naming tokenizer.json when it is missing or damaged."""
+    from transformers import AutoTokenizer
+
+    folder = Path(folder)
+    path = folder / TOKENIZER_FILE
+    if not folder.is_dir():
+        raise ModelFolderError(f"no such tokenizer folder: {folder}")
+    if not path.is_file():
+        raise ModelFolderError(
+            f"{folder} holds no tokenizer ({TOKENIZER_FILE}): give the folder save_pretrained wrote"
+        )
+    values = read_json_object(path)
+    if "model" not in values:
+        raise ModelFolderError(f"{path} is not a tokenizer (no 'model' entry): save the tokenizer again")
+    try:
+        return AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
+    except Exception as error:  # tokenizers raises plain Exceptions for files it cannot parse
+        raise ModelFolderError(f"{path} cannot be loaded ({type(error).__name__}: {error}): save it again") from None
+
+
+def check_tokenizer_fits(tokenizer, config, *, where: str, exact: bool = False) -> None:
+    """The tokenizer's vocabulary must fit in the model's (`exact`: be the same size) and its special-token ids must
+    be the model's (PAD, EOS, BOS and the decoder's start token, which is BOS); a `ModelFolderError` otherwise."""
+    problems = []
+    size, vocab_size = len(tokenizer), config.vocab_size
+    if size > vocab_size or (exact and size != vocab_size):
+        problems.append(f"the tokenizer has {size} tokens but the model's vocab_size is {vocab_size}")
+    pairs = [("pad_token_id", "pad_token_id"), ("eos_token_id", "eos_token_id"), ("bos_token_id", "bos_token_id"),
+             ("bos_token_id", "decoder_start_token_id")]  # fmt: skip
+    for token, model_id in pairs:
+        a, b = getattr(tokenizer, token, None), getattr(config, model_id, None)
+        if a is not None and b is not None and a != b:
+            problems.append(f"tokenizer {token}={a} but config {model_id}={b}")
+    if problems:
+        raise ModelFolderError(
+            f"the tokenizer does not fit the model ({where}): {'; '.join(problems)}. Use the tokenizer the model was "
+            "trained with (train.py saves it in the model folder)"
+        )
+
+
+def check_model_files(
+    folder: str | Path,
+    *,
+    trust_remote_code: bool = False,
+    need_tokenizer: bool = True,
+    need_weights: bool = True,
+    config=None,
+):
+    """Every check of `load_model_folder` without loading the weights (their headers are read): config.json, the
+    weights against it (if `need_weights`), the tokenizer against it (if `need_tokenizer`, or if the folder has
+    one). Returns (config, tokenizer or None)."""
+    folder = check_model_folder(folder, need_tokenizer=need_tokenizer, need_weights=need_weights)
+    config = config if config is not None else load_config(folder, trust_remote_code=trust_remote_code)
+    if need_weights:
+        check_weights_fit(folder, config, trust_remote_code=trust_remote_code)
+    tokenizer = None
+    if need_tokenizer or (folder / TOKENIZER_FILE).exists():
+        tokenizer = load_tokenizer(folder, trust_remote_code=trust_remote_code)
+        check_tokenizer_fits(tokenizer, config, where=str(folder))
+    return config, tokenizer
+
+
+def load_model_folder(
+    folder: str | Path,
+    *,
+    trust_remote_code: bool = False,
+    need_tokenizer: bool = True,
+    config=None,
+    **model_kwargs,
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase | None]:
+    """The model (and tokenizer) of a local folder, checked as the module docstring says. `config` replaces the
+    folder's config (e.g. with train.py's overrides); `model_kwargs` go to `from_pretrained` (e.g.
+    `encoder_layers_to_keep`). The tokenizer is None when the folder has none and `need_tokenizer` is False."""
+    from transformers import AutoModelForSeq2SeqLM
+
+    config, tokenizer = check_model_files(
+        folder, trust_remote_code=trust_remote_code, need_tokenizer=need_tokenizer, config=config
+    )
+    try:
+        model, info = AutoModelForSeq2SeqLM.from_pretrained(
+            folder, config=config, local_files_only=True, trust_remote_code=trust_remote_code,
+            output_loading_info=True, **model_kwargs,
+        )  # fmt: skip
+    except (OSError, ValueError, RuntimeError, TypeError, KeyError) as error:
+        raise ModelFolderError(f"cannot load the model in {folder}: {error}") from None
+    bad = {key: info.get(key) for key in ("missing_keys", "mismatched_keys", "error_msgs") if info.get(key)}
+    if bad:
+        raise ModelFolderError(f"the weights in {folder} do not fit its config.json: {bad}; save the model again")
+    return model, tokenizer
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Writing
+# ----------------------------------------------------------------------------------------------------------------
+def _staging(output_dir: Path) -> Path:
+    return output_dir.parent / f"{TMP_PREFIX}{output_dir.name}-new"
+
+
+def _aside(output_dir: Path) -> Path:
+    return output_dir.parent / f"{TMP_PREFIX}{output_dir.name}-old"
+
+
+def check_output_folder(output_dir: str | Path, *, replace: bool, option: str = "--output_dir") -> Path:
+    """`output_dir` as a real path (a symlink is followed) if a model may be written there: a new or empty folder,
+    or any folder when `replace` (its model files are replaced, everything else kept). Otherwise a
+    `ModelFolderError` naming the folder and the fix."""
+    output_dir = Path(output_dir)
+    if output_dir.is_symlink():
+        output_dir = output_dir.resolve()
+    if output_dir.exists() and not output_dir.is_dir():
+        raise ModelFolderError(f"{option} {output_dir} is a file: give a folder")
+    if not replace and output_dir.is_dir() and any(output_dir.iterdir()):
+        kind = "another model" if (output_dir / CONFIG_FILE).exists() else "files"
+        raise ModelFolderError(
+            f"{option} {output_dir} already holds {kind}: choose a new folder, or pass --overwrite to replace its "
+            "model files (config, weights, tokenizer, card; other files are kept)"
+        )
+    return output_dir
+
+
+def write_model_folder(output_dir: str | Path, write: Callable[[Path], None], *, replace: bool = False) -> Path:
+    """Write a model folder with `write(folder)` so that a kill leaves the previous content or the new one.
+
+    `replace`: `output_dir` may already hold files (see `check_output_folder`). The model files of the previous
+    content that the new save does not write again (old weight shards, an old card) go away with it; every other
+    file and folder of `output_dir` is kept (moved into the new folder). Returns the folder written."""
+    output_dir = check_output_folder(output_dir, replace=replace)
+    recover_model_folder(output_dir)
+    staging = _staging(output_dir)
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging.mkdir()
+    try:
+        write(staging)
+        written = sorted(path.name for path in staging.iterdir())
+        fsync_tree(staging)
+        with open(staging / JOURNAL_FILE, "w", encoding="utf-8") as stream:  # the new folder is complete
+            json.dump({"written": written}, stream)
+            stream.flush()
+            os.fsync(stream.fileno())
+        fsync_dir(staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    _swap_in(output_dir, staging)
+    return output_dir
+
+
+def recover_model_folder(output_dir: str | Path) -> None:
+    """Finish or undo a `write_model_folder` that a kill interrupted: a complete staged folder is swapped in, an
+    incomplete one removed, an old folder left aside after the swap deleted."""
+    output_dir = Path(output_dir)
+    staging, aside = _staging(output_dir), _aside(output_dir)
+    if staging.is_dir():
+        if (staging / JOURNAL_FILE).is_file():
+            _swap_in(output_dir, staging)
+        else:  # killed while writing: nothing of output_dir was moved yet
+            shutil.rmtree(staging)
+    if aside.is_dir():
+        if output_dir.exists():
+            shutil.rmtree(aside)
+        else:
+            os.replace(aside, output_dir)
+
+
+def _swap_in(output_dir: Path, staging: Path) -> None:
+    """Move the kept files of `output_dir` into the complete `staging`, then swap the two folders (rename old aside,
+    rename new in, delete old). Every step can be repeated after a kill (`recover_model_folder`)."""
+    written = set(json.loads((staging / JOURNAL_FILE).read_text(encoding="utf-8"))["written"])
+    aside = _aside(output_dir)
+    if output_dir.is_dir():
+        for entry in sorted(output_dir.iterdir()):
+            if entry.name in written or entry.name == JOURNAL_FILE or is_model_file(entry.name):
+                continue  # replaced by the new save (or an old model file it does not write again)
+            os.replace(entry, staging / entry.name)
+        fsync_dir(staging)
+        if aside.exists():
+            shutil.rmtree(aside)
+        os.replace(output_dir, aside)
+    os.replace(staging, output_dir)
+    fsync_dir(output_dir.parent)
+    if aside.exists():
+        shutil.rmtree(aside)
+    (output_dir / JOURNAL_FILE).unlink()
+    fsync_dir(output_dir)
+
+
+__all__ = [
+    "ModelFolderError",
+    "WEIGHT_FILES",
+    "check_model_files",
+    "check_model_folder",
+    "check_output_folder",
+    "check_tokenizer_fits",
+    "check_weights_fit",
+    "is_model_file",
+    "is_weight_file",
+    "load_config",
+    "load_model_folder",
+    "load_tokenizer",
+    "recover_model_folder",
+    "write_model_folder",
+]
