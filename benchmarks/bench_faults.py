@@ -147,11 +147,13 @@ COMMANDS = {
 class Fixtures:
     """The good inputs the cases damage, built once per work folder (lazily: a case builds what it uses)."""
 
-    def __init__(self, root: Path, launcher: Launcher | None = None, run: Path | None = None):
+    def __init__(self, root: Path, launcher: Launcher | None = None):
         self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
         self.launcher = launcher or Launcher(root)
-        self._run = run
+        self._run: Path | None = None
+        self.run_options = [*self.data_args(), *TINY_TRAIN, "--max_train_steps", "2", "--checkpoint_steps", "1",
+                            "--average_checkpoints", "2"]  # fmt: skip
 
     @property
     def data(self) -> Path:
@@ -219,13 +221,16 @@ class Fixtures:
             folder = self.root / "run"
             if not (folder / "results.json").is_file():
                 shutil.rmtree(folder, ignore_errors=True)
-                args = [*self.data_args(), *TINY_TRAIN, "--max_train_steps", "2", "--checkpoint_steps", "1",
-                        "--average_checkpoints", "2", "--output_dir", str(folder)]  # fmt: skip
-                result = self.launcher.run("train", args, cwd=self.root)
+                result = self.launcher.run("train", [*self.run_options, "--output_dir", str(folder)], cwd=self.root)
                 if result.returncode != 0:
                     raise RuntimeError(f"the fixture run failed:\n{result.stderr[-3000:]}")
             self._run = folder
         return self._run
+
+    def use_run(self, folder: Path, options: list[str]) -> None:
+        """Take a finished run with at least two checkpoints (e.g. a kill part's reference), made with `options`
+        (all but --output_dir), as the run fixture."""
+        self._run, self.run_options = folder, list(options)
 
     def latest_checkpoint(self) -> Path:
         return sorted((self.run / "checkpoints").glob("step-*"))[-1]
@@ -680,15 +685,15 @@ def _(folder, fx):
 
 @case("train-resume-changed-max-steps", "train", "option")
 def _(folder, fx):
-    run = copy_fixture(fx.run, folder / "out")
-    return train_probe(folder, fx, "--resume_from_checkpoint", "latest", "--output_dir", str(run),
-                       "--max_train_steps", "3")  # fmt: skip
+    options = fx.run_options
+    steps = int(options[max(i for i, option in enumerate(options) if option == "--max_train_steps") + 1])
+    return resume_probe(copy_fixture(fx.run, folder / "out"), fx, "--max_train_steps", str(steps + 1))
 
 
 @case("train-resume-checkpoint-is-a-file", "train", "option", extended=True)
 def _(folder, fx):
     run = copy_fixture(fx.run, folder / "out")
-    return train_probe(folder, fx, "--resume_from_checkpoint", str(run / "results.json"), "--output_dir", str(run))
+    return resume_probe(run, fx, "--resume_from_checkpoint", str(run / "results.json"))
 
 
 @case("train-resume-checkpoints-symlink-loop", "train", "symlink", extended=True)
@@ -696,16 +701,22 @@ def _(folder, fx):
     run = copy_fixture(fx.run, folder / "out")
     shutil.rmtree(run / "checkpoints")
     (run / "checkpoints").symlink_to(run / "checkpoints")
-    return train_probe(folder, fx, "--resume_from_checkpoint", "latest", "--output_dir", str(run))
+    return resume_probe(run, fx)
 
 
-def _resume_with_damaged(folder: Path, fx: Fixtures, damage: Callable[[Path], None]) -> Probe:
-    """Resume a copy of the fixture run after `damage(its last checkpoint folder)`."""
+def resume_probe(run: Path, fx: Fixtures, *extra: str, **kwargs) -> Probe:
+    """Resume `run` (a copy of the fixture run) with the fixture run's own options."""
+    args = [*fx.run_options, "--output_dir", str(run), "--resume_from_checkpoint", "latest", *extra]
+    return Probe("train", args, **kwargs)
+
+
+def _resume_with_damaged(folder: Path, fx: Fixtures, damage: Callable[[Path], None], **kwargs) -> Probe:
+    """Resume a copy of the fixture run after `damage(its last checkpoint folder)`; a resume that succeeds may
+    rewrite the final model and the records."""
     run = copy_fixture(fx.run, folder / "out")
     damage(sorted((run / "checkpoints").glob("step-*"))[-1])
-    # A damaged completion marker makes the checkpoint incomplete: resuming from the one before is then right.
-    return train_probe(folder, fx, "--resume_from_checkpoint", "latest", "--output_dir", str(run),
-                       may_change=tuple(f"out/{name}" for name in RUN_OUTPUT_FILES))  # fmt: skip
+    may_change = (*(f"out/{name}" for name in RUN_OUTPUT_FILES), *kwargs.pop("may_change", ()))
+    return resume_probe(run, fx, may_change=may_change, **kwargs)
 
 
 def _checkpoint_files(fx: Fixtures) -> list[str]:
@@ -717,19 +728,27 @@ def _state_files(fx: Fixtures) -> list[str]:
     return [name for name in _checkpoint_files(fx) if name not in {"model.safetensors", "checkpoint.json"}]
 
 
+# Files of a checkpoint that train.py writes for people and does not read back on resume.
+NOT_READ_BACK = {"trainer_state.json"}
+
+
 def checkpoint_file_cases(fx: Fixtures) -> list[Case]:
     """One pickle payload and one truncated copy for every file of the fixture run's last checkpoint (whatever files
     train.py writes there); resuming must refuse each, except a damaged completion marker (the checkpoint is then
     incomplete and the one before it is used)."""
     cases = []
     for name in _checkpoint_files(fx):
-        expect = "any" if name == "checkpoint.json" else "error"
+        # A damaged completion marker makes the checkpoint incomplete: resuming from the one before (and writing
+        # that step again) is then right. A file that resume does not read back may be ignored.
+        expect = "any" if name in {"checkpoint.json", *NOT_READ_BACK} else "error"
+        rewritten = ("out/checkpoints/*/*",) if name == "checkpoint.json" else ()
 
-        def pickled(folder, fx, name=name):
-            return _resume_with_damaged(folder, fx, lambda c: plant_pickle(c / name, folder / PAYLOAD_MARKER))
+        def pickled(folder, fx, name=name, rewritten=rewritten):
+            plant = lambda c: plant_pickle(c / name, folder / PAYLOAD_MARKER)  # noqa: E731
+            return _resume_with_damaged(folder, fx, plant, may_change=rewritten)
 
-        def truncated(folder, fx, name=name):
-            return _resume_with_damaged(folder, fx, lambda c: truncate(c / name))
+        def truncated(folder, fx, name=name, rewritten=rewritten):
+            return _resume_with_damaged(folder, fx, lambda c: truncate(c / name), may_change=rewritten)
 
         cases.append(Case(f"train-resume-pickle-in-{name}", "train", "pickle", pickled, expect))
         # A truncated file: one state file and the weights in the benchmark, every file with --all_cases.
@@ -1453,14 +1472,18 @@ def _complete_steps(checkpoints: Path) -> list[int]:
                   and os.path.exists(os.path.join(checkpoints, n, "checkpoint.json")))  # fmt: skip
 
 
-def _saving_steps(checkpoints: Path) -> list[int]:
+def _saving_steps(checkpoints: Path) -> dict[int, int]:
+    """{step: inode} of the temporary folders of checkpoint saves under way (or left by a killed one)."""
+    saving = {}
     try:
-        names = os.listdir(checkpoints)
+        with os.scandir(checkpoints) as entries:
+            for entry in entries:
+                step = entry.name[len(".tmp-step-") :]
+                if entry.name.startswith(".tmp-step-") and step.isdigit():
+                    saving[int(step)] = entry.inode()
     except OSError:
-        return []
-    return [
-        int(n[len(".tmp-step-") :]) for n in names if n.startswith(".tmp-step-") and n[len(".tmp-step-") :].isdigit()
-    ]
+        pass
+    return saving
 
 
 FINAL_IGNORED = {"metrics.jsonl", "run_args.json", "checkpoints", "logs"}
@@ -1487,17 +1510,21 @@ def start_train(launcher: Launcher, args: list[str], cwd: Path, log: Path) -> St
 
 
 def wait_for_moment(invocation: Started, moment: KillMoment, run: Path, timeline: Timeline) -> bool:
-    """Wait until the moment's trigger, then for its delay; whether the process is still alive then."""
+    """Wait until the moment's trigger, then for its delay; whether the process is still alive then. Training and
+    checkpoint-save moments wait for a checkpoint this invocation writes (of at least `after_step`)."""
     checkpoints = run / "checkpoints"
     if moment.kind == "startup":
         deadline = invocation.start + moment.fraction * timeline.startup
     else:
         baseline = _final_snapshot(run)
+        threshold = max(moment.after_step, max(_complete_steps(checkpoints), default=0) + 1)
+        leftovers = set(_saving_steps(checkpoints).items())  # of a killed save: not this invocation's
         while invocation.alive():
-            if moment.kind == "training" and any(s >= moment.after_step for s in _complete_steps(checkpoints)):
-                window = timeline.step * 3
+            if moment.kind == "training" and any(s >= threshold for s in _complete_steps(checkpoints)):
+                window = timeline.step  # anywhere before the next save
                 break
-            if moment.kind == "checkpoint-save" and any(s >= moment.after_step for s in _saving_steps(checkpoints)):
+            saving = set(_saving_steps(checkpoints).items()) - leftovers
+            if moment.kind == "checkpoint-save" and any(s >= threshold for s, _ in saving):
                 window = timeline.save * 1.5  # the save, its publication and the deletion of old checkpoints
                 break
             if moment.kind == "final-save" and _final_snapshot(run) != baseline:
@@ -1599,7 +1626,8 @@ def compare_weights(a: Path, b: Path) -> tuple[bool, float | None, str]:
 def measure_reference(launcher: Launcher, options: list[str], reference: Path, workdir: Path, steps: int) -> Timeline:
     """Run train.py uninterrupted into `reference`, watching its checkpoint saves and final save to size the kill
     windows."""
-    invocation = start_train(launcher, [*options, "--output_dir", str(reference)], workdir, workdir / "reference.log")
+    invocation = start_train(launcher, [*options, "--output_dir", str(reference)], workdir,
+                             workdir / "logs" / "reference.log")  # fmt: skip
     appeared, lasted, final_start, baseline = {}, {}, None, None  # step -> when its .tmp folder appeared, its life
     first_written = []
     while invocation.alive():
@@ -1641,7 +1669,7 @@ def run_kills(workdir: Path, kills: int = 20, seed: int = 0, steps: int = 200, c
     options = [*fixtures.data_args()[:2], *TINY_TRAIN, *KILL_RUN_EXTRA, "--max_train_steps", str(steps),
                "--checkpoint_steps", str(checkpoint_steps), "--average_checkpoints", str(average),
                "--keep_checkpoints", str(average + 1)]  # fmt: skip
-    for name in ("reference", "killed"):  # each run alone in its folder: the final-save watcher looks at the parent
+    for name in ("reference", "killed", "logs"):  # each run alone in its folder: the final-save watcher looks there
         (workdir / name).mkdir(parents=True, exist_ok=True)
     reference, run = workdir / "reference" / "run", workdir / "killed" / "run"
 
@@ -1651,13 +1679,13 @@ def run_kills(workdir: Path, kills: int = 20, seed: int = 0, steps: int = 200, c
     log(f"kills: reference took {time.monotonic() - started:.1f} s; windows: startup {timeline.startup:.1f} s, "
         f"update {timeline.step:.3f} s, save {timeline.save:.3f} s, final save {timeline.final:.2f} s (starting with "
         f"{', '.join(timeline.first_written)})")  # fmt: skip
-    timeline.step *= checkpoint_steps  # a training kill lands anywhere between two saves
+    timeline.step *= checkpoint_steps  # a training kill lands anywhere between two saves (see wait_for_moment)
 
     moments = moments if moments is not None else plan_kills(kills, steps, random.Random(seed))
     records, verified, corrupt, mixed, failure = [], {}, set(), [], None
     next_args = ["--output_dir", str(run)]
     for number, moment in enumerate([*moments, None], 1):  # None: the last invocation, resumed to the end
-        log_file = workdir / "killed" / f"invocation-{number}.log"
+        log_file = workdir / "logs" / f"invocation-{number}.log"  # not next to the run: see _final_snapshot
         invocation = start_train(fixtures.launcher, [*options, *next_args], workdir, log_file)
         killed = moment is not None and wait_for_moment(invocation, moment, run, timeline) and invocation.kill()
         status = invocation.wait(900)
@@ -1716,6 +1744,7 @@ def run_kills(workdir: Path, kills: int = 20, seed: int = 0, steps: int = 200, c
         "leftovers_at_end": sorted(str(p.relative_to(workdir)) for p in (workdir / "killed").rglob(".tmp*")),
         "failure": failure,
         "seconds": round(time.monotonic() - started, 1),
+        "options": options,
         "records": records,
     }
 
@@ -1829,7 +1858,8 @@ def main(argv=None) -> int:
     print("\n## Targets")
     for name, value, met in targets(kills, inputs):
         print(f"{name:42s} {value:>10s}  {'MET' if met else 'MISSED'}")
-    summary = {"seconds": round(elapsed, 1), "kills": kills and {k: v for k, v in kills.items() if k != "records"},
+    summary = {"seconds": round(elapsed, 1),
+               "kills": kills and {k: v for k, v in kills.items() if k not in {"records", "options"}},
                "inputs": inputs}  # fmt: skip
     print("\n## Summary (JSON)\n" + json.dumps(summary, indent=1))
     if args.json:

@@ -44,7 +44,7 @@ def kill_run(tmp_path_factory):
         workdir / "kills", steps=6, checkpoint_steps=2, average=2, fixtures=fixtures, moments=moments, log=print
     )
     # The uninterrupted reference run is a finished run with checkpoints: the bad-input cases damage copies of it.
-    fixtures._run = workdir / "kills" / "reference" / "run"
+    fixtures.use_run(workdir / "kills" / "reference" / "run", summary["options"])
     return summary, fixtures
 
 
