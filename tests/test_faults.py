@@ -16,13 +16,13 @@ QUICK_CASES = [
     "train-data-latin1",  # encoding
     "train-yaml-unknown-key",  # YAML
     "train-overwrite-then-bad-tokenizer",  # --overwrite_output_dir deletes nothing before its checks
-    "tokenization-output-is-the-input",  # collision
+    "tokenization-latin1-file",  # encoding
     "translate-output-is-the-input",  # collision: the input is not emptied
     "translate-output-symlink-to-input",  # symlink
     "translate-model-path-missing",  # missing folder, not a Hub download
     "translate-config-more-layers",  # config over weights it does not fit
     "translate-tokenizer-empty-json",  # tokenizer
-    "translate-pickle-weights-only",  # pickle in the weights
+    "translate-pickle-as-safetensors",  # a pickle where the weights should be
     "translate-foreign-remote-code",  # remote code with a "y" on stdin
     "average-output-nonempty",  # non-empty folder
     "prune-garbage-weights",  # weights
