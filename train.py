@@ -39,9 +39,13 @@ from modeling_vaswani import (
     VaswaniForConditionalGeneration,
 )
 from modeling_vaswani.scheduling_vaswani import DROPHEAD_KINDS
-from tokenization import SPECIAL_TOKEN_LAYOUTS, TokenizerError, load_tokenizer, train_bpe_tokenizer
+from tokenization import SPECIAL_TOKEN_LAYOUTS, TokenizerError, train_bpe_tokenizer
 from vaswani.batching import TokenBatchSampler, padding_efficiency
 from vaswani.checkpoints import (
+    ABANDONED_PREFIX,
+    CHECKPOINTS_SUBDIR,
+    STEP_DIR,
+    TMP_PREFIX,
     CheckpointError,
     CheckpointManager,
     average_into_model,
@@ -56,6 +60,17 @@ from vaswani.checkpoints import (
 from vaswani.data import DataError, load_translation_splits
 from vaswani.hub import PushError, check_repo_id
 from vaswani.model_card import write_model_card
+from vaswani.model_folder import (
+    ModelFolderError,
+    check_model_folder,
+    check_tokenizer_fits,
+    is_model_file,
+    load_config,
+    load_model_folder,
+    load_tokenizer,
+    recover_model_folder,
+    write_model_folder,
+)
 from vaswani.schedules import LR_SCHEDULERS, build_lr_scheduler
 
 logger = logging.getLogger("train")
@@ -85,6 +100,8 @@ RUN_DEFINING_OPTIONS = [
     "max_source_length", "max_target_length", "overlong", "max_tokens", "max_sentences", "gradient_accumulation_steps",
     "seed", "lr_scheduler", "learning_rate", "lr_factor", "warmup_steps", "adam_beta1", "adam_beta2", "adam_epsilon",
     "weight_decay", "drophead_p_start", "drophead_p_end", "drophead_kinds",
+    # the schedules (linear/cosine LR, DropHead) and the data order depend on these too
+    "max_train_steps", "num_train_epochs", "max_grad_norm", "validation_file", "validation_size", "mixed_precision",
 ]  # fmt: skip
 
 
@@ -144,7 +161,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     group.add_argument("--validation_file", help="same formats as --train_file")
     group.add_argument("--test_file", help="same formats as --train_file")
-    group.add_argument("--dataset_name", help="a `datasets` name (Hub when online), or 'demo' for the built-in set")
+    group.add_argument(
+        "--dataset_name",
+        help="a `datasets` name (Hub when online), or 'demo' for the built-in set (the default without --train_file)",
+    )
     group.add_argument("--dataset_config_name", help="the `datasets` configuration, e.g. 'de-en'")
     group.add_argument("--source_lang", default="en")
     group.add_argument("--target_lang", default="de")
@@ -230,6 +250,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.set_defaults(**from_yaml)
     args = parser.parse_args(argv)
     _check_args(args)
+    if not (args.train_file or args.dataset_name):  # resolved here, once: run_args.json and a resume see "demo"
+        args.dataset_name = "demo"
     # Options the user set (YAML or command line), as opposed to defaults; not saved with the run.
     args.explicit = set(from_yaml) | {a[2:].split("=", 1)[0] for a in argv if a.startswith("--")}
     return args
@@ -327,6 +349,7 @@ def _check_args(args: argparse.Namespace) -> None:
 # 2. Set-up: the output folder, the Accelerator, logging
 # ======================================================================================================================
 RUN_ARGS_FILE = "run_args.json"
+TOKENIZER_STAGING = ".tmp-tokenizer"  # a new run's tokenizer, until every check has passed (see start_new_run)
 
 
 def prepare_output_dir(args: argparse.Namespace) -> tuple[Path, Path | None]:
@@ -342,10 +365,15 @@ def prepare_output_dir(args: argparse.Namespace) -> tuple[Path, Path | None]:
                 "--resume_from_checkpoint continues a run in its own --output_dir; start a new run without it."
             )
         try:
-            checkpoint = CheckpointManager(output_dir / "checkpoints").resolve(args.resume_from_checkpoint)
+            checkpoint = CheckpointManager(output_dir / CHECKPOINTS_SUBDIR).resolve(args.resume_from_checkpoint)
         except CheckpointError as exc:
             raise UsageError(f"cannot resume: {exc}") from None
-        saved = json.loads(previous.read_text())
+        try:
+            saved = json.loads(previous.read_text(encoding="utf-8"))
+            if not isinstance(saved, dict):
+                raise ValueError("not a JSON object")
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise UsageError(f"cannot resume: {previous} is damaged ({exc}); start a new run.") from None
         changed = [k for k in RUN_DEFINING_OPTIONS if k in saved and saved[k] != _jsonable(getattr(args, k))]
         if changed:
             details = ", ".join(f"--{k} {saved[k]!r} -> {getattr(args, k)!r}" for k in changed)
@@ -354,13 +382,69 @@ def prepare_output_dir(args: argparse.Namespace) -> tuple[Path, Path | None]:
                 "options, or start a new run in another --output_dir."
             )
         return output_dir, checkpoint
-    if output_dir.exists() and any(output_dir.iterdir()) and not args.overwrite_output_dir:
+    if output_dir.exists() and not output_dir.is_dir():
+        raise UsageError(f"--output_dir {output_dir} is a file; give a folder.")
+    entries = [e for e in output_dir.iterdir() if e.name != TOKENIZER_STAGING] if output_dir.is_dir() else []
+    if entries and not args.overwrite_output_dir:
         what = "another run" if previous.exists() else "files"
         raise UsageError(
             f"--output_dir {output_dir} already holds {what}. Pass --resume_from_checkpoint latest to continue "
             "that run, --overwrite_output_dir to replace it, or choose a new --output_dir."
         )
+    if entries and not previous.is_file():
+        raise UsageError(
+            f"--overwrite_output_dir replaces a previous run of train.py, but {output_dir} holds files and no run "
+            f"({RUN_ARGS_FILE} is missing); nothing was deleted. Choose a new or empty --output_dir."
+        )
+    checkpoints = output_dir / CHECKPOINTS_SUBDIR
+    if entries and checkpoints.is_symlink():
+        raise UsageError(
+            f"{checkpoints} is a symbolic link (to {os.readlink(checkpoints)}): --overwrite_output_dir never deletes "
+            "through links and a new run must not mix with old checkpoints; nothing was deleted. Remove the link "
+            "yourself, or choose a new --output_dir."
+        )
     return output_dir, None
+
+
+def start_new_run(args: argparse.Namespace, output_dir: Path) -> None:
+    """Main process, once every check has passed: with --overwrite_output_dir remove what the previous run created
+    (`remove_previous_run`), move the newly trained tokenizer in and write run_args.json (atomically, last: until
+    then the folder still reads as the previous run)."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    if args.overwrite_output_dir and (output_dir / RUN_ARGS_FILE).is_file():
+        removed = remove_previous_run(output_dir)
+        logger.info("--overwrite_output_dir: removed the previous run's %s", ", ".join(removed) or "nothing")
+    staged = output_dir / TOKENIZER_STAGING
+    if staged.is_dir():
+        for file in sorted(staged.iterdir()):
+            os.replace(file, output_dir / file.name)
+        staged.rmdir()
+    saved = {k: _jsonable(v) for k, v in vars(args).items() if k != "explicit"}
+    write_file_atomically(output_dir / RUN_ARGS_FILE, json.dumps(saved, indent=2, sort_keys=True))
+
+
+def remove_previous_run(output_dir: Path) -> list[str]:
+    """Delete what a train.py run creates in `output_dir`, and nothing else: its checkpoints (step-N folders and the
+    leftovers of interrupted saves under checkpoints/), metrics.jsonl, results.json and the files of its final model
+    (`is_model_file`). Links are removed, never followed. Returns the names removed."""
+    removed = []
+    checkpoints = output_dir / CHECKPOINTS_SUBDIR
+    if checkpoints.is_dir() and not checkpoints.is_symlink():
+        for entry in sorted(checkpoints.iterdir()):
+            if STEP_DIR.fullmatch(entry.name) or entry.name.startswith((TMP_PREFIX, ABANDONED_PREFIX)):
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
+                removed.append(f"{CHECKPOINTS_SUBDIR}/{entry.name}")
+        if not any(checkpoints.iterdir()):
+            checkpoints.rmdir()
+    for entry in sorted(output_dir.iterdir()):
+        ours = entry.name in ("metrics.jsonl", "results.json") or is_model_file(entry.name)
+        if ours and (entry.is_symlink() or entry.is_file()):
+            entry.unlink()
+            removed.append(entry.name)
+    return removed
 
 
 def _jsonable(value):
@@ -432,9 +516,8 @@ class MetricsLog:
 # 3. Data and tokenizer
 # ======================================================================================================================
 def load_data(args, accelerator):
-    if not (args.train_file or args.dataset_name):
-        logger.info("No --train_file or --dataset_name: using the built-in demo dataset (numbers, dates, quantities).")
-        args.dataset_name = "demo"
+    if args.dataset_name == "demo":
+        logger.info("Using the built-in demo dataset (numbers, dates, quantities): no --train_file or --dataset_name.")
     with accelerator.main_process_first():  # the main process builds the Arrow cache, the others reuse it
         return load_translation_splits(
             train_file=args.train_file, validation_file=args.validation_file, test_file=args.test_file,
@@ -446,17 +529,18 @@ def load_data(args, accelerator):
 
 def get_tokenizer(args, raw, output_dir: Path, accelerator, config: VaswaniConfig):
     """An existing tokenizer (--tokenizer, or the one this run saved before a resume), or a new shared BPE trained on
-    both sides of the training data. A new tokenizer is saved in output_dir, part of the final model folder."""
+    both sides of the training data. A new tokenizer is staged in output_dir/.tmp-tokenizer/ and moved into
+    output_dir (part of the final model folder) by `start_new_run`, once every check has passed."""
     source = args.tokenizer or (output_dir if args.resume_from_checkpoint else None)
     if source is not None:
-        tokenizer = load_tokenizer(source)
+        tokenizer = load_tokenizer(source)  # tokenizer.json checked (a `{}` or garbage file is a clear error)
         if args.tokenizer and "vocab_size" in args.explicit and len(tokenizer) != args.vocab_size:
             raise UsageError(
                 f"--tokenizer {args.tokenizer} has {len(tokenizer)} tokens but --vocab_size is {args.vocab_size}: the "
                 "model's vocabulary must match the tokenizer. Drop --vocab_size or use a matching tokenizer."
             )
         if args.model_name_or_path:
-            check_tokenizer_matches_model(tokenizer, config)
+            check_tokenizer_fits(tokenizer, config, where=f"--tokenizer {source}", exact=True)
         return tokenizer
     if args.model_name_or_path:
         raise UsageError(
@@ -471,10 +555,13 @@ def get_tokenizer(args, raw, output_dir: Path, accelerator, config: VaswaniConfi
                 vocab_size=args.vocab_size, min_frequency=args.min_frequency,
                 special_tokens_layout=args.special_tokens_layout, model_max_length=args.max_position_embeddings or 1024,
             )  # fmt: skip
-            output_dir.mkdir(parents=True, exist_ok=True)
-            tokenizer.save_pretrained(output_dir)
+            staged = output_dir / TOKENIZER_STAGING  # moved into output_dir once every check has passed
+            if staged.exists():
+                shutil.rmtree(staged)
+            staged.mkdir(parents=True)
+            tokenizer.save_pretrained(staged)
         else:
-            tokenizer = load_tokenizer(output_dir)
+            tokenizer = load_tokenizer(output_dir / TOKENIZER_STAGING)
     return tokenizer
 
 
@@ -539,21 +626,22 @@ def resolve_model_config(args) -> VaswaniConfig:
     come from the tokenizer later; until then `--vocab_size` stands in.)"""
     overrides = {name: getattr(args, name) for name in MODEL_OPTIONS if getattr(args, name) is not None}
     try:
-        if args.model_name_or_path:
-            config = VaswaniConfig.from_pretrained(args.model_name_or_path, **overrides)
+        if args.model_name_or_path:  # a local folder; config.json checked (ModelFolderError names the problem)
+            check_model_folder(args.model_name_or_path, need_tokenizer=False)
+            config = load_config(args.model_name_or_path, **overrides)
         else:
             config = VaswaniConfig.from_preset(args.model_preset, vocab_size=args.vocab_size, **overrides)
         config.validate()
+    except ModelFolderError as exc:
+        raise UsageError(f"--model_name_or_path: {exc}") from None
     except ValueError as exc:  # config validation: a wrong option value
         raise UsageError(str(exc)) from None
-    except OSError as exc:
-        raise UsageError(f"--model_name_or_path {args.model_name_or_path}: {exc}") from None
     return config
 
 
 def build_model(args, config: VaswaniConfig, tokenizer) -> VaswaniForConditionalGeneration:
-    if args.model_name_or_path:
-        model = VaswaniForConditionalGeneration.from_pretrained(args.model_name_or_path, config=config)
+    if args.model_name_or_path:  # weights checked against the config (with the command line's overrides)
+        model, _ = load_model_folder(args.model_name_or_path, need_tokenizer=False, config=config)
     else:
         config.vocab_size = len(tokenizer)
         config.pad_token_id, config.bos_token_id = tokenizer.pad_token_id, tokenizer.bos_token_id
@@ -563,24 +651,10 @@ def build_model(args, config: VaswaniConfig, tokenizer) -> VaswaniForConditional
         except ValueError as exc:
             raise UsageError(f"the tokenizer does not fit the model configuration: {exc}") from None
         model = VaswaniForConditionalGeneration(config)
-    check_tokenizer_matches_model(tokenizer, model.config)
+    check_tokenizer_fits(tokenizer, model.config, where=f"--tokenizer {args.tokenizer or 'of this run'}", exact=True)
     if args.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     return model
-
-
-def check_tokenizer_matches_model(tokenizer, config) -> None:
-    problems = []
-    if len(tokenizer) != config.vocab_size:
-        problems.append(f"the tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {config.vocab_size}")
-    for name in ("pad_token_id", "eos_token_id"):
-        if getattr(tokenizer, name) != getattr(config, name):
-            problems.append(f"tokenizer {name}={getattr(tokenizer, name)} but model {name}={getattr(config, name)}")
-    if problems:
-        raise UsageError(
-            "the tokenizer does not match the model: " + "; ".join(problems) + ". Use the tokenizer the model was "
-            "trained with (it is saved in the model folder), or train a new model."
-        )
 
 
 def build_optimizer(args, model, device_type: str) -> torch.optim.Optimizer:
@@ -849,9 +923,12 @@ def log_evaluation(split: str, results: dict, step: int) -> None:
 # ======================================================================================================================
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
-    output_dir, resume_checkpoint = prepare_output_dir(args)
     accelerator, ddp_kwargs = create_accelerator(args)
     setup_logging(accelerator)
+    if accelerator.is_main_process:
+        recover_model_folder(args.output_dir)  # finish (or undo) a final save that a kill interrupted
+    accelerator.wait_for_everyone()
+    output_dir, resume_checkpoint = prepare_output_dir(args)
     from accelerate.utils import set_seed
     from transformers import DataCollatorForSeq2Seq
 
@@ -861,11 +938,6 @@ def main(argv: list[str] | None = None) -> dict:
     config = resolve_model_config(args)
     raw, report = load_data(args, accelerator)
     logger.info("Data:\n%s", report.summary())
-    if args.overwrite_output_dir and accelerator.is_main_process and output_dir.exists():
-        shutil.rmtree(output_dir / "checkpoints", ignore_errors=True)
-        for name in (RUN_ARGS_FILE, "metrics.jsonl", "results.json"):
-            (output_dir / name).unlink(missing_ok=True)
-    accelerator.wait_for_everyone()
     tokenizer = get_tokenizer(args, raw, output_dir, accelerator, config)
     model = build_model(args, config, tokenizer)
     if model.uses_layerdrop and accelerator.num_processes > 1:
@@ -873,10 +945,10 @@ def main(argv: list[str] | None = None) -> dict:
             raise UsageError("LayerDrop with gradient checkpointing fails under DDP; turn one of them off.")
         ddp_kwargs.find_unused_parameters = True  # skipped layers get no gradient (every rank skips the same ones)
     tokenized = tokenize_splits(args, raw, tokenizer, accelerator)
-    if accelerator.is_main_process:
-        output_dir.mkdir(parents=True, exist_ok=True)
-        saved = {k: _jsonable(v) for k, v in vars(args).items() if k != "explicit"}
-        (output_dir / RUN_ARGS_FILE).write_text(json.dumps(saved, indent=2, sort_keys=True))
+    accelerator.wait_for_everyone()  # every process has its tokenizer: the staged one may move now
+    if accelerator.is_main_process and resume_checkpoint is None:
+        start_new_run(args, output_dir)  # every check has passed: only now is anything replaced
+    accelerator.wait_for_everyone()
 
     train = tokenized["train"]
     sampler = TokenBatchSampler(
@@ -1038,10 +1110,15 @@ def main(argv: list[str] | None = None) -> dict:
             log_evaluation(f"final {split}", results, progress.step)
             final[split] = results
     if accelerator.is_main_process:
-        unwrapped.save_pretrained(output_dir)
-        tokenizer.save_pretrained(output_dir)
-        write_model_card(output_dir, args=vars(args), results=final, config=unwrapped.config)
-        (output_dir / "results.json").write_text(json.dumps(final, indent=2, ensure_ascii=False))
+
+        def write(folder: Path) -> None:
+            unwrapped.save_pretrained(folder)
+            tokenizer.save_pretrained(folder)
+            (folder / "results.json").write_text(json.dumps(final, indent=2, ensure_ascii=False))
+            write_model_card(folder, args=vars(args), results=final, config=unwrapped.config)
+
+        # a kill leaves the previous content or the complete new model; checkpoints/, metrics.jsonl etc. are kept
+        write_model_folder(output_dir, write, replace=True)
         logger.info("Saved the final model to %s", output_dir)
         logger.info("Translate with it: echo 'Your sentence.' | vaswani translate --model %s", output_dir)
     accelerator.wait_for_everyone()
@@ -1072,7 +1149,7 @@ def _main_process_decides(accelerator, *flags: bool) -> tuple[bool, ...]:
 if __name__ == "__main__":
     try:
         outcome = main()
-    except (UsageError, DataError, TokenizerError, CheckpointError) as exc:
+    except (UsageError, DataError, TokenizerError, CheckpointError, ModelFolderError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
     sys.exit(1 if outcome.get("push_error") else 0)

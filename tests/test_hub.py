@@ -112,7 +112,10 @@ def test_push_uploads_every_file_in_one_commit_with_our_card(final_folder, hub):
     assert commit["repo_id"] == REPO_ID and commit["message"] == "Upload run (vaswani)"
     assert set(commit["files"]) == expected
     for name, content in commit["files"].items():
-        assert content == (folder / name).read_bytes(), name
+        if name == "run_args.json":  # published with local paths reduced to file names (none here)
+            assert json.loads(content) == json.loads((folder / name).read_bytes())
+        else:
+            assert content == (folder / name).read_bytes(), name
     card = commit["files"]["README.md"].decode()
     assert "pipeline_tag: translation" in card and f'from_pretrained("{REPO_ID}", trust_remote_code=True)' in card
     assert "12.34" in card and "This is the model card of a 🤗 transformers model" not in card
@@ -280,3 +283,28 @@ def test_vaswani_push_errors(final_folder, hub, tmp_path, capsys, arguments, mes
     err = capsys.readouterr().err
     assert re.search(message, err) and "Traceback" not in err
     assert hub.calls == 0
+
+
+def test_published_files_hold_no_local_paths(tmp_path, hub):
+    """run_args.json and the card on the Hub name local files by their last part only (issue 11, item 10)."""
+    folder = tmp_path / "run"
+    write_final_model_folder(folder)
+    home = str(tmp_path / "home" / "alice")
+    local = {"train_file": f"{home}/data/train.jsonl", "validation_file": f"{home}/data/valid.jsonl",
+             "test_file": None, "tokenizer": f"{home}/tok", "output_dir": f"{home}/runs/base",
+             "config": f"{home}/base.yaml", "model_name_or_path": f"{home}/init", "cache_dir": f"{home}/.cache",
+             "dataset_name": None}  # fmt: skip
+    (folder / "run_args.json").write_text(json.dumps({**RUN_ARGS, **local}))
+    (folder / "README.md").unlink()  # rendered by push, from run_args.json
+    push_model_folder(folder, REPO_ID)
+    files = hub.commits[0]["files"]
+    for name in ("run_args.json", "README.md"):
+        assert home.encode() not in files[name] and b"alice" not in files[name], name
+    published = json.loads(files["run_args.json"])
+    assert published["train_file"] == "train.jsonl" and published["tokenizer"] == "tok"
+    assert published["output_dir"] == "base" and published["test_file"] is None
+    assert "train.jsonl" in files["README.md"].decode()  # the card still says what the data was
+    assert home in (folder / "run_args.json").read_text()  # the local record keeps the full paths (resume needs them)
+    # the card train.py writes into the folder holds no paths either
+    write_model_card(folder, args={**RUN_ARGS, **local})
+    assert home not in (folder / "README.md").read_text()

@@ -288,12 +288,18 @@ def tree(folder):
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.parametrize("in_place", [False, True], ids=["swapped", "file-by-file"])
 @pytest.mark.parametrize("kill_at", range(8))
-def test_a_model_folder_write_killed_at_any_rename_leaves_old_or_new(tmp_path, monkeypatch, kill_at):
+def test_a_model_folder_write_killed_at_any_rename_leaves_old_or_new(tmp_path, monkeypatch, kill_at, in_place):
+    """A kill at any rename, then the recovery every later write or train.py start does: the folder holds the
+    previous model or the new one, and the other files. `file-by-file`: the folder is the current folder (it
+    cannot be renamed; the same holds for a mount point)."""
     from vaswani import model_folder
 
     folder = tmp_path / "out"
     folder.mkdir()
+    if in_place:
+        monkeypatch.chdir(folder)
     for name, text in {"config.json": "old", "model.safetensors": "old", "model-00001-of-00002.safetensors": "old",
                        "notes.txt": "mine", "model-best.safetensors": "mine"}.items():  # fmt: skip
         (folder / name).write_text(text)
@@ -501,3 +507,150 @@ def test_a_damaged_model_is_a_clear_error_in_every_command(good_folder, tmp_path
     assert re.search(message or DAMAGES[what], err), err
     assert tree(tmp_path) == before  # nothing written, nothing lost
     assert not (tmp_path / "executed").exists()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# train.py's output folder: resume checks, --overwrite_output_dir
+# ---------------------------------------------------------------------------------------------------------------
+def new_run_folder(tmp_path, *extra):
+    """A folder as a stopped train.py run leaves it (run_args.json and one complete checkpoint), without data
+    options (the built-in demo set)."""
+    out = tmp_path / "out"
+    args = train.parse_args(["--output_dir", str(out), "--max_train_steps", "10", *extra])
+    train.start_new_run(args, out)
+    CheckpointManager(out / "checkpoints").save(5, lambda folder: (folder / "model.safetensors").write_text("w"))
+    return out
+
+
+def test_a_demo_run_can_be_resumed(tmp_path):
+    out = new_run_folder(tmp_path)
+    assert json.loads((out / "run_args.json").read_text())["dataset_name"] == "demo"
+    args = train.parse_args(
+        ["--output_dir", str(out), "--max_train_steps", "10", "--resume_from_checkpoint", "latest"]
+    )
+    assert train.prepare_output_dir(args) == (out, out / "checkpoints" / "step-00000005")
+
+
+@pytest.mark.parametrize(
+    ("change", "shown"),
+    [
+        (["--max_train_steps", "20"], "--max_train_steps 10 -> 20"),
+        (["--max_train_steps", "10", "--max_grad_norm", "1.0"], "--max_grad_norm 0.0 -> 1.0"),
+        (["--num_train_epochs", "2"], "--max_train_steps 10 -> None"),
+    ],
+)
+def test_options_the_schedules_depend_on_cannot_change_on_resume(tmp_path, change, shown):
+    out = new_run_folder(tmp_path)
+    args = train.parse_args(["--output_dir", str(out), *change, "--resume_from_checkpoint", "latest"])
+    with pytest.raises(train.UsageError, match=re.escape(shown)):
+        train.prepare_output_dir(args)
+
+
+def previous_run(tmp_path):
+    out = new_run_folder(tmp_path)
+    for name in ("metrics.jsonl", "results.json", "config.json", "model.safetensors", "tokenizer.json", "README.md"):
+        (out / name).write_text("old run")
+    (out / "notes.txt").write_text("mine")
+    (out / "model-best.safetensors").write_text("mine")
+    (out / "checkpoints" / "my-notes.txt").write_text("mine")
+    (out / "checkpoints" / ".tmp-step-00000006").mkdir()
+    return out
+
+
+def test_overwrite_output_dir_removes_only_what_a_run_created(tmp_path):
+    out = previous_run(tmp_path)
+    args = train.parse_args(["--output_dir", str(out), "--max_train_steps", "3", "--overwrite_output_dir"])
+    assert train.prepare_output_dir(args) == (out, None)
+    assert (out / "checkpoints" / "step-00000005").is_dir()  # the checks delete nothing
+    train.start_new_run(args, out)
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == [
+        "checkpoints", "checkpoints/my-notes.txt", "model-best.safetensors", "notes.txt", "run_args.json",
+    ]  # fmt: skip
+    assert json.loads((out / "run_args.json").read_text())["max_train_steps"] == 3
+
+
+def test_overwrite_output_dir_refuses_links_and_folders_of_other_things(tmp_path):
+    out = previous_run(tmp_path)
+    elsewhere = tmp_path / "old-checkpoints"
+    shutil.move(out / "checkpoints", elsewhere)
+    (out / "checkpoints").symlink_to(elsewhere)
+    args = train.parse_args(["--output_dir", str(out), "--max_train_steps", "3", "--overwrite_output_dir"])
+    with pytest.raises(train.UsageError, match="is a symbolic link .*nothing was deleted"):
+        train.prepare_output_dir(args)
+    assert (elsewhere / "step-00000005").is_dir()
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "thesis.tex").write_text("mine")
+    args = train.parse_args(["--output_dir", str(user), "--max_train_steps", "3", "--overwrite_output_dir"])
+    with pytest.raises(train.UsageError, match=r"holds files and no run \(run_args.json is missing\)"):
+        train.prepare_output_dir(args)
+
+
+def test_overwrite_output_dir_keeps_everything_when_a_later_check_fails(tmp_path):
+    out = previous_run(tmp_path)
+    before = tree(out)
+    bad_tokenizer = tmp_path / "tok"
+    bad_tokenizer.mkdir()
+    (bad_tokenizer / "tokenizer.json").write_text("{}")
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "train.py"), "--output_dir", str(out), "--max_train_steps", "2",
+         "--overwrite_output_dir", "--tokenizer", str(bad_tokenizer), "--report_to", "none"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_CACHE": str(tmp_path / "cache")},
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "error:" in result.stderr and "tokenizer.json is not a tokenizer" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert tree(out) == before
+
+
+def test_tokenizer_command_never_writes_over_files_it_did_not_create(tmp_path, capsys):
+    from tokenization.__main__ import main as tokenization_main
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("hello world\nfoo bar baz\n" * 5)
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "notes.txt").write_text("mine")
+    common = ["train", "--files", str(corpus), "--vocab_size", "300", "--min_frequency", "1"]
+    for output, message in (
+        (corpus, "is a file: give a folder"),
+        (user, "already holds files: choose a new or empty"),
+    ):
+        before = tree(tmp_path)
+        assert tokenization_main([*common, "--output", str(output)]) == 2
+        assert message in capsys.readouterr().err
+        assert tree(tmp_path) == before
+    # a tokenizer folder is replaced whole (staged, then swapped in), with nothing left behind
+    for _ in range(2):
+        assert tokenization_main([*common, "--output", str(tmp_path / "tok")]) == 0
+        assert sorted(p.name for p in (tmp_path / "tok").iterdir()) == ["tokenizer.json", "tokenizer_config.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "tok", "user"]
+
+
+@pytest.mark.parametrize(
+    ("what", "overrides", "message"),
+    [
+        ("missing", [], "no such model folder: .*nowhere"),
+        ("config-list", [], "config.json holds a JSON list"),
+        ("more-layers-in-config", [], "missing tensors model.encoder.layers.2"),
+        (None, ["--encoder_layers", "3"], "missing tensors model.encoder.layers.2"),
+        ("truncated-weights", [], "model.safetensors is damaged"),
+        ("pad-id", [], "tokenizer pad_token_id=0 but config pad_token_id=3"),
+    ],
+)
+def test_train_py_checks_the_model_it_starts_from(good_folder, tmp_path, what, overrides, message):
+    from vaswani.model_folder import ModelFolderError, load_tokenizer
+
+    folder = tmp_path / ("nowhere" if what == "missing" else "model")
+    if what != "missing":
+        shutil.copytree(good_folder, folder)
+        if what:
+            damage(folder, what)
+    args = train.parse_args(["--output_dir", str(tmp_path / "out"), "--max_train_steps", "2",
+                             "--model_name_or_path", str(folder), "--tokenizer", str(good_folder), *overrides])  # fmt: skip
+    with pytest.raises((train.UsageError, ModelFolderError), match=message):
+        config = train.resolve_model_config(args)
+        tokenizer = load_tokenizer(good_folder)
+        train.check_tokenizer_fits(tokenizer, config, where="--tokenizer", exact=True)
+        train.build_model(args, config, tokenizer)

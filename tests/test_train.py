@@ -144,15 +144,28 @@ def test_bf16_mixed_precision_trains_on_cpu_and_saves_float32_weights(data_dir, 
     assert {tensor.dtype for tensor in weights.values()} == {torch.float32}
 
 
+RESUME_RUN = [*TINY_RUN, "--max_train_steps", "6", "--average_checkpoints", "0", "--encoder_layerdrop", "0.2",
+              "--drophead_p_start", "0.2", "--drophead_p_end", "0.2", "--gradient_accumulation_steps", "2"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def straight_run(data_dir, tmp_path_factory):
+    """An uninterrupted run of RESUME_RUN (dropout, LayerDrop and scheduled DropHead on)."""
+    cwd = tmp_path_factory.mktemp("straight")
+    result = run_train([*data_args(data_dir), *RESUME_RUN, "--output_dir", str(cwd / "run")], cwd)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return cwd / "run"
+
+
+def train_losses(folder):
+    return {m["step"]: m["loss"] for m in read_metrics(folder) if m["split"] == "train"}
+
+
 @pytest.mark.slow
-def test_stopped_and_resumed_run_equals_an_uninterrupted_run(data_dir, tmp_path):
+def test_stopped_and_resumed_run_equals_an_uninterrupted_run(data_dir, tmp_path, straight_run):
     """Same data order, same next losses, same final weights (dropout, LayerDrop and scheduled DropHead on)."""
-    common = [*data_args(data_dir), *TINY_RUN, "--max_train_steps", "6", "--average_checkpoints", "0",
-              "--encoder_layerdrop", "0.2", "--drophead_p_start", "0.2", "--drophead_p_end", "0.2",
-              "--gradient_accumulation_steps", "2"]  # fmt: skip
-    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
-    first = run_train([*common, "--output_dir", str(straight)], tmp_path)
-    assert first.returncode == 0, first.stderr[-4000:]
+    common = [*data_args(data_dir), *RESUME_RUN]
+    resumed = tmp_path / "resumed"
     stopped = run_train([*common, "--output_dir", str(resumed), "--stop_after_steps", "3"], tmp_path)
     assert stopped.returncode == 0, stopped.stderr[-4000:]
     assert not (resumed / "model.safetensors").exists()  # no final model yet
@@ -161,14 +174,42 @@ def test_stopped_and_resumed_run_equals_an_uninterrupted_run(data_dir, tmp_path)
     assert again.returncode == 0, again.stderr[-4000:]
     assert "Resumed from" in again.stderr
 
-    def losses(folder):
-        return {m["step"]: m["loss"] for m in read_metrics(folder) if m["split"] == "train"}
-
-    assert losses(resumed) == pytest.approx(losses(straight), rel=1e-6, abs=1e-9)
-    a, b = load_file(straight / "model.safetensors"), load_file(resumed / "model.safetensors")
+    assert train_losses(resumed) == pytest.approx(train_losses(straight_run), rel=1e-6, abs=1e-9)
+    a, b = load_file(straight_run / "model.safetensors"), load_file(resumed / "model.safetensors")
     assert a.keys() == b.keys()
     for key in a:
         torch.testing.assert_close(a[key], b[key], atol=1e-6, rtol=1e-6, msg=key)
+
+
+@pytest.mark.slow
+def test_a_run_killed_mid_training_resumes_to_bit_identical_weights(data_dir, tmp_path, straight_run):
+    """SIGKILL after the first checkpoint, then --resume_from_checkpoint latest: the final weights are bit for bit
+    the uninterrupted run's, and metrics.jsonl holds each step once with the same losses (cut back on resume)."""
+    import signal
+    import time
+
+    killed = tmp_path / "killed"
+    args = [*data_args(data_dir), *RESUME_RUN, "--checkpoint_steps", "1", "--output_dir", str(killed)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1",
+           "HF_DATASETS_CACHE": str(tmp_path / "datasets_cache")}  # fmt: skip
+    process = subprocess.Popen([sys.executable, str(REPO_ROOT / "train.py"), *args], cwd=tmp_path, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 400
+    while not (killed / "checkpoints" / "step-00000001" / "checkpoint.json").exists():
+        assert process.poll() is None and time.monotonic() < deadline, "the run ended before its first checkpoint"
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=60)
+    assert process.returncode == -signal.SIGKILL
+    steps_at_kill = sorted(c.name for c in (killed / "checkpoints").iterdir() if c.name.startswith("step-"))
+    assert "step-00000006" not in steps_at_kill, "killed too late to test anything"
+    again = run_train([*args, "--resume_from_checkpoint", "latest"], tmp_path)
+    assert again.returncode == 0, again.stderr[-4000:]
+    rows = [(m["split"], m["step"]) for m in read_metrics(killed)]
+    assert len(rows) == len(set(rows))  # no step logged twice
+    assert train_losses(killed) == train_losses(straight_run)
+    a, b = load_file(straight_run / "model.safetensors"), load_file(killed / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[key], b[key]) for key in a)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -232,7 +273,7 @@ def test_bad_options_and_set_up_are_rejected_before_training(data_dir, tmp_path)
     without_vocab_size = [a for i, a in enumerate(base) if "--vocab_size" not in base[max(i - 1, 0) : i + 1]]
     expect_error([*without_vocab_size, "--tokenizer", str(tmp_path / "tok"), "--model_name_or_path", str(model_dir)],
                  tmp_path,
-                 "the tokenizer does not match the model", f"model's vocab_size is {len(tokenizer) + 7}")  # fmt: skip
+                 "the tokenizer does not fit the model", f"model's vocab_size is {len(tokenizer) + 7}")  # fmt: skip
 
     # An output folder that holds another run.
     out.mkdir()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from .bpe import SPECIAL_TOKEN_LAYOUTS, UNICODE_NORMALIZERS, train_bpe_tokenizer
 from .errors import TokenizerError
@@ -55,8 +56,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from vaswani.model_folder import ModelFolderError, check_output_folder, write_model_folder
+
     args = parse_args(argv)
     try:
+        output = Path(args.output)
+        # A folder that holds other things than a tokenizer is refused; an earlier tokenizer is replaced whole.
+        check_output_folder(output, replace=not output.is_dir() or (output / "tokenizer.json").is_file(),
+                            option="--output", overwrite_option=None)  # fmt: skip
+        if any(output.resolve() == Path(file).resolve() for file in args.files):
+            raise TokenizerError(f"--output {output} is one of the --files: give a new folder")
         tokenizer = train_bpe_tokenizer(
             files=args.files,
             vocab_size=args.vocab_size,
@@ -68,8 +77,9 @@ def main(argv: list[str] | None = None) -> int:
             ignore_merges=args.ignore_merges,
             show_progress=args.progress,
         )
-        tokenizer.save_pretrained(args.output)
-    except (TokenizerError, OSError) as error:  # OSError: e.g. an unreadable file or an unwritable output folder
+        # written to a temporary sibling folder and swapped in: a kill never leaves a half-written tokenizer
+        write_model_folder(output, tokenizer.save_pretrained, replace=True)
+    except (TokenizerError, ModelFolderError, OSError) as error:  # OSError: an unreadable file, unwritable folder
         print(f"error: {error}", file=sys.stderr)
         return 2
     ids = ", ".join(f"{token}={tokenizer.convert_tokens_to_ids(token)}" for token in tokenizer.all_special_tokens)

@@ -3,12 +3,16 @@
 The paper wrote a checkpoint every 10 minutes and averaged the last 5 (base) or 20 (big) into the final model.
 This module does both halves for `train.py`:
 
-- `CheckpointManager` writes each checkpoint (what `accelerator.save_state` writes, plus any extra files) into a
+- `CheckpointManager` writes each checkpoint (the files train.py's `save_checkpoint` writes) into a
   hidden `root/.tmp-step-00000123/` folder, makes it durable (fsync), marks it complete with `checkpoint.json`
   and only then renames it to `root/step-00000123/` in one atomic step. A crash or SIGKILL at any moment
   therefore leaves every previously completed checkpoint intact; the only leftovers are `.tmp-*` folders, which
   `remove_incomplete()` cleans at the next start. It keeps the last K checkpoints and resolves
   `--resume_from_checkpoint` ("latest" or a path).
+- `save_state_file` / `load_state_file`: what a checkpoint holds besides the weights (optimizer, schedules, random
+  generators) as safetensors tensors plus a JSON skeleton, so that resuming reads nothing that can execute code
+  (no pickle); `rng_states` / `set_rng_states` for the random generators. `atomic_output` writes any file through
+  a temporary name and a rename.
 - `average_checkpoints` follows fairseq's `scripts/average_checkpoints.py`: the arithmetic mean of every tensor
   (accumulated in float64, cast back to the tensor's dtype), key sets and shapes must match.
   `average_into_model` loads the average into a model (tied weights are saved once), `average_run` writes the
@@ -57,6 +61,7 @@ TMP_PREFIX = ".tmp-"  # everything a save or a deletion leaves behind when it is
 REPLACED_PREFIX = f"{TMP_PREFIX}replaced-"  # a checkpoint moved aside while a new save of its step replaces it
 DELETED_PREFIX = f"{TMP_PREFIX}deleted-"  # a checkpoint beyond keep_last, moved aside before its files are deleted
 STEP_DIR = re.compile(r"step-(\d+)")
+ABANDONED_PREFIX = "abandoned-"  # later checkpoints set aside when a run resumes from an older one
 CHECKPOINTS_SUBDIR = "checkpoints"  # where train.py keeps the checkpoints of a run: RUN_DIR/checkpoints/step-N
 
 # The weights file(s) of one model, as written by `accelerator.save_state` and `save_pretrained`.
@@ -252,7 +257,7 @@ class CheckpointManager:
         newer = [path for path in self.checkpoints() if self.step_of(path) > step]
         if not newer:
             return []
-        folder = self.root / f"abandoned-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S%f')}"
+        folder = self.root / f"{ABANDONED_PREFIX}{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S%f')}"
         folder.mkdir()
         moved = []
         for path in newer:

@@ -11,8 +11,8 @@ config.json with the `auto_map` and `custom_pipelines` that `trust_remote_code=T
 model.safetensors, or every shard its index lists), tokenizer.json and the modeling code (configuration_vaswani.py,
 modeling_vaswani.py, generation_vaswani.py, pipeline_vaswani.py, which `save_pretrained` copies there).
 
-What is uploaded: every file of the folder, including the training record (run_args.json, results.json,
-metrics.jsonl), except the training checkpoints (checkpoints/), the tracker logs (logs/) and hidden or cache files
+What is uploaded: every file of the folder, including the training record (run_args.json with local paths reduced to
+file names, results.json, metrics.jsonl), except the training checkpoints (checkpoints/), the tracker logs (logs/) and hidden or cache files
 (.tmp-* leftovers, __pycache__). The folder's README.md is the model card, uploaded as it is; a folder without one gets
 a card rendered for `repo_id` (`vaswani.model_card.render_model_card`). Everything goes in a single
 `HfApi.create_commit`, after `HfApi.create_repo(exist_ok=True)`; transformers' `push_to_hub` is not used because it
@@ -30,6 +30,7 @@ CODE_FILES = ("configuration_vaswani.py", "modeling_vaswani.py", "generation_vas
 PIPELINE_TASK = "vaswani-translation"
 EXCLUDED_DIRECTORIES = {"checkpoints", "logs", "__pycache__"}
 CARD_NAME = "README.md"
+RUN_ARGS = "run_args.json"  # uploaded with local paths reduced to file names
 
 
 class PushError(ValueError):
@@ -87,6 +88,19 @@ def files_to_push(folder: str | Path) -> list[tuple[str, Path]]:
     return files
 
 
+def _public_bytes(run_args_file: Path) -> bytes:
+    """run_args.json as published: local paths reduced to file names (`vaswani.model_card.public_run_args`)."""
+    from vaswani.model_card import public_run_args
+
+    try:
+        run_args = json.loads(run_args_file.read_text(encoding="utf-8"))
+        if not isinstance(run_args, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise PushError(f"{run_args_file} is damaged ({error}): fix or remove it before pushing") from None
+    return (json.dumps(public_run_args(run_args), indent=2, sort_keys=True) + "\n").encode("utf-8")
+
+
 def push_model_folder(
     folder: str | Path,
     repo_id: str,
@@ -106,7 +120,8 @@ def push_model_folder(
     check_repo_id(repo_id)
     folder = check_push_folder(folder, trust_remote_code=trust_remote_code)
     operations = [
-        CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(path)) for name, path in files_to_push(folder)
+        CommitOperationAdd(path_in_repo=name, path_or_fileobj=_public_bytes(path) if name == RUN_ARGS else str(path))
+        for name, path in files_to_push(folder)
     ]
     if not (folder / CARD_NAME).is_file():
         from vaswani.model_card import render_model_card

@@ -12,6 +12,7 @@ model was trained) and results.json (scores). `render_model_card(folder)` theref
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
@@ -32,6 +33,13 @@ PAPER_OPTIONS = [
     "norm_position", "norm_type", "fixnorm", "encoder_layerdrop", "decoder_layerdrop", "encoder_drophead",
     "decoder_drophead", "cross_drophead",
 ]  # fmt: skip
+
+# Options of train.py that name local files or folders: a published card or run_args.json shows their last part only
+# (`public_run_args`), never the trainer's directory layout.
+LOCAL_PATH_OPTIONS = (
+    "config", "train_file", "validation_file", "test_file", "tokenizer", "model_name_or_path", "output_dir",
+    "cache_dir", "resume_from_checkpoint",
+)  # fmt: skip
 
 DEFAULT_INTENDED_USE = (
     "Research and teaching: a faithful reproduction of the paper's model and recipe, a baseline for translation "
@@ -55,7 +63,7 @@ def render_model_card(
     if config is None:
         raise FileNotFoundError(f"{model_dir} has no config.json: not a saved model folder.")
     results = results if results is not None else _read_json(model_dir / "results.json") or {}
-    run_args = run_args if run_args is not None else _read_json(model_dir / "run_args.json") or {}
+    run_args = public_run_args(run_args if run_args is not None else _read_json(model_dir / "run_args.json") or {})
     source, target = run_args.get("source_lang"), run_args.get("target_lang")
     repo_id = repo_id or model_dir.name
     datasets = _dataset_names(run_args)
@@ -98,11 +106,26 @@ def write_model_card(output_dir: str | Path, *, args: dict | None = None, result
                      config=None, repo_id: str | None = None) -> Path:  # fmt: skip
     """Render the card of the model in `output_dir` and save it as README.md. `config` is accepted for callers that
     have it at hand; the card reads config.json from the folder."""
+    from vaswani.checkpoints import write_file_atomically
+
     path = Path(output_dir) / "README.md"
     card = render_model_card(output_dir, results=results, run_args=_plain(args) if args else None,
                              repo_id=repo_id or (args or {}).get("hub_model_id"))  # fmt: skip
-    card.save(path)
+    write_file_atomically(path, str(card))
     return path
+
+
+def public_run_args(run_args: dict) -> dict:
+    """`run_args` as published: local paths (`LOCAL_PATH_OPTIONS`, and a `dataset_name` that is a local folder)
+    reduced to their last part, e.g. /home/me/data/train.jsonl -> train.jsonl."""
+    public = dict(run_args)
+    for key in LOCAL_PATH_OPTIONS:
+        if isinstance(public.get(key), str):
+            public[key] = Path(public[key]).name
+    name = public.get("dataset_name")
+    if isinstance(name, str) and (os.path.isabs(name) or name.startswith((".", "~")) or os.path.exists(name)):
+        public["dataset_name"] = Path(name).name
+    return public
 
 
 # -- helpers ------------------------------------------------------------------------------------------------------------
@@ -235,4 +258,4 @@ def _training_rows(run_args: dict, results: dict) -> list[tuple[str, str]]:
     return rows
 
 
-__all__ = ["render_model_card", "write_model_card"]
+__all__ = ["LOCAL_PATH_OPTIONS", "public_run_args", "render_model_card", "write_model_card"]

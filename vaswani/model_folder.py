@@ -13,6 +13,8 @@
   (`.tmp-<name>-new`), made durable, then swapped in with renames; files of `output_dir` that a model save does not
   write (checkpoints/, metrics.jsonl, run_args.json, the user's own files) are moved into the new folder, never
   deleted. An interrupted swap is finished by the next `write_model_folder` or `recover_model_folder` on that path.
+  A folder that cannot be renamed (a mount point, or the current folder) gets its files replaced one by one instead,
+  each replacement atomic; a kill halfway is rolled forward the same way.
 """
 
 from __future__ import annotations
@@ -26,7 +28,14 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vaswani.checkpoints import TMP_PREFIX, TOKENIZER_FILE_PATTERNS, fsync_dir, fsync_tree
+from vaswani.checkpoints import (
+    SAFE_WEIGHTS_INDEX_NAME,
+    SAFE_WEIGHTS_NAME,
+    TMP_PREFIX,
+    TOKENIZER_FILE_PATTERNS,
+    fsync_dir,
+    fsync_tree,
+)
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -37,8 +46,8 @@ TOKENIZER_FILE = "tokenizer.json"
 MODEL_CARD_FILE = "README.md"
 # The weights of a save_pretrained folder: one safetensors file, or shards with an index (or the legacy .bin).
 WEIGHT_FILES = (
-    "model.safetensors",
-    "model.safetensors.index.json",
+    SAFE_WEIGHTS_NAME,
+    SAFE_WEIGHTS_INDEX_NAME,
     "pytorch_model.bin",
     "pytorch_model.bin.index.json",
 )
@@ -304,7 +313,13 @@ def _aside(output_dir: Path) -> Path:
     return output_dir.parent / f"{TMP_PREFIX}{output_dir.name}-old"
 
 
-def check_output_folder(output_dir: str | Path, *, replace: bool, option: str = "--output_dir") -> Path:
+def check_output_folder(
+    output_dir: str | Path,
+    *,
+    replace: bool,
+    option: str = "--output_dir",
+    overwrite_option: str | None = "--overwrite",
+) -> Path:
     """`output_dir` as a real path (a symlink is followed) if a model may be written there: a new or empty folder,
     or any folder when `replace` (its model files are replaced, everything else kept). Otherwise a
     `ModelFolderError` naming the folder and the fix."""
@@ -315,10 +330,13 @@ def check_output_folder(output_dir: str | Path, *, replace: bool, option: str = 
         raise ModelFolderError(f"{option} {output_dir} is a file: give a folder")
     if not replace and output_dir.is_dir() and any(output_dir.iterdir()):
         kind = "another model" if (output_dir / CONFIG_FILE).exists() else "files"
-        raise ModelFolderError(
-            f"{option} {output_dir} already holds {kind}: choose a new folder, or pass --overwrite to replace its "
-            "model files (config, weights, tokenizer, card; other files are kept)"
+        fix = (
+            f", or pass {overwrite_option} to replace its model files (config, weights, tokenizer, card; other files "
+            "are kept)"
+            if overwrite_option
+            else ""
         )
+        raise ModelFolderError(f"{option} {output_dir} already holds {kind}: choose a new or empty folder{fix}")
     return output_dir
 
 
@@ -371,6 +389,9 @@ def _swap_in(output_dir: Path, staging: Path) -> None:
     rename new in, delete old). Every step can be repeated after a kill (`recover_model_folder`)."""
     written = set(json.loads((staging / JOURNAL_FILE).read_text(encoding="utf-8"))["written"])
     aside = _aside(output_dir)
+    if output_dir.is_dir() and not _can_be_renamed(output_dir):
+        _replace_file_by_file(output_dir, staging, written)
+        return
     if output_dir.is_dir():
         for entry in sorted(output_dir.iterdir()):
             if entry.name in written or entry.name == JOURNAL_FILE or is_model_file(entry.name):
@@ -386,6 +407,28 @@ def _swap_in(output_dir: Path, staging: Path) -> None:
         shutil.rmtree(aside)
     (output_dir / JOURNAL_FILE).unlink()
     fsync_dir(output_dir)
+
+
+def _can_be_renamed(folder: Path) -> bool:
+    """A mount point (e.g. a container's volume) cannot be renamed, and renaming the current folder (or one above
+    it) would leave this process in a deleted folder."""
+    cwd = Path.cwd().resolve()
+    folder = folder.resolve()
+    return not os.path.ismount(folder) and folder != cwd and folder not in cwd.parents
+
+
+def _replace_file_by_file(output_dir: Path, staging: Path, written: set[str]) -> None:
+    """The fallback of `_swap_in` for a folder that cannot be renamed: each new file replaces its namesake (atomic
+    per file), then the previous model files that the new save did not write are deleted. A kill halfway is rolled
+    forward by `recover_model_folder` (the complete staged folder and its journal stay until the end)."""
+    for name in sorted(written):
+        if (staging / name).exists():
+            os.replace(staging / name, output_dir / name)
+    for entry in output_dir.iterdir():
+        if entry.name not in written and is_model_file(entry.name) and (entry.is_file() or entry.is_symlink()):
+            entry.unlink()
+    fsync_dir(output_dir)
+    shutil.rmtree(staging)
 
 
 __all__ = [
