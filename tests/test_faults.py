@@ -16,7 +16,7 @@ QUICK_CASES = [
     "train-data-latin1",  # encoding
     "train-yaml-unknown-key",  # YAML
     "train-overwrite-then-bad-tokenizer",  # --overwrite_output_dir deletes nothing before its checks
-    "tokenization-latin1-file",  # encoding
+    "tokenization-output-is-the-input",  # collision: the corpus file is not written over
     "translate-output-is-the-input",  # collision: the input is not emptied
     "translate-output-symlink-to-input",  # symlink
     "translate-model-path-missing",  # missing folder, not a Hub download
