@@ -1438,12 +1438,12 @@ class KillMoment:
     fraction: float  # where in the kind's window the kill lands, 0..1
 
 
-@dataclasses.dataclass
 def _written_since(baseline: dict[str, int], now: dict[str, int]) -> dict[str, int]:
     """Entries new or modified since `baseline` (entries removed, e.g. leftovers cleaned at startup, do not count)."""
     return {name: mtime for name, mtime in now.items() if baseline.get(name) != mtime}
 
 
+@dataclasses.dataclass
 class Timeline:
     """Durations measured in the uninterrupted reference run; they size the kill windows."""
 
@@ -1609,6 +1609,15 @@ def mixed_final_folder(run: Path) -> str | None:
     return None
 
 
+def _temporary_entries(run: Path) -> list[str]:
+    """The hidden temporary entries a kill left (where it landed: a checkpoint save, the final save)."""
+    found = []
+    for folder, prefix in ((run.parent, "../"), (run, ""), (run / "checkpoints", "checkpoints/")):
+        with contextlib.suppress(OSError):
+            found += [prefix + name for name in sorted(os.listdir(folder)) if name.startswith(".")]
+    return found
+
+
 def train_losses(run: Path) -> list[tuple[int, float]]:
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if line]
     return [(row["step"], row["loss"]) for row in rows if row.get("split") == "train"]
@@ -1692,6 +1701,12 @@ def run_kills(workdir: Path, kills: int = 20, seed: int = 0, steps: int = 200, c
     records, verified, corrupt, mixed, failure = [], {}, set(), [], None
     next_args = ["--output_dir", str(run)]
     for number, moment in enumerate([*moments, None], 1):  # None: the last invocation, resumed to the end
+        if (
+            moment is not None
+            and moment.kind in {"training", "checkpoint-save"}
+            and steps in _complete_steps(run / "checkpoints")
+        ):  # training is over: a moment meant for it goes to the final save instead
+            moment = dataclasses.replace(moment, kind="final-save")
         log_file = workdir / "logs" / f"invocation-{number}.log"  # not next to the run: see _final_snapshot
         invocation = start_train(fixtures.launcher, [*options, *next_args], workdir, log_file)
         killed = moment is not None and wait_for_moment(invocation, moment, run, timeline) and invocation.kill()
@@ -1705,7 +1720,7 @@ def run_kills(workdir: Path, kills: int = 20, seed: int = 0, steps: int = 200, c
         records.append({
             "moment": moment and dataclasses.asdict(moment), "killed": killed, "status": status,
             "seconds": round(time.monotonic() - invocation.start, 2), "latest_checkpoint": complete[-1:] or None,
-            "corrupt": problems, "final_folder": mixed_problem,
+            "corrupt": problems, "final_folder": mixed_problem, "left_behind": _temporary_entries(run),
         })  # fmt: skip
         what = (
             f"{number:2d}/{len(moments)} {moment.kind:15s} step>={moment.after_step:<4d}"
@@ -1714,6 +1729,7 @@ def run_kills(workdir: Path, kills: int = 20, seed: int = 0, steps: int = 200, c
         )
         log(f"kills: {what} {'killed' if killed else f'exit {status}'} after "
             f"{records[-1]['seconds']:.1f} s; latest checkpoint {complete[-1] if complete else None}"
+            f"{'; left ' + ', '.join(records[-1]['left_behind']) if killed and records[-1]['left_behind'] else ''}"
             f"{'; CORRUPT ' + '; '.join(problems) if problems else ''}"
             f"{'; MIXED ' + mixed_problem if mixed_problem else ''}")  # fmt: skip
         if not killed:
