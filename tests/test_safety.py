@@ -487,13 +487,13 @@ AVERAGE_MESSAGES = {
 NOT_READ = {("average", d) for d in ("truncated-weights", "garbage-weights", "pickle-weights", "extra-tensor")}
 
 
-@pytest.mark.parametrize("command", COMMANDS)
-@pytest.mark.parametrize("what", DAMAGES)
+@pytest.mark.parametrize(
+    ("what", "command"),
+    [(what, command) for what in DAMAGES for command in COMMANDS if (command, what) not in NOT_READ],
+)
 def test_a_damaged_model_is_a_clear_error_in_every_command(good_folder, tmp_path, capsys, monkeypatch, what, command):
     from vaswani.cli import main
 
-    if (command, what) in NOT_READ:
-        pytest.skip("average does not read the weights of --model")
     message = AVERAGE_MESSAGES.get(what) if command == "average" else None
     folder = tmp_path / "model"
     shutil.copytree(good_folder, folder)

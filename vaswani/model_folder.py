@@ -24,7 +24,6 @@ import os
 import re
 import shutil
 from collections.abc import Callable
-from fnmatch import fnmatch
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,7 +31,6 @@ from vaswani.checkpoints import (
     SAFE_WEIGHTS_INDEX_NAME,
     SAFE_WEIGHTS_NAME,
     TMP_PREFIX,
-    TOKENIZER_FILE_PATTERNS,
     fsync_dir,
     fsync_tree,
 )
@@ -52,6 +50,11 @@ WEIGHT_FILES = (
     "pytorch_model.bin.index.json",
 )
 WEIGHT_SHARD = re.compile(r"(model|pytorch_model)-\d{5}-of-\d{5}\.(safetensors|bin)")
+# What our saves write besides weights and code: save_pretrained of the model and of a fast tokenizer, and the card.
+SAVED_FILES = {
+    CONFIG_FILE, GENERATION_CONFIG_FILE, MODEL_CARD_FILE, TOKENIZER_FILE, "tokenizer_config.json",
+    "special_tokens_map.json", "added_tokens.json", "chat_template.jinja",
+}  # fmt: skip
 JOURNAL_FILE = ".tmp-model-folder.json"  # inside the staged folder: the names the new save wrote (then removed)
 
 
@@ -75,15 +78,10 @@ def _code_files() -> set[str]:
 
 
 def is_model_file(name: str) -> bool:
-    """Whether a model save writes files named `name` (config, generation config, weights, tokenizer, card, code):
-    the files a new model save replaces. Everything else in a model folder belongs to the user or the run."""
-    fixed = {CONFIG_FILE, GENERATION_CONFIG_FILE, MODEL_CARD_FILE}
-    return (
-        name in fixed
-        or is_weight_file(name)
-        or any(fnmatch(name, pattern) for pattern in TOKENIZER_FILE_PATTERNS)
-        or name in _code_files()
-    )
+    """Whether our model saves write files named `name`: config, generation config, weights (strict names: not e.g.
+    a user's model-best.safetensors), the fast tokenizer's files, the card and the modeling code. Everything else in
+    a model folder belongs to the user or the run (generic names such as vocab.txt or *.model are the user's)."""
+    return name in SAVED_FILES or is_weight_file(name) or name in _code_files()
 
 
 def check_model_folder(folder: str | Path, *, need_tokenizer: bool = True, need_weights: bool = True) -> Path:
@@ -343,9 +341,9 @@ def check_output_folder(
 def write_model_folder(output_dir: str | Path, write: Callable[[Path], None], *, replace: bool = False) -> Path:
     """Write a model folder with `write(folder)` so that a kill leaves the previous content or the new one.
 
-    `replace`: `output_dir` may already hold files (see `check_output_folder`). The model files of the previous
-    content that the new save does not write again (old weight shards, an old card) go away with it; every other
-    file and folder of `output_dir` is kept (moved into the new folder). Returns the folder written."""
+    `replace`: `output_dir` may already hold files (see `check_output_folder`). Files the new save writes replace
+    their namesakes, and old weight files it does not write again (shards of a sharded save, `is_weight_file`) go;
+    every other file and folder of `output_dir` is kept (moved into the new folder). Returns the folder written."""
     output_dir = check_output_folder(output_dir, replace=replace)
     recover_model_folder(output_dir)
     staging = _staging(output_dir)
@@ -394,8 +392,8 @@ def _swap_in(output_dir: Path, staging: Path) -> None:
         return
     if output_dir.is_dir():
         for entry in sorted(output_dir.iterdir()):
-            if entry.name in written or entry.name == JOURNAL_FILE or is_model_file(entry.name):
-                continue  # replaced by the new save (or an old model file it does not write again)
+            if entry.name in written or entry.name == JOURNAL_FILE or is_weight_file(entry.name):
+                continue  # replaced by the new save, or an old weight file (shard) that would contradict it
             os.replace(entry, staging / entry.name)
         fsync_dir(staging)
         if aside.exists():
@@ -425,7 +423,7 @@ def _replace_file_by_file(output_dir: Path, staging: Path, written: set[str]) ->
         if (staging / name).exists():
             os.replace(staging / name, output_dir / name)
     for entry in output_dir.iterdir():
-        if entry.name not in written and is_model_file(entry.name) and (entry.is_file() or entry.is_symlink()):
+        if entry.name not in written and is_weight_file(entry.name) and (entry.is_file() or entry.is_symlink()):
             entry.unlink()
     fsync_dir(output_dir)
     shutil.rmtree(staging)
