@@ -109,3 +109,27 @@ def test_lost_files_are_those_whose_content_is_gone(tmp_path):
     (tmp_path / "b").unlink()  # deleted, but allowed to change
     after = bench_faults.hash_tree(tmp_path)
     assert bench_faults.lost_files(before, after, may_change=("b",)) == ["a"]
+
+
+def test_planted_payloads_run_when_unpickled_and_only_then(tmp_path):
+    """The payloads the benchmark plants are live: loading them unsafely creates the marker, safely does not."""
+    import pickle
+
+    import torch
+    from safetensors.torch import load_file
+
+    for name in ("optimizer.bin", "random_states_0.pkl"):  # torch's zip format
+        marker = tmp_path / f"{name}.ran"
+        bench_faults.plant_pickle(tmp_path / name, marker)
+        with pytest.raises(pickle.UnpicklingError):
+            torch.load(tmp_path / name, weights_only=True)
+        assert not marker.exists()
+        torch.load(tmp_path / name, weights_only=False)
+        assert marker.exists()
+    marker = tmp_path / "weights.ran"  # a raw pickle where safetensors weights should be
+    bench_faults.plant_pickle(tmp_path / "model.safetensors", marker)
+    with pytest.raises(Exception, match="header"):
+        load_file(tmp_path / "model.safetensors")
+    assert not marker.exists()
+    pickle.loads((tmp_path / "model.safetensors").read_bytes())
+    assert marker.exists()
