@@ -1532,8 +1532,10 @@ def wait_for_moment(invocation: Started, moment: KillMoment, run: Path, timeline
             if moment.kind == "checkpoint-save" and any(s >= threshold for s, _ in saving):
                 window = timeline.save * 1.5  # the save, its publication and the deletion of old checkpoints
                 break
-            if moment.kind == "final-save" and _written_since(baseline, _final_snapshot(run)):
-                window = timeline.final * 1.5
+            if moment.kind == "final-save" and moment.after_step not in _complete_steps(checkpoints):
+                baseline = _final_snapshot(run)  # still training: what changes now (metrics) is not the final save
+            elif moment.kind == "final-save" and _written_since(baseline, _final_snapshot(run)):
+                window = timeline.final * 0.9  # the process ends right after the final save
                 break
             time.sleep(POLL_SECONDS)
         else:
@@ -1706,7 +1708,7 @@ def run_kills(workdir: Path, kills: int = 20, seed: int = 0, steps: int = 200, c
             and moment.kind in {"training", "checkpoint-save"}
             and steps in _complete_steps(run / "checkpoints")
         ):  # training is over: a moment meant for it goes to the final save instead
-            moment = dataclasses.replace(moment, kind="final-save")
+            moment = dataclasses.replace(moment, kind="final-save", after_step=steps)
         log_file = workdir / "logs" / f"invocation-{number}.log"  # not next to the run: see _final_snapshot
         invocation = start_train(fixtures.launcher, [*options, *next_args], workdir, log_file)
         killed = moment is not None and wait_for_moment(invocation, moment, run, timeline) and invocation.kill()
