@@ -1700,7 +1700,7 @@ def run_kills(workdir: Path, kills: int = 20, seed: int = 0, steps: int = 200, c
     timeline.step *= checkpoint_steps  # a training kill lands anywhere between two saves (see wait_for_moment)
 
     moments = moments if moments is not None else plan_kills(kills, steps, random.Random(seed))
-    records, verified, corrupt, mixed, failure = [], {}, set(), [], None
+    records, verified, corrupt, mixed, failure, checkpointed = [], {}, set(), [], None, False
     next_args = ["--output_dir", str(run)]
     for number, moment in enumerate([*moments, None], 1):  # None: the last invocation, resumed to the end
         if (
@@ -1740,8 +1740,10 @@ def run_kills(workdir: Path, kills: int = 20, seed: int = 0, steps: int = 200, c
             elif moment is not None:
                 failure = f"invocation {number} ended before its kill moment ({moment.kind})"
             break
-        # What a user does next: resume; a run killed before its first complete checkpoint starts again.
-        next_args = ["--output_dir", str(run), *(["--resume_from_checkpoint", "latest"] if complete
+        # What a user does next: resume; a run killed before its first complete checkpoint starts again. (Not judged
+        # by what the folder shows now: a kill inside the final save may leave checkpoints/ inside a folder aside.)
+        checkpointed = checkpointed or bool(complete)
+        next_args = ["--output_dir", str(run), *(["--resume_from_checkpoint", "latest"] if checkpointed
                                                  else ["--overwrite_output_dir"])]  # fmt: skip
 
     done = sum(1 for r in records if r["killed"])
