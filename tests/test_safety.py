@@ -1,7 +1,6 @@
 """Nothing lost, nothing executed (issue 11): checkpoint state files that cannot run code, resume that restores
 everything or stops, and the file-safety rules of train.py's set-up. The `vaswani` commands' side is in test_cli.py."""
 
-import importlib.util
 import io
 import json
 import os
@@ -16,18 +15,8 @@ import pytest
 import torch
 from conftest import REPO_ROOT, tiny_model
 
+import vaswani.train as train  # noqa: E402  (the code of `vaswani train` and train.py)
 from vaswani.checkpoints import CheckpointError, CheckpointManager, load_state_file, save_state_file
-
-
-def load_train_module():
-    spec = importlib.util.spec_from_file_location("train_script", REPO_ROOT / "train.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-train = load_train_module()
 
 
 class Payload:

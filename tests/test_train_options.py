@@ -10,31 +10,17 @@ event files read back with tensorboard. Further runs continue from the saved mod
 batch budget are still evaluated (each in a batch of its own), not a traceback after training.
 """
 
-import importlib.util
 import json
 import math
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO_ROOT
 from safetensors.torch import load_file
 
+import vaswani.train as train  # noqa: E402  (the code of `vaswani train` and train.py)
 from vaswani.demo_data import write_demo_files
-
-
-def _load_train_module():
-    if "train" not in sys.modules:  # train.py is a script, not a package module
-        spec = importlib.util.spec_from_file_location("train", REPO_ROOT / "train.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["train"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["train"]
-
-
-train = _load_train_module()
 
 TINY_MODEL = [
     "--d_model", "32", "--encoder_layers", "1", "--decoder_layers", "1", "--encoder_attention_heads", "2",

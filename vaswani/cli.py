@@ -59,6 +59,7 @@ from vaswani.model_folder import (
 )
 
 PROG = "vaswani"
+TRAIN_HELP = "train a model with the paper's recipe (the same as train.py)"
 TOKENIZER_HELP = "train a shared BPE tokenizer on text files (both sides of the corpus)"
 
 
@@ -315,6 +316,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     push.add_argument("--commit_message", metavar="TEXT", help="the commit message")
     add_trust_remote_code(push)
 
+    # `vaswani train ...` goes to `vaswani.train.run` before this parser (its options come from --config YAML too);
+    # listed here for `vaswani --help`.
+    commands.add_parser("train", help=TRAIN_HELP + " (see vaswani train --help)")
+
     tokenizer = commands.add_parser(
         "tokenizer", allow_abbrev=False, help=TOKENIZER_HELP,
         description=TOKENIZER_HELP + ", saved as a tokenizer folder that AutoTokenizer loads",
@@ -375,6 +380,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (2 with an `error: ...` line for a user mistake)."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["train"]:
+        from vaswani.train import run as run_train
+
+        try:
+            return run_train(argv[1:], prog=f"{PROG} train")
+        except SystemExit as exit_:  # --help (status 0) or argparse's own usage error (status 2)
+            return int(exit_.code or 0)
     try:
         args = build_parser(argv[0] if argv else None).parse_args(argv)
     except SystemExit as exit_:  # argparse printed the usage and "error: ..." (status 2), or the help (status 0)

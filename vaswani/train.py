@@ -1,0 +1,1240 @@
+"""Train the original Transformer (Vaswani et al., 2017) with Hugging Face Accelerate and the paper's recipe.
+
+    vaswani train --config configs/demo.yaml                         # one process
+    python train.py --config configs/demo.yaml                       # the same: train.py is the script form
+    accelerate launch train.py --train_file data/train --validation_file data/valid \\
+        --source_lang en --target_lang de --model_preset base --max_tokens 25000 --max_train_steps 100000
+
+The module reads straight down:
+  1. options: command line and YAML (`--config`), the model's options under VaswaniConfig's names
+  2. set-up and input checks: everything a user can get wrong is checked before training time is spent
+  3. data: files, a `datasets` source or the built-in demo set; BPE tokenizer; `datasets.map` tokenization
+  4. model, token-budget batching, Adam + the Noam schedule, LayerDrop/DropHead settings
+  5. checkpoints and exact resume: weights, optimizer, schedules and RNGs as safetensors + JSON (nothing unpickled)
+  6. the training loop (gradient accumulation through `accelerator.accumulate`, loss normalised per target token)
+  7. evaluation: validation loss, BLEU and chrF with beam search through `evaluate`, gathered across processes
+  8. the final model: checkpoint averaging, `save_pretrained` folder with tokenizer and model card, test scores
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import json
+import logging
+import math
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import yaml
+
+from modeling_vaswani import (
+    PRESETS,
+    DropHeadScheduler,
+    VaswaniConfig,
+    VaswaniForConditionalGeneration,
+)
+from modeling_vaswani.scheduling_vaswani import DROPHEAD_KINDS
+from tokenization import SPECIAL_TOKEN_LAYOUTS, train_bpe_tokenizer
+from vaswani.batching import TokenBatchSampler, padding_efficiency
+from vaswani.checkpoints import (
+    ABANDONED_PREFIX,
+    CHECKPOINTS_SUBDIR,
+    STEP_DIR,
+    TMP_PREFIX,
+    CheckpointError,
+    CheckpointManager,
+    average_into_model,
+    load_state_file,
+    load_weights,
+    load_weights_into_model,
+    rng_states,
+    save_state_file,
+    set_rng_states,
+    write_file_atomically,
+)
+from vaswani.data import DataError, load_translation_splits
+from vaswani.errors import UsageError, run_command
+from vaswani.hub import PushError, check_repo_id
+from vaswani.model_card import write_model_card
+from vaswani.model_folder import (
+    ModelFolderError,
+    check_model_folder,
+    check_tokenizer_fits,
+    is_model_file,
+    load_config,
+    load_model_folder,
+    load_tokenizer,
+    recover_model_folder,
+    write_model_folder,
+)
+from vaswani.precision import MIXED_PRECISION_CHOICES, resolve_mixed_precision, training_device_type
+from vaswani.schedules import LR_SCHEDULERS, build_lr_scheduler
+from vaswani.stopping import BEST_DIR, StoppingRules
+from vaswani.stopping import METRICS as STOPPING_METRICS
+
+logger = logging.getLogger("train")
+
+
+# ======================================================================================================================
+# 1. Options
+# ======================================================================================================================
+# VaswaniConfig arguments exposed as --name value. Vocabulary size and special-token ids come from the tokenizer.
+MODEL_OPTIONS = [
+    "d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads", "decoder_attention_heads",
+    "encoder_ffn_dim", "decoder_ffn_dim", "activation_function", "dropout", "attention_dropout", "activation_dropout",
+    "label_smoothing", "max_position_embeddings", "position_embedding_type", "init_std", "scale_embedding",
+    "share_embeddings", "tie_word_embeddings", "norm_position", "norm_type", "layer_norm_eps", "fixnorm",
+    "encoder_layerdrop", "decoder_layerdrop", "layerdrop_seed", "encoder_drophead", "decoder_drophead",
+    "cross_drophead",
+]  # fmt: skip
+
+# Options that define what a run computes: resuming with different values would not continue the same run.
+RUN_DEFINING_OPTIONS = [
+    *MODEL_OPTIONS, "model_preset", "model_name_or_path", "train_file", "dataset_name", "dataset_config_name",
+    "source_lang", "target_lang", "tokenizer", "vocab_size", "min_frequency", "special_tokens_layout",
+    "max_source_length", "max_target_length", "overlong", "max_tokens", "max_sentences", "gradient_accumulation_steps",
+    "seed", "lr_scheduler", "learning_rate", "lr_factor", "warmup_steps", "adam_beta1", "adam_beta2", "adam_epsilon",
+    "weight_decay", "drophead_p_start", "drophead_p_end", "drophead_kinds",
+    # the schedules (linear/cosine LR, DropHead) and the data order depend on these too
+    "max_train_steps", "num_train_epochs", "max_grad_norm", "validation_file", "validation_size", "mixed_precision",
+]  # fmt: skip
+
+
+def str2bool(value: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if value.lower() in {"true", "1", "yes", "on"}:
+        return True
+    if value.lower() in {"false", "0", "no", "off"}:
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def int_list(value: str | list) -> list[int]:
+    if isinstance(value, list):
+        return [int(v) for v in value]
+    return [int(v) for v in value.split(",") if v.strip()]
+
+
+def str_list(value: str | list) -> list[str]:
+    return list(value) if isinstance(value, list) else [v.strip() for v in value.split(",") if v.strip()]
+
+
+def optional_float(value: str) -> float | None:
+    return None if str(value).lower() == "none" else float(value)
+
+
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    """The options of `vaswani train` / `train.py` (`prog`: the command named in the usage line)."""
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Train the Transformer of 'Attention Is All You Need' with the paper's recipe.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        allow_abbrev=False,  # a misspelt option must fail, not silently match a longer one
+    )
+    parser.add_argument(
+        "--config", help="YAML file of options (same names as the command line); the command line wins"
+    )
+
+    group = parser.add_argument_group("model (VaswaniConfig names; unset options keep the preset's value)")
+    group.add_argument("--model_preset", choices=sorted(PRESETS), default="base", help="the paper's Table 3 model")
+    group.add_argument("--model_name_or_path", help="start from a saved Vaswani model folder instead of a preset")
+    field_types = {f.name: f.type for f in dataclasses.fields(VaswaniConfig)}
+    for name in MODEL_OPTIONS:
+        annotation = str(field_types[name])
+        kind = (
+            str2bool if "bool" in annotation
+            else optional_float if "None" in annotation and "float" in annotation
+            else int if "int" in annotation
+            else float if "float" in annotation
+            else str
+        )  # fmt: skip
+        group.add_argument(f"--{name}", type=kind, default=None, help=f"VaswaniConfig.{name}")
+    group.add_argument("--gradient_checkpointing", type=str2bool, default=False, help="trade compute for memory")
+
+    group = parser.add_argument_group("data")
+    group.add_argument(
+        "--train_file", help="a .json/.jsonl translation file, a .tsv, or a prefix PATH (PATH.src/.tgt)"
+    )
+    group.add_argument("--validation_file", help="same formats as --train_file")
+    group.add_argument("--test_file", help="same formats as --train_file")
+    group.add_argument(
+        "--dataset_name",
+        help="a `datasets` name (Hub when online), or 'demo' for the built-in set (the default without --train_file)",
+    )
+    group.add_argument("--dataset_config_name", help="the `datasets` configuration, e.g. 'de-en'")
+    group.add_argument("--source_lang", default="en")
+    group.add_argument("--target_lang", default="de")
+    group.add_argument("--validation_size", type=int, default=500, help="pairs carved from train without validation")
+    group.add_argument("--max_source_length", type=int, default=256, help="in tokens, EOS included")
+    group.add_argument("--max_target_length", type=int, default=256, help="in tokens, EOS included")
+    group.add_argument("--overlong", choices=["drop", "truncate"], default="drop", help="pairs over the limits")
+    group.add_argument("--preprocessing_num_workers", type=int, default=None)
+    group.add_argument("--cache_dir", help="where `datasets` caches downloads")
+
+    group = parser.add_argument_group("tokenizer")
+    group.add_argument("--tokenizer", help="an existing tokenizer folder; without it a shared BPE is trained")
+    group.add_argument("--vocab_size", type=int, default=37000, help="BPE vocabulary size (paper: ~37k for EN-DE)")
+    group.add_argument("--min_frequency", type=int, default=2, help="BPE merge minimum frequency")
+    group.add_argument("--special_tokens_layout", choices=sorted(SPECIAL_TOKEN_LAYOUTS), default="paper")
+
+    group = parser.add_argument_group("batching and optimization")
+    group.add_argument("--max_tokens", type=int, default=4096, help="per device and batch: sentences x longest side")
+    group.add_argument("--max_sentences", type=int, default=None, help="optional cap on pairs per batch")
+    group.add_argument("--gradient_accumulation_steps", type=int, default=1)
+    group.add_argument("--max_train_steps", type=int, default=None, help="optimizer updates (default: from epochs)")
+    group.add_argument("--num_train_epochs", type=float, default=None, help="used when --max_train_steps is unset")
+    group.add_argument(
+        "--stop_after_steps",
+        type=int,
+        default=None,
+        help="end this invocation after N updates (checkpoint saved; continue with --resume_from_checkpoint)",
+    )
+    group.add_argument(
+        "--stop_after_minutes",
+        type=float,
+        default=None,
+        help="end this invocation after N minutes of training (for time-limited jobs)",
+    )
+    group.add_argument(
+        "--max_train_minutes",
+        type=float,
+        default=None,
+        help="train until N minutes (training loop wall clock, evaluations included, summed over resumes) are spent, "
+        "then finish as a normal run does: averaging, evaluation, model folder and card",
+    )
+    group.add_argument("--lr_scheduler", choices=LR_SCHEDULERS, default="noam", help="noam = the paper's Eq. 3")
+    group.add_argument("--learning_rate", type=float, default=None, help="peak LR (noam: default from d_model)")
+    group.add_argument("--lr_factor", type=float, default=1.0, help="scales the noam curve")
+    group.add_argument("--warmup_steps", type=int, default=4000)
+    group.add_argument("--adam_beta1", type=float, default=0.9)
+    group.add_argument("--adam_beta2", type=float, default=0.98)
+    group.add_argument("--adam_epsilon", type=float, default=1e-9)
+    group.add_argument("--weight_decay", type=float, default=0.0, help="AdamW decay of matrices (paper: 0)")
+    group.add_argument("--max_grad_norm", type=float, default=0.0, help="clip gradients to this norm (0: off)")
+    group.add_argument(
+        "--mixed_precision",
+        choices=list(MIXED_PRECISION_CHOICES),
+        default=None,
+        help="bf16: autocast, float32 weights/optimizer/loss; fp16: GPU only. Default: the accelerate configuration's, "
+        "else bf16 where the hardware computes it natively (GPU, CPU with AVX512-BF16/AMX), else no",
+    )
+    group.add_argument("--seed", type=int, default=0)
+    group.add_argument("--drophead_p_start", type=float, default=None, help="scheduled DropHead: rate at step 0")
+    group.add_argument("--drophead_p_end", type=float, default=None, help="scheduled DropHead: rate at the end")
+    group.add_argument("--drophead_kinds", type=str_list, default=list(DROPHEAD_KINDS), help="encoder,decoder,cross")
+
+    group = parser.add_argument_group("evaluation")
+    group.add_argument("--eval_steps", type=int, default=1000, help="evaluate every N updates (0: only at the end)")
+    group.add_argument("--max_eval_samples", type=int, default=None, help="BLEU on at most N validation pairs")
+    group.add_argument("--eval_max_tokens", type=int, default=None, help="token budget of evaluation batches")
+    group.add_argument("--num_beams", type=int, default=4)
+    group.add_argument("--length_penalty", type=float, default=0.6)
+    group.add_argument("--num_examples", type=int, default=5, help="translations to print after evaluation")
+    group.add_argument(
+        "--early_stopping_patience",
+        type=int,
+        default=None,
+        help="stop after N evaluations (every --eval_steps) without a better --metric_for_best; the final model "
+        "averages the best checkpoint with those before it (vaswani/stopping.py)",
+    )
+    group.add_argument(
+        "--metric_for_best",
+        choices=sorted(STOPPING_METRICS),
+        default="bleu",
+        help="validation metric of early stopping",
+    )
+
+    group = parser.add_argument_group("checkpoints, output and logging")
+    group.add_argument("--output_dir", help="where the run and the final model go (required)")
+    group.add_argument("--overwrite_output_dir", action="store_true", help="replace a previous run in output_dir")
+    group.add_argument("--resume_from_checkpoint", help="'latest' or a checkpoint folder of this run")
+    group.add_argument("--checkpoint_steps", type=int, default=None, help="save every N updates")
+    group.add_argument("--checkpoint_minutes", type=float, default=10.0, help="save every N minutes (paper: 10)")
+    group.add_argument(
+        "--keep_checkpoints", type=int, default=5, help="keep the last K (at least --average_checkpoints)"
+    )
+    group.add_argument("--average_checkpoints", type=int, default=5, help="average the last N (paper: 5 base, 20 big)")
+    group.add_argument("--logging_steps", type=int, default=100)
+    group.add_argument(
+        "--report_to", default="auto", help="accelerate trackers: auto (tensorboard if installed), none"
+    )
+    group.add_argument("--push_to_hub", action="store_true", help="upload the final model with its model card")
+    group.add_argument("--hub_model_id", help="the Hub repository, e.g. user/transformer-en-de")
+    return parser
+
+
+def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argparse.Namespace:
+    """Defaults < YAML (`--config`) < command line. Unknown options, on either side, are errors."""
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(prog)
+    config_path = _find_config_path(argv)
+    from_yaml = _read_yaml_options(parser, config_path) if config_path is not None else {}
+    parser.set_defaults(**from_yaml)
+    args = parser.parse_args(argv)
+    _check_args(args)
+    if not (args.train_file or args.dataset_name):  # resolved here, once: run_args.json and a resume see "demo"
+        args.dataset_name = "demo"
+    # Options the user set (YAML or command line), as opposed to defaults; not saved with the run.
+    args.explicit = set(from_yaml) | {a[2:].split("=", 1)[0] for a in argv if a.startswith("--")}
+    return args
+
+
+def _find_config_path(argv: list[str]) -> str | None:
+    probe = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    probe.add_argument("--config")
+    known, _ = probe.parse_known_args(argv)
+    return known.config
+
+
+def _read_yaml_options(parser: argparse.ArgumentParser, path: str) -> dict:
+    if not os.path.isfile(path):
+        raise UsageError(f"--config {path}: no such file.")
+    try:
+        values = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise UsageError(f"--config {path} is not valid YAML: {exc}") from None
+    if not isinstance(values, dict):
+        raise UsageError(f"--config {path} must hold a mapping of option: value.")
+    actions = {action.dest: action for action in parser._actions}
+    options = {}
+    for key, value in values.items():
+        if key not in actions or key in ("help", "config"):
+            close = [name for name in actions if name.startswith(str(key)[:4])][:3]
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise UsageError(f"--config {path}: unknown option {key!r}{hint}.")
+        action = actions[key]
+        if value is not None and action.type is not None:
+            try:  # the command line's conversion; lists and booleans pass through as YAML typed them
+                value = action.type(value if isinstance(value, (list, bool)) else str(value))
+            except (argparse.ArgumentTypeError, ValueError, TypeError) as exc:
+                raise UsageError(f"--config {path}: option {key!r}: {exc}") from None
+        if action.choices is not None and value is not None and value not in action.choices:
+            raise UsageError(f"--config {path}: {key}={value!r} is not one of {list(action.choices)}.")
+        options[key] = value
+    return options
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    if not args.output_dir:
+        raise UsageError("--output_dir is required (on the command line or in the --config file).")
+    positive = ["max_tokens", "gradient_accumulation_steps", "max_source_length", "max_target_length", "num_beams"]
+    for name in positive:
+        if getattr(args, name) is None or getattr(args, name) < 1:
+            raise UsageError(f"--{name} {getattr(args, name)} is not allowed; use a positive integer.")
+    for name in (
+        "max_train_steps",
+        "max_sentences",
+        "eval_max_tokens",
+        "checkpoint_steps",
+        "max_eval_samples",
+        "stop_after_steps",
+    ):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            raise UsageError(
+                f"--{name} {getattr(args, name)} is not allowed; use a positive integer or leave it unset."
+            )
+    if args.max_train_steps is None and args.num_train_epochs is None:
+        raise UsageError("set --max_train_steps (optimizer updates) or --num_train_epochs.")
+    if args.num_train_epochs is not None and args.num_train_epochs <= 0:
+        raise UsageError(f"--num_train_epochs {args.num_train_epochs} is not allowed; use a positive number.")
+    if args.max_tokens < max(args.max_source_length, args.max_target_length):
+        raise UsageError(
+            f"--max_tokens {args.max_tokens} is smaller than the longest allowed pair "
+            f"(--max_source_length {args.max_source_length}, --max_target_length {args.max_target_length}); raise "
+            "--max_tokens or lower the length limits."
+        )
+    for name in ("warmup_steps", "eval_steps", "logging_steps", "average_checkpoints", "keep_checkpoints"):
+        if getattr(args, name) < 0:
+            raise UsageError(f"--{name} {getattr(args, name)} is not allowed; use an integer >= 0.")
+    for name in ("checkpoint_minutes", "stop_after_minutes", "max_train_minutes"):
+        if getattr(args, name) is not None and getattr(args, name) <= 0:
+            raise UsageError(f"--{name} must be positive.")
+    if args.early_stopping_patience is not None:
+        if args.early_stopping_patience < 1:
+            raise UsageError(
+                f"--early_stopping_patience {args.early_stopping_patience} is not allowed; use a positive number of "
+                "evaluations or leave it unset."
+            )
+        if not args.eval_steps:
+            raise UsageError("--early_stopping_patience needs evaluations during training: set --eval_steps N > 0.")
+    if args.source_lang == args.target_lang:
+        raise UsageError(f"--source_lang and --target_lang are both {args.source_lang!r}; they must differ.")
+    if args.push_to_hub and not args.hub_model_id:
+        raise UsageError("--push_to_hub needs --hub_model_id (e.g. your-name/transformer-en-de).")
+    if args.hub_model_id:
+        try:
+            check_repo_id(args.hub_model_id)  # before training, not after hours of it
+        except PushError as exc:
+            raise UsageError(f"--hub_model_id: {exc}") from None
+    unknown = [k for k in args.drophead_kinds if k not in DROPHEAD_KINDS]
+    if unknown:
+        raise UsageError(f"--drophead_kinds {unknown} are not allowed; choose from {list(DROPHEAD_KINDS)}.")
+    if (args.drophead_p_start is None) != (args.drophead_p_end is None):
+        raise UsageError("scheduled DropHead needs both --drophead_p_start and --drophead_p_end.")
+    if args.report_to not in ("auto", "none", "all", "tensorboard", "wandb", "mlflow", "comet_ml", "aim", "clearml"):
+        raise UsageError(f"--report_to {args.report_to!r} is not a known tracker; use auto, none or a tracker name.")
+
+
+# ======================================================================================================================
+# 2. Set-up: the output folder, the Accelerator, logging
+# ======================================================================================================================
+RUN_ARGS_FILE = "run_args.json"
+TOKENIZER_STAGING = ".tmp-tokenizer"  # a new run's tokenizer, until every check has passed (see start_new_run)
+
+
+def prepare_output_dir(args: argparse.Namespace) -> tuple[Path, Path | None]:
+    """Refuse to mix runs: an output folder holding another run needs --resume_from_checkpoint or
+    --overwrite_output_dir. A resumed run must keep the options that define it. Returns the output folder and the
+    checkpoint to resume from (None for a new run)."""
+    output_dir = Path(args.output_dir)
+    previous = output_dir / RUN_ARGS_FILE
+    if args.resume_from_checkpoint:
+        if not previous.exists():
+            raise UsageError(
+                f"cannot resume: {output_dir} holds no run of train.py ({RUN_ARGS_FILE} is missing). "
+                "--resume_from_checkpoint continues a run in its own --output_dir; start a new run without it."
+            )
+        try:
+            checkpoint = CheckpointManager(output_dir / CHECKPOINTS_SUBDIR).resolve(args.resume_from_checkpoint)
+        except CheckpointError as exc:
+            raise UsageError(f"cannot resume: {exc}") from None
+        try:
+            saved = json.loads(previous.read_text(encoding="utf-8"))
+            if not isinstance(saved, dict):
+                raise ValueError("not a JSON object")
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise UsageError(f"cannot resume: {previous} is damaged ({exc}); start a new run.") from None
+        changed = [k for k in RUN_DEFINING_OPTIONS if k in saved and saved[k] != _jsonable(getattr(args, k))]
+        if changed:
+            details = ", ".join(f"--{k} {saved[k]!r} -> {getattr(args, k)!r}" for k in changed)
+            raise UsageError(
+                f"cannot resume: options that define the run changed ({details}). Resume with the original "
+                "options, or start a new run in another --output_dir."
+            )
+        return output_dir, checkpoint
+    if output_dir.exists() and not output_dir.is_dir():
+        raise UsageError(f"--output_dir {output_dir} is a file; give a folder.")
+    entries = [e for e in output_dir.iterdir() if e.name != TOKENIZER_STAGING] if output_dir.is_dir() else []
+    if entries and not args.overwrite_output_dir:
+        what = "another run" if previous.exists() else "files"
+        raise UsageError(
+            f"--output_dir {output_dir} already holds {what}. Pass --resume_from_checkpoint latest to continue "
+            "that run, --overwrite_output_dir to replace it, or choose a new --output_dir."
+        )
+    if entries and not previous.is_file():
+        raise UsageError(
+            f"--overwrite_output_dir replaces a previous run of train.py, but {output_dir} holds files and no run "
+            f"({RUN_ARGS_FILE} is missing); nothing was deleted. Choose a new or empty --output_dir."
+        )
+    checkpoints = output_dir / CHECKPOINTS_SUBDIR
+    if entries and checkpoints.is_symlink():
+        raise UsageError(
+            f"{checkpoints} is a symbolic link (to {os.readlink(checkpoints)}): --overwrite_output_dir never deletes "
+            "through links and a new run must not mix with old checkpoints; nothing was deleted. Remove the link "
+            "yourself, or choose a new --output_dir."
+        )
+    return output_dir, None
+
+
+def start_new_run(args: argparse.Namespace, output_dir: Path) -> None:
+    """Main process, once every check has passed: with --overwrite_output_dir remove what the previous run created
+    (`remove_previous_run`), move the newly trained tokenizer in and write run_args.json (atomically, last: until
+    then the folder still reads as the previous run)."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    if args.overwrite_output_dir and (output_dir / RUN_ARGS_FILE).is_file():
+        removed = remove_previous_run(output_dir)
+        logger.info("--overwrite_output_dir: removed the previous run's %s", ", ".join(removed) or "nothing")
+    staged = output_dir / TOKENIZER_STAGING
+    if staged.is_dir():
+        for file in sorted(staged.iterdir()):
+            os.replace(file, output_dir / file.name)
+        staged.rmdir()
+    saved = {k: _jsonable(v) for k, v in vars(args).items() if k != "explicit"}
+    write_file_atomically(output_dir / RUN_ARGS_FILE, json.dumps(saved, indent=2, sort_keys=True))
+
+
+def remove_previous_run(output_dir: Path) -> list[str]:
+    """Delete what a train.py run creates in `output_dir`, and nothing else: its checkpoints (step-N folders and the
+    leftovers of interrupted saves under checkpoints/ and best_checkpoint/), metrics.jsonl, results.json and the files of its final model
+    (`is_model_file`). Links are removed, never followed. Returns the names removed."""
+    removed = []
+    for subdir in (CHECKPOINTS_SUBDIR, BEST_DIR):  # the checkpoints, and the copy of the best one (early stopping)
+        checkpoints = output_dir / subdir
+        if not checkpoints.is_dir() or checkpoints.is_symlink():
+            continue
+        for entry in sorted(checkpoints.iterdir()):
+            if STEP_DIR.fullmatch(entry.name) or entry.name.startswith((TMP_PREFIX, ABANDONED_PREFIX)):
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
+                removed.append(f"{subdir}/{entry.name}")
+        if not any(checkpoints.iterdir()):
+            checkpoints.rmdir()
+    for entry in sorted(output_dir.iterdir()):
+        ours = entry.name in ("metrics.jsonl", "results.json") or is_model_file(entry.name)
+        if ours and (entry.is_symlink() or entry.is_file()):
+            entry.unlink()
+            removed.append(entry.name)
+    return removed
+
+
+def _jsonable(value):
+    return json.loads(json.dumps(value))
+
+
+def create_accelerator(args: argparse.Namespace):
+    from accelerate import Accelerator
+    from accelerate.utils import DistributedDataParallelKwargs, ProjectConfiguration
+
+    trackers = args.report_to
+    if trackers == "auto":
+        try:
+            import tensorboard  # noqa: F401
+
+            trackers = "tensorboard"
+        except ImportError:
+            trackers = None
+    elif trackers == "none":
+        trackers = None
+    # find_unused_parameters is set once the model is known (LayerDrop needs it); DDP reads it in prepare().
+    ddp_kwargs = DistributedDataParallelKwargs(find_unused_parameters=False)
+    try:
+        mixed_precision, why = resolve_mixed_precision(args.mixed_precision, training_device_type())
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    accelerator = Accelerator(
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        mixed_precision=mixed_precision,
+        log_with=trackers,
+        project_config=ProjectConfiguration(
+            project_dir=args.output_dir, logging_dir=str(Path(args.output_dir) / "logs")
+        ),
+        kwargs_handlers=[ddp_kwargs],
+    )
+    return accelerator, ddp_kwargs, why
+
+
+def setup_logging(accelerator) -> None:
+    import datasets
+    import transformers
+
+    logging.basicConfig(
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S", level=logging.INFO
+    )
+    if not accelerator.is_main_process:
+        logger.setLevel(logging.WARNING)
+    logging.getLogger("accelerate").setLevel(logging.WARNING)
+    # save_model stores tied embeddings once and says so at every checkpoint; load_checkpoint re-ties them (tested).
+    logging.getLogger("accelerate.utils.other").addFilter(
+        lambda record: "Removed shared tensor" not in record.getMessage()
+    )
+    datasets.utils.logging.set_verbosity_warning()
+    transformers.utils.logging.set_verbosity_warning()
+    if not accelerator.is_local_main_process:
+        datasets.utils.logging.disable_progress_bar()
+
+
+class MetricsLog:
+    """Appends one JSON object per line to output_dir/metrics.jsonl (main process) and logs to the trackers."""
+
+    def __init__(self, accelerator, path: Path):
+        self.accelerator, self.path = accelerator, path
+
+    def __call__(self, split: str, step: int, values: dict) -> None:
+        if self.accelerator.is_main_process:
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps({"split": split, "step": step, **values}) + "\n")
+        self.accelerator.log({f"{split}/{k}": v for k, v in values.items() if isinstance(v, (int, float))}, step=step)
+
+
+# ======================================================================================================================
+# 3. Data and tokenizer
+# ======================================================================================================================
+def load_data(args, accelerator):
+    if args.dataset_name == "demo":
+        logger.info("Using the built-in demo dataset (numbers, dates, quantities): no --train_file or --dataset_name.")
+    with accelerator.main_process_first():  # the main process builds the Arrow cache, the others reuse it
+        return load_translation_splits(
+            train_file=args.train_file, validation_file=args.validation_file, test_file=args.test_file,
+            dataset_name=args.dataset_name, dataset_config_name=args.dataset_config_name,
+            source_lang=args.source_lang, target_lang=args.target_lang, validation_size=args.validation_size,
+            seed=args.seed, cache_dir=args.cache_dir,
+        )  # fmt: skip
+
+
+def get_tokenizer(args, raw, output_dir: Path, accelerator, config: VaswaniConfig):
+    """An existing tokenizer (--tokenizer, or the one this run saved before a resume), or a new shared BPE trained on
+    both sides of the training data. A new tokenizer is staged in output_dir/.tmp-tokenizer/ and moved into
+    output_dir (part of the final model folder) by `start_new_run`, once every check has passed."""
+    source = args.tokenizer or (output_dir if args.resume_from_checkpoint else None)
+    if source is not None:
+        tokenizer = load_tokenizer(source)  # tokenizer.json checked (a `{}` or garbage file is a clear error)
+        if args.tokenizer and "vocab_size" in args.explicit and len(tokenizer) != args.vocab_size:
+            raise UsageError(
+                f"--tokenizer {args.tokenizer} has {len(tokenizer)} tokens but --vocab_size is {args.vocab_size}: the "
+                "model's vocabulary must match the tokenizer. Drop --vocab_size or use a matching tokenizer."
+            )
+        if args.model_name_or_path:
+            check_tokenizer_fits(tokenizer, config, where=f"--tokenizer {source}", exact=True)
+        return tokenizer
+    if args.model_name_or_path:
+        raise UsageError(
+            "--model_name_or_path needs the tokenizer the model was trained with: pass --tokenizer (a saved model "
+            "folder holds its tokenizer, e.g. --tokenizer " + str(args.model_name_or_path) + ")."
+        )
+    with accelerator.main_process_first():
+        if accelerator.is_main_process:
+            logger.info("Training a shared BPE tokenizer (vocab_size=%d) on the training data", args.vocab_size)
+            tokenizer = train_bpe_tokenizer(
+                dataset=raw["train"], source_lang=args.source_lang, target_lang=args.target_lang,
+                vocab_size=args.vocab_size, min_frequency=args.min_frequency,
+                special_tokens_layout=args.special_tokens_layout, model_max_length=args.max_position_embeddings or 1024,
+            )  # fmt: skip
+            staged = output_dir / TOKENIZER_STAGING  # moved into output_dir once every check has passed
+            if staged.exists():
+                shutil.rmtree(staged)
+            staged.mkdir(parents=True)
+            tokenizer.save_pretrained(staged)
+        else:
+            tokenizer = load_tokenizer(output_dir / TOKENIZER_STAGING)
+    return tokenizer
+
+
+def tokenize_splits(args, raw, tokenizer, accelerator):
+    """input_ids and labels (EOS appended) per pair, over-long pairs dropped or truncated, lengths for batching."""
+    src, tgt = args.source_lang, args.target_lang
+    limits = {"input_ids": args.max_source_length, "labels": args.max_target_length}
+
+    def preprocess(batch):
+        pairs = batch["translation"]
+        encoded = tokenizer([p[src] for p in pairs], text_target=[p[tgt] for p in pairs])
+        overlong = [
+            len(s) > limits["input_ids"] or len(t) > limits["labels"]
+            for s, t in zip(encoded["input_ids"], encoded["labels"], strict=True)
+        ]
+        if args.overlong == "truncate":
+            eos = tokenizer.eos_token_id
+            for key, limit in limits.items():
+                encoded[key] = [ids if len(ids) <= limit else ids[: limit - 1] + [eos] for ids in encoded[key]]
+            encoded["attention_mask"] = [[1] * len(ids) for ids in encoded["input_ids"]]
+        encoded["overlong"] = overlong
+        encoded["source_length"] = [len(ids) for ids in encoded["input_ids"]]
+        encoded["target_length"] = [len(ids) for ids in encoded["labels"]]
+        return encoded
+
+    tokenized = {}
+    with accelerator.main_process_first():
+        for split, dataset in raw.items():
+            mapped = dataset.map(
+                preprocess, batched=True, remove_columns=dataset.column_names,
+                num_proc=args.preprocessing_num_workers, desc=f"Tokenizing {split}",
+            )  # fmt: skip
+            count = sum(mapped["overlong"])
+            if count:
+                if args.overlong == "drop" and split == "train":
+                    mapped = mapped.filter(
+                        lambda flags: [not f for f in flags], input_columns="overlong", batched=True
+                    )
+                    logger.info("%s: dropped %d over-long pairs (limits %s)", split, count, limits)
+                else:  # held-out pairs are never dropped: scores must cover the whole split
+                    logger.info(
+                        "%s: %d pairs exceed the limits %s and were %s",
+                        split,
+                        count,
+                        limits,
+                        "truncated" if args.overlong == "truncate" else "kept for evaluation",
+                    )
+            if split == "train" and len(mapped) == 0:
+                raise DataError(
+                    "every training pair is over the length limits; raise --max_source_length/--max_target_length."
+                )
+            tokenized[split] = mapped.remove_columns("overlong")
+    return tokenized
+
+
+# ======================================================================================================================
+# 4. Model
+# ======================================================================================================================
+def resolve_model_config(args) -> VaswaniConfig:
+    """The model's configuration, validated before any data is read or any file written: a saved model's config with
+    the command line's overrides, or a preset with them. (The vocabulary size and special-token ids of a new model
+    come from the tokenizer later; until then `--vocab_size` stands in.)"""
+    overrides = {name: getattr(args, name) for name in MODEL_OPTIONS if getattr(args, name) is not None}
+    try:
+        if args.model_name_or_path:  # a local folder; config.json checked (ModelFolderError names the problem)
+            check_model_folder(args.model_name_or_path, need_tokenizer=False)
+            config = load_config(args.model_name_or_path, **overrides)
+        else:
+            config = VaswaniConfig.from_preset(args.model_preset, vocab_size=args.vocab_size, **overrides)
+        config.validate()
+    except ModelFolderError as exc:
+        raise UsageError(f"--model_name_or_path: {exc}") from None
+    except ValueError as exc:  # config validation: a wrong option value
+        raise UsageError(str(exc)) from None
+    return config
+
+
+def build_model(args, config: VaswaniConfig, tokenizer) -> VaswaniForConditionalGeneration:
+    if args.model_name_or_path:  # weights checked against the config (with the command line's overrides)
+        model, _ = load_model_folder(args.model_name_or_path, need_tokenizer=False, config=config)
+    else:
+        config.vocab_size = len(tokenizer)
+        config.pad_token_id, config.bos_token_id = tokenizer.pad_token_id, tokenizer.bos_token_id
+        config.eos_token_id, config.decoder_start_token_id = tokenizer.eos_token_id, tokenizer.bos_token_id
+        try:
+            config.validate()
+        except ValueError as exc:
+            raise UsageError(f"the tokenizer does not fit the model configuration: {exc}") from None
+        model = VaswaniForConditionalGeneration(config)
+    check_tokenizer_fits(tokenizer, model.config, where=f"--tokenizer {args.tokenizer or 'of this run'}", exact=True)
+    if args.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+    return model
+
+
+def build_optimizer(args, model, device_type: str) -> torch.optim.Optimizer:
+    """Adam(0.9, 0.98, 1e-9) as in Section 5.3; with --weight_decay, AdamW decaying matrices only (p.dim() >= 2)."""
+    betas = (args.adam_beta1, args.adam_beta2)
+    params = [p for p in model.parameters() if p.requires_grad]
+    # The fused kernel updates all tensors in one pass (CPU and CUDA); the per-tensor loop dominates small models.
+    fused = {"fused": True} if device_type in ("cpu", "cuda") else {}
+    if args.weight_decay == 0:
+        return torch.optim.Adam(params, lr=1.0, betas=betas, eps=args.adam_epsilon, **fused)
+    groups = [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": args.weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=1.0, betas=betas, eps=args.adam_epsilon, **fused)
+
+
+# ======================================================================================================================
+# 5. Checkpoints and exact resume
+# ======================================================================================================================
+@dataclasses.dataclass
+class TrainingProgress:
+    """Where the run is; saved in every checkpoint (`TrainingState`) so a resume continues exactly."""
+
+    step: int = 0  # optimizer updates done
+    epoch: int = 0  # epoch of the next batch
+    batch_in_epoch: int = 0  # index (for this rank) of the next batch within its epoch
+    target_tokens: int = 0  # real target tokens trained on, all processes
+    train_seconds: float = 0.0
+
+    def state_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def load_state_dict(self, state: dict) -> None:
+        for key, value in state.items():
+            setattr(self, key, value)
+
+
+STATE_FILE = "training_state.safetensors"  # optimizer, LR schedule, LayerDrop, DropHead, progress (main process)
+RNG_FILE = "rng_state_{rank}.safetensors"  # each process's random number generators
+PROGRESS_FILE = "trainer_state.json"  # the progress again, for people (not read back)
+
+
+@dataclasses.dataclass
+class TrainingState:
+    """Everything a checkpoint holds besides the weights, written with `save_state_file` (safetensors + JSON): a
+    resume reads nothing that can execute code, and restores all of it or stops with an error."""
+
+    accelerator: object
+    model: torch.nn.Module  # the unwrapped model (its LayerDrop generators)
+    optimizer: torch.optim.Optimizer
+    lr_scheduler: object
+    drophead: DropHeadScheduler | None
+    progress: TrainingProgress
+    max_steps: int
+
+    def state_dict(self) -> dict:
+        scaler = self.accelerator.scaler
+        return {
+            "progress": self.progress.state_dict(),
+            "max_steps": self.max_steps,
+            "num_processes": self.accelerator.num_processes,
+            "accelerator_step": self.accelerator.step,
+            "optimizer": self.optimizer.state_dict(),
+            "lr_scheduler": self.lr_scheduler.state_dict(),
+            "layerdrop": self.model.layerdrop_state_dict(),
+            "drophead": self.drophead.state_dict() if self.drophead is not None else None,
+            "grad_scaler": scaler.state_dict() if scaler is not None else None,
+        }
+
+    def load_state_dict(self, state: dict, source: Path) -> None:
+        """Restore `state` (read from `source`); a `CheckpointError` naming `source` when it does not fit this run."""
+        if state["num_processes"] != self.accelerator.num_processes:
+            raise CheckpointError(
+                f"{source} was written by {state['num_processes']} process(es) but this run has "
+                f"{self.accelerator.num_processes}: resume with the same number of processes."
+            )
+        if state["max_steps"] != self.max_steps:
+            raise CheckpointError(
+                f"{source} belongs to a run of {state['max_steps']} updates but this run would make "
+                f"{self.max_steps}: the LR and DropHead schedules depend on it. Resume with the original "
+                "--max_train_steps / --num_train_epochs."
+            )
+        if (state["drophead"] is None) != (self.drophead is None):
+            raise CheckpointError(f"{source} and the options disagree on scheduled DropHead.")
+        if (state["grad_scaler"] is None) != (self.accelerator.scaler is None):
+            raise CheckpointError(f"{source} and --mixed_precision disagree on fp16 loss scaling.")
+        self.progress.load_state_dict(state["progress"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.lr_scheduler.load_state_dict(state["lr_scheduler"])
+        self.model.load_layerdrop_state_dict(state["layerdrop"])
+        if self.drophead is not None:
+            self.drophead.load_state_dict(state["drophead"])
+        if self.accelerator.scaler is not None:
+            self.accelerator.scaler.load_state_dict(state["grad_scaler"])
+        self.accelerator.step = state["accelerator_step"]
+
+
+def save_checkpoint(
+    accelerator,
+    manager: CheckpointManager,
+    model,
+    training: TrainingState,
+    write_more: Callable[[Path], None] | None = None,
+) -> Path:
+    """The weights (`model.safetensors`, through `accelerator.save_model`), the training state, every process's
+    random number generators and what `write_more(folder)` writes (main process: the time budget and early-stopping
+    state), published atomically by the CheckpointManager."""
+
+    def write(directory: Path) -> None:
+        accelerator.save_model(model, directory)
+        save_state_file(directory / RNG_FILE.format(rank=accelerator.process_index), rng_states())
+        if accelerator.is_main_process:
+            save_state_file(directory / STATE_FILE, training.state_dict())
+            (directory / PROGRESS_FILE).write_text(json.dumps(training.progress.state_dict(), indent=2))
+            if write_more is not None:
+                write_more(directory)
+
+    path = manager.save(
+        training.progress.step,
+        write,
+        is_main_process=accelerator.is_main_process,
+        wait_for_everyone=accelerator.wait_for_everyone,
+    )
+    logger.info("Saved checkpoint %s", path)
+    return path
+
+
+def load_checkpoint(accelerator, path: Path, training: TrainingState) -> None:
+    """Restore a checkpoint written by `save_checkpoint`. Every file is read as safetensors (never unpickled); a
+    missing, damaged or tampered file, or one that does not fit this run, raises `CheckpointError` naming it."""
+    legacy = sorted(p.name for p in path.glob("*.pkl")) + sorted(p.name for p in path.glob("*.bin"))
+    if not (path / STATE_FILE).is_file() and legacy:
+        raise CheckpointError(
+            f"{path} holds pickle files ({', '.join(legacy)}) and no {STATE_FILE}: it was written by an older train.py "
+            "and is not loaded, because unpickling can run code. Start a new run, or average its weights with "
+            "`vaswani average`."
+        )
+    load_weights_into_model(training.model, load_weights(path), source=str(path))
+    state = load_state_file(path / STATE_FILE)
+    try:
+        training.load_state_dict(state, path / STATE_FILE)
+    except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as error:
+        if isinstance(error, CheckpointError):
+            raise
+        raise CheckpointError(
+            f"{path / STATE_FILE} does not fit this run ({type(error).__name__}: {error}); resume with the "
+            "original options, or from another checkpoint."
+        ) from None
+    rng_file = path / RNG_FILE.format(rank=accelerator.process_index)
+    set_rng_states(load_state_file(rng_file), rng_file)
+
+
+def truncate_metrics(path: Path, step: int) -> int:
+    """Cut `metrics.jsonl` back to what was logged up to the checkpoint of `step` (rows of later steps, final
+    evaluations at that step, and a line cut short by a kill are dropped), atomically. Returns the rows dropped."""
+    if not path.is_file():
+        return 0
+    kept, dropped = [], 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+            keep = row["step"] < step or (row["step"] == step and not str(row["split"]).startswith("final_"))
+        except (ValueError, KeyError, TypeError):
+            keep = False
+        if keep:
+            kept.append(line + "\n")
+        else:
+            dropped += 1
+    if dropped:
+        write_file_atomically(path, "".join(kept))
+    return dropped
+
+
+# ======================================================================================================================
+# 6. Batches
+# ======================================================================================================================
+def batch_stream(sampler: TokenBatchSampler, progress: TrainingProgress):
+    """This rank's batches, epoch after epoch, starting at the position stored in `progress`. Yields
+    (epoch, index_in_epoch, batch_indices)."""
+    epoch, start = progress.epoch, progress.batch_in_epoch
+    while True:
+        batches = sampler.batches(epoch)
+        for index in range(start, len(batches)):
+            yield epoch, index, batches[index]
+        epoch, start = epoch + 1, 0
+
+
+def collate(dataset, indices, collator, device) -> dict:
+    features = dataset.select_columns(["input_ids", "attention_mask", "labels"])[indices]
+    rows = [dict(zip(features, values, strict=True)) for values in zip(*features.values(), strict=True)]
+    batch = collator(rows)
+    return {key: value.to(device) for key, value in batch.items()}
+
+
+# ======================================================================================================================
+# 7. Evaluation
+# ======================================================================================================================
+@torch.no_grad()
+def run_evaluation(
+    args, accelerator, model, dataset, raw_split, tokenizer, collator, *, max_samples=None, generate=True
+):
+    """Validation loss (label-smoothed, per target token) and perplexity; BLEU and chrF of beam-search translations
+    against the raw references. Work is split across processes and gathered by example index."""
+    from accelerate.utils import gather_object
+
+    from vaswani.metrics import load_metric
+
+    unwrapped = accelerator.unwrap_model(model)
+    was_training = unwrapped.training
+    unwrapped.eval()
+    indices = list(range(len(dataset) if max_samples is None else min(max_samples, len(dataset))))
+    subset = dataset.select(indices)
+    budget = args.eval_max_tokens or args.max_tokens
+    sampler = TokenBatchSampler(
+        subset["source_length"], subset["target_length"], budget, shuffle=False,
+        num_replicas=accelerator.num_processes, rank=accelerator.process_index, even_batches=False,
+        oversized_alone=True,  # held-out pairs are never filtered: one longer than the budget is scored on its own
+    )  # fmt: skip
+    loss_sum = torch.zeros((), dtype=torch.float64, device=accelerator.device)
+    nll_sum = torch.zeros((), dtype=torch.float64, device=accelerator.device)
+    tokens = torch.zeros((), dtype=torch.float64, device=accelerator.device)
+    predictions = []
+    for batch_indices in sampler.batches(0):
+        batch = collate(subset, batch_indices, collator, accelerator.device)
+        with accelerator.autocast():
+            out = unwrapped(**batch)
+        mask = batch["labels"] != -100
+        count = mask.sum()
+        loss_sum += out.loss.double() * count
+        nll_sum += torch.nn.functional.cross_entropy(
+            out.logits.float()[mask], batch["labels"][mask], reduction="sum"
+        ).double()
+        tokens += count
+        if generate:
+            with accelerator.autocast():
+                generated = unwrapped.generate(
+                    input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                    num_beams=args.num_beams, length_penalty=args.length_penalty,
+                )  # fmt: skip
+            texts = tokenizer.batch_decode(generated, skip_special_tokens=True)
+            predictions.extend(zip((indices[i] for i in batch_indices), texts, strict=True))
+    totals = accelerator.reduce(torch.stack([loss_sum, nll_sum, tokens]), reduction="sum")
+    results = {"loss": (totals[0] / totals[2]).item(), "nll": (totals[1] / totals[2]).item()}
+    results["ppl"] = math.exp(min(results["nll"], 50.0))
+    if generate:
+        gathered = sorted(gather_object(predictions))
+        hypotheses = [text for _, text in gathered]
+        references = [raw_split[i]["translation"][args.target_lang] for i, _ in gathered]
+        if accelerator.is_main_process:
+            bleu = load_metric("sacrebleu").compute(predictions=hypotheses, references=[[r] for r in references])
+            chrf = load_metric("chrf").compute(predictions=hypotheses, references=[[r] for r in references])
+            results.update(bleu=bleu["score"], chrf=chrf["score"], bleu_signature=bleu["signature"],
+                           chrf_signature=chrf["signature"])  # fmt: skip
+        results["examples"] = [
+            {"source": raw_split[i]["translation"][args.source_lang], "reference": ref, "translation": hyp}
+            for (i, hyp), ref in zip(gathered[: args.num_examples], references, strict=False)
+        ]
+    unwrapped.train(was_training)
+    return results
+
+
+def log_evaluation(split: str, results: dict, step: int) -> None:
+    scores = ", ".join(
+        f"{k} {results[k]:.2f}" for k in ("bleu", "chrf", "loss", "ppl") if isinstance(results.get(k), float)
+    )
+    logger.info("%s @ step %d: %s", split, step, scores)
+    for example in results.get("examples", []):
+        logger.info("  source:      %s", example["source"])
+        logger.info("  reference:   %s", example["reference"])
+        logger.info("  translation: %s", example["translation"])
+
+
+# ======================================================================================================================
+# 8. Main
+# ======================================================================================================================
+def main(argv: list[str] | None = None, prog: str | None = None) -> dict:
+    """One training run, from options to the saved model; returns its results (what results.json holds)."""
+    args = parse_args(argv, prog)
+    accelerator, ddp_kwargs, precision_reason = create_accelerator(args)
+    setup_logging(accelerator)
+    logger.info("Mixed precision: %s (%s)", accelerator.mixed_precision, precision_reason)
+    if accelerator.is_main_process:
+        recover_model_folder(args.output_dir)  # finish (or undo) a final save that a kill interrupted
+    accelerator.wait_for_everyone()
+    output_dir, resume_checkpoint = prepare_output_dir(args)
+    from accelerate.utils import set_seed
+    from transformers import DataCollatorForSeq2Seq
+
+    set_seed(args.seed)  # identical initial weights on every process
+
+    # -- data, tokenizer, model (all checks happen here, before training) -------------------------------------------
+    config = resolve_model_config(args)
+    raw, report = load_data(args, accelerator)
+    logger.info("Data:\n%s", report.summary())
+    tokenizer = get_tokenizer(args, raw, output_dir, accelerator, config)
+    model = build_model(args, config, tokenizer)
+    if model.uses_layerdrop and accelerator.num_processes > 1:
+        if args.gradient_checkpointing:
+            raise UsageError("LayerDrop with gradient checkpointing fails under DDP; turn one of them off.")
+        ddp_kwargs.find_unused_parameters = True  # skipped layers get no gradient (every rank skips the same ones)
+    tokenized = tokenize_splits(args, raw, tokenizer, accelerator)
+    accelerator.wait_for_everyone()  # every process has its tokenizer: the staged one may move now
+    if accelerator.is_main_process and resume_checkpoint is None:
+        start_new_run(args, output_dir)  # every check has passed: only now is anything replaced
+    accelerator.wait_for_everyone()
+
+    train = tokenized["train"]
+    sampler = TokenBatchSampler(
+        train["source_length"], train["target_length"], args.max_tokens, shuffle=True, seed=args.seed,
+        num_replicas=accelerator.num_processes, rank=accelerator.process_index, max_sentences=args.max_sentences,
+    )  # fmt: skip
+    updates_per_epoch = max(len(sampler) // args.gradient_accumulation_steps, 1)
+    max_steps = args.max_train_steps or math.ceil(args.num_train_epochs * updates_per_epoch)
+    logger.info(
+        "Training %d pairs in %d batches/epoch/process (padding efficiency %.1f%%), %d updates, %d processes",
+        len(train), len(sampler), 100 * padding_efficiency(sampler.batches(0), train["source_length"],
+                                                            train["target_length"]), max_steps,
+        accelerator.num_processes,
+    )  # fmt: skip
+    collator = DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)
+
+    # -- optimizer, schedules ---------------------------------------------------------------------------------------
+    optimizer = build_optimizer(args, model, accelerator.device.type)
+    try:
+        lr_scheduler = build_lr_scheduler(
+            args.lr_scheduler, optimizer, warmup_steps=args.warmup_steps, total_steps=max_steps,
+            d_model=model.config.d_model, learning_rate=args.learning_rate, factor=args.lr_factor,
+        )  # fmt: skip
+        drophead = (
+            DropHeadScheduler(model, args.drophead_p_start, args.drophead_p_end, args.warmup_steps, max_steps,
+                              kinds=args.drophead_kinds)
+            if args.drophead_p_start is not None else None
+        )  # fmt: skip
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    model, optimizer = accelerator.prepare(model, optimizer)
+    unwrapped = accelerator.unwrap_model(model)
+
+    progress = TrainingProgress()
+    training = TrainingState(accelerator, unwrapped, optimizer, lr_scheduler, drophead, progress, max_steps)
+    manager = CheckpointManager(
+        output_dir / "checkpoints", keep_last=max(args.keep_checkpoints, args.average_checkpoints, 1)
+    )
+    if accelerator.is_main_process:
+        manager.remove_incomplete()  # leftovers of a save that was killed
+    accelerator.wait_for_everyone()
+    if resume_checkpoint is not None:
+        path = resume_checkpoint
+        if accelerator.is_main_process:
+            for moved in manager.set_aside_newer(path):
+                logger.warning("Resuming from an older checkpoint: moved the later %s aside to %s", moved.name, moved)
+        accelerator.wait_for_everyone()
+        load_checkpoint(accelerator, path, training)
+        if accelerator.is_main_process:
+            dropped = truncate_metrics(output_dir / "metrics.jsonl", progress.step)
+            if dropped:
+                logger.info(
+                    "Dropped %d metrics.jsonl rows logged after step %d (the checkpoint)", dropped, progress.step
+                )
+        accelerator.wait_for_everyone()
+        logger.info(
+            "Resumed from %s at step %d (epoch %d, batch %d)",
+            path,
+            progress.step,
+            progress.epoch,
+            progress.batch_in_epoch,
+        )
+    rules = StoppingRules(output_dir, args.max_train_minutes, args.early_stopping_patience, args.metric_for_best)
+    if accelerator.is_main_process and resume_checkpoint is not None:
+        logger.info("Time budget and early stopping: %s", rules.restore(resume_checkpoint))
+    experiment = {k: v for k, v in vars(args).items() if isinstance(v, (int, float, str, bool))}
+    accelerator.init_trackers("vaswani", config=experiment)
+    metrics = MetricsLog(accelerator, output_dir / "metrics.jsonl")
+
+    # -- training loop --------------------------------------------------------------------------------------------
+    from tqdm.auto import tqdm
+
+    bar = tqdm(
+        total=max_steps, initial=progress.step, disable=not accelerator.is_local_main_process, desc="Training",
+        mininterval=0.1 if sys.stderr.isatty() else 30,  # a log file gets a line every 30 s, a terminal a live bar
+    )  # fmt: skip
+    stream = batch_stream(sampler, progress)
+    window_loss = torch.zeros((), dtype=torch.float64, device=accelerator.device)
+    window_tokens = torch.zeros((), dtype=torch.float64, device=accelerator.device)
+    window_start, last_save = time.perf_counter(), time.monotonic()
+    invocation_start, start_step = time.monotonic(), progress.step
+    finish_early = None  # why the run ends before max_steps and still finishes (time budget, early stopping)
+    model.train()
+    while progress.step < max_steps:
+        step_start = time.perf_counter()
+        group = [next(stream) for _ in range(args.gradient_accumulation_steps)]
+        micro_batches = [collate(train, indices, collator, accelerator.device) for _, _, indices in group]
+        # Normalise by the real target tokens of the whole update (all micro-batches, all processes): each micro-batch
+        # contributes its token sum / N. DDP averages over processes and `accelerator.backward` divides by the
+        # accumulation steps, so the divisor handed to the model is N / (processes * accumulation steps).
+        local_tokens = sum(int((b["labels"] != -100).sum()) for b in micro_batches)
+        global_tokens = accelerator.reduce(torch.tensor(local_tokens, device=accelerator.device), "sum").item()
+        divisor = global_tokens / (accelerator.num_processes * args.gradient_accumulation_steps)
+        for batch in micro_batches:
+            with accelerator.accumulate(model):
+                loss = model(**batch, num_items_in_batch=divisor).loss
+                accelerator.backward(loss)
+                window_loss += loss.detach().double() * divisor  # this micro-batch's token-loss sum
+                if accelerator.sync_gradients and args.max_grad_norm > 0:
+                    accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+                optimizer.step()
+                optimizer.zero_grad()
+        if not accelerator.optimizer_step_was_skipped:
+            lr_scheduler.step()
+        progress.step += 1
+        progress.epoch, progress.batch_in_epoch = group[-1][0], group[-1][1] + 1
+        progress.target_tokens += global_tokens
+        progress.train_seconds += time.perf_counter() - step_start
+        window_tokens += local_tokens
+        if drophead is not None:
+            drophead.step()
+        bar.update(1)
+
+        if args.logging_steps and progress.step % args.logging_steps == 0:
+            totals = accelerator.reduce(torch.stack([window_loss, window_tokens]), "sum")
+            elapsed = time.perf_counter() - window_start
+            values = {
+                "loss": (totals[0] / totals[1]).item(), "lr": lr_scheduler.get_last_lr()[0],
+                "target_tokens_per_second": totals[1].item() / elapsed, "epoch": progress.epoch,
+            }  # fmt: skip
+            bar.set_postfix(loss=f"{values['loss']:.3f}", lr=f"{values['lr']:.2e}")
+            metrics("train", progress.step, values)
+            window_loss.zero_()
+            window_tokens.zero_()
+            window_start = time.perf_counter()
+
+        if args.eval_steps and progress.step % args.eval_steps == 0 and progress.step < max_steps:
+            results = run_evaluation(args, accelerator, model, tokenized["validation"], raw["validation"], tokenizer, collator,
+                               max_samples=args.max_eval_samples)  # fmt: skip
+            metrics("validation", progress.step, {k: v for k, v in results.items() if k != "examples"})
+            log_evaluation("validation", results, progress.step)
+            evaluated_now = True
+            early_stop = accelerator.is_main_process and rules.evaluated(progress.step, results)
+        else:
+            evaluated_now = early_stop = False
+
+        due_by_steps = args.checkpoint_steps and progress.step % args.checkpoint_steps == 0
+        due_by_time = time.monotonic() - last_save >= 60 * args.checkpoint_minutes
+        stop = (args.stop_after_steps and progress.step - start_step >= args.stop_after_steps) or (
+            args.stop_after_minutes and time.monotonic() - invocation_start >= 60 * args.stop_after_minutes
+        )
+        budget_spent = rules.budget_spent(time.monotonic() - invocation_start)
+        stop, due_by_time, budget_spent, early_stop = _main_process_decides(
+            accelerator, bool(stop), due_by_time, budget_spent, early_stop
+        )
+        due_by_rules = budget_spent or early_stop or (evaluated_now and rules.stopper is not None)
+        if progress.step == max_steps or due_by_steps or due_by_time or stop or due_by_rules:
+            loop_seconds = time.monotonic() - invocation_start
+            path = save_checkpoint(accelerator, manager, model, training,
+                                   functools.partial(rules.write_state, loop_seconds=loop_seconds))  # fmt: skip
+            last_save = time.monotonic()
+            if accelerator.is_main_process:
+                rules.saved(path, progress.step)
+            accelerator.wait_for_everyone()
+        if (budget_spent or early_stop) and progress.step < max_steps:
+            finish_early = "time budget spent" if budget_spent else f"early stopping ({rules.stopper.metric})"
+            logger.info("Finishing at update %d of %d: %s", progress.step, max_steps, finish_early)
+            break
+        if stop and progress.step < max_steps:
+            bar.close()
+            logger.info("Stopped at update %d of %d; continue with --resume_from_checkpoint latest", progress.step,
+                        max_steps)  # fmt: skip
+            accelerator.end_training()
+            return {"step": progress.step, "stopped_early": True}
+    bar.close()
+
+    # -- the final model: average the last checkpoints, evaluate, save -------------------------------------------------
+    accelerator.wait_for_everyone()
+    checkpoints = manager.checkpoints()[-args.average_checkpoints :] if args.average_checkpoints > 1 else []
+    around_best = rules.final_checkpoints(manager.checkpoints(), args.average_checkpoints)
+    if around_best is not None:
+        checkpoints = around_best
+        logger.info("Early stopping: the final model averages %s (best %s %.2f at step %d)",
+                    ", ".join(p.name for p in checkpoints), rules.stopper.metric, rules.stopper.best_value or 0.0,
+                    rules.stopper.best_step or 0)  # fmt: skip
+        average_into_model(unwrapped, checkpoints)
+    elif len(checkpoints) > 1:
+        logger.info("Averaging the last %d checkpoints: %s", len(checkpoints), ", ".join(p.name for p in checkpoints))
+        average_into_model(unwrapped, checkpoints)
+    final = {"step": progress.step, "averaged_checkpoints": [p.name for p in checkpoints], "target_tokens":
+             progress.target_tokens, "train_seconds": progress.train_seconds}  # fmt: skip
+    if finish_early:
+        final["finished_early"] = finish_early
+    if rules.stopper is not None:
+        final["early_stopping"] = rules.stopper.state_dict()
+    for split in ("validation", "test"):
+        if split in tokenized:
+            results = run_evaluation(args, accelerator, model, tokenized[split], raw[split], tokenizer, collator,
+                               max_samples=args.max_eval_samples if split == "validation" else None)  # fmt: skip
+            metrics(f"final_{split}", progress.step, {k: v for k, v in results.items() if k != "examples"})
+            log_evaluation(f"final {split}", results, progress.step)
+            final[split] = results
+    if accelerator.is_main_process:
+
+        def write(folder: Path) -> None:
+            unwrapped.save_pretrained(folder)
+            tokenizer.save_pretrained(folder)
+            (folder / "results.json").write_text(json.dumps(final, indent=2, ensure_ascii=False))
+            write_model_card(folder, args=vars(args), results=final, config=unwrapped.config)
+
+        # a kill leaves the previous content or the complete new model; checkpoints/, metrics.jsonl etc. are kept
+        write_model_folder(output_dir, write, replace=True)
+        logger.info("Saved the final model to %s", output_dir)
+        logger.info("Translate with it: echo 'Your sentence.' | vaswani translate --model %s", output_dir)
+    accelerator.wait_for_everyone()
+    if args.push_to_hub and accelerator.is_main_process:
+        from vaswani.hub import push_model_folder
+
+        try:
+            url = push_model_folder(output_dir, args.hub_model_id)
+            logger.info("Pushed to %s", url)
+        except PushError as exc:  # the trained model is safe on disk: say how to retry
+            logger.error("Could not push to the Hub: %s. The model is saved in %s; retry with: vaswani push --model %s "
+                         "--repo_id %s", exc, output_dir, output_dir, args.hub_model_id)  # fmt: skip
+            final["push_error"] = str(exc)
+    accelerator.end_training()
+    return final
+
+
+def _main_process_decides(accelerator, *flags: bool) -> tuple[bool, ...]:
+    """The main process's time-based decisions, for every process: all must save (or stop) at the same step."""
+    if accelerator.num_processes == 1:
+        return flags
+    from accelerate.utils import broadcast
+
+    decided = broadcast(torch.tensor([int(f) for f in flags], device=accelerator.device))
+    return tuple(bool(v) for v in decided.tolist())
+
+
+def run(argv: list[str] | None = None, prog: str | None = None) -> int:
+    """A training run from the command line: exit status 0, 1 when only the final upload to the Hub failed (the model
+    is saved), 2 with `error: ...` for a user mistake (`vaswani.errors.run_command`)."""
+    return run_command(lambda: 1 if main(argv, prog).get("push_error") else 0)
