@@ -17,7 +17,7 @@ subclass, `VaswaniConverter`. How each part of the model maps (Sections refer to
 - LayerNorm maps one to one. ScaleNorm `g * x / max(||x||, eps)` maps onto CTranslate2's RMSNorm
   `gamma * x / sqrt(mean(x^2) + eps')`: mean(x^2) = ||x||^2 / d, so with gamma = g / sqrt(d) (one value repeated d
   times) and eps' = eps^2 / d, RMSNorm computes g * x / sqrt(||x||^2 + eps^2). That equals ScaleNorm up to a
-  relative difference of (eps / ||x||)^2 / 2: below float32 resolution once ||x|| > 100 * eps (1e-3 with the
+  relative difference of (eps / ||x||)^2 / 2: below float32 resolution (6e-8) once ||x|| > 3000 * eps (0.03 with the
   default eps = 1e-5), i.e. for every activation a trained model produces; the two differ only for vectors of norm
   near eps (by 1 / sqrt(2) at ||x|| = eps), where ScaleNorm clamps. `tests/test_ctranslate2.py` checks this
   numerically, and that the exported models compute the same log-probabilities. CTranslate2 has one epsilon per
