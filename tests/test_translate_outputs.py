@@ -197,3 +197,14 @@ def test_bfloat16_runs_under_autocast_and_keeps_the_translations(model_folder, s
     assert seen and set(seen) == {torch.bfloat16}
     fp32 = run(model_folder, source, tmp_path)
     assert sum(a == b for a, b in zip(bf16, fp32, strict=True)) >= len(SENTENCES) - 1
+
+
+def test_paper_decoding_on_ctranslate2_says_what_differs(model_folder, source, tmp_path, caplog):
+    pytest.importorskip("ctranslate2")
+    from vaswani.ctranslate2_export import export_ctranslate2
+
+    exported = export_ctranslate2(model_folder, tmp_path / "ct2")
+    with caplog.at_level("WARNING", logger="vaswani.backends"):
+        lines = run(exported, source, tmp_path, "--paper_decoding", "--num_beams", "1")
+    assert "CTranslate2 has no GNMT length penalty" in caplog.text
+    assert lines == run(model_folder, source, tmp_path, "--paper_decoding", "--num_beams", "1")  # greedy: the same
