@@ -1,7 +1,10 @@
-"""The `vaswani` command line: translate, push, average, prune, card.
+"""The `vaswani` command line: translate, export, push, average, prune, card.
 
     vaswani translate --model DIR [--input FILE] [--output FILE] [--num_beams 4] [--length_penalty 0.6]
                       [--max_new_tokens N] [--paper_decoding] [--device auto] [--batch_tokens 4096]
+                      [--backend auto|torch|ctranslate2] [--dtype float32|bfloat16|float16]
+                      [--nbest N] [--scores] [--alignment] [--format text|jsonl]
+    vaswani export    --model DIR --output OUT --format ctranslate2 [--quantization int8|int8_float32|int16|...]
     vaswani push      --model DIR --repo_id OWNER/NAME [--private] [--commit_message TEXT]
     vaswani average   --run_dir DIR --last 5 --output_dir OUT        (or --checkpoints CKPT ... --model DIR)
     vaswani prune     --model DIR --output_dir OUT --every_other 0.5  (or --encoder_layers_to_keep 0,2,4 ...)
@@ -17,6 +20,14 @@ order to stdout or `--output`, one per line: an empty line gives an empty line, 
 translation becomes a space. Sentences are batched by length; a progress bar on stderr follows `--input` files.
 Inputs longer than `--max_source_length` tokens (default: the model's max_position_embeddings) are truncated, with a
 warning naming the line numbers. See `vaswani.translate`.
+
+`--nbest N`, `--scores`, `--alignment` and `--format jsonl` print n-best lists, model scores and word alignments
+(see `vaswani.translate.format_hypotheses` for the line formats and `vaswani.backends` for what scores and alignments
+are). `--backend` picks PyTorch or CTranslate2 (by default: CTranslate2 for an exported folder), `--dtype` the
+compute type.
+
+`export --format ctranslate2` converts a model folder into a CTranslate2 folder with the tokenizer, optionally with
+quantized weights (`--quantization int8`); see `vaswani.ctranslate2_export`.
 
 `push` uploads a model folder (weights, config, generation config, tokenizer, modeling code for
 `trust_remote_code`, training record and our model card) to the Hub in one commit; see `vaswani.hub`.
@@ -38,6 +49,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from vaswani.backends import BACKENDS, DTYPES
 from vaswani.checkpoints import (
     TOKENIZER_FILE_PATTERNS,
     add_average_arguments,
@@ -46,6 +58,7 @@ from vaswani.checkpoints import (
     run_average,
     write_file_atomically,
 )
+from vaswani.ctranslate2_export import QUANTIZATIONS
 from vaswani.errors import UsageError, run_command
 from vaswani.model_folder import (
     ModelFolderError,
@@ -57,6 +70,9 @@ from vaswani.model_folder import (
     load_model_folder,
     write_model_folder,
 )
+from vaswani.translate import OUTPUT_FORMATS
+
+EXPORT_FORMATS = ("ctranslate2",)
 
 PROG = "vaswani"
 TRAIN_HELP = "train a model with the paper's recipe (the same as train.py)"
@@ -71,14 +87,19 @@ def run_translate(args: argparse.Namespace) -> int:
     from transformers.utils import logging as hf_logging
 
     from vaswani.textfiles import count_lines
-    from vaswani.translate import Translator, one_line, read_lines, translate_lines
+    from vaswani.translate import Translator
 
     if args.input is not None and not args.input.is_file():
         raise UsageError(f"no such input file: {args.input}")
-    _check_output_file(args.output, inputs=[args.input])
+    _check_output_file(args.output, inputs=[args.input], model=Path(args.model))
     hf_logging.disable_progress_bar()  # no "Loading weights" bar: the progress bar on stderr is ours
+    if args.nbest > args.num_beams:
+        raise UsageError(f"--nbest {args.nbest} needs at least as many beams: add --num_beams {args.nbest}")
     translator = Translator(args.model, device=args.device, max_source_length=args.max_source_length,
-                            trust_remote_code=args.trust_remote_code)  # fmt: skip
+                            trust_remote_code=args.trust_remote_code, backend=args.backend,
+                            dtype=args.dtype)  # fmt: skip
+    # n-best lists, scores, alignments or JSON lines: the formatted output of `format_hypotheses`
+    detailed = args.nbest > 1 or args.scores or args.alignment or args.format == "jsonl"
 
     show_progress = args.input is not None and not args.no_progress
     bar = tqdm(total=count_lines(args.input) if show_progress else None, unit="line", file=sys.stderr,
@@ -92,6 +113,16 @@ def run_translate(args: argparse.Namespace) -> int:
 
     # The input is decoded line by line (an error names the line); the output goes to a temporary file renamed
     # when complete, so an error or a kill never leaves a half-written --output.
+    try:
+        _translate_stream(args, translator, bar, warn_truncated, detailed)
+    finally:
+        bar.close()  # first, so that an `error: ...` starts a line of its own
+    return 0
+
+
+def _translate_stream(args: argparse.Namespace, translator, bar, warn_truncated, detailed: bool) -> None:
+    from vaswani.translate import format_hypotheses, one_line, read_lines, translate_lines
+
     with _open_input(args.input) as source, _open_output(args.output) as sink:
         translations = translate_lines(
             translator,
@@ -104,11 +135,16 @@ def run_translate(args: argparse.Namespace) -> int:
             max_new_tokens=args.max_new_tokens,
             paper_decoding=args.paper_decoding,
             batch_tokens=args.batch_tokens,
-        )
-        for translation in translations:
-            sink.write(one_line(translation) + "\n")
-    bar.close()
-    return 0
+            **({"hypotheses": True, "nbest": args.nbest, "scores": args.scores, "alignment": args.alignment}
+               if detailed else {}),
+        )  # fmt: skip
+        for index, translation in enumerate(translations):
+            if detailed:
+                for line in format_hypotheses(index, translation, args.format, scores=args.scores,
+                                              alignment=args.alignment):  # fmt: skip
+                    sink.write(line + "\n")
+            else:
+                sink.write(one_line(translation) + "\n")
 
 
 @contextmanager
@@ -138,8 +174,9 @@ def _open_output(path: Path | None) -> Iterator[io.TextIOBase]:
         stream.detach()  # leave sys.stdout open
 
 
-def _check_output_file(path: Path | None, inputs: list[Path | None]) -> None:
-    """An output file must go into an existing folder and must not be one of the inputs (it would be emptied)."""
+def _check_output_file(path: Path | None, inputs: list[Path | None], model: Path) -> None:
+    """An output file must go into an existing folder and must not be one of the inputs (it would be emptied) nor a
+    file of the model folder."""
     if path is None:
         return
     if not path.parent.is_dir():
@@ -151,6 +188,26 @@ def _check_output_file(path: Path | None, inputs: list[Path | None]) -> None:
             raise UsageError(
                 f"--output {path} is the input file {source}: writing it would destroy the input; give another file"
             )
+    if path.exists() and model.is_dir() and path.resolve().is_relative_to(model.resolve()):
+        raise UsageError(f"--output {path} is a file of the model folder {model}: writing it would destroy the model; "
+                         "give another file")  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# export
+# ----------------------------------------------------------------------------------------------------------------
+def run_export(args: argparse.Namespace) -> int:
+    from vaswani.ctranslate2_export import ExportError, export_ctranslate2
+
+    if args.output.exists() and args.output.resolve() == args.model.resolve():
+        raise UsageError("--output must be a new folder, not the model folder itself")
+    try:
+        output = export_ctranslate2(args.model, args.output, quantization=args.quantization)
+    except ExportError as error:
+        raise UsageError(str(error)) from None
+    print(f"wrote the CTranslate2 model ({args.quantization}) to {output}; translate with: vaswani translate "
+          f"--model {output}")  # fmt: skip
+    return 0
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -302,6 +359,49 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         help="lines read, sorted by length and translated at a time",
     )  # fmt: skip
     translate.add_argument("--no_progress", action="store_true", help="no progress bar for --input files")
+    translate.add_argument(
+        "--backend", choices=BACKENDS, default="auto",
+        help="auto: CTranslate2 for a folder written by `vaswani export --format ctranslate2`, PyTorch otherwise",
+    )  # fmt: skip
+    translate.add_argument(
+        "--dtype", choices=DTYPES, default="float32",
+        help="compute type: bfloat16/float16 run PyTorch under autocast and CTranslate2 in that type; refused where "
+             "the device has no native support (on CPU: bfloat16 needs AVX512-BF16 or AMX)",
+    )  # fmt: skip
+    translate.add_argument(
+        "--nbest", type=positive_int, default=1, metavar="N",
+        help="print the N best translations of each line (needs --num_beams >= N), as `LINE ||| TRANSLATION` lines",
+    )  # fmt: skip
+    translate.add_argument(
+        "--scores", action="store_true",
+        help="add each translation's score: sum of token log-probabilities / length ** length_penalty "
+             "(`LINE ||| TRANSLATION ||| SCORE`)",
+    )  # fmt: skip
+    translate.add_argument(
+        "--alignment", action="store_true",
+        help="add word alignments `i-j` (source word i, target word j, from 0) from the last decoder layer's "
+             "encoder-decoder attention averaged over heads (each target subword -> its most attended source subword)",
+    )  # fmt: skip
+    translate.add_argument(
+        "--format", choices=OUTPUT_FORMATS, default="text",
+        help="text (one line per translation, or ` ||| `-separated fields with --nbest/--scores/--alignment) or "
+             "jsonl (one JSON object per input line: {line, hypotheses: [{text, score, alignment}]})",
+    )  # fmt: skip
+
+    export = commands.add_parser(
+        "export", allow_abbrev=False, help="export a model folder for a fast inference engine (CTranslate2)",
+        description="Convert a model folder into a CTranslate2 model folder (with the tokenizer), which `vaswani "
+                    "translate --model OUT` runs with CTranslate2. Needs pip install \"vaswani[ct2]\".",
+    )  # fmt: skip
+    export.set_defaults(run=run_export)
+    export.add_argument("--model", required=True, type=Path, metavar="DIR", help="the model folder")
+    export.add_argument("--output", required=True, type=Path, metavar="OUT", help="the new folder to write")
+    export.add_argument("--format", choices=EXPORT_FORMATS, default="ctranslate2", help="ctranslate2 (the only one)")
+    export.add_argument(
+        "--quantization", choices=QUANTIZATIONS, default="float32",
+        help="weight type of the export: int8 (8-bit weights, float32 elsewhere: the fastest on CPU), int8_float32, "
+             "int16, float16, bfloat16, float32",
+    )  # fmt: skip
 
     push = commands.add_parser(
         "push", allow_abbrev=False, help="upload a model folder to the Hugging Face Hub with its model card",

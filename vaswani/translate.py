@@ -27,16 +27,27 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vaswani.errors import UserError
-from vaswani.model_folder import ModelFolderError, check_model_folder, load_model_folder
+from vaswani.model_folder import ModelFolderError, check_model_folder, load_model_folder, load_tokenizer
 
 if TYPE_CHECKING:
-    import torch
+    from vaswani.backends import Hypothesis
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Translation:
+    """One translation of a sentence: its text, its model score (None unless asked for) and its word alignments,
+    (source word, target word) pairs counted from 0 (None unless asked for). See `vaswani.backends`."""
+
+    text: str
+    score: float | None = None
+    alignment: list[tuple[int, int]] | None = None
 
 
 class TranslateError(UserError):
@@ -62,6 +73,28 @@ def resolve_device(device: str) -> str:
     return device
 
 
+def _choose_backend(model: str | Path, backend: str) -> str:
+    """ "torch" or "ctranslate2": "auto" picks CTranslate2 for a folder written by `vaswani export --format
+    ctranslate2` and PyTorch otherwise; a forced backend must fit the folder."""
+    from vaswani.backends import BACKENDS
+    from vaswani.ctranslate2_export import is_ctranslate2_folder
+
+    if backend not in BACKENDS:
+        raise TranslateError(f"unknown backend {backend!r}: use one of {', '.join(BACKENDS)}")
+    exported = is_ctranslate2_folder(model)
+    if backend == "torch" and exported:
+        raise TranslateError(
+            f"{model} is a CTranslate2 export: translate it with --backend ctranslate2 (or auto), or give the "
+            "PyTorch model folder it was exported from"
+        )
+    if backend == "ctranslate2" and not exported:
+        raise TranslateError(
+            f"{model} is not a CTranslate2 export: make one with vaswani export --model {model} --output OUT "
+            "--format ctranslate2, or use --backend torch"
+        )
+    return "ctranslate2" if exported else "torch"
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # The translator
 # ----------------------------------------------------------------------------------------------------------------
@@ -78,7 +111,14 @@ class Translator:
         max_source_length: int | None = None,
         *,
         trust_remote_code: bool = False,
+        backend: str = "auto",
+        dtype: str = "float32",
     ):
+        from vaswani.backends import TorchEngine
+
+        if _choose_backend(check_model_folder(model, need_weights=False), backend) == "ctranslate2":
+            self._init_ctranslate2(Path(model), device, max_source_length, dtype)
+            return
         self.folder = Path(model)
         self.device = resolve_device(device)
         # checked: a local folder, weights that fit config.json, a tokenizer that fits the model; the folder's own
@@ -89,10 +129,22 @@ class Translator:
         self.max_source_length = max_source_length or config.max_position_embeddings
         if self.max_source_length < 2:
             raise TranslateError(f"max_source_length={self.max_source_length}: use at least 2 (a token and EOS)")
-        # Learned positions end at the table; the decoder's start token takes position 0.
-        self._decoder_room = (
-            config.max_position_embeddings - 1 if config.position_embedding_type == "learned" else None
-        )
+        self.engine = TorchEngine(self.model, self.tokenizer, self.device, dtype)
+        self.backend = "torch"
+
+    def _init_ctranslate2(self, folder: Path, device: str, max_source_length: int | None, dtype: str) -> None:
+        """A folder written by `vaswani export --format ctranslate2`: CTranslate2 decodes, our tokenizer (saved in
+        the folder) encodes and decodes."""
+
+        from vaswani.backends import CTranslate2Engine
+
+        self.folder, self.model, self.backend = folder, None, "ctranslate2"
+        self.tokenizer = load_tokenizer(folder)  # checked: present, loadable, a real tokenizer
+        self.engine = CTranslate2Engine(folder, self.tokenizer, device, dtype)
+        self.device = self.engine.device
+        self.max_source_length = max_source_length or self.engine.positions
+        if self.max_source_length < 2:
+            raise TranslateError(f"max_source_length={self.max_source_length}: use at least 2 (a token and EOS)")
 
     def translate(
         self,
@@ -110,25 +162,54 @@ class Translator:
 
         `progress(n)` is called as n more sentences are done; `on_truncated(indices)` gets the (0-based) indices of
         the sentences that were truncated to `max_source_length` (default: a logged warning)."""
-        from modeling_vaswani.pipeline_vaswani import is_blank  # the pipeline's rule, so both agree
+        results = self.translate_hypotheses(sentences, num_beams, length_penalty, max_new_tokens, paper_decoding,
+                                            batch_tokens, progress=progress, on_truncated=on_truncated)  # fmt: skip
+        return [hypotheses[0].text if hypotheses else "" for hypotheses in results]
 
-        translations = [""] * len(sentences)
+    def translate_hypotheses(
+        self,
+        sentences: Sequence[str],
+        num_beams: int = 4,
+        length_penalty: float = 0.6,
+        max_new_tokens: int | None = None,
+        paper_decoding: bool = False,
+        batch_tokens: int = 4096,
+        *,
+        nbest: int = 1,
+        scores: bool = False,
+        alignment: bool = False,
+        progress: Callable[[int], None] | None = None,
+        on_truncated: Callable[[list[int]], None] | None = None,
+    ) -> list[list[Translation]]:
+        """The `nbest` best translations of each sentence (best first; an empty list for a blank sentence), with
+        their scores (`scores`) and word alignments (`alignment`): see `vaswani.backends` for what they are."""
+        from modeling_vaswani.pipeline_vaswani import is_blank  # the pipeline's rule, so both agree
+        from vaswani.backends import hard_alignment
+
+        if nbest > num_beams:
+            raise TranslateError(f"nbest={nbest} needs at least as many beams: use --num_beams {nbest} or more")
+        results: list[list[Translation]] = [[] for _ in sentences]
         todo = [index for index, sentence in enumerate(sentences) if not is_blank(sentence)]
         if progress is not None and len(todo) < len(sentences):
             progress(len(sentences) - len(todo))
         if not todo:
-            return translations
+            return results
         sources = self._encode([sentences[index] for index in todo], todo, on_truncated)
         for batch in self._batches(sources, batch_tokens):
-            output_ids = self._generate([sources[index] for index in batch], num_beams, length_penalty,
-                                        max_new_tokens, paper_decoding)  # fmt: skip
-            for index, text in zip(
-                batch, self.tokenizer.batch_decode(output_ids, skip_special_tokens=True), strict=True
-            ):
-                translations[index] = text
+            outputs = self._generate([sources[index] for index in batch], num_beams, length_penalty, max_new_tokens,
+                                     paper_decoding, nbest, scores, alignment)  # fmt: skip
+            for index, hypotheses in zip(batch, outputs, strict=True):
+                source_tokens = self.tokenizer.convert_ids_to_tokens(sources[index][:-1])  # without EOS
+                for hypothesis in hypotheses:
+                    text = self.tokenizer.decode(hypothesis.ids, skip_special_tokens=True)
+                    words = None
+                    if alignment:
+                        target_tokens = self.tokenizer.convert_ids_to_tokens(hypothesis.ids)
+                        words = hard_alignment(source_tokens, target_tokens, hypothesis.attention)
+                    results[index].append(Translation(text, hypothesis.score, words))
             if progress is not None:
                 progress(len(batch))
-        return translations
+        return results
 
     def _encode(
         self, texts: list[str], indices: list[int], on_truncated: Callable[[list[int]], None] | None
@@ -153,6 +234,16 @@ class Translator:
             for index, ids in zip(indices, encoded, strict=True)
         }
 
+    def _generate(
+        self, sources: list[list[int]], num_beams: int, length_penalty: float, max_new_tokens: int | None,
+        paper_decoding: bool, nbest: int = 1, scores: bool = False, alignment: bool = False,
+    ) -> list[list[Hypothesis]]:  # fmt: skip
+        """Decode one batch of token-id lists with the engine (PyTorch or CTranslate2)."""
+        return self.engine.generate(
+            sources, num_beams=num_beams, length_penalty=length_penalty, max_new_tokens=max_new_tokens,
+            paper_decoding=paper_decoding, num_hypotheses=nbest, return_scores=scores, return_attention=alignment,
+        )  # fmt: skip
+
     @staticmethod
     def _batches(sources: dict[int, list[int]], batch_tokens: int) -> Iterator[list[int]]:
         """Indices grouped longest first into batches of at most `batch_tokens` padded source tokens (a longer
@@ -167,40 +258,6 @@ class Translator:
             batch.append(index)
         if batch:
             yield batch
-
-    def _generate(
-        self, sources: list[list[int]], num_beams: int, length_penalty: float, max_new_tokens: int | None,
-        paper_decoding: bool,
-    ) -> torch.Tensor:  # fmt: skip
-        """Beam search on one batch of token-id lists; returns the output ids (B, T)."""
-        import torch
-
-        longest = max(len(ids) for ids in sources)
-        input_ids = torch.full((len(sources), longest), self.tokenizer.pad_token_id, dtype=torch.long)
-        attention_mask = torch.zeros_like(input_ids)
-        for row, ids in enumerate(sources):
-            input_ids[row, : len(ids)] = torch.tensor(ids)
-            attention_mask[row, : len(ids)] = 1
-        return self.model.generate(
-            input_ids=input_ids.to(self.device),
-            attention_mask=attention_mask.to(self.device),
-            num_beams=num_beams,
-            length_penalty=length_penalty,
-            paper_decoding=paper_decoding,
-            **self._length_limit(longest, max_new_tokens, paper_decoding),
-        )
-
-    def _length_limit(self, longest_source: int, max_new_tokens: int | None, paper_decoding: bool) -> dict:
-        """`generate()` length arguments: the user's `max_new_tokens`, else the model's own cap (source + 50), in
-        both cases kept inside a learned position table."""
-        room = self._decoder_room
-        if max_new_tokens is not None:
-            return {"max_new_tokens": max_new_tokens if room is None else min(max_new_tokens, room)}
-        if room is None:
-            return {}
-        if paper_decoding:  # per-sentence caps of source + 50, and never past the table
-            return {"max_length": room + 1}
-        return {"max_new_tokens": min(longest_source + self.model.MAX_NEW_TOKENS_OVER_SOURCE, room)}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -229,10 +286,13 @@ def translate_lines(
     buffer_lines: int = 10000,
     progress: Callable[[int], None] | None = None,
     on_truncated_lines: Callable[[list[int]], None] | None = None,
+    hypotheses: bool = False,
     **options,
-) -> Iterator[str]:
+) -> Iterator[str] | Iterator[list[Translation]]:
     """One translation per line, in order, reading `buffer_lines` lines at a time (length batching works within a
-    buffer). `on_truncated_lines` gets 1-based line numbers; `options` go to `Translator.translate`."""
+    buffer). `on_truncated_lines` gets 1-based line numbers; `options` go to `Translator.translate`, or, with
+    `hypotheses=True`, to `Translator.translate_hypotheses` (then each line gives its list of `Translation`s)."""
+    translate = translator.translate_hypotheses if hypotheses else translator.translate
     lines = iter(lines)
     first_line = 1
     while chunk := list(itertools.islice(lines, buffer_lines)):
@@ -245,8 +305,55 @@ def translate_lines(
                     "Lines %s were truncated (max_source_length).", ", ".join(str(first_line + i) for i in indices)
                 )
 
-        yield from translator.translate(chunk, progress=progress, on_truncated=on_truncated, **options)
+        yield from translate(chunk, progress=progress, on_truncated=on_truncated, **options)
         first_line += len(chunk)
+
+
+OUTPUT_FORMATS = ("text", "jsonl")
+
+
+def format_hypotheses(
+    index: int, translations: list[Translation], output_format: str = "text", *, scores: bool = False,
+    alignment: bool = False,
+) -> list[str]:  # fmt: skip
+    """The output lines of input line `index` (0-based) with its n-best `translations` (an empty list for a blank
+    line), for `--nbest`, `--scores`, `--alignment`:
+
+    - "text": one line per hypothesis, best first, fields joined by " ||| " as in Moses' and fairseq's n-best lists:
+      `INDEX ||| TRANSLATION`, then ` ||| SCORE` when scores were asked for and ` ||| ALIGNMENT` when alignments were
+      (`i-j` pairs: source word i, target word j, 0-based, space-separated); a blank input gives one line with empty
+      fields. Scores are printed with 6 decimals.
+    - "jsonl": one JSON object per input line: {"line": INDEX, "hypotheses": [{"text": ..., "score": ...,
+      "alignment": "0-0 1-2 ..."}, ...]} (score and alignment only when asked for).
+    """
+    if output_format not in OUTPUT_FORMATS:
+        raise TranslateError(f"unknown output format {output_format!r}: use one of {', '.join(OUTPUT_FORMATS)}")
+    if output_format == "jsonl":
+        import json
+
+        entries = []
+        for translation in translations:
+            entry = {"text": one_line(translation.text)}
+            if scores:
+                entry["score"] = translation.score
+            if alignment:
+                entry["alignment"] = format_alignment(translation.alignment or [])
+            entries.append(entry)
+        return [json.dumps({"line": index, "hypotheses": entries}, ensure_ascii=False)]
+    lines = []
+    for translation in translations or [Translation("")]:
+        fields = [str(index), one_line(translation.text)]
+        if scores:
+            fields.append("" if translation.score is None else f"{translation.score:.6f}")
+        if alignment:
+            fields.append(format_alignment(translation.alignment or []))
+        lines.append(" ||| ".join(fields))
+    return lines
+
+
+def format_alignment(pairs: list[tuple[int, int]]) -> str:
+    """Word alignments in the common `i-j` format (Pharaoh / fast_align / Marian): "0-0 1-2 2-1"."""
+    return " ".join(f"{i}-{j}" for i, j in pairs)
 
 
 def one_line(text: str) -> str:
@@ -255,9 +362,13 @@ def one_line(text: str) -> str:
 
 
 __all__ = [
+    "OUTPUT_FORMATS",
     "ModelFolderError",
     "TranslateError",
+    "Translation",
     "Translator",
+    "format_alignment",
+    "format_hypotheses",
     "check_model_folder",
     "one_line",
     "read_lines",

@@ -1,0 +1,351 @@
+"""The two decoding engines behind `vaswani translate`: PyTorch (`generate()`) and CTranslate2, with one interface.
+
+    engine.generate(sources, num_beams=4, length_penalty=0.6, max_new_tokens=None, paper_decoding=False,
+                    num_hypotheses=1, return_scores=False, return_attention=False) -> list[list[Hypothesis]]
+
+`sources` are token-id lists that end with EOS (as the tokenizer makes them); each sentence gets `num_hypotheses`
+hypotheses, best first. What a hypothesis holds:
+
+- `ids`: the output tokens, without the decoder start token, EOS and padding.
+- `score`: the score beam search ranks by: the sum of the token log-probabilities (EOS included) divided by
+  `length ** length_penalty`, length counting EOS (what transformers' `sequences_scores` and CTranslate2's
+  `return_scores` give, also for greedy search here); with `paper_decoding` on PyTorch, divided by GNMT's
+  `((5 + length) / 6) ** length_penalty` instead.
+- `attention`: one row per output token (EOS excluded) over the source tokens (EOS included): the encoder-decoder
+  attention of the LAST decoder layer, averaged over its heads, at the step that produced the token (fairseq's
+  `--print-alignment` and CTranslate2's `return_attention` with `alignment_heads` = all heads). PyTorch gets it from
+  one teacher-forced pass over the chosen hypotheses (eager attention), which gives the same probabilities as the
+  incremental decoding that produced them; CTranslate2 from its greedy search, or after a beam search from one
+  greedy pass forced along the hypotheses (`target_prefix`).
+
+Data types (`dtype`): "float32"; "bfloat16" and "float16" run PyTorch under `torch.autocast` (matrix products in the
+low precision, norms and softmax in float32) and CTranslate2 with that compute type. A dtype the device cannot run
+natively is refused with `TranslateError` (on CPU, bfloat16 needs AVX512-BF16 or AMX, float16 needs AMX-FP16;
+CTranslate2 reports its own list). Paper decoding on CTranslate2: CTranslate2 ranks by `length ** alpha` (it has no
+GNMT penalty) and caps a batch at its longest source + 50 rather than each sentence at its own; we log that once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vaswani.translate import TranslateError
+
+logger = logging.getLogger(__name__)
+
+BACKENDS = ("auto", "torch", "ctranslate2")
+DTYPES = ("float32", "bfloat16", "float16")
+WORD_START = "\u2581"  # "▁": the tokenizer's word-boundary mark (SentencePiece style)
+
+
+@dataclass
+class Hypothesis:
+    ids: list[int]
+    score: float | None = None
+    attention: list[list[float]] | None = field(default=None, repr=False)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Devices and data types
+# ----------------------------------------------------------------------------------------------------------------
+def check_dtype(dtype: str) -> str:
+    if dtype not in DTYPES:
+        raise TranslateError(f"unknown dtype {dtype!r}: use one of {', '.join(DTYPES)}")
+    return dtype
+
+
+def torch_dtype_supported(dtype: str, device: str) -> bool:
+    """Whether PyTorch runs `dtype` natively on `device`: bfloat16 as `vaswani.precision.native_bf16` says (the
+    check training uses too); float16 on every CUDA GPU, and on CPUs with AMX-FP16 (torch exposes that check only as
+    `torch.cpu._is_amx_fp16_supported`)."""
+    import torch
+
+    from vaswani.precision import native_bf16
+
+    device_type = torch.device(device).type
+    if dtype == "float32":
+        return True
+    if dtype == "bfloat16":
+        return native_bf16(device_type)
+    return device_type == "cuda" or bool(getattr(torch.cpu, "_is_amx_fp16_supported", lambda: False)())
+
+
+def _refuse_dtype(dtype: str, device: str, backend: str) -> TranslateError:
+    return TranslateError(
+        f"--dtype {dtype} cannot run natively on {device} with {backend} (this CPU lacks the instructions for it); "
+        "use --dtype float32, or a GPU / a CPU with AVX512-BF16 or AMX"
+    )
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# PyTorch
+# ----------------------------------------------------------------------------------------------------------------
+class TorchEngine:
+    """`model.generate()` on batches of token ids, under `torch.autocast` for bfloat16/float16."""
+
+    def __init__(self, model, tokenizer, device: str, dtype: str = "float32"):
+        import torch
+
+        self.model, self.tokenizer, self.device = model, tokenizer, device
+        self.dtype = check_dtype(dtype)
+        if not torch_dtype_supported(dtype, device):
+            raise _refuse_dtype(dtype, device, "PyTorch")
+        self.autocast_dtype = None if dtype == "float32" else getattr(torch, dtype)
+        config = model.config
+        # Learned positions end at the table; the decoder's start token takes position 0.
+        self.decoder_room = config.max_position_embeddings - 1 if config.position_embedding_type == "learned" else None
+        self.max_new_tokens_over_source = model.MAX_NEW_TOKENS_OVER_SOURCE
+
+    def _autocast(self):
+        import contextlib
+
+        import torch
+
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(torch.device(self.device).type, dtype=self.autocast_dtype)
+
+    def generate(self, sources: list[list[int]], *, num_beams: int = 4, length_penalty: float = 0.6,
+                 max_new_tokens: int | None = None, paper_decoding: bool = False, num_hypotheses: int = 1,
+                 return_scores: bool = False, return_attention: bool = False) -> list[list[Hypothesis]]:  # fmt: skip
+        import torch
+
+        input_ids, attention_mask = self._pad(sources)
+        with torch.inference_mode(), self._autocast():
+            output_ids = self.model.generate(
+                input_ids=input_ids, attention_mask=attention_mask, num_beams=num_beams,
+                length_penalty=length_penalty, paper_decoding=paper_decoding, num_return_sequences=num_hypotheses,
+                **self._length_limit(input_ids.shape[1], max_new_tokens, paper_decoding),
+            )  # fmt: skip  # (B * n, T)
+            scores = attention = None
+            if return_scores or return_attention:
+                scores, attention = self._rescore(input_ids, attention_mask, output_ids, num_hypotheses,
+                                                  length_penalty, paper_decoding, return_attention)  # fmt: skip
+        eos, pad = self.model.config.eos_token_id, self.model.config.pad_token_id
+        hypotheses = []
+        for row, ids in enumerate(output_ids[:, 1:].tolist()):
+            ids = _until(ids, {eos, pad})
+            hypothesis = Hypothesis(ids)
+            if scores is not None:
+                hypothesis.score = scores[row]
+            if return_attention:
+                source_length = int(attention_mask[row // num_hypotheses].sum())
+                hypothesis.attention = attention[row, : len(ids), :source_length].tolist()
+            hypotheses.append(hypothesis)
+        return [hypotheses[i : i + num_hypotheses] for i in range(0, len(hypotheses), num_hypotheses)]
+
+    def _pad(self, sources: list[list[int]]):
+        import torch
+
+        longest = max(len(ids) for ids in sources)
+        input_ids = torch.full((len(sources), longest), self.tokenizer.pad_token_id, dtype=torch.long)
+        attention_mask = torch.zeros_like(input_ids)
+        for row, ids in enumerate(sources):
+            input_ids[row, : len(ids)] = torch.tensor(ids)
+            attention_mask[row, : len(ids)] = 1
+        return input_ids.to(self.device), attention_mask.to(self.device)
+
+    def _length_limit(self, longest_source: int, max_new_tokens: int | None, paper_decoding: bool) -> dict:
+        """`generate()` length arguments: the user's `max_new_tokens`, else the model's own cap (source + 50), in
+        both cases kept inside a learned position table."""
+        room = self.decoder_room
+        if max_new_tokens is not None:
+            return {"max_new_tokens": max_new_tokens if room is None else min(max_new_tokens, room)}
+        if room is None:
+            return {}
+        if paper_decoding:  # per-sentence caps of source + 50, and never past the table
+            return {"max_length": room + 1}
+        return {"max_new_tokens": min(longest_source + self.max_new_tokens_over_source, room)}
+
+    def _rescore(self, input_ids, attention_mask, output_ids, num_hypotheses, length_penalty, paper_decoding,
+                 return_attention):  # fmt: skip
+        """One teacher-forced pass over the chosen hypotheses: their scores (see the module docstring) and the
+        last decoder layer's encoder-decoder attention averaged over heads, (B * n, T, S)."""
+        import torch
+
+        from modeling_vaswani.generation_vaswani import gnmt_length_penalty
+
+        config = self.model.config
+        if return_attention and self.model.config._attn_implementation != "eager":
+            self.model.set_attn_implementation("eager")  # attention probabilities need the eager kernel
+        repeat = torch.arange(input_ids.shape[0], device=input_ids.device).repeat_interleave(num_hypotheses)
+        decoder_input_ids = output_ids[:, :-1]  # (B * n, T): start token + all but the last output
+        labels = output_ids[:, 1:]  # (B * n, T)
+        valid = torch.ones_like(labels, dtype=torch.bool)
+        finished = torch.zeros(labels.shape[0], dtype=torch.bool, device=labels.device)
+        for t in range(labels.shape[1]):  # a token counts up to and including the first EOS
+            valid[:, t] = ~finished
+            finished |= labels[:, t] == config.eos_token_id
+        outputs = self.model(
+            input_ids=input_ids[repeat], attention_mask=attention_mask[repeat], decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=valid.long(), output_attentions=return_attention, use_cache=False,
+        )  # fmt: skip
+        log_probs = torch.log_softmax(outputs.logits.float(), dim=-1).gather(-1, labels[..., None]).squeeze(-1)
+        total = (log_probs * valid).sum(-1)  # (B * n,)
+        lengths = valid.sum(-1).float()
+        penalty = gnmt_length_penalty(lengths, length_penalty) if paper_decoding else lengths**length_penalty
+        attention = outputs.cross_attentions[-1].float().mean(dim=1) if return_attention else None  # (B * n, T, S)
+        return (total / penalty).tolist(), attention
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# CTranslate2
+# ----------------------------------------------------------------------------------------------------------------
+class CTranslate2Engine:
+    """A folder written by `vaswani export --format ctranslate2`, run by `ctranslate2.Translator`."""
+
+    def __init__(self, folder: Path, tokenizer, device: str = "auto", dtype: str = "float32",
+                 intra_threads: int | None = None):  # fmt: skip
+        from vaswani.ctranslate2_export import EXPORT_INFO_FILE, ExportError, import_ctranslate2
+
+        try:
+            ctranslate2 = import_ctranslate2()
+        except ExportError as error:
+            raise TranslateError(str(error)) from None
+        self.tokenizer = tokenizer
+        self.info = json.loads((Path(folder) / EXPORT_INFO_FILE).read_text())
+        device_type, index = _ct2_device(device, ctranslate2)
+        self.device = device_type
+        check_dtype(dtype)
+        self.compute_type = self._compute_type(dtype, ctranslate2.get_supported_compute_types(device_type))
+        if intra_threads is None:
+            import torch
+
+            intra_threads = torch.get_num_threads()
+        self.translator = ctranslate2.Translator(
+            str(folder), device=device_type, device_index=index, compute_type=self.compute_type,
+            intra_threads=intra_threads,
+        )  # fmt: skip
+        self.positions = int(self.info["max_position_embeddings"])
+        self.min_new_tokens = int(self.info.get("generation", {}).get("min_new_tokens") or 1)
+        self._warned_paper = False
+
+    def _compute_type(self, dtype: str, supported: set[str]) -> str:
+        quantization = self.info.get("quantization", "float32")
+        if dtype == "float32":
+            wanted = "default"  # the stored type: float32, or int8 weights with float32 elsewhere, ...
+        elif quantization.startswith("int8"):
+            wanted = f"int8_{dtype}"
+        else:
+            wanted = dtype
+        if wanted != "default" and wanted not in supported:
+            raise _refuse_dtype(dtype, self.device, f"CTranslate2 (it supports {', '.join(sorted(supported))} here)")
+        return wanted
+
+    def generate(self, sources: list[list[int]], *, num_beams: int = 4, length_penalty: float = 0.6,
+                 max_new_tokens: int | None = None, paper_decoding: bool = False, num_hypotheses: int = 1,
+                 return_scores: bool = False, return_attention: bool = False) -> list[list[Hypothesis]]:  # fmt: skip
+        longest = max(len(ids) for ids in sources)
+        if longest > self.positions:
+            raise TranslateError(
+                f"an input of {longest} tokens does not fit the exported position table of {self.positions} "
+                f"positions: use --max_source_length {self.positions} or less (CTranslate2 has no positions past it)"
+            )
+        if paper_decoding and not self._warned_paper:
+            logger.warning(
+                "CTranslate2 has no GNMT length penalty: beams are ranked by score / length ** %s, and each batch is "
+                "capped at its longest source + %d tokens",
+                length_penalty,
+                self.info["max_new_tokens_over_source"],
+            )
+            self._warned_paper = True
+        room = self.positions - 1  # the decoder start token takes position 0
+        limit = max_new_tokens if max_new_tokens is not None else longest + self.info["max_new_tokens_over_source"]
+        results = self.translator.translate_batch(
+            [self.tokenizer.convert_ids_to_tokens(ids) for ids in sources],
+            beam_size=num_beams, num_hypotheses=num_hypotheses, length_penalty=length_penalty,
+            max_decoding_length=min(limit, room), min_decoding_length=self.min_new_tokens, max_input_length=0,
+            return_scores=return_scores, return_attention=return_attention and num_beams == 1,
+        )  # fmt: skip
+        batches = []
+        for result in results:
+            hypotheses = []
+            for k, tokens in enumerate(result.hypotheses):
+                hypothesis = Hypothesis(self.tokenizer.convert_tokens_to_ids(tokens))
+                if return_scores:
+                    hypothesis.score = result.scores[k]
+                if return_attention and num_beams == 1:
+                    hypothesis.attention = [list(row) for row in result.attention[k]]
+                hypotheses.append(hypothesis)
+            batches.append(hypotheses)
+        if return_attention and num_beams > 1:
+            self._forced_attention(sources, batches)
+        return batches
+
+    def _forced_attention(self, sources: list[list[int]], batches: list[list[Hypothesis]]) -> None:
+        """The attention rows of beam-search hypotheses, from one greedy pass forced along each hypothesis
+        (`target_prefix`). CTranslate2 4.8's beam search returns a wrong first row for all but one sentence of a
+        batch; the forced pass gives the rows of the decoding steps that produced the tokens."""
+        pairs = [(i, hypothesis) for i, hypotheses in enumerate(batches) for hypothesis in hypotheses]
+        results = self.translator.translate_batch(
+            [self.tokenizer.convert_ids_to_tokens(sources[i]) for i, _ in pairs],
+            target_prefix=[self.tokenizer.convert_ids_to_tokens(h.ids) for _, h in pairs],
+            beam_size=1, max_decoding_length=max(len(h.ids) for _, h in pairs) + 1, max_input_length=0,
+            return_attention=True,
+        )  # fmt: skip
+        for (_, hypothesis), result in zip(pairs, results, strict=True):
+            hypothesis.attention = [list(row) for row in result.attention[0][: len(hypothesis.ids)]]
+
+
+def _ct2_device(device: str, ctranslate2) -> tuple[str, int]:
+    """CTranslate2's (device, index) for "auto", "cpu", "cuda" or "cuda:N"."""
+    kind, _, index = device.partition(":")
+    if kind == "auto":
+        kind = "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
+    if kind not in ("cpu", "cuda") or (index and not index.isdigit()):
+        raise TranslateError(f"unknown device {device!r}: use auto, cpu, cuda or cuda:N")
+    if kind == "cuda" and ctranslate2.get_cuda_device_count() == 0:
+        raise TranslateError(f"device {device!r} was requested but CTranslate2 sees no CUDA GPU: use --device cpu")
+    return kind, int(index or 0)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Alignments
+# ----------------------------------------------------------------------------------------------------------------
+def word_indices(tokens: list[str]) -> list[int]:
+    """The word (0-based) each subword token belongs to: a token that starts with "▁" starts a new word (the
+    tokenizer's SentencePiece-style boundaries, which `decode` turns into spaces); other tokens continue the
+    current one."""
+    words, current = [], -1
+    for token in tokens:
+        if token.startswith(WORD_START) or current < 0:
+            current += 1
+        words.append(current)
+    return words
+
+
+def hard_alignment(source_tokens: list[str], target_tokens: list[str], attention: list[list[float]]) -> list[tuple[int, int]]:  # fmt: skip
+    """Word alignments (source word, target word), sorted, from subword attention: each target subword is aligned
+    to the source subword it attends most (EOS of the source excluded), and a pair of words is aligned when any of
+    their subwords are (fairseq's and Marian's hard alignment, lifted to words)."""
+    source_words, target_words = word_indices(source_tokens), word_indices(target_tokens)
+    pairs = set()
+    for t, row in enumerate(attention[: len(target_tokens)]):
+        candidates = row[: len(source_tokens)]
+        if not candidates:
+            continue
+        j = max(range(len(candidates)), key=candidates.__getitem__)
+        pairs.add((source_words[j], target_words[t]))
+    return sorted(pairs)
+
+
+def _until(ids: list[int], stop: set[int]) -> list[int]:
+    for position, token in enumerate(ids):
+        if token in stop:
+            return ids[:position]
+    return ids
+
+
+__all__ = [
+    "BACKENDS",
+    "DTYPES",
+    "CTranslate2Engine",
+    "Hypothesis",
+    "TorchEngine",
+    "hard_alignment",
+    "torch_dtype_supported",
+    "word_indices",
+]
