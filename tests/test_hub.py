@@ -353,3 +353,14 @@ def test_published_files_hold_no_local_paths(tmp_path, hub):
     # the card train.py writes into the folder holds no paths either
     write_model_card(folder, args={**RUN_ARGS, **local})
     assert home not in (folder / "README.md").read_text()
+
+
+def test_the_code_files_are_derived_from_what_save_pretrained_copies(tmp_path):
+    """One list of remote-code files (`vaswani.model_folder.code_files`), derived from the modeling package: it is
+    exactly the Python files a saved model folder holds, the ones a push requires."""
+    from conftest import tiny_model
+
+    from vaswani.model_folder import code_files
+
+    tiny_model().save_pretrained(tmp_path)
+    assert set(code_files()) == {path.name for path in tmp_path.glob("*.py")} == CODE_FILES

@@ -25,9 +25,8 @@ import json
 from pathlib import Path
 
 from vaswani.errors import UserError
-from vaswani.model_folder import ModelFolderError, check_model_files
+from vaswani.model_folder import ModelFolderError, check_model_files, code_files
 
-CODE_FILES = ("configuration_vaswani.py", "modeling_vaswani.py", "generation_vaswani.py", "pipeline_vaswani.py")
 PIPELINE_TASK = "vaswani-translation"
 EXCLUDED_DIRECTORIES = {"checkpoints", "logs", "__pycache__"}
 CARD_NAME = "README.md"
@@ -60,7 +59,7 @@ def check_push_folder(folder: str | Path, *, trust_remote_code: bool = False) ->
         check_model_files(folder, trust_remote_code=trust_remote_code)
     except ModelFolderError as error:
         raise PushError(str(error)) from None
-    missing = [name for name in CODE_FILES if not (folder / name).is_file()]
+    missing = [name for name in code_files() if not (folder / name).is_file()]
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     auto_map = config.get("auto_map") or {}
     pipelines = config.get("custom_pipelines") or {}
@@ -144,4 +143,4 @@ def push_model_folder(
     return str(repo_url)
 
 
-__all__ = ["CODE_FILES", "PushError", "check_push_folder", "check_repo_id", "files_to_push", "push_model_folder"]
+__all__ = ["PushError", "check_push_folder", "check_repo_id", "files_to_push", "push_model_folder"]

@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -72,18 +73,28 @@ def is_weight_file(name: str) -> bool:
     return name in WEIGHT_FILES or WEIGHT_SHARD.fullmatch(name) is not None
 
 
-def _code_files() -> set[str]:
-    """The modeling files `save_pretrained` copies for trust_remote_code: the modules of modeling_vaswani."""
-    import modeling_vaswani
+@functools.cache
+def code_files() -> tuple[str, ...]:
+    """The modeling files `save_pretrained` copies next to the weights for trust_remote_code, derived the way
+    transformers finds them: the modules of the config, the model and the pipeline (config.json's auto_map and
+    custom_pipelines) and every module they import relatively."""
+    from transformers.dynamic_module_utils import get_relative_import_files
 
-    return {path.name for path in Path(modeling_vaswani.__file__).parent.glob("*.py") if path.name != "__init__.py"}
+    import modeling_vaswani.configuration_vaswani as configuration
+    import modeling_vaswani.modeling_vaswani as modeling
+    import modeling_vaswani.pipeline_vaswani as pipeline
+
+    files = set()
+    for module in (configuration, modeling, pipeline):
+        files |= {module.__file__, *get_relative_import_files(module.__file__)}
+    return tuple(sorted(Path(file).name for file in files))
 
 
 def is_model_file(name: str) -> bool:
     """Whether our model saves write files named `name`: config, generation config, weights (strict names: not e.g.
     a user's model-best.safetensors), the fast tokenizer's files, the card and the modeling code. Everything else in
     a model folder belongs to the user or the run (generic names such as vocab.txt or *.model are the user's)."""
-    return name in SAVED_FILES or is_weight_file(name) or name in _code_files()
+    return name in SAVED_FILES or is_weight_file(name) or name in code_files()
 
 
 def check_model_folder(folder: str | Path, *, need_tokenizer: bool = True, need_weights: bool = True) -> Path:
