@@ -24,10 +24,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from modeling_vaswani.pipeline_vaswani import TASK  # the pipeline task name, defined once
 from vaswani.errors import UserError
 from vaswani.model_folder import ModelFolderError, check_model_files, code_files
 
-PIPELINE_TASK = "vaswani-translation"
 EXCLUDED_DIRECTORIES = {"checkpoints", "logs", "__pycache__"}
 CARD_NAME = "README.md"
 RUN_ARGS = "run_args.json"  # uploaded with local paths reduced to file names
@@ -63,7 +63,7 @@ def check_push_folder(folder: str | Path, *, trust_remote_code: bool = False) ->
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     auto_map = config.get("auto_map") or {}
     pipelines = config.get("custom_pipelines") or {}
-    if missing or "AutoModelForSeq2SeqLM" not in auto_map or PIPELINE_TASK not in pipelines:
+    if missing or "AutoModelForSeq2SeqLM" not in auto_map or TASK not in pipelines:
         lacks = ", ".join(missing) if missing else "the auto_map / custom_pipelines entries in config.json"
         raise PushError(
             f"{folder} lacks {lacks}, which loading with trust_remote_code=True needs: save it again with this "
