@@ -15,6 +15,18 @@ POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned")
 NORM_POSITIONS = ("post", "pre")
 NORM_TYPES = ("layernorm", "scalenorm")
 
+# The options a user chooses about the model (everything but the vocabulary, the special-token ids, which come from
+# the tokenizer, and the layer lists), defined once: train.py takes each as `--name value`, and the model card
+# compares the first group with the paper.
+ARCHITECTURE_OPTIONS = (  # the paper's choices (Table 3, Sections 3-5) and our options beyond them, in reading order
+    "encoder_layers", "decoder_layers", "d_model", "encoder_ffn_dim", "decoder_ffn_dim", "encoder_attention_heads",
+    "decoder_attention_heads", "activation_function", "dropout", "attention_dropout", "activation_dropout",
+    "label_smoothing", "position_embedding_type", "scale_embedding", "share_embeddings", "tie_word_embeddings",
+    "norm_position", "norm_type", "fixnorm", "encoder_layerdrop", "decoder_layerdrop", "encoder_drophead",
+    "decoder_drophead", "cross_drophead",
+)  # fmt: skip
+IMPLEMENTATION_OPTIONS = ("max_position_embeddings", "init_std", "layer_norm_eps", "layerdrop_seed")  # no paper value
+
 # Table 3 of the paper. "base" is the default of every argument; presets only list what differs.
 PRESETS = {
     "base": {},

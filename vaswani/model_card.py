@@ -17,6 +17,8 @@ from pathlib import Path
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from modeling_vaswani.configuration_vaswani import ARCHITECTURE_OPTIONS
+
 TRANSLATION_TEMPLATE = Path(__file__).resolve().parent / "model_cards" / "translation.md"  # package data
 
 LANGUAGE_NAMES = {
@@ -24,15 +26,6 @@ LANGUAGE_NAMES = {
     "nl": "Dutch", "ru": "Russian", "zh": "Chinese", "ja": "Japanese", "ko": "Korean", "ar": "Arabic", "cs": "Czech",
     "ro": "Romanian", "tr": "Turkish", "vi": "Vietnamese", "fi": "Finnish", "et": "Estonian", "lv": "Latvian",
 }  # fmt: skip
-
-# Options shown in the "differs from the paper" table, in reading order.
-PAPER_OPTIONS = [
-    "encoder_layers", "decoder_layers", "d_model", "encoder_ffn_dim", "decoder_ffn_dim", "encoder_attention_heads",
-    "decoder_attention_heads", "activation_function", "dropout", "attention_dropout", "activation_dropout",
-    "label_smoothing", "position_embedding_type", "scale_embedding", "share_embeddings", "tie_word_embeddings",
-    "norm_position", "norm_type", "fixnorm", "encoder_layerdrop", "decoder_layerdrop", "encoder_drophead",
-    "decoder_drophead", "cross_drophead",
-]  # fmt: skip
 
 # Options of train.py that name local files or folders: a published card or run_args.json shows their last part only
 # (`public_run_args`), never the trainer's directory layout.
@@ -211,7 +204,7 @@ def _differences(config: dict) -> list[dict]:
     paper = VaswaniConfig().to_dict()
     rows = [
         {"name": name, "value": config.get(name), "paper": paper[name]}
-        for name in PAPER_OPTIONS
+        for name in ARCHITECTURE_OPTIONS  # the "differs from the paper" table, in reading order
         if name in config and config[name] != paper[name]
     ]
     pruned = config.get("pruned_layers")

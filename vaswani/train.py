@@ -40,6 +40,7 @@ from modeling_vaswani import (
     VaswaniConfig,
     VaswaniForConditionalGeneration,
 )
+from modeling_vaswani.configuration_vaswani import ARCHITECTURE_OPTIONS, IMPLEMENTATION_OPTIONS
 from modeling_vaswani.scheduling_vaswani import DROPHEAD_KINDS
 from tokenization import SPECIAL_TOKEN_LAYOUTS, train_bpe_tokenizer
 from vaswani.batching import TokenBatchSampler, padding_efficiency
@@ -86,14 +87,7 @@ logger = logging.getLogger("train")
 # 1. Options
 # ======================================================================================================================
 # VaswaniConfig arguments exposed as --name value. Vocabulary size and special-token ids come from the tokenizer.
-MODEL_OPTIONS = [
-    "d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads", "decoder_attention_heads",
-    "encoder_ffn_dim", "decoder_ffn_dim", "activation_function", "dropout", "attention_dropout", "activation_dropout",
-    "label_smoothing", "max_position_embeddings", "position_embedding_type", "init_std", "scale_embedding",
-    "share_embeddings", "tie_word_embeddings", "norm_position", "norm_type", "layer_norm_eps", "fixnorm",
-    "encoder_layerdrop", "decoder_layerdrop", "layerdrop_seed", "encoder_drophead", "decoder_drophead",
-    "cross_drophead",
-]  # fmt: skip
+MODEL_OPTIONS = [*ARCHITECTURE_OPTIONS, *IMPLEMENTATION_OPTIONS]
 
 # Options that define what a run computes: resuming with different values would not continue the same run.
 RUN_DEFINING_OPTIONS = [
