@@ -65,11 +65,42 @@ def test_time_budget_counts_earlier_invocations(tmp_path):
     assert not rules.budget_spent(59.0)
     assert rules.budget_spent(60.0)
     (tmp_path / "step-00000010").mkdir()
-    rules.saved(tmp_path / "step-00000010", 10, loop_seconds=45.0)
+    rules.write_state(tmp_path / "step-00000010", loop_seconds=45.0)  # written with the checkpoint
+    rules.saved(tmp_path / "step-00000010", 10)
     resumed = StoppingRules(tmp_path, max_train_minutes=1.0, patience=None, metric="bleu")
     resumed.restore(tmp_path / "step-00000010")
     assert not resumed.budget_spent(14.0) and resumed.budget_spent(15.0)
     assert StoppingRules(tmp_path, None, None, "bleu").budget_spent(1e9) is False
+
+
+def test_a_missing_or_damaged_stopping_state_stops_the_resume(tmp_path):
+    """A resume restores everything or stops: a checkpoint without its stopping state (or with a damaged one) is an
+    error naming the file, not a silent restart of the time budget."""
+    from vaswani.checkpoints import CheckpointError
+
+    checkpoint = tmp_path / "checkpoints" / "step-00000004"
+    checkpoint.mkdir(parents=True)
+    rules = StoppingRules(tmp_path, max_train_minutes=1.0, patience=2, metric="bleu")
+    with pytest.raises(CheckpointError, match="stopping_state.json is missing"):
+        rules.restore(checkpoint)
+    (checkpoint / "stopping_state.json").write_text("{not json")
+    with pytest.raises(CheckpointError, match="stopping_state.json is damaged"):
+        rules.restore(checkpoint)
+
+
+def test_the_best_copy_is_remade_when_a_kill_came_before_it(tmp_path):
+    """A kill after the best checkpoint was published but before its copy: the resume copies it again."""
+    checkpoint = tmp_path / "checkpoints" / "step-00000004"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "model.safetensors").write_bytes(b"weights")
+    rules = StoppingRules(tmp_path, max_train_minutes=None, patience=2, metric="bleu")
+    assert rules.evaluated(4, {"bleu": 12.0}) is False
+    rules.write_state(checkpoint, loop_seconds=1.0)  # the state says: best at step 4; no copy was made
+    resumed = StoppingRules(tmp_path, max_train_minutes=None, patience=2, metric="bleu")
+    resumed.restore(checkpoint)
+    copy = tmp_path / "best_checkpoint" / "step-00000004"
+    assert (copy / "model.safetensors").read_bytes() == b"weights"
+    assert resumed.final_checkpoints([checkpoint], 1) == [copy]
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -224,8 +255,7 @@ def test_early_stopping_keeps_the_best_checkpoint_and_survives_a_resume(data_dir
 def test_small_data_recipe_loads_and_sets_what_it_says(tmp_path):
     import yaml
 
-    sys.path.insert(0, str(REPO_ROOT))
-    from train import parse_args, resolve_model_config
+    from vaswani.train import parse_args, resolve_model_config
 
     path = REPO_ROOT / "configs" / "small-data.yaml"
     recipe = yaml.safe_load(path.read_text())
