@@ -17,6 +17,7 @@ QUICK_CASES = [
     "train-yaml-unknown-key",  # YAML
     "train-overwrite-then-bad-tokenizer",  # --overwrite_output_dir deletes nothing before its checks
     "tokenization-output-is-the-input",  # collision: the corpus file is not written over
+    "tokenization-output-nonempty",  # a model folder (it has a tokenizer.json too) is not replaced
     "translate-output-is-the-input",  # collision: the input is not emptied
     "translate-output-symlink-to-input",  # symlink
     "translate-model-path-missing",  # missing folder, not a Hub download

@@ -601,10 +601,15 @@ def test_tokenizer_command_never_writes_over_files_it_did_not_create(tmp_path, c
     user = tmp_path / "user"
     user.mkdir()
     (user / "notes.txt").write_text("mine")
+    model = tmp_path / "model"  # a model folder has a tokenizer.json too: it is not a tokenizer folder to replace
+    model.mkdir()
+    for name in ("tokenizer.json", "tokenizer_config.json", "config.json", "model.safetensors"):
+        (model / name).write_text(name)
     common = ["train", "--files", str(corpus), "--vocab_size", "300", "--min_frequency", "1"]
     for output, message in (
         (corpus, "is a file: give a folder"),
-        (user, "already holds files: choose a new or empty"),
+        (user, "already holds files other than a tokenizer (notes.txt): choose a new or empty"),
+        (model, "already holds files other than a tokenizer (config.json, model.safetensors): choose a new or empty"),
     ):
         before = tree(tmp_path)
         assert tokenization_main([*common, "--output", str(output)]) == 2
@@ -614,7 +619,24 @@ def test_tokenizer_command_never_writes_over_files_it_did_not_create(tmp_path, c
     for _ in range(2):
         assert tokenization_main([*common, "--output", str(tmp_path / "tok")]) == 0
         assert sorted(p.name for p in (tmp_path / "tok").iterdir()) == ["tokenizer.json", "tokenizer_config.json"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "tok", "user"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "model", "tok", "user"]
+
+
+@pytest.mark.parametrize("in_place", [False, True], ids=["swapped", "file-by-file"])
+def test_a_save_without_weights_keeps_the_folders_weights(tmp_path, monkeypatch, in_place):
+    """`write_model_folder(replace=True)` replaces the files the new save writes; old weight files go only when the
+    new save writes weights (a sharded save after a single-file one), never when it writes a tokenizer alone."""
+    from vaswani.model_folder import write_model_folder
+
+    folder = tmp_path / "out"
+    folder.mkdir()
+    if in_place:
+        monkeypatch.chdir(folder)
+    for name in ("config.json", "model.safetensors", "model-00001-of-00002.safetensors", "tokenizer.json"):
+        (folder / name).write_text("old")
+    write_model_folder(folder, lambda staging: (staging / "tokenizer.json").write_text("new"), replace=True)
+    assert tree(folder) == {"config.json": b"old", "model-00001-of-00002.safetensors": b"old",
+                            "model.safetensors": b"old", "tokenizer.json": b"new"}  # fmt: skip
 
 
 @pytest.mark.parametrize(

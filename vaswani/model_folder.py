@@ -32,6 +32,7 @@ from vaswani.checkpoints import (
     SAFE_WEIGHTS_INDEX_NAME,
     SAFE_WEIGHTS_NAME,
     TMP_PREFIX,
+    TOKENIZER_FILE_PATTERNS,
     fsync_dir,
     fsync_tree,
 )
@@ -84,6 +85,11 @@ def is_model_file(name: str) -> bool:
     a user's model-best.safetensors), the fast tokenizer's files, the card and the modeling code. Everything else in
     a model folder belongs to the user or the run (generic names such as vocab.txt or *.model are the user's)."""
     return name in SAVED_FILES or is_weight_file(name) or name in _code_files()
+
+
+def is_tokenizer_file(path: Path) -> bool:
+    """Whether `path` is a file a tokenizer save writes (`TOKENIZER_FILE_PATTERNS`: tokenizer.json, vocab.txt, ...)."""
+    return path.is_file() and any(path.match(pattern) for pattern in TOKENIZER_FILE_PATTERNS)
 
 
 def check_model_folder(folder: str | Path, *, need_tokenizer: bool = True, need_weights: bool = True) -> Path:
@@ -340,6 +346,22 @@ def check_output_folder(
     return output_dir
 
 
+def check_tokenizer_output_folder(output: str | Path, *, option: str = "--output") -> Path:
+    """`output` as a real path if a tokenizer may be written there: a new or empty folder, or one holding nothing but
+    tokenizer files (`is_tokenizer_file`), which the new tokenizer replaces. A model folder (weights, config) or a
+    folder of the user's files is a `ModelFolderError`, raised before anything is written."""
+    output = check_output_folder(output, replace=True, option=option, overwrite_option=None)
+    others = (
+        sorted(entry.name for entry in output.iterdir() if not is_tokenizer_file(entry)) if output.is_dir() else []
+    )
+    if others:
+        raise ModelFolderError(
+            f"{option} {output} already holds files other than a tokenizer ({_some(others)}): choose a new or empty "
+            "folder (only a folder holding nothing but tokenizer files is replaced)"
+        )
+    return output
+
+
 def write_model_folder(output_dir: str | Path, write: Callable[[Path], None], *, replace: bool = False) -> Path:
     """Write a model folder with `write(folder)` so that a kill leaves the previous content or the new one.
 
@@ -394,7 +416,7 @@ def _swap_in(output_dir: Path, staging: Path) -> None:
         return
     if output_dir.is_dir():
         for entry in sorted(output_dir.iterdir()):
-            if entry.name in written or entry.name == JOURNAL_FILE or is_weight_file(entry.name):
+            if entry.name in written or entry.name == JOURNAL_FILE or _superseded_weights(entry.name, written):
                 continue  # replaced by the new save, or an old weight file (shard) that would contradict it
             os.replace(entry, staging / entry.name)
         fsync_dir(staging)
@@ -407,6 +429,12 @@ def _swap_in(output_dir: Path, staging: Path) -> None:
         shutil.rmtree(aside)
     (output_dir / JOURNAL_FILE).unlink()
     fsync_dir(output_dir)
+
+
+def _superseded_weights(name: str, written: set[str]) -> bool:
+    """Whether `name` is an old weight file that a new save replacing the folder's weights leaves behind (e.g. a
+    shard of an earlier sharded save). A save that writes no weights (a tokenizer) supersedes none: they are kept."""
+    return name not in written and is_weight_file(name) and any(is_weight_file(new) for new in written)
 
 
 def _can_be_renamed(folder: Path) -> bool:
@@ -425,7 +453,7 @@ def _replace_file_by_file(output_dir: Path, staging: Path, written: set[str]) ->
         if (staging / name).exists():
             os.replace(staging / name, output_dir / name)
     for entry in output_dir.iterdir():
-        if entry.name not in written and is_weight_file(entry.name) and (entry.is_file() or entry.is_symlink()):
+        if _superseded_weights(entry.name, written) and (entry.is_file() or entry.is_symlink()):
             entry.unlink()
     fsync_dir(output_dir)
     shutil.rmtree(staging)
@@ -437,9 +465,11 @@ __all__ = [
     "check_model_files",
     "check_model_folder",
     "check_output_folder",
+    "check_tokenizer_output_folder",
     "check_tokenizer_fits",
     "check_weights_fit",
     "is_model_file",
+    "is_tokenizer_file",
     "is_weight_file",
     "load_config",
     "load_model_folder",
