@@ -15,6 +15,7 @@ import bench_faults  # noqa: E402
 QUICK_CASES = [
     "train-data-latin1",  # encoding
     "train-yaml-unknown-key",  # YAML
+    "train-yaml-latin1",  # a --config that is not UTF-8
     "train-overwrite-then-bad-tokenizer",  # --overwrite_output_dir deletes nothing before its checks
     "tokenization-output-is-the-input",  # collision: the corpus file is not written over
     "tokenization-output-nonempty",  # a model folder (it has a tokenizer.json too) is not replaced

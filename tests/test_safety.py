@@ -665,3 +665,12 @@ def test_train_py_checks_the_model_it_starts_from(good_folder, tmp_path, what, o
         tokenizer = load_tokenizer(good_folder)
         train.check_tokenizer_fits(tokenizer, config, where="--tokenizer", exact=True)
         train.build_model(args, config, tokenizer)
+
+
+def test_a_config_file_that_is_not_utf8_is_a_clear_error(tmp_path, capsys):
+    config = tmp_path / "run.yaml"
+    config.write_bytes("# r\xe9glages\nwarmup_steps: 4\n".encode("latin-1"))
+    assert train.run(["--config", str(config), "--output_dir", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert f"error: --config {config} is not UTF-8 text (invalid continuation byte at byte 3)" in err, err
+    assert not (tmp_path / "out").exists()

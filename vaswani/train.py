@@ -298,7 +298,14 @@ def _read_yaml_options(parser: argparse.ArgumentParser, path: str) -> dict:
     if not os.path.isfile(path):
         raise UsageError(f"--config {path}: no such file.")
     try:
-        values = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"--config {path} is not UTF-8 text ({exc.reason} at byte {exc.start}): save it as UTF-8 (e.g. "
+            f"`iconv -f latin1 -t utf-8`)"
+        ) from None
+    try:
+        values = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
         raise UsageError(f"--config {path} is not valid YAML: {exc}") from None
     if not isinstance(values, dict):
