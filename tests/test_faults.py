@@ -28,6 +28,7 @@ QUICK_CASES = [
     "translate-foreign-remote-code",  # remote code with a "y" on stdin
     "average-output-nonempty",  # non-empty folder
     "prune-garbage-weights",  # weights
+    "prune-pickle-weights-only",  # a pickled pytorch_model.bin is refused, never unpickled
     "card-config-is-a-list",  # config
     "push-publishes-no-local-paths",  # push: no local path in the uploaded files
 ]

@@ -429,6 +429,9 @@ def damage(folder, what):
         weights.write_bytes(b"\x00garbage" * 100)
     elif what == "pickle-weights":
         plant_pickle(weights, folder.parent / "executed")
+    elif what == "pickled-bin-only":  # a legacy (or malicious) folder: a pickled pytorch_model.bin, no safetensors
+        weights.unlink()
+        plant_pickle(folder / "pytorch_model.bin", folder.parent / "executed")
     elif what == "extra-tensor":
         tensors = load_file(weights)
         tensors["model.extra.weight"] = torch.zeros(2)
@@ -456,6 +459,7 @@ DAMAGES = {
     "truncated-weights": "model.safetensors is damaged or not a safetensors file",
     "garbage-weights": "model.safetensors is damaged or not a safetensors file",
     "pickle-weights": "model.safetensors is damaged or not a safetensors file",
+    "pickled-bin-only": r"holds only pickled weights \(pytorch_model.bin\), which are never loaded because unpickling",
     "extra-tensor": "unexpected tensors model.extra.weight",
     "tokenizer-empty": r"tokenizer.json is not a tokenizer \(no 'model' entry\)",
     "tokenizer-garbage": "tokenizer.json cannot be loaded",
@@ -473,7 +477,10 @@ AVERAGE_MESSAGES = {
     "more-layers-in-config": "the checkpoints: tensors of the model are missing: model.encoder.layers.2",
     "vocab-size": r"'model.shared.weight' has shape \(330, 32\) in the checkpoints but \(337, 32\) in the model",
 }
-NOT_READ = {("average", d) for d in ("truncated-weights", "garbage-weights", "pickle-weights", "extra-tensor")}
+NOT_READ = {
+    ("average", d)
+    for d in ("truncated-weights", "garbage-weights", "pickle-weights", "pickled-bin-only", "extra-tensor")
+}
 
 
 @pytest.mark.parametrize(
@@ -647,6 +654,7 @@ def test_a_save_without_weights_keeps_the_folders_weights(tmp_path, monkeypatch,
         ("more-layers-in-config", [], "missing tensors model.encoder.layers.2"),
         (None, ["--encoder_layers", "3"], "missing tensors model.encoder.layers.2"),
         ("truncated-weights", [], "model.safetensors is damaged"),
+        ("pickled-bin-only", [], r"holds only pickled weights \(pytorch_model.bin\)"),
         ("pad-id", [], "tokenizer pad_token_id=0 but config pad_token_id=3"),
     ],
 )

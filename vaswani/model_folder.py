@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pickle
 import re
 import shutil
 from collections.abc import Callable
@@ -53,6 +54,9 @@ WEIGHT_FILES = (
     "pytorch_model.bin.index.json",
 )
 WEIGHT_SHARD = re.compile(r"(model|pytorch_model)-\d{5}-of-\d{5}\.(safetensors|bin)")
+SAFE_WEIGHT_SHARD = re.compile(r"model-\d{5}-of-\d{5}\.safetensors")
+# Weights stored as pickles (torch.save): never loaded, because unpickling a file can run the code it names.
+PICKLED_WEIGHT_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
 # What our saves write besides weights and code: save_pretrained of the model and of a fast tokenizer, and the card.
 SAVED_FILES = {
     CONFIG_FILE, GENERATION_CONFIG_FILE, MODEL_CARD_FILE, TOKENIZER_FILE, "tokenizer_config.json",
@@ -107,16 +111,35 @@ def check_model_folder(folder: str | Path, *, need_tokenizer: bool = True, need_
         raise ModelFolderError(
             f"{folder} is not a model folder (no config.json): give the folder that train.py or save_pretrained wrote"
         )
-    if need_weights and not any((folder / name).is_file() for name in WEIGHT_FILES):
-        raise ModelFolderError(
-            f"{folder} has no model weights (model.safetensors): save the model into it with save_pretrained"
-        )
+    if need_weights:
+        check_safetensors_weights(folder)
     if need_tokenizer and not (folder / TOKENIZER_FILE).is_file():
         raise ModelFolderError(
             f"{folder} has no tokenizer ({TOKENIZER_FILE}): save the tokenizer the model was trained with into the "
             "same folder (tokenizer.save_pretrained)"
         )
     return folder
+
+
+def check_safetensors_weights(folder: Path) -> None:
+    """The weights of `folder` must be safetensors (model.safetensors, or shards with their index): a folder whose
+    only weights are pickles (pytorch_model.bin, *.pt, *.pth, *.ckpt) is a `ModelFolderError` (they are never
+    loaded: unpickling can run code), as is a folder with no weights at all."""
+    if (folder / SAFE_WEIGHTS_NAME).is_file() or (folder / SAFE_WEIGHTS_INDEX_NAME).is_file():
+        return
+    names = sorted(path.name for path in folder.iterdir() if path.is_file())
+    if any(SAFE_WEIGHT_SHARD.fullmatch(name) for name in names):
+        return  # shards without their index: check_weights_fit names the missing index
+    pickled = [name for name in names if name.endswith(PICKLED_WEIGHT_SUFFIXES)]
+    if pickled:
+        raise ModelFolderError(
+            f"{folder} holds only pickled weights ({_some(pickled)}), which are never loaded because unpickling can "
+            "run code; convert them to safetensors (where you trust the file: load the model with from_pretrained "
+            "and save it again with save_pretrained, which writes model.safetensors)"
+        )
+    raise ModelFolderError(
+        f"{folder} has no model weights (model.safetensors): save the model into it with save_pretrained"
+    )
 
 
 def read_json_object(path: Path) -> dict:
@@ -170,8 +193,7 @@ def check_weights_fit(folder: Path, config, *, trust_remote_code: bool = False) 
 
     from vaswani.checkpoints import CheckpointError, tied_groups, weight_files
 
-    if not any((folder / name).is_file() for name in WEIGHT_FILES[:2]):
-        return  # a legacy .bin folder: transformers reads it with torch.load(weights_only=True)
+    check_safetensors_weights(folder)  # never a pickled .bin (check_model_folder refuses those)
     try:
         files = weight_files(folder)
     except CheckpointError as error:  # an index that is not readable, or lists missing shards
@@ -295,12 +317,12 @@ def load_model_folder(
     config, tokenizer = check_model_files(
         folder, trust_remote_code=trust_remote_code, need_tokenizer=need_tokenizer, config=config
     )
-    try:
+    try:  # safetensors only: transformers never falls back to a pickled pytorch_model.bin
         model, info = AutoModelForSeq2SeqLM.from_pretrained(
             folder, config=config, local_files_only=True, trust_remote_code=trust_remote_code,
-            output_loading_info=True, **model_kwargs,
+            output_loading_info=True, use_safetensors=True, **model_kwargs,
         )  # fmt: skip
-    except (OSError, ValueError, RuntimeError, TypeError, KeyError) as error:
+    except (OSError, ValueError, RuntimeError, TypeError, KeyError, pickle.UnpicklingError) as error:
         raise ModelFolderError(f"cannot load the model in {folder}: {error}") from None
     bad = {key: info.get(key) for key in ("missing_keys", "mismatched_keys", "error_msgs") if info.get(key)}
     if bad:
@@ -465,6 +487,7 @@ __all__ = [
     "check_model_files",
     "check_model_folder",
     "check_output_folder",
+    "check_safetensors_weights",
     "check_tokenizer_output_folder",
     "check_tokenizer_fits",
     "check_weights_fit",
