@@ -30,6 +30,7 @@ QUICK_CASES = [
     "prune-garbage-weights",  # weights
     "prune-pickle-weights-only",  # a pickled pytorch_model.bin is refused, never unpickled
     "card-config-is-a-list",  # config
+    "card-run-args-not-json",  # a damaged run_args.json is named, not a traceback
     "push-publishes-no-local-paths",  # push: no local path in the uploaded files
 ]
 

@@ -455,7 +455,7 @@ DAMAGES = {
     "pad-id": "tokenizer pad_token_id=0 but config pad_token_id=3",
     "eos-id": "tokenizer eos_token_id=2 but config eos_token_id=5",
     "decoder-start-id": "tokenizer bos_token_id=1 but config decoder_start_token_id=2",
-    "config-list": "config.json holds a JSON list, not an object",
+    "config-list": r"config.json is damaged \(it holds a JSON list, not an object\)",
     "truncated-weights": "model.safetensors is damaged or not a safetensors file",
     "garbage-weights": "model.safetensors is damaged or not a safetensors file",
     "pickle-weights": "model.safetensors is damaged or not a safetensors file",
@@ -650,7 +650,7 @@ def test_a_save_without_weights_keeps_the_folders_weights(tmp_path, monkeypatch,
     ("what", "overrides", "message"),
     [
         ("missing", [], "no such model folder: .*nowhere"),
-        ("config-list", [], "config.json holds a JSON list"),
+        ("config-list", [], r"config.json is damaged \(it holds a JSON list"),
         ("more-layers-in-config", [], "missing tensors model.encoder.layers.2"),
         (None, ["--encoder_layers", "3"], "missing tensors model.encoder.layers.2"),
         ("truncated-weights", [], "model.safetensors is damaged"),
@@ -682,3 +682,26 @@ def test_a_config_file_that_is_not_utf8_is_a_clear_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"error: --config {config} is not UTF-8 text (invalid continuation byte at byte 3)" in err, err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "problem"),
+    [
+        ("run_args.json", '{"source_lang": "en",', "not readable JSON: Expecting"),
+        ("results.json", "\xff\xfe", "not readable JSON: 'utf-8' codec can't decode"),
+        ("run_args.json", '["en", "de"]', "it holds a JSON list, not an object"),
+        ("results.json", "12.5", "it holds a JSON float, not an object"),
+    ],
+)
+def test_card_names_a_damaged_run_file(good_folder, tmp_path, capsys, name, content, problem):
+    from vaswani.cli import main
+
+    folder = tmp_path / "model"
+    shutil.copytree(good_folder, folder)
+    (folder / name).write_bytes(content.encode("latin-1"))
+    before = tree(tmp_path)
+    assert main(["card", "--model", str(folder), "--output", str(tmp_path / "card.md")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {folder / name} is damaged ({problem}") and "Traceback" not in err, err
+    assert "remove it to write the card without it" in err
+    assert tree(tmp_path) == before

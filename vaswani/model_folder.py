@@ -142,16 +142,14 @@ def check_safetensors_weights(folder: Path) -> None:
     )
 
 
-def read_json_object(path: Path) -> dict:
-    """A JSON file that must hold an object: a `ModelFolderError` naming it otherwise."""
+def read_json_object(path: Path, *, fix: str = "restore it or save the model again") -> dict:
+    """A JSON file that must hold an object: a `ModelFolderError` naming it, what is wrong and `fix` otherwise."""
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise ModelFolderError(f"{path} is not readable JSON ({error}): restore it or save the model again") from None
+        raise ModelFolderError(f"{path} is damaged (not readable JSON: {error}): {fix}") from None
     if not isinstance(value, dict):
-        raise ModelFolderError(
-            f"{path} holds a JSON {type(value).__name__}, not an object: restore it or save the model again"
-        )
+        raise ModelFolderError(f"{path} is damaged (it holds a JSON {type(value).__name__}, not an object): {fix}")
     return value
 
 
@@ -497,6 +495,7 @@ __all__ = [
     "load_config",
     "load_model_folder",
     "load_tokenizer",
+    "read_json_object",
     "recover_model_folder",
     "write_model_folder",
 ]
