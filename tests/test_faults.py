@@ -15,8 +15,10 @@ import bench_faults  # noqa: E402
 QUICK_CASES = [
     "train-data-latin1",  # encoding
     "train-yaml-unknown-key",  # YAML
+    "train-yaml-latin1",  # a --config that is not UTF-8
     "train-overwrite-then-bad-tokenizer",  # --overwrite_output_dir deletes nothing before its checks
     "tokenization-output-is-the-input",  # collision: the corpus file is not written over
+    "tokenization-output-nonempty",  # a model folder (it has a tokenizer.json too) is not replaced
     "translate-output-is-the-input",  # collision: the input is not emptied
     "translate-output-symlink-to-input",  # symlink
     "translate-model-path-missing",  # missing folder, not a Hub download
@@ -26,7 +28,9 @@ QUICK_CASES = [
     "translate-foreign-remote-code",  # remote code with a "y" on stdin
     "average-output-nonempty",  # non-empty folder
     "prune-garbage-weights",  # weights
+    "prune-pickle-weights-only",  # a pickled pytorch_model.bin is refused, never unpickled
     "card-config-is-a-list",  # config
+    "card-run-args-not-json",  # a damaged run_args.json is named, not a traceback
     "push-publishes-no-local-paths",  # push: no local path in the uploaded files
 ]
 

@@ -429,6 +429,9 @@ def damage(folder, what):
         weights.write_bytes(b"\x00garbage" * 100)
     elif what == "pickle-weights":
         plant_pickle(weights, folder.parent / "executed")
+    elif what == "pickled-bin-only":  # a legacy (or malicious) folder: a pickled pytorch_model.bin, no safetensors
+        weights.unlink()
+        plant_pickle(folder / "pytorch_model.bin", folder.parent / "executed")
     elif what == "extra-tensor":
         tensors = load_file(weights)
         tensors["model.extra.weight"] = torch.zeros(2)
@@ -452,10 +455,11 @@ DAMAGES = {
     "pad-id": "tokenizer pad_token_id=0 but config pad_token_id=3",
     "eos-id": "tokenizer eos_token_id=2 but config eos_token_id=5",
     "decoder-start-id": "tokenizer bos_token_id=1 but config decoder_start_token_id=2",
-    "config-list": "config.json holds a JSON list, not an object",
+    "config-list": r"config.json is damaged \(it holds a JSON list, not an object\)",
     "truncated-weights": "model.safetensors is damaged or not a safetensors file",
     "garbage-weights": "model.safetensors is damaged or not a safetensors file",
     "pickle-weights": "model.safetensors is damaged or not a safetensors file",
+    "pickled-bin-only": r"holds only pickled weights \(pytorch_model.bin\), which are never loaded because unpickling",
     "extra-tensor": "unexpected tensors model.extra.weight",
     "tokenizer-empty": r"tokenizer.json is not a tokenizer \(no 'model' entry\)",
     "tokenizer-garbage": "tokenizer.json cannot be loaded",
@@ -473,7 +477,10 @@ AVERAGE_MESSAGES = {
     "more-layers-in-config": "the checkpoints: tensors of the model are missing: model.encoder.layers.2",
     "vocab-size": r"'model.shared.weight' has shape \(330, 32\) in the checkpoints but \(337, 32\) in the model",
 }
-NOT_READ = {("average", d) for d in ("truncated-weights", "garbage-weights", "pickle-weights", "extra-tensor")}
+NOT_READ = {
+    ("average", d)
+    for d in ("truncated-weights", "garbage-weights", "pickle-weights", "pickled-bin-only", "extra-tensor")
+}
 
 
 @pytest.mark.parametrize(
@@ -601,10 +608,15 @@ def test_tokenizer_command_never_writes_over_files_it_did_not_create(tmp_path, c
     user = tmp_path / "user"
     user.mkdir()
     (user / "notes.txt").write_text("mine")
+    model = tmp_path / "model"  # a model folder has a tokenizer.json too: it is not a tokenizer folder to replace
+    model.mkdir()
+    for name in ("tokenizer.json", "tokenizer_config.json", "config.json", "model.safetensors"):
+        (model / name).write_text(name)
     common = ["train", "--files", str(corpus), "--vocab_size", "300", "--min_frequency", "1"]
     for output, message in (
         (corpus, "is a file: give a folder"),
-        (user, "already holds files: choose a new or empty"),
+        (user, "already holds files other than a tokenizer (notes.txt): choose a new or empty"),
+        (model, "already holds files other than a tokenizer (config.json, model.safetensors): choose a new or empty"),
     ):
         before = tree(tmp_path)
         assert tokenization_main([*common, "--output", str(output)]) == 2
@@ -614,17 +626,35 @@ def test_tokenizer_command_never_writes_over_files_it_did_not_create(tmp_path, c
     for _ in range(2):
         assert tokenization_main([*common, "--output", str(tmp_path / "tok")]) == 0
         assert sorted(p.name for p in (tmp_path / "tok").iterdir()) == ["tokenizer.json", "tokenizer_config.json"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "tok", "user"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "model", "tok", "user"]
+
+
+@pytest.mark.parametrize("in_place", [False, True], ids=["swapped", "file-by-file"])
+def test_a_save_without_weights_keeps_the_folders_weights(tmp_path, monkeypatch, in_place):
+    """`write_model_folder(replace=True)` replaces the files the new save writes; old weight files go only when the
+    new save writes weights (a sharded save after a single-file one), never when it writes a tokenizer alone."""
+    from vaswani.model_folder import write_model_folder
+
+    folder = tmp_path / "out"
+    folder.mkdir()
+    if in_place:
+        monkeypatch.chdir(folder)
+    for name in ("config.json", "model.safetensors", "model-00001-of-00002.safetensors", "tokenizer.json"):
+        (folder / name).write_text("old")
+    write_model_folder(folder, lambda staging: (staging / "tokenizer.json").write_text("new"), replace=True)
+    assert tree(folder) == {"config.json": b"old", "model-00001-of-00002.safetensors": b"old",
+                            "model.safetensors": b"old", "tokenizer.json": b"new"}  # fmt: skip
 
 
 @pytest.mark.parametrize(
     ("what", "overrides", "message"),
     [
         ("missing", [], "no such model folder: .*nowhere"),
-        ("config-list", [], "config.json holds a JSON list"),
+        ("config-list", [], r"config.json is damaged \(it holds a JSON list"),
         ("more-layers-in-config", [], "missing tensors model.encoder.layers.2"),
         (None, ["--encoder_layers", "3"], "missing tensors model.encoder.layers.2"),
         ("truncated-weights", [], "model.safetensors is damaged"),
+        ("pickled-bin-only", [], r"holds only pickled weights \(pytorch_model.bin\)"),
         ("pad-id", [], "tokenizer pad_token_id=0 but config pad_token_id=3"),
     ],
 )
@@ -643,3 +673,35 @@ def test_train_py_checks_the_model_it_starts_from(good_folder, tmp_path, what, o
         tokenizer = load_tokenizer(good_folder)
         train.check_tokenizer_fits(tokenizer, config, where="--tokenizer", exact=True)
         train.build_model(args, config, tokenizer)
+
+
+def test_a_config_file_that_is_not_utf8_is_a_clear_error(tmp_path, capsys):
+    config = tmp_path / "run.yaml"
+    config.write_bytes("# r\xe9glages\nwarmup_steps: 4\n".encode("latin-1"))
+    assert train.run(["--config", str(config), "--output_dir", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert f"error: --config {config} is not UTF-8 text (invalid continuation byte at byte 3)" in err, err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "problem"),
+    [
+        ("run_args.json", '{"source_lang": "en",', "not readable JSON: Expecting"),
+        ("results.json", "\xff\xfe", "not readable JSON: 'utf-8' codec can't decode"),
+        ("run_args.json", '["en", "de"]', "it holds a JSON list, not an object"),
+        ("results.json", "12.5", "it holds a JSON float, not an object"),
+    ],
+)
+def test_card_names_a_damaged_run_file(good_folder, tmp_path, capsys, name, content, problem):
+    from vaswani.cli import main
+
+    folder = tmp_path / "model"
+    shutil.copytree(good_folder, folder)
+    (folder / name).write_bytes(content.encode("latin-1"))
+    before = tree(tmp_path)
+    assert main(["card", "--model", str(folder), "--output", str(tmp_path / "card.md")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {folder / name} is damaged ({problem}") and "Traceback" not in err, err
+    assert "remove it to write the card without it" in err
+    assert tree(tmp_path) == before

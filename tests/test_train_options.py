@@ -508,3 +508,21 @@ def test_held_out_pairs_over_the_evaluation_budget_are_refused_before_training_o
         assert not list(out.glob("checkpoints/step-*"))
         return
     assert len(results["validation"]["examples"]) == 8 and len(results["test"]["examples"]) == 6
+
+
+def test_every_option_of_every_command_has_a_help_text():
+    """`--help` documents every option of train.py, of the tokenizer command and of checkpoint averaging."""
+    import argparse
+
+    from tokenization.__main__ import add_tokenizer_arguments
+    from vaswani.checkpoints import add_average_arguments
+
+    parsers = {"train.py": train.build_parser()}
+    for name, add in (("tokenizer", add_tokenizer_arguments), ("average", add_average_arguments)):
+        parsers[name] = argparse.ArgumentParser()
+        add(parsers[name])
+    for name, parser in parsers.items():
+        undocumented = [a.option_strings for a in parser._actions if a.option_strings and not (a.help or "").strip()]
+        assert undocumented == [], (name, undocumented)
+        assert len([a for a in parser._actions if a.option_strings]) > 5, name  # the options were really added
+    assert "(paper: 0.98)" in parsers["train.py"].format_help()

@@ -55,12 +55,11 @@ def add_tokenizer_arguments(train: argparse.ArgumentParser) -> None:
 
 def run_tokenizer(args: argparse.Namespace) -> int:
     """Train the tokenizer the options describe and write its folder (never over files it did not create)."""
-    from vaswani.model_folder import check_output_folder, write_model_folder
+    from vaswani.model_folder import check_tokenizer_output_folder, write_model_folder
 
-    output = Path(args.output)
-    # A folder that holds other things than a tokenizer is refused; an earlier tokenizer is replaced whole.
-    check_output_folder(output, replace=not output.is_dir() or (output / "tokenizer.json").is_file(),
-                        option="--output", overwrite_option=None)  # fmt: skip
+    # Only a new or empty folder, or one holding nothing but an earlier tokenizer, is written (the latter replaced);
+    # a model folder or the user's files are refused before anything is touched.
+    output = check_tokenizer_output_folder(args.output)
     if any(output.resolve() == Path(file).resolve() for file in args.files):
         raise TokenizerError(f"--output {output} is one of the --files: give a new folder")
     tokenizer = train_bpe_tokenizer(

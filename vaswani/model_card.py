@@ -11,7 +11,6 @@ model was trained) and results.json (scores). `render_model_card(folder)` theref
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -52,7 +51,7 @@ def render_model_card(
     """The card of the model saved in `model_dir`. `results` / `run_args` default to the folder's results.json /
     run_args.json (written by train.py); `repo_id` is the Hub name used in the code examples."""
     model_dir = Path(model_dir)
-    config = _read_json(model_dir / "config.json")
+    config = _read_json(model_dir / "config.json", fix="restore it or save the model again")
     if config is None:
         raise FileNotFoundError(f"{model_dir} has no config.json: not a saved model folder.")
     results = results if results is not None else _read_json(model_dir / "results.json") or {}
@@ -127,8 +126,13 @@ class _Namespace:
         self.__dict__.update(values)
 
 
-def _read_json(path: Path) -> dict | None:
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+def _read_json(
+    path: Path, fix: str = "restore it from the run, or remove it to write the card without it"
+) -> dict | None:
+    """The object in `path` (None when there is no such file); damaged JSON is a `ModelFolderError` naming it."""
+    from vaswani.model_folder import read_json_object
+
+    return read_json_object(path, fix=fix) if path.exists() else None
 
 
 def _plain(args: dict) -> dict:

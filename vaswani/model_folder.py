@@ -23,6 +23,7 @@ import argparse
 import functools
 import json
 import os
+import pickle
 import re
 import shutil
 from collections.abc import Callable
@@ -33,6 +34,7 @@ from vaswani.checkpoints import (
     SAFE_WEIGHTS_INDEX_NAME,
     SAFE_WEIGHTS_NAME,
     TMP_PREFIX,
+    TOKENIZER_FILE_PATTERNS,
     fsync_dir,
     fsync_tree,
 )
@@ -53,6 +55,9 @@ WEIGHT_FILES = (
     "pytorch_model.bin.index.json",
 )
 WEIGHT_SHARD = re.compile(r"(model|pytorch_model)-\d{5}-of-\d{5}\.(safetensors|bin)")
+SAFE_WEIGHT_SHARD = re.compile(r"model-\d{5}-of-\d{5}\.safetensors")
+# Weights stored as pickles (torch.save): never loaded, because unpickling a file can run the code it names.
+PICKLED_WEIGHT_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
 # What our saves write besides weights and code: save_pretrained of the model and of a fast tokenizer, and the card.
 SAVED_FILES = {
     CONFIG_FILE, GENERATION_CONFIG_FILE, MODEL_CARD_FILE, TOKENIZER_FILE, "tokenizer_config.json",
@@ -97,6 +102,11 @@ def is_model_file(name: str) -> bool:
     return name in SAVED_FILES or is_weight_file(name) or name in code_files()
 
 
+def is_tokenizer_file(path: Path) -> bool:
+    """Whether `path` is a file a tokenizer save writes (`TOKENIZER_FILE_PATTERNS`: tokenizer.json, vocab.txt, ...)."""
+    return path.is_file() and any(path.match(pattern) for pattern in TOKENIZER_FILE_PATTERNS)
+
+
 def check_model_folder(folder: str | Path, *, need_tokenizer: bool = True, need_weights: bool = True) -> Path:
     """`folder` as a Path if it is a local folder holding config.json, weights (if `need_weights`) and tokenizer.json
     (if `need_tokenizer`); otherwise a `ModelFolderError` that says what is missing. Never looks on the Hub."""
@@ -112,10 +122,8 @@ def check_model_folder(folder: str | Path, *, need_tokenizer: bool = True, need_
         raise ModelFolderError(
             f"{folder} is not a model folder (no config.json): give the folder that train.py or save_pretrained wrote"
         )
-    if need_weights and not any((folder / name).is_file() for name in WEIGHT_FILES):
-        raise ModelFolderError(
-            f"{folder} has no model weights (model.safetensors): save the model into it with save_pretrained"
-        )
+    if need_weights:
+        check_safetensors_weights(folder)
     if need_tokenizer and not (folder / TOKENIZER_FILE).is_file():
         raise ModelFolderError(
             f"{folder} has no tokenizer ({TOKENIZER_FILE}): save the tokenizer the model was trained with into the "
@@ -124,16 +132,35 @@ def check_model_folder(folder: str | Path, *, need_tokenizer: bool = True, need_
     return folder
 
 
-def read_json_object(path: Path) -> dict:
-    """A JSON file that must hold an object: a `ModelFolderError` naming it otherwise."""
+def check_safetensors_weights(folder: Path) -> None:
+    """The weights of `folder` must be safetensors (model.safetensors, or shards with their index): a folder whose
+    only weights are pickles (pytorch_model.bin, *.pt, *.pth, *.ckpt) is a `ModelFolderError` (they are never
+    loaded: unpickling can run code), as is a folder with no weights at all."""
+    if (folder / SAFE_WEIGHTS_NAME).is_file() or (folder / SAFE_WEIGHTS_INDEX_NAME).is_file():
+        return
+    names = sorted(path.name for path in folder.iterdir() if path.is_file())
+    if any(SAFE_WEIGHT_SHARD.fullmatch(name) for name in names):
+        return  # shards without their index: check_weights_fit names the missing index
+    pickled = [name for name in names if name.endswith(PICKLED_WEIGHT_SUFFIXES)]
+    if pickled:
+        raise ModelFolderError(
+            f"{folder} holds only pickled weights ({_some(pickled)}), which are never loaded because unpickling can "
+            "run code; convert them to safetensors (where you trust the file: load the model with from_pretrained "
+            "and save it again with save_pretrained, which writes model.safetensors)"
+        )
+    raise ModelFolderError(
+        f"{folder} has no model weights (model.safetensors): save the model into it with save_pretrained"
+    )
+
+
+def read_json_object(path: Path, *, fix: str = "restore it or save the model again") -> dict:
+    """A JSON file that must hold an object: a `ModelFolderError` naming it, what is wrong and `fix` otherwise."""
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise ModelFolderError(f"{path} is not readable JSON ({error}): restore it or save the model again") from None
+        raise ModelFolderError(f"{path} is damaged (not readable JSON: {error}): {fix}") from None
     if not isinstance(value, dict):
-        raise ModelFolderError(
-            f"{path} holds a JSON {type(value).__name__}, not an object: restore it or save the model again"
-        )
+        raise ModelFolderError(f"{path} is damaged (it holds a JSON {type(value).__name__}, not an object): {fix}")
     return value
 
 
@@ -175,8 +202,7 @@ def check_weights_fit(folder: Path, config, *, trust_remote_code: bool = False) 
 
     from vaswani.checkpoints import CheckpointError, tied_groups, weight_files
 
-    if not any((folder / name).is_file() for name in WEIGHT_FILES[:2]):
-        return  # a legacy .bin folder: transformers reads it with torch.load(weights_only=True)
+    check_safetensors_weights(folder)  # never a pickled .bin (check_model_folder refuses those)
     try:
         files = weight_files(folder)
     except CheckpointError as error:  # an index that is not readable, or lists missing shards
@@ -300,12 +326,12 @@ def load_model_folder(
     config, tokenizer = check_model_files(
         folder, trust_remote_code=trust_remote_code, need_tokenizer=need_tokenizer, config=config
     )
-    try:
+    try:  # safetensors only: transformers never falls back to a pickled pytorch_model.bin
         model, info = AutoModelForSeq2SeqLM.from_pretrained(
             folder, config=config, local_files_only=True, trust_remote_code=trust_remote_code,
-            output_loading_info=True, **model_kwargs,
+            output_loading_info=True, use_safetensors=True, **model_kwargs,
         )  # fmt: skip
-    except (OSError, ValueError, RuntimeError, TypeError, KeyError) as error:
+    except (OSError, ValueError, RuntimeError, TypeError, KeyError, pickle.UnpicklingError) as error:
         raise ModelFolderError(f"cannot load the model in {folder}: {error}") from None
     bad = {key: info.get(key) for key in ("missing_keys", "mismatched_keys", "error_msgs") if info.get(key)}
     if bad:
@@ -349,6 +375,22 @@ def check_output_folder(
         )
         raise ModelFolderError(f"{option} {output_dir} already holds {kind}: choose a new or empty folder{fix}")
     return output_dir
+
+
+def check_tokenizer_output_folder(output: str | Path, *, option: str = "--output") -> Path:
+    """`output` as a real path if a tokenizer may be written there: a new or empty folder, or one holding nothing but
+    tokenizer files (`is_tokenizer_file`), which the new tokenizer replaces. A model folder (weights, config) or a
+    folder of the user's files is a `ModelFolderError`, raised before anything is written."""
+    output = check_output_folder(output, replace=True, option=option, overwrite_option=None)
+    others = (
+        sorted(entry.name for entry in output.iterdir() if not is_tokenizer_file(entry)) if output.is_dir() else []
+    )
+    if others:
+        raise ModelFolderError(
+            f"{option} {output} already holds files other than a tokenizer ({_some(others)}): choose a new or empty "
+            "folder (only a folder holding nothing but tokenizer files is replaced)"
+        )
+    return output
 
 
 def write_model_folder(output_dir: str | Path, write: Callable[[Path], None], *, replace: bool = False) -> Path:
@@ -405,7 +447,7 @@ def _swap_in(output_dir: Path, staging: Path) -> None:
         return
     if output_dir.is_dir():
         for entry in sorted(output_dir.iterdir()):
-            if entry.name in written or entry.name == JOURNAL_FILE or is_weight_file(entry.name):
+            if entry.name in written or entry.name == JOURNAL_FILE or _superseded_weights(entry.name, written):
                 continue  # replaced by the new save, or an old weight file (shard) that would contradict it
             os.replace(entry, staging / entry.name)
         fsync_dir(staging)
@@ -418,6 +460,12 @@ def _swap_in(output_dir: Path, staging: Path) -> None:
         shutil.rmtree(aside)
     (output_dir / JOURNAL_FILE).unlink()
     fsync_dir(output_dir)
+
+
+def _superseded_weights(name: str, written: set[str]) -> bool:
+    """Whether `name` is an old weight file that a new save replacing the folder's weights leaves behind (e.g. a
+    shard of an earlier sharded save). A save that writes no weights (a tokenizer) supersedes none: they are kept."""
+    return name not in written and is_weight_file(name) and any(is_weight_file(new) for new in written)
 
 
 def _can_be_renamed(folder: Path) -> bool:
@@ -436,7 +484,7 @@ def _replace_file_by_file(output_dir: Path, staging: Path, written: set[str]) ->
         if (staging / name).exists():
             os.replace(staging / name, output_dir / name)
     for entry in output_dir.iterdir():
-        if entry.name not in written and is_weight_file(entry.name) and (entry.is_file() or entry.is_symlink()):
+        if _superseded_weights(entry.name, written) and (entry.is_file() or entry.is_symlink()):
             entry.unlink()
     fsync_dir(output_dir)
     shutil.rmtree(staging)
@@ -448,13 +496,17 @@ __all__ = [
     "check_model_files",
     "check_model_folder",
     "check_output_folder",
+    "check_safetensors_weights",
+    "check_tokenizer_output_folder",
     "check_tokenizer_fits",
     "check_weights_fit",
     "is_model_file",
+    "is_tokenizer_file",
     "is_weight_file",
     "load_config",
     "load_model_folder",
     "load_tokenizer",
+    "read_json_object",
     "recover_model_folder",
     "write_model_folder",
 ]

@@ -164,25 +164,34 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         help="a `datasets` name (Hub when online), or 'demo' for the built-in set (the default without --train_file)",
     )
     group.add_argument("--dataset_config_name", help="the `datasets` configuration, e.g. 'de-en'")
-    group.add_argument("--source_lang", default="en")
-    group.add_argument("--target_lang", default="de")
+    group.add_argument("--source_lang", default="en", help="language code of the source side (default: en)")
+    group.add_argument("--target_lang", default="de", help="language code of the target side (default: de)")
     group.add_argument("--validation_size", type=int, default=500, help="pairs carved from train without validation")
     group.add_argument("--max_source_length", type=int, default=256, help="in tokens, EOS included")
     group.add_argument("--max_target_length", type=int, default=256, help="in tokens, EOS included")
     group.add_argument("--overlong", choices=["drop", "truncate"], default="drop", help="pairs over the limits")
-    group.add_argument("--preprocessing_num_workers", type=int, default=None)
+    group.add_argument(
+        "--preprocessing_num_workers", type=int, default=None,
+        help="processes that tokenize the data (`datasets.map` num_proc; default: one)",
+    )  # fmt: skip
     group.add_argument("--cache_dir", help="where `datasets` caches downloads")
 
     group = parser.add_argument_group("tokenizer")
     group.add_argument("--tokenizer", help="an existing tokenizer folder; without it a shared BPE is trained")
     group.add_argument("--vocab_size", type=int, default=37000, help="BPE vocabulary size (paper: ~37k for EN-DE)")
     group.add_argument("--min_frequency", type=int, default=2, help="BPE merge minimum frequency")
-    group.add_argument("--special_tokens_layout", choices=sorted(SPECIAL_TOKEN_LAYOUTS), default="paper")
+    group.add_argument(
+        "--special_tokens_layout", choices=sorted(SPECIAL_TOKEN_LAYOUTS), default="paper",
+        help="ids of the trained BPE's special tokens; paper: <pad>=0 <s>=1 </s>=2 <unk>=3, fairseq: <s>=0 <pad>=1",
+    )  # fmt: skip
 
     group = parser.add_argument_group("batching and optimization")
     group.add_argument("--max_tokens", type=int, default=4096, help="per device and batch: sentences x longest side")
     group.add_argument("--max_sentences", type=int, default=None, help="optional cap on pairs per batch")
-    group.add_argument("--gradient_accumulation_steps", type=int, default=1)
+    group.add_argument(
+        "--gradient_accumulation_steps", type=int, default=1,
+        help="batches per optimizer update (paper: ~25k source + 25k target tokens per update)",
+    )  # fmt: skip
     group.add_argument("--max_train_steps", type=int, default=None, help="optimizer updates (default: from epochs)")
     group.add_argument("--num_train_epochs", type=float, default=None, help="used when --max_train_steps is unset")
     group.add_argument(
@@ -207,10 +216,10 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     group.add_argument("--lr_scheduler", choices=LR_SCHEDULERS, default="noam", help="noam = the paper's Eq. 3")
     group.add_argument("--learning_rate", type=float, default=None, help="peak LR (noam: default from d_model)")
     group.add_argument("--lr_factor", type=float, default=1.0, help="scales the noam curve")
-    group.add_argument("--warmup_steps", type=int, default=4000)
-    group.add_argument("--adam_beta1", type=float, default=0.9)
-    group.add_argument("--adam_beta2", type=float, default=0.98)
-    group.add_argument("--adam_epsilon", type=float, default=1e-9)
+    group.add_argument("--warmup_steps", type=int, default=4000, help="LR warmup in updates (paper: 4000)")
+    group.add_argument("--adam_beta1", type=float, default=0.9, help="Adam beta1 (paper: 0.9)")
+    group.add_argument("--adam_beta2", type=float, default=0.98, help="Adam beta2 (paper: 0.98)")
+    group.add_argument("--adam_epsilon", type=float, default=1e-9, help="Adam epsilon (paper: 1e-9)")
     group.add_argument("--weight_decay", type=float, default=0.0, help="AdamW decay of matrices (paper: 0)")
     group.add_argument("--max_grad_norm", type=float, default=0.0, help="clip gradients to this norm (0: off)")
     group.add_argument(
@@ -220,7 +229,9 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         help="bf16: autocast, float32 weights/optimizer/loss; fp16: GPU only. Default: the accelerate configuration's, "
         "else bf16 where the hardware computes it natively (GPU, CPU with AVX512-BF16/AMX), else no",
     )
-    group.add_argument("--seed", type=int, default=0)
+    group.add_argument(
+        "--seed", type=int, default=0, help="seeds the initial weights, the validation split, batch order and dropout"
+    )
     group.add_argument("--drophead_p_start", type=float, default=None, help="scheduled DropHead: rate at step 0")
     group.add_argument("--drophead_p_end", type=float, default=None, help="scheduled DropHead: rate at the end")
     group.add_argument("--drophead_kinds", type=str_list, default=list(DROPHEAD_KINDS), help="encoder,decoder,cross")
@@ -229,8 +240,11 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     group.add_argument("--eval_steps", type=int, default=1000, help="evaluate every N updates (0: only at the end)")
     group.add_argument("--max_eval_samples", type=int, default=None, help="BLEU on at most N validation pairs")
     group.add_argument("--eval_max_tokens", type=int, default=None, help="token budget of evaluation batches")
-    group.add_argument("--num_beams", type=int, default=4)
-    group.add_argument("--length_penalty", type=float, default=0.6)
+    group.add_argument("--num_beams", type=int, default=4, help="beam size of evaluation's translations (paper: 4)")
+    group.add_argument(
+        "--length_penalty", type=float, default=0.6,
+        help="alpha of evaluation's beam search, generate()'s score/length**alpha (paper: 0.6, GNMT's formula)",
+    )  # fmt: skip
     group.add_argument("--num_examples", type=int, default=5, help="translations to print after evaluation")
     group.add_argument(
         "--early_stopping_patience",
@@ -256,7 +270,9 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         "--keep_checkpoints", type=int, default=5, help="keep the last K (at least --average_checkpoints)"
     )
     group.add_argument("--average_checkpoints", type=int, default=5, help="average the last N (paper: 5 base, 20 big)")
-    group.add_argument("--logging_steps", type=int, default=100)
+    group.add_argument(
+        "--logging_steps", type=int, default=100, help="log loss, LR and tokens/s every N updates (0: never)"
+    )
     group.add_argument(
         "--report_to", default="auto", help="accelerate trackers: auto (tensorboard if installed), none"
     )
@@ -292,7 +308,14 @@ def _read_yaml_options(parser: argparse.ArgumentParser, path: str) -> dict:
     if not os.path.isfile(path):
         raise UsageError(f"--config {path}: no such file.")
     try:
-        values = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"--config {path} is not UTF-8 text ({exc.reason} at byte {exc.start}): save it as UTF-8 (e.g. "
+            f"`iconv -f latin1 -t utf-8`)"
+        ) from None
+    try:
+        values = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
         raise UsageError(f"--config {path} is not valid YAML: {exc}") from None
     if not isinstance(values, dict):
