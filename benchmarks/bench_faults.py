@@ -1207,6 +1207,55 @@ def _(folder, fx):
     return prune_probe(folder / "no-model", folder / "out")
 
 
+# -- vaswani export ----------------------------------------------------------------------------------------------
+def export_probe(model: Path, output: Path, *extra: str, **kwargs) -> Probe:
+    return Probe("export", ["--model", str(model), "--output", str(output), "--format", "ctranslate2", *extra],
+                 **kwargs)  # fmt: skip
+
+
+@case("export-output-nonempty", "export", "non-empty")
+def _(folder, fx):
+    (folder / "out").mkdir()
+    (folder / "out" / "notes.txt").write_text("mine\n")
+    return export_probe(fx.model, folder / "out")
+
+
+@case("export-output-is-the-model", "export", "collision")
+def _(folder, fx):
+    model = copy_fixture(fx.model, folder / "model")
+    return export_probe(model, model)
+
+
+@case("export-garbage-weights", "export", "weights")
+def _(folder, fx):
+    return export_probe(damaged_model(folder, fx, lambda m: garbage(m / "model.safetensors")), folder / "out")
+
+
+@case("export-pickle-weights-only", "export", "pickle")
+def _(folder, fx):
+    def swap(model: Path) -> None:
+        (model / "model.safetensors").unlink()
+        plant_pickle(model / "pytorch_model.bin", folder / PAYLOAD_MARKER)
+
+    return export_probe(damaged_model(folder, fx, swap), folder / "out")
+
+
+@case("export-config-more-layers", "export", "config")
+def _(folder, fx):
+    model = damaged_model(folder, fx, lambda m: edit_json(m / "config.json", encoder_layers=5))
+    return export_probe(model, folder / "out")
+
+
+@case("export-unknown-quantization", "export", "option")
+def _(folder, fx):
+    return export_probe(fx.model, folder / "out", "--quantization", "int3")
+
+
+@case("export-model-path-missing", "export", "missing")
+def _(folder, fx):
+    return export_probe(folder / "no-model", folder / "out")
+
+
 # -- vaswani card ------------------------------------------------------------------------------------------------
 @case("card-config-is-a-list", "card", "config")
 def _(folder, fx):

@@ -180,11 +180,14 @@ def _converter_class(ctranslate2):
             return (F.normalize(weight, dim=-1) if self.config.fixnorm else weight).numpy()
 
         def _set_stack(self, spec, stack, embeddings_spec):
+            import torch
+
             embeddings_spec.weight = self._token_matrix(stack.embed_tokens.weight)
             spec.scale_embeddings = bool(self.config.scale_embedding)  # x sqrt(d_model), Section 3.4
             positions = stack.embeddings.embed_positions
-            table = positions.table if hasattr(positions, "table") else positions.weight  # (P, d)
-            spec.position_encodings.encodings = table.detach().float().numpy()
+            with torch.no_grad():  # (P, d): the learned rows, or the sinusoids exactly as the model computes them
+                table = positions(self.config.max_position_embeddings)
+            spec.position_encodings.encodings = table.float().numpy()
             if stack.layer_norm is not None:  # PreNorm's final norm
                 self._set_norm(spec.layer_norm, stack.layer_norm)
 
@@ -239,11 +242,8 @@ def export_ctranslate2(model_dir: str | Path, output_dir: str | Path, quantizati
     """Convert the model folder `model_dir` (weights, config, tokenizer) into a CTranslate2 folder `output_dir`
     that `vaswani translate` runs with CTranslate2. `quantization`: one of `QUANTIZATIONS` (weights stored in that
     type; "int8" keeps float32 for the other computations on CPU). `output_dir` must not exist."""
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
-    import modeling_vaswani  # noqa: F401  (registers the Vaswani classes with the Auto classes)
     from vaswani.checkpoints import TOKENIZER_FILE_PATTERNS
-    from vaswani.translate import check_model_folder
+    from vaswani.model_folder import check_model_folder, load_model_folder
 
     if quantization not in QUANTIZATIONS:
         raise ExportError(f"quantization {quantization!r} is not supported; use one of {', '.join(QUANTIZATIONS)}")
@@ -254,8 +254,8 @@ def export_ctranslate2(model_dir: str | Path, output_dir: str | Path, quantizati
         raise ExportError(f"cannot write {output}: no such folder {output.parent}")
     import_ctranslate2()
 
-    tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
-    model = AutoModelForSeq2SeqLM.from_pretrained(source, local_files_only=True)
+    # checked: weights that fit config.json, a tokenizer that fits the model; no foreign code runs
+    model, tokenizer = load_model_folder(source)
     converter = VaswaniConverter(model, tokenizer)
     config = model.config
     info = {
