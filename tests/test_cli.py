@@ -405,3 +405,23 @@ def test_errors_from_a_real_process_have_no_traceback(tmp_path):
     result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
     assert result.stderr.startswith("error: 'a/b/c' is not a valid repo id") and "Traceback" not in result.stderr
+
+
+def test_translate_never_writes_over_a_file_of_the_model_and_errors_start_their_own_line(
+    model_folder, tmp_path, capsys
+):
+    source = tmp_path / "in.txt"
+    source.write_text("one\ntwo\n", encoding="utf-8")
+    weights = model_folder / "model.safetensors"
+    before = weights.read_bytes()
+    assert main(["translate", "--model", str(model_folder), "--input", str(source), "--output", str(weights)]) == 2
+    assert "is a file of the model folder" in capsys.readouterr().err
+    assert weights.read_bytes() == before
+    # a decoding error after the progress bar started: the bar is closed first, so `error:` begins a line
+    source.write_bytes(b"one\ntw\xe9\n")
+    assert (
+        main(["translate", "--model", str(model_folder), "--input", str(source), "--output", str(tmp_path / "o")]) == 2
+    )
+    err = capsys.readouterr().err
+    assert any(line.startswith("error: ") and "line 2" in line for line in err.splitlines()), err
+    assert not (tmp_path / "o").exists()

@@ -174,9 +174,9 @@ def _open_output(path: Path | None) -> Iterator[io.TextIOBase]:
         stream.detach()  # leave sys.stdout open
 
 
-def _check_output_file(path: Path | None, inputs: list[Path | None], model: Path) -> None:
+def _check_output_file(path: Path | None, inputs: list[Path | None], model: Path | None = None) -> None:
     """An output file must go into an existing folder and must not be one of the inputs (it would be emptied) nor a
-    file of the model folder."""
+    file of the `model` folder (when given: translate; a card is meant to go into its folder)."""
     if path is None:
         return
     if not path.parent.is_dir():
@@ -188,7 +188,7 @@ def _check_output_file(path: Path | None, inputs: list[Path | None], model: Path
             raise UsageError(
                 f"--output {path} is the input file {source}: writing it would destroy the input; give another file"
             )
-    if path.exists() and model.is_dir() and path.resolve().is_relative_to(model.resolve()):
+    if model is not None and path.exists() and model.is_dir() and path.resolve().is_relative_to(model.resolve()):
         raise UsageError(f"--output {path} is a file of the model folder {model}: writing it would destroy the model; "
                          "give another file")  # fmt: skip
 
