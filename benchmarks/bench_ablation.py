@@ -30,6 +30,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import common  # noqa: E402  (benchmarks/, the folder of this script)
+
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "gettext-en-es"
 VARIANTS = {
@@ -156,8 +158,7 @@ def main(argv=None) -> list[dict]:
     print(f"BLEU signature: {rows[0]['bleu_signature']}")
     print(f"chrF signature: {rows[0]['chrf_signature']}")
     if args.json:
-        args.json.write_text(json.dumps({"settings": {k: str(v) for k, v in vars(args).items()}, "runs": rows},
-                                        indent=2))  # fmt: skip
+        common.write_json_report(args.json, args, runs=rows)
     return rows
 
 

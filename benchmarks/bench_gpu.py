@@ -159,7 +159,7 @@ def main(argv=None) -> list[dict]:
         if row["preset"] == "big" and row["mfu"] is not None:
             print(f"{'MET' if row['mfu'] >= 0.4 else 'MISSED'} target MFU >= 40% for big: {100 * row['mfu']:.1f}%")
     if args.json:
-        args.json.write_text(json.dumps({"settings": {k: str(v) for k, v in vars(args).items()}, "rows": rows}))
+        common.write_json_report(args.json, args, rows=rows)
     return rows
 
 

@@ -35,6 +35,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
 from bench_train import marian_model  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -219,7 +220,7 @@ def main(argv=None) -> dict:
     gap = rows["train.py"]["bleu"] - rows["Seq2SeqTrainer"]["bleu"]
     print(f"{'MET' if gap >= 5 else 'MISSED'} target train.py >= Trainer + 5 BLEU: {gap:+.1f}")
     if args.json:
-        args.json.write_text(json.dumps({"settings": {k: str(v) for k, v in vars(args).items()}, "rows": rows}))
+        common.write_json_report(args.json, args, rows=rows)
     return rows
 
 

@@ -22,6 +22,7 @@ import ctypes
 import ctypes.util
 import datetime
 import gc
+import json
 import math
 import multiprocessing
 import os
@@ -32,6 +33,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 # ----------------------------------------------------------------------------------------------------------------
 # Timing
@@ -360,3 +362,9 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> st
         )
 
     return "\n".join([line(cells[0]), "  ".join("-" * width for width in widths)] + [line(row) for row in cells[1:]])
+
+
+def write_json_report(path: os.PathLike, args, **results) -> None:
+    """The --json FILE of a benchmark: its settings (every option, as text) and its results (`results` by name)."""
+    settings = {key: str(value) for key, value in vars(args).items()}
+    Path(path).write_text(json.dumps({"settings": settings, **results}, indent=2))
