@@ -100,3 +100,44 @@ def isolated_python(tmp_path):
         return run_isolated_python(code, tmp_path, timeout=timeout)
 
     return run
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on now, for one launch's rendezvous (not accelerate's fixed default 29500, which a
+    leftover or concurrent launch may hold)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def run_command(cmd: list[str], *, env: dict, cwd: Path, timeout: int) -> subprocess.CompletedProcess:
+    """`subprocess.run` in a session of its own: on a timeout every process it started (a launcher's ranks
+    included) is killed, and the returned result (returncode None) carries the output so far, whose tail says where
+    it stopped."""
+    import signal
+
+    with subprocess.Popen(
+        cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    ) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            stdout, stderr = process.communicate()
+            return subprocess.CompletedProcess(cmd, None, stdout, f"{stderr}\n[killed after {timeout} s]")
+    return subprocess.CompletedProcess(cmd, process.returncode, stdout, stderr)
+
+
+def run_cpu_ranks(
+    script: Path, args: list[str], *, processes: int, env: dict, cwd: Path, timeout: int
+) -> subprocess.CompletedProcess:
+    """`accelerate launch` of `script` as `processes` gloo ranks on CPU. (accelerate 1.15's `--cpu` launcher starts
+    one process; ACCELERATE_USE_CPU=1 with `--multi_gpu` starts real CPU ranks.)"""
+    cmd = [
+        sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes),
+        "--num_machines", "1", "--main_process_port", str(free_port()), "--mixed_precision", "no",
+        "--dynamo_backend", "no", str(script), *args,
+    ]  # fmt: skip
+    return run_command(cmd, env={**env, "ACCELERATE_USE_CPU": "1"}, cwd=cwd, timeout=timeout)

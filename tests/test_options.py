@@ -5,13 +5,11 @@ import itertools
 import json
 import math
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import REPO_ROOT, random_batch, tiny_config, tiny_model
+from conftest import REPO_ROOT, random_batch, run_cpu_ranks, tiny_config, tiny_model
 from test_modeling import ATTENTION_BACKENDS, torch_reference_stacks, with_backend
 from torch import nn
 
@@ -299,27 +297,11 @@ def test_every_other_strategy(layers, rate, expected):
 @pytest.mark.slow
 def test_layerdrop_under_data_parallelism_with_two_cpu_processes(tmp_path):
     """Two gloo processes with different batch shapes: the run completes, both ranks skip the same layers and end
-    with the same weights. (accelerate 1.15's `--cpu` launcher starts one process; ACCELERATE_USE_CPU=1 with
-    `--multi_gpu` starts real CPU ranks.)"""
+    with the same weights."""
     output = tmp_path / "report.json"
-    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    cmd = [
-        sys.executable,
-        "-m",
-        "accelerate.commands.launch",
-        "--multi_gpu",
-        "--num_processes",
-        "2",
-        "--num_machines",
-        "1",
-        "--mixed_precision",
-        "no",
-        "--dynamo_backend",
-        "no",
-        str(REPO_ROOT / "tests" / "scripts" / "layerdrop_ddp.py"),
-        str(output),
-    ]
-    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    script = REPO_ROOT / "tests" / "scripts" / "layerdrop_ddp.py"
+    result = run_cpu_ranks(script, [str(output)], processes=2, env=env, cwd=tmp_path, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(output.read_text())
     assert report["find_unused_parameters"] is True  # chosen by model.uses_layerdrop

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, run_command, run_cpu_ranks
 from safetensors.torch import load_file
 
 from vaswani.demo_data import write_demo_files
@@ -40,16 +40,10 @@ def data_args(data_dir: Path) -> list[str]:
 def run_train(args: list[str], cwd: Path, processes: int = 1, timeout: int = 400) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
     env["HF_DATASETS_CACHE"] = str(cwd / "datasets_cache")
+    script = REPO_ROOT / "train.py"
     if processes == 1:
-        cmd = [sys.executable, str(REPO_ROOT / "train.py"), *args]
-    else:  # accelerate 1.15's --cpu launcher starts one process; this starts real gloo ranks on CPU
-        env["ACCELERATE_USE_CPU"] = "1"
-        cmd = [
-            sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes),
-            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", str(REPO_ROOT / "train.py"),
-            *args,
-        ]  # fmt: skip
-    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+        return run_command([sys.executable, str(script), *args], env=env, cwd=cwd, timeout=timeout)
+    return run_cpu_ranks(script, args, processes=processes, env=env, cwd=cwd, timeout=timeout)
 
 
 def read_metrics(output_dir: Path) -> list[dict]:

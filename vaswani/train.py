@@ -13,7 +13,8 @@ The module reads straight down:
   5. checkpoints and exact resume: weights, optimizer, schedules and RNGs as safetensors + JSON (nothing unpickled)
   6. the training loop (gradient accumulation through `accelerator.accumulate`, loss normalised per target token)
   7. evaluation: validation loss, BLEU and chrF with beam search through `evaluate`, gathered across processes
-  8. the final model: checkpoint averaging, `save_pretrained` folder with tokenizer and model card, test scores
+  8. the run in three steps: `set_up` (options to a ready model), `train_loop`, `finish` (checkpoint averaging,
+     test scores, the `save_pretrained` folder with tokenizer and model card, the upload)
 """
 
 from __future__ import annotations
@@ -990,11 +991,49 @@ def log_evaluation(split: str, results: dict, step: int) -> None:
 
 
 # ======================================================================================================================
-# 8. Main
+# 8. The run: set up, train, finish
 # ======================================================================================================================
+@dataclasses.dataclass
+class Run:
+    """Everything `set_up` builds for `train_loop` and `finish`."""
+
+    args: argparse.Namespace  # parsed once by `parse_args`; nothing below changes it
+    accelerator: object
+    output_dir: Path
+    raw: dict  # split name -> `datasets.Dataset` of {"translation": {src: ..., tgt: ...}}
+    tokenized: dict  # split name -> input_ids, attention_mask, labels, source_length, target_length
+    tokenizer: object
+    collator: object
+    model: torch.nn.Module  # as prepared by accelerate (DDP-wrapped with several processes)
+    training: TrainingState  # the unwrapped model, optimizer, schedules and progress: what a checkpoint holds
+    sampler: TokenBatchSampler  # this process's training batches
+    manager: CheckpointManager
+    rules: StoppingRules  # time budget and early stopping
+    metrics: MetricsLog
+
+    def evaluate(self, split: str, max_samples: int | None = None, generate: bool = True) -> dict:
+        return run_evaluation(
+            self.args, self.accelerator, self.model, self.tokenized[split], self.raw[split], self.tokenizer,
+            self.collator, max_samples=max_samples, generate=generate,
+        )  # fmt: skip
+
+
 def main(argv: list[str] | None = None, prog: str | None = None) -> dict:
-    """One training run, from options to the saved model; returns its results (what results.json holds)."""
-    args = parse_args(argv, prog)
+    """One training run, from options to the saved model; returns its results (what results.json holds), or
+    `{"step": N, "stopped_early": True}` when --stop_after_steps/--stop_after_minutes ended this invocation."""
+    run = set_up(parse_args(argv, prog))
+    ended = train_loop(run)
+    if ended == STOPPED:
+        return {"step": run.training.progress.step, "stopped_early": True}
+    return finish(run, finished_early=ended)
+
+
+def set_up(args: argparse.Namespace) -> Run:
+    """Options -> Accelerator, output folder, data, tokenizer, model, optimizer and schedules, restored from a
+    checkpoint when resuming. Every check a user can fail happens here, before anything is replaced."""
+    from accelerate.utils import set_seed
+    from transformers import DataCollatorForSeq2Seq
+
     accelerator, ddp_kwargs, precision_reason = create_accelerator(args)
     setup_logging(accelerator)
     logger.info("Mixed precision: %s (%s)", accelerator.mixed_precision, precision_reason)
@@ -1002,12 +1041,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> dict:
         recover_model_folder(args.output_dir)  # finish (or undo) a final save that a kill interrupted
     accelerator.wait_for_everyone()
     output_dir, resume_checkpoint = prepare_output_dir(args)
-    from accelerate.utils import set_seed
-    from transformers import DataCollatorForSeq2Seq
-
     set_seed(args.seed)  # identical initial weights on every process
 
-    # -- data, tokenizer, model (all checks happen here, before training) -------------------------------------------
     config = resolve_model_config(args)
     raw, report = load_data(args, accelerator)
     logger.info("Data:\n%s", report.summary())
@@ -1036,209 +1071,274 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> dict:
                                                             train["target_length"]), max_steps,
         accelerator.num_processes,
     )  # fmt: skip
-    collator = DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)
 
-    # -- optimizer, schedules ---------------------------------------------------------------------------------------
     optimizer = build_optimizer(args, model, accelerator.device.type)
+    lr_scheduler, drophead = build_schedules(args, model, optimizer, max_steps)
+    prepared, optimizer = accelerator.prepare(model, optimizer)
+    training = TrainingState(
+        accelerator, accelerator.unwrap_model(prepared), optimizer, lr_scheduler, drophead, TrainingProgress(),
+        max_steps,
+    )  # fmt: skip
+    manager = CheckpointManager(
+        output_dir / CHECKPOINTS_SUBDIR, keep_last=max(args.keep_checkpoints, args.average_checkpoints, 1)
+    )
+    if accelerator.is_main_process:
+        manager.remove_incomplete()  # leftovers of a save that was killed
+    accelerator.wait_for_everyone()
+    rules = StoppingRules(output_dir, args.max_train_minutes, args.early_stopping_patience, args.metric_for_best)
+    if resume_checkpoint is not None:
+        resume(accelerator, manager, resume_checkpoint, training, rules, output_dir)
+    accelerator.init_trackers(
+        "vaswani", config={k: v for k, v in vars(args).items() if isinstance(v, (int, float, str, bool))}
+    )
+    return Run(
+        args=args, accelerator=accelerator, output_dir=output_dir, raw=raw, tokenized=tokenized, tokenizer=tokenizer,
+        collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100), model=prepared,
+        training=training, sampler=sampler, manager=manager, rules=rules,
+        metrics=MetricsLog(accelerator, output_dir / "metrics.jsonl"),
+    )  # fmt: skip
+
+
+def build_schedules(args, model, optimizer, max_steps: int) -> tuple[object, DropHeadScheduler | None]:
+    """The learning-rate schedule (Section 5.3's Eq. 3 by default) and the scheduled DropHead rate, if any."""
     try:
         lr_scheduler = build_lr_scheduler(
             args.lr_scheduler, optimizer, warmup_steps=args.warmup_steps, total_steps=max_steps,
             d_model=model.config.d_model, learning_rate=args.learning_rate, factor=args.lr_factor,
         )  # fmt: skip
-        drophead = (
-            DropHeadScheduler(model, args.drophead_p_start, args.drophead_p_end, args.warmup_steps, max_steps,
-                              kinds=args.drophead_kinds)
-            if args.drophead_p_start is not None else None
-        )  # fmt: skip
+        if args.drophead_p_start is None:
+            return lr_scheduler, None
+        drophead = DropHeadScheduler(
+            model, args.drophead_p_start, args.drophead_p_end, args.warmup_steps, max_steps, kinds=args.drophead_kinds
+        )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    model, optimizer = accelerator.prepare(model, optimizer)
-    unwrapped = accelerator.unwrap_model(model)
+    return lr_scheduler, drophead
 
-    progress = TrainingProgress()
-    training = TrainingState(accelerator, unwrapped, optimizer, lr_scheduler, drophead, progress, max_steps)
-    manager = CheckpointManager(
-        output_dir / "checkpoints", keep_last=max(args.keep_checkpoints, args.average_checkpoints, 1)
-    )
+
+def resume(accelerator, manager, checkpoint: Path, training: TrainingState, rules: StoppingRules, output_dir) -> None:
+    """Continue the run from `checkpoint`: later checkpoints set aside (a resume from an older one starts a new
+    branch), weights and training state loaded, metrics.jsonl cut back to the checkpoint's step, the time budget and
+    early-stopping counts restored."""
     if accelerator.is_main_process:
-        manager.remove_incomplete()  # leftovers of a save that was killed
+        for moved in manager.set_aside_newer(checkpoint):
+            logger.warning("Resuming from an older checkpoint: moved the later %s aside to %s", moved.name, moved)
     accelerator.wait_for_everyone()
-    if resume_checkpoint is not None:
-        path = resume_checkpoint
-        if accelerator.is_main_process:
-            for moved in manager.set_aside_newer(path):
-                logger.warning("Resuming from an older checkpoint: moved the later %s aside to %s", moved.name, moved)
-        accelerator.wait_for_everyone()
-        load_checkpoint(accelerator, path, training)
-        if accelerator.is_main_process:
-            dropped = truncate_metrics(output_dir / "metrics.jsonl", progress.step)
-            if dropped:
-                logger.info(
-                    "Dropped %d metrics.jsonl rows logged after step %d (the checkpoint)", dropped, progress.step
-                )
-        accelerator.wait_for_everyone()
-        logger.info(
-            "Resumed from %s at step %d (epoch %d, batch %d)",
-            path,
-            progress.step,
-            progress.epoch,
-            progress.batch_in_epoch,
-        )
-    rules = StoppingRules(output_dir, args.max_train_minutes, args.early_stopping_patience, args.metric_for_best)
-    if accelerator.is_main_process and resume_checkpoint is not None:
-        logger.info("Time budget and early stopping: %s", rules.restore(resume_checkpoint))
-    experiment = {k: v for k, v in vars(args).items() if isinstance(v, (int, float, str, bool))}
-    accelerator.init_trackers("vaswani", config=experiment)
-    metrics = MetricsLog(accelerator, output_dir / "metrics.jsonl")
+    load_checkpoint(accelerator, checkpoint, training)
+    progress = training.progress
+    if accelerator.is_main_process:
+        dropped = truncate_metrics(output_dir / "metrics.jsonl", progress.step)
+        if dropped:
+            logger.info("Dropped %d metrics.jsonl rows logged after step %d (the checkpoint)", dropped, progress.step)
+        logger.info("Time budget and early stopping: %s", rules.restore(checkpoint))
+    accelerator.wait_for_everyone()
+    logger.info(
+        "Resumed from %s at step %d (epoch %d, batch %d)", checkpoint, progress.step, progress.epoch,
+        progress.batch_in_epoch,
+    )  # fmt: skip
 
-    # -- training loop --------------------------------------------------------------------------------------------
+
+STOPPED = "stopped"  # train_loop's answer when --stop_after_steps/--stop_after_minutes ended this invocation
+
+
+def train_loop(run: Run) -> str | None:
+    """Updates until max_steps (Section 5), with logging, evaluations and checkpoints on the way. Returns None when
+    max_steps was reached, why the run finishes early (time budget spent, early stopping), or STOPPED when this
+    invocation ends and a later one resumes."""
     from tqdm.auto import tqdm
 
+    args, accelerator, training = run.args, run.accelerator, run.training
+    progress, max_steps = training.progress, training.max_steps
     bar = tqdm(
         total=max_steps, initial=progress.step, disable=not accelerator.is_local_main_process, desc="Training",
         mininterval=0.1 if sys.stderr.isatty() else 30,  # a log file gets a line every 30 s, a terminal a live bar
     )  # fmt: skip
-    stream = batch_stream(sampler, progress)
-    window_loss = torch.zeros((), dtype=torch.float64, device=accelerator.device)
-    window_tokens = torch.zeros((), dtype=torch.float64, device=accelerator.device)
-    window_start, last_save = time.perf_counter(), time.monotonic()
-    invocation_start, start_step = time.monotonic(), progress.step
-    finish_early = None  # why the run ends before max_steps and still finishes (time budget, early stopping)
-    model.train()
+    stream = batch_stream(run.sampler, progress)
+    window = LossWindow(accelerator)
+    last_save, invocation_start, start_step = time.monotonic(), time.monotonic(), progress.step
+    run.model.train()
     while progress.step < max_steps:
-        step_start = time.perf_counter()
-        group = [next(stream) for _ in range(args.gradient_accumulation_steps)]
-        micro_batches = [collate(train, indices, collator, accelerator.device) for _, _, indices in group]
-        # Normalise by the real target tokens of the whole update (all micro-batches, all processes): each micro-batch
-        # contributes its token sum / N. DDP averages over processes and `accelerator.backward` divides by the
-        # accumulation steps, so the divisor handed to the model is N / (processes * accumulation steps).
-        local_tokens = sum(int((b["labels"] != -100).sum()) for b in micro_batches)
-        global_tokens = accelerator.reduce(torch.tensor(local_tokens, device=accelerator.device), "sum").item()
-        divisor = global_tokens / (accelerator.num_processes * args.gradient_accumulation_steps)
-        for batch in micro_batches:
-            with accelerator.accumulate(model):
-                loss = model(**batch, num_items_in_batch=divisor).loss
-                accelerator.backward(loss)
-                window_loss += loss.detach().double() * divisor  # this micro-batch's token-loss sum
-                if accelerator.sync_gradients and args.max_grad_norm > 0:
-                    accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
-                optimizer.step()
-                optimizer.zero_grad()
-        if not accelerator.optimizer_step_was_skipped:
-            lr_scheduler.step()
-        progress.step += 1
-        progress.epoch, progress.batch_in_epoch = group[-1][0], group[-1][1] + 1
-        progress.target_tokens += global_tokens
-        progress.train_seconds += time.perf_counter() - step_start
-        window_tokens += local_tokens
-        if drophead is not None:
-            drophead.step()
+        window.add(*train_step(run, stream))
         bar.update(1)
-
         if args.logging_steps and progress.step % args.logging_steps == 0:
-            totals = accelerator.reduce(torch.stack([window_loss, window_tokens]), "sum")
-            elapsed = time.perf_counter() - window_start
-            values = {
-                "loss": (totals[0] / totals[1]).item(), "lr": lr_scheduler.get_last_lr()[0],
-                "target_tokens_per_second": totals[1].item() / elapsed, "epoch": progress.epoch,
-            }  # fmt: skip
+            values = {**window.flush(), "lr": training.lr_scheduler.get_last_lr()[0], "epoch": progress.epoch}
             bar.set_postfix(loss=f"{values['loss']:.3f}", lr=f"{values['lr']:.2e}")
-            metrics("train", progress.step, values)
-            window_loss.zero_()
-            window_tokens.zero_()
-            window_start = time.perf_counter()
-
-        if args.eval_steps and progress.step % args.eval_steps == 0 and progress.step < max_steps:
-            results = run_evaluation(args, accelerator, model, tokenized["validation"], raw["validation"], tokenizer, collator,
-                               max_samples=args.max_eval_samples)  # fmt: skip
-            metrics("validation", progress.step, {k: v for k, v in results.items() if k != "examples"})
+            run.metrics("train", progress.step, values)
+        evaluated = bool(args.eval_steps) and progress.step % args.eval_steps == 0 and progress.step < max_steps
+        early_stop = False
+        if evaluated:
+            results = run.evaluate("validation", max_samples=args.max_eval_samples)
+            run.metrics("validation", progress.step, {k: v for k, v in results.items() if k != "examples"})
             log_evaluation("validation", results, progress.step)
-            evaluated_now = True
-            early_stop = accelerator.is_main_process and rules.evaluated(progress.step, results)
-        else:
-            evaluated_now = early_stop = False
+            early_stop = accelerator.is_main_process and run.rules.evaluated(progress.step, results)
 
-        due_by_steps = args.checkpoint_steps and progress.step % args.checkpoint_steps == 0
-        due_by_time = time.monotonic() - last_save >= 60 * args.checkpoint_minutes
+        loop_seconds = time.monotonic() - invocation_start
         stop = (args.stop_after_steps and progress.step - start_step >= args.stop_after_steps) or (
-            args.stop_after_minutes and time.monotonic() - invocation_start >= 60 * args.stop_after_minutes
+            args.stop_after_minutes and loop_seconds >= 60 * args.stop_after_minutes
         )
-        budget_spent = rules.budget_spent(time.monotonic() - invocation_start)
         stop, due_by_time, budget_spent, early_stop = _main_process_decides(
-            accelerator, bool(stop), due_by_time, budget_spent, early_stop
-        )
-        due_by_rules = budget_spent or early_stop or (evaluated_now and rules.stopper is not None)
+            accelerator, bool(stop), time.monotonic() - last_save >= 60 * args.checkpoint_minutes,
+            run.rules.budget_spent(loop_seconds), early_stop,
+        )  # fmt: skip
+        due_by_steps = args.checkpoint_steps and progress.step % args.checkpoint_steps == 0
+        due_by_rules = budget_spent or early_stop or (evaluated and run.rules.stopper is not None)
         if progress.step == max_steps or due_by_steps or due_by_time or stop or due_by_rules:
-            loop_seconds = time.monotonic() - invocation_start
-            path = save_checkpoint(accelerator, manager, model, training,
-                                   functools.partial(rules.write_state, loop_seconds=loop_seconds))  # fmt: skip
+            path = save_checkpoint(accelerator, run.manager, run.model, training,
+                                   functools.partial(run.rules.write_state, loop_seconds=loop_seconds))  # fmt: skip
             last_save = time.monotonic()
             if accelerator.is_main_process:
-                rules.saved(path, progress.step)
+                run.rules.saved(path, progress.step)
             accelerator.wait_for_everyone()
-        if (budget_spent or early_stop) and progress.step < max_steps:
-            finish_early = "time budget spent" if budget_spent else f"early stopping ({rules.stopper.metric})"
-            logger.info("Finishing at update %d of %d: %s", progress.step, max_steps, finish_early)
+        if progress.step == max_steps:
             break
-        if stop and progress.step < max_steps:
+        if budget_spent or early_stop:
+            why = "time budget spent" if budget_spent else f"early stopping ({run.rules.stopper.metric})"
+            logger.info("Finishing at update %d of %d: %s", progress.step, max_steps, why)
+            bar.close()
+            return why
+        if stop:
             bar.close()
             logger.info("Stopped at update %d of %d; continue with --resume_from_checkpoint latest", progress.step,
                         max_steps)  # fmt: skip
             accelerator.end_training()
-            return {"step": progress.step, "stopped_early": True}
+            return STOPPED
     bar.close()
+    return None
 
-    # -- the final model: average the last checkpoints, evaluate, save -------------------------------------------------
+
+def train_step(run: Run, stream) -> tuple[torch.Tensor, int]:
+    """One optimizer update over --gradient_accumulation_steps micro-batches; returns the update's summed token loss
+    (this process) and its target tokens (this process)."""
+    args, accelerator, training, model = run.args, run.accelerator, run.training, run.model
+    progress, optimizer = training.progress, training.optimizer
+    step_start = time.perf_counter()
+    group = [next(stream) for _ in range(args.gradient_accumulation_steps)]
+    micro_batches = [
+        collate(run.tokenized["train"], indices, run.collator, accelerator.device) for *_, indices in group
+    ]
+    # Normalise by the real target tokens of the whole update (all micro-batches, all processes): each micro-batch
+    # contributes its token sum / N. DDP averages over processes and `accelerator.backward` divides by the
+    # accumulation steps, so the divisor handed to the model is N / (processes * accumulation steps).
+    local_tokens = sum(int((b["labels"] != -100).sum()) for b in micro_batches)
+    global_tokens = accelerator.reduce(torch.tensor(local_tokens, device=accelerator.device), "sum").item()
+    divisor = global_tokens / (accelerator.num_processes * args.gradient_accumulation_steps)
+    loss_sum = torch.zeros((), dtype=torch.float64, device=accelerator.device)
+    for batch in micro_batches:
+        with accelerator.accumulate(model):
+            loss = model(**batch, num_items_in_batch=divisor).loss
+            accelerator.backward(loss)
+            loss_sum += loss.detach().double() * divisor  # this micro-batch's token-loss sum
+            if accelerator.sync_gradients and args.max_grad_norm > 0:
+                accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+            optimizer.step()
+            optimizer.zero_grad()
+    if not accelerator.optimizer_step_was_skipped:
+        training.lr_scheduler.step()
+    if training.drophead is not None:
+        training.drophead.step()
+    progress.step += 1
+    progress.epoch, progress.batch_in_epoch = group[-1][0], group[-1][1] + 1
+    progress.target_tokens += global_tokens
+    progress.train_seconds += time.perf_counter() - step_start
+    return loss_sum, local_tokens
+
+
+class LossWindow:
+    """Training loss per target token and tokens/s since the last log line, summed over processes."""
+
+    def __init__(self, accelerator):
+        self.accelerator = accelerator
+        self.loss = torch.zeros((), dtype=torch.float64, device=accelerator.device)
+        self.tokens = torch.zeros((), dtype=torch.float64, device=accelerator.device)
+        self.start = time.perf_counter()
+
+    def add(self, loss_sum: torch.Tensor, tokens: int) -> None:
+        self.loss += loss_sum
+        self.tokens += tokens
+
+    def flush(self) -> dict:
+        """Every process calls this (a reduction); the window starts again."""
+        totals = self.accelerator.reduce(torch.stack([self.loss, self.tokens]), "sum")
+        values = {
+            "loss": (totals[0] / totals[1]).item(),
+            "target_tokens_per_second": totals[1].item() / (time.perf_counter() - self.start),
+        }
+        self.loss.zero_()
+        self.tokens.zero_()
+        self.start = time.perf_counter()
+        return values
+
+
+def finish(run: Run, finished_early: str | None) -> dict:
+    """The final model (Section 6.1): the last checkpoints averaged (or, with early stopping, those up to the best),
+    validation and test scores, the model folder written atomically with its tokenizer, results and card, and the
+    optional upload to the Hub. Returns the results."""
+    args, accelerator, progress = run.args, run.accelerator, run.training.progress
+    unwrapped = run.training.model
     accelerator.wait_for_everyone()
-    checkpoints = manager.checkpoints()[-args.average_checkpoints :] if args.average_checkpoints > 1 else []
-    around_best = rules.final_checkpoints(manager.checkpoints(), args.average_checkpoints)
-    if around_best is not None:
-        checkpoints = around_best
-        logger.info("Early stopping: the final model averages %s (best %s %.2f at step %d)",
-                    ", ".join(p.name for p in checkpoints), rules.stopper.metric, rules.stopper.best_value or 0.0,
-                    rules.stopper.best_step or 0)  # fmt: skip
-        average_into_model(unwrapped, checkpoints)
-    elif len(checkpoints) > 1:
-        logger.info("Averaging the last %d checkpoints: %s", len(checkpoints), ", ".join(p.name for p in checkpoints))
+    checkpoints = final_checkpoints(run)
+    if checkpoints:
         average_into_model(unwrapped, checkpoints)
     final = {"step": progress.step, "averaged_checkpoints": [p.name for p in checkpoints], "target_tokens":
              progress.target_tokens, "train_seconds": progress.train_seconds}  # fmt: skip
-    if finish_early:
-        final["finished_early"] = finish_early
-    if rules.stopper is not None:
-        final["early_stopping"] = rules.stopper.state_dict()
+    if finished_early:
+        final["finished_early"] = finished_early
+    if run.rules.stopper is not None:
+        final["early_stopping"] = run.rules.stopper.state_dict()
     for split in ("validation", "test"):
-        if split in tokenized:
-            results = run_evaluation(args, accelerator, model, tokenized[split], raw[split], tokenizer, collator,
-                               max_samples=args.max_eval_samples if split == "validation" else None)  # fmt: skip
-            metrics(f"final_{split}", progress.step, {k: v for k, v in results.items() if k != "examples"})
+        if split in run.tokenized:
+            results = run.evaluate(split, max_samples=args.max_eval_samples if split == "validation" else None)
+            run.metrics(f"final_{split}", progress.step, {k: v for k, v in results.items() if k != "examples"})
             log_evaluation(f"final {split}", results, progress.step)
             final[split] = results
     if accelerator.is_main_process:
 
         def write(folder: Path) -> None:
             unwrapped.save_pretrained(folder)
-            tokenizer.save_pretrained(folder)
+            run.tokenizer.save_pretrained(folder)
             (folder / "results.json").write_text(json.dumps(final, indent=2, ensure_ascii=False))
             write_model_card(folder, args=vars(args), results=final, config=unwrapped.config)
 
         # a kill leaves the previous content or the complete new model; checkpoints/, metrics.jsonl etc. are kept
-        write_model_folder(output_dir, write, replace=True)
-        logger.info("Saved the final model to %s", output_dir)
-        logger.info("Translate with it: echo 'Your sentence.' | vaswani translate --model %s", output_dir)
+        write_model_folder(run.output_dir, write, replace=True)
+        logger.info("Saved the final model to %s", run.output_dir)
+        logger.info("Translate with it: echo 'Your sentence.' | vaswani translate --model %s", run.output_dir)
     accelerator.wait_for_everyone()
     if args.push_to_hub and accelerator.is_main_process:
-        from vaswani.hub import push_model_folder
-
-        try:
-            url = push_model_folder(output_dir, args.hub_model_id)
-            logger.info("Pushed to %s", url)
-        except PushError as exc:  # the trained model is safe on disk: say how to retry
-            logger.error("Could not push to the Hub: %s. The model is saved in %s; retry with: vaswani push --model %s "
-                         "--repo_id %s", exc, output_dir, output_dir, args.hub_model_id)  # fmt: skip
-            final["push_error"] = str(exc)
+        final.update(push(run.output_dir, args.hub_model_id))
     accelerator.end_training()
     return final
+
+
+def final_checkpoints(run: Run) -> list[Path]:
+    """The checkpoints averaged into the final model: with early stopping the best one and those before it, else the
+    last --average_checkpoints (none when it is 0 or 1: the model as trained)."""
+    kept, count = run.manager.checkpoints(), run.args.average_checkpoints
+    around_best = run.rules.final_checkpoints(kept, count)
+    if around_best is not None:
+        stopper = run.rules.stopper
+        logger.info("Early stopping: the final model averages %s (best %s %.2f at step %d)",
+                    ", ".join(p.name for p in around_best), stopper.metric, stopper.best_value or 0.0,
+                    stopper.best_step or 0)  # fmt: skip
+        return around_best
+    checkpoints = kept[-count:] if count > 1 else []
+    if len(checkpoints) > 1:
+        logger.info("Averaging the last %d checkpoints: %s", len(checkpoints), ", ".join(p.name for p in checkpoints))
+    return checkpoints
+
+
+def push(output_dir: Path, repo_id: str) -> dict:
+    """Upload the saved model; on failure the model is safe on disk and the log says how to retry. Returns what
+    results.json gains: nothing, or the push error."""
+    from vaswani.hub import push_model_folder
+
+    try:
+        logger.info("Pushed to %s", push_model_folder(output_dir, repo_id))
+        return {}
+    except PushError as exc:
+        logger.error("Could not push to the Hub: %s. The model is saved in %s; retry with: vaswani push --model %s "
+                     "--repo_id %s", exc, output_dir, output_dir, repo_id)  # fmt: skip
+        return {"push_error": str(exc)}
 
 
 def _main_process_decides(accelerator, *flags: bool) -> tuple[bool, ...]:
