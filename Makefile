@@ -18,8 +18,9 @@ setup: $(VENV)/.installed
 demo: setup
 	HF_HUB_OFFLINE=1 $(PY) train.py --config configs/demo.yaml
 
+# one pytest worker per CPU core (pytest-xdist), each test file on one worker so its module fixtures are built once
 test: setup
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -n auto --dist loadfile
 
 lint: setup
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .

@@ -141,3 +141,39 @@ def run_cpu_ranks(
         "--dynamo_backend", "no", str(script), *args,
     ]  # fmt: skip
     return run_command(cmd, env={**env, "ACCELERATE_USE_CPU": "1"}, cwd=cwd, timeout=timeout)
+
+
+def train_in_process(argv: list[str]) -> dict:
+    """`vaswani.train.main(argv)` in this process (fast: no interpreter start), returning its results; Accelerate's
+    process-wide state is reset after it, as for a new process."""
+    from accelerate.state import AcceleratorState, GradientState
+
+    import vaswani.train
+
+    try:
+        return vaswani.train.main(argv)
+    finally:
+        AcceleratorState._reset_state(reset_partial_state=True)
+        GradientState._reset_state()
+
+
+def train_command_in_process(argv: list[str]) -> tuple[int, str]:
+    """`vaswani train ARGV` as the command runs it (`vaswani.train.run`: `error: ...` and status 2 for a user
+    mistake), in this process: its exit status and what it wrote to stderr."""
+    import contextlib
+    import io
+
+    import vaswani.train
+
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        try:
+            status = vaswani.train.run(argv)
+        except SystemExit as exit:  # argparse's own errors
+            status = exit.code
+        finally:
+            from accelerate.state import AcceleratorState, GradientState
+
+            AcceleratorState._reset_state(reset_partial_state=True)
+            GradientState._reset_state()
+    return status, stderr.getvalue()

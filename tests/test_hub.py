@@ -124,13 +124,14 @@ def test_push_uploads_every_file_in_one_commit_with_our_card(final_folder, hub):
 
 def train_and_push(tmp_path: Path) -> tuple[Path, dict]:
     """A two-step train.py run (in this process) with --push_to_hub, leaving checkpoints and tensorboard logs."""
-    from test_train_options import QUIET, TINY_MODEL, run_in_process
+    from conftest import train_in_process
+    from test_train_options import QUIET, TINY_MODEL
 
     from vaswani.demo_data import write_demo_files
 
     data = write_demo_files(tmp_path / "data", num_train=40, num_validation=4, num_test=4)
     out = tmp_path / "run"
-    results = run_in_process(
+    results = train_in_process(
         ["--train_file", str(data["train"]), "--validation_file", str(data["validation"]), "--test_file",
          str(data["test"]), "--cache_dir", str(tmp_path / "cache"), *TINY_MODEL, *QUIET, "--vocab_size", "400",
          "--max_tokens", "400", "--max_source_length", "48", "--max_target_length", "48", "--max_train_steps", "2",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO_ROOT, run_command, run_cpu_ranks
+from conftest import REPO_ROOT, run_command, run_cpu_ranks, train_command_in_process
 from safetensors.torch import load_file
 
 from vaswani.demo_data import write_demo_files
@@ -242,12 +242,15 @@ def test_a_run_killed_mid_training_resumes_to_bit_identical_weights(data_dir, tm
 # Bad input: clear errors before any training
 # ---------------------------------------------------------------------------------------------------------------------
 def expect_error(args: list[str], cwd: Path, *fragments: str) -> str:
-    result = run_train(args, cwd)
-    assert result.returncode == 2, (result.returncode, result.stderr[-3000:])
-    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    """`vaswani train ARGS` ends with status 2 and an `error: ...` holding `fragments` (in this process: a real
+    process's exit without a traceback is checked by test_bad_options_and_set_up_are_rejected_before_training and
+    tests/test_faults.py)."""
+    status, stderr = train_command_in_process(["--cache_dir", str(cwd / "datasets_cache"), *args])
+    assert status == 2, (status, stderr[-3000:])
+    assert "error:" in stderr, stderr[-3000:]
     for fragment in fragments:
-        assert fragment in result.stderr, (fragment, result.stderr[-2000:])
-    return result.stderr
+        assert fragment in stderr, (fragment, stderr[-2000:])
+    return stderr
 
 
 @pytest.mark.slow

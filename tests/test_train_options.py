@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import train_in_process
 from safetensors.torch import load_file
 
 import vaswani.train as train  # noqa: E402  (the code of `vaswani train` and train.py)
@@ -128,17 +129,6 @@ class Recorder:
         return [(indices, batch) for dataset, indices, batch in self.batches if dataset is not self.tokenized["train"]]
 
 
-def run_in_process(argv: list[str]) -> dict:
-    """`train.main(argv)` in this process; Accelerate's process-wide state is reset after it, as for a new process."""
-    from accelerate.state import AcceleratorState, GradientState
-
-    try:
-        return train.main(argv)
-    finally:
-        AcceleratorState._reset_state(reset_partial_state=True)
-        GradientState._reset_state()
-
-
 @pytest.fixture(scope="module")
 def options_run(corpus, tmp_path_factory):
     out = tmp_path_factory.mktemp("options") / "run"
@@ -148,7 +138,7 @@ def options_run(corpus, tmp_path_factory):
     ]  # fmt: skip
     with pytest.MonkeyPatch.context() as monkeypatch:
         recorder = Recorder(monkeypatch)
-        results = run_in_process(argv)
+        results = train_in_process(argv)
     return {"out": out, "argv": argv, "results": results, "recorder": recorder}
 
 
@@ -406,7 +396,7 @@ def test_model_name_or_path_and_tokenizer_continue_from_a_saved_model(options_ru
     ]  # fmt: skip
     with pytest.MonkeyPatch.context() as monkeypatch:
         recorder = Recorder(monkeypatch)
-        results = run_in_process([*argv, "--output_dir", str(out)])
+        results = train_in_process([*argv, "--output_dir", str(out)])
     assert results["step"] == 2
     assert len(results["validation"]["examples"]) == len(results["test"]["examples"]) == 3  # --num_examples
     saved = load_file(first / "model.safetensors")
@@ -439,7 +429,7 @@ def test_resume_from_an_older_named_checkpoint_repeats_the_run_exactly(options_r
     kept = sorted(p.name for p in (out / "checkpoints").iterdir())
     older, later = kept[0], kept[1:]
     argv = [a if a != str(options_run["out"]) else str(out) for a in options_run["argv"]]
-    results = run_in_process([*argv, "--resume_from_checkpoint", str(out / "checkpoints" / older)])
+    results = train_in_process([*argv, "--resume_from_checkpoint", str(out / "checkpoints" / older)])
     steps, resumed_at = results["step"], int(older.split("-")[1])
     assert steps == options_run["results"]["step"] > resumed_at
     # metrics.jsonl was cut back to the checkpoint's step on resume, so each step is logged once, as in the first run
@@ -502,7 +492,7 @@ def test_held_out_pairs_over_the_evaluation_budget_are_refused_before_training_o
         "--num_examples", "100", *limits, "--output_dir", str(out),
     ]  # fmt: skip
     try:
-        results = run_in_process(argv)
+        results = train_in_process(argv)
     except train.UsageError as error:  # a clear error is fine, if it comes before any training
         assert "max_tokens" in str(error)
         assert not list(out.glob("checkpoints/step-*"))
