@@ -96,6 +96,17 @@ def overfit(model, batch: dict, steps: int, lr: float, stop_below: float | None 
     return loss.item()
 
 
+@pytest.fixture(scope="module")
+def model_folder(tmp_path_factory):
+    """A complete model folder (weights, config, tokenizer) of the tiny trained translator of test_pipeline.py,
+    written once per test module that uses it."""
+    from test_pipeline import save_model_folder
+
+    folder = tmp_path_factory.mktemp("tiny") / "model"
+    save_model_folder(folder)
+    return folder
+
+
 # Blocks our own packages inside a subprocess, so it sees a folder exactly as a user without the package would.
 BLOCK_OWN_PACKAGES = textwrap.dedent(
     """
