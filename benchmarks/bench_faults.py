@@ -1165,12 +1165,6 @@ def _(folder, fx):
     return prune_probe(fx.model, folder / "out", "--encoder_layers_to_keep", "0,7")
 
 
-damaged_model_cases(
-    "prune", lambda folder, fx, model: prune_probe(model, folder / "out"),
-    ["config-more-layers", "garbage-weights", "pickle-weights-only"],
-)  # fmt: skip
-
-
 @case("prune-foreign-remote-code", "prune", "pickle")
 def _(folder, fx):
     model = damaged_model(folder, fx, lambda m: plant_remote_code(m, folder / PAYLOAD_MARKER))
@@ -1201,10 +1195,12 @@ def _(folder, fx):
     return export_probe(model, model)
 
 
-damaged_model_cases(
-    "export", lambda folder, fx, model: export_probe(model, folder / "out"),
-    ["garbage-weights", "pickle-weights-only", "config-more-layers"],
-)  # fmt: skip
+# prune and export read a model folder and write a new one (MODEL --output OUT): the same damaged models.
+for command, model_to_folder_probe in (("prune", prune_probe), ("export", export_probe)):
+    damaged_model_cases(
+        command, lambda folder, fx, model, probe=model_to_folder_probe: probe(model, folder / "out"),
+        ["config-more-layers", "garbage-weights", "pickle-weights-only"],
+    )  # fmt: skip
 
 
 @case("export-unknown-quantization", "export", "option")
