@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -59,15 +58,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.updates < 1 or args.jobs < 1:
         parser.error("--updates and --jobs must be positive")
-    for split in ("train", "validation", "test"):
-        if not (args.data_dir / f"{split}.jsonl").is_file():
-            parser.error(f"--data_dir {args.data_dir} has no {split}.jsonl")
+    common.check_data_dir(parser, args.data_dir)
     return args
-
-
-def single_thread_env() -> dict[str, str]:
-    return {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
-            "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}  # fmt: skip
 
 
 def prepare_data(args) -> tuple[Path, Path]:
@@ -111,7 +103,7 @@ def run_one(args, variant: str, seed: int, tokenizer_dir: Path, test_file: Path)
     ]  # fmt: skip
     start = time.monotonic()
     with (args.output_dir / f"{out.name}.log").open("w") as log:
-        result = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=single_thread_env(), cwd=REPO)
+        result = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=common.worker_env(threads=1), cwd=REPO)
     if result.returncode != 0:
         raise RuntimeError(f"{variant} seed {seed} failed (exit {result.returncode}); see {log.name}")
     print(f"{variant} seed {seed}: done in {(time.monotonic() - start) / 60:.1f} min", flush=True)
@@ -157,8 +149,7 @@ def main(argv=None) -> list[dict]:
     print(summarise(rows, args.variants))
     print(f"BLEU signature: {rows[0]['bleu_signature']}")
     print(f"chrF signature: {rows[0]['chrf_signature']}")
-    if args.json:
-        common.write_json_report(args.json, args, runs=rows)
+    common.write_json_report(args.json, args, runs=rows)
     return rows
 
 

@@ -496,6 +496,50 @@ def case(name: str, command: str, fault: str, expect: str = "error", extended: b
     return register
 
 
+# -- Damaged copies of the fixture model: the same damage for every command that reads a model folder ------------
+def damaged_model(folder: Path, fx: Fixtures, damage: Callable[[Path], None], source: Path | None = None) -> Path:
+    model = copy_fixture(source or fx.model, folder / "model")
+    damage(model)
+    return model
+
+
+def _pickle_weights_only(folder: Path, model: Path) -> None:
+    (model / "model.safetensors").unlink()
+    plant_pickle(model / "pytorch_model.bin", folder / PAYLOAD_MARKER)
+
+
+# name: (fault, damage(case folder, the copied model folder))
+MODEL_DAMAGES: dict[str, tuple[str, Callable[[Path, Path], None]]] = {
+    "truncated-weights": ("weights", lambda folder, m: truncate(m / "model.safetensors")),
+    "garbage-weights": ("weights", lambda folder, m: garbage(m / "model.safetensors")),
+    "pickle-weights-only": ("pickle", _pickle_weights_only),
+    "config-is-a-list": ("config", lambda folder, m: (m / "config.json").write_text("[]")),
+    "config-more-layers": ("config", lambda folder, m: edit_json(m / "config.json", encoder_layers=5)),
+    "tokenizer-empty-json": ("tokenizer", lambda folder, m: (m / "tokenizer.json").write_text("{}")),
+    "tokenizer-special-ids-disagree": (
+        "tokenizer", lambda folder, m: edit_json(m / "config.json", pad_token_id=2, eos_token_id=0)
+    ),
+}  # fmt: skip
+
+
+def damaged_model_cases(
+    command: str,
+    probe: Callable[[Path, Fixtures, Path], Probe],
+    damages: list[str],
+    extended: tuple[str, ...] = (),
+    prefix: str = "",
+) -> None:
+    """Register the case `{command}-{prefix}{damage}` for each of `damages` (names of `MODEL_DAMAGES`):
+    `probe(folder, fixtures, model)` runs the command on a copy of the fixture model damaged so."""
+    for name in damages:
+        fault, damage = MODEL_DAMAGES[name]
+
+        def build(folder: Path, fx: Fixtures, damage=damage) -> Probe:
+            return probe(folder, fx, damaged_model(folder, fx, lambda model: damage(folder, model)))
+
+        case(f"{command}-{prefix}{name}", command, fault, extended=name in extended)(build)
+
+
 # -- train.py: data files, YAML, options ---------------------------------------------------------------------------
 def train_probe(folder: Path, fx: Fixtures, *extra: str, data: list[str] | None = None, **kwargs) -> Probe:
     """train.py for 2 updates of the tiny model; a start from `--model_name_or_path` takes that model's architecture."""
@@ -771,26 +815,16 @@ def _(folder, fx):
     return train_probe(folder, fx, "--model_name_or_path", str(folder / "no-model"), "--tokenizer", str(fx.model))
 
 
-@case("train-model-truncated-weights", "train", "weights")
-def _(folder, fx):
-    model = copy_fixture(fx.model, folder / "model")
-    truncate(model / "model.safetensors")
-    return train_probe(folder, fx, "--model_name_or_path", str(model), "--tokenizer", str(model))
-
-
-@case("train-model-config-more-layers", "train", "config")
-def _(folder, fx):
-    model = copy_fixture(fx.model, folder / "model")
-    edit_json(model / "config.json", encoder_layers=5)
-    return train_probe(folder, fx, "--model_name_or_path", str(model), "--tokenizer", str(model))
-
-
-@case("train-model-pickle-weights-only", "train", "pickle")
-def _(folder, fx):
-    model = copy_fixture(fx.model, folder / "model")
-    (model / "model.safetensors").unlink()
-    plant_pickle(model / "pytorch_model.bin", folder / PAYLOAD_MARKER)
-    return train_probe(folder, fx, "--model_name_or_path", str(model), "--tokenizer", str(model))
+damaged_model_cases(
+    "train", lambda folder, fx, model: train_probe(folder, fx, "--model_name_or_path", str(model), "--tokenizer",
+                                                   str(model)),
+    ["truncated-weights", "config-more-layers", "pickle-weights-only"], prefix="model-",
+)  # fmt: skip
+damaged_model_cases(
+    "train", lambda folder, fx, model: train_probe(folder, fx, "--model_name_or_path", str(model), "--tokenizer",
+                                                   str(model)),
+    ["tokenizer-special-ids-disagree"],
+)  # fmt: skip
 
 
 @case("train-tokenizer-empty-json", "train", "tokenizer")
@@ -798,13 +832,6 @@ def _(folder, fx):
     tokenizer = copy_fixture(fx.tokenizer, folder / "tokenizer")
     (tokenizer / "tokenizer.json").write_text("{}")
     return train_probe(folder, fx, "--tokenizer", str(tokenizer))
-
-
-@case("train-tokenizer-special-ids-disagree", "train", "tokenizer")
-def _(folder, fx):
-    model = copy_fixture(fx.model, folder / "model")
-    edit_json(model / "config.json", pad_token_id=2, eos_token_id=0)
-    return train_probe(folder, fx, "--model_name_or_path", str(model), "--tokenizer", str(model))
 
 
 @case("train-tokenizer-larger-than-model", "train", "tokenizer")
@@ -881,12 +908,6 @@ def translate_probe(folder: Path, model: Path | str, *extra: str, stdin: str | N
                                "--max_new_tokens", "5", *extra], stdin=stdin, **kw)  # fmt: skip
 
 
-def damaged_model(folder: Path, fx: Fixtures, damage: Callable[[Path], None], source: Path | None = None) -> Path:
-    model = copy_fixture(source or fx.model, folder / "model")
-    damage(model)
-    return model
-
-
 @case("translate-input-latin1", "translate", "encoding")
 def _(folder, fx):
     (folder / "in.txt").write_bytes("Hello.\nOne caf\xe9.\n".encode("latin-1"))
@@ -954,14 +975,12 @@ def _(folder, fx):
     return translate_probe(folder, folder / "model")
 
 
-@case("translate-truncated-weights", "translate", "weights")
-def _(folder, fx):
-    return translate_probe(folder, damaged_model(folder, fx, lambda m: truncate(m / "model.safetensors")))
-
-
-@case("translate-garbage-weights", "translate", "weights", extended=True)
-def _(folder, fx):
-    return translate_probe(folder, damaged_model(folder, fx, lambda m: garbage(m / "model.safetensors")))
+damaged_model_cases(
+    "translate", lambda folder, fx, model: translate_probe(folder, model),
+    ["truncated-weights", "garbage-weights", "pickle-weights-only", "config-is-a-list", "config-more-layers",
+     "tokenizer-empty-json", "tokenizer-special-ids-disagree"],
+    extended=("garbage-weights",),
+)  # fmt: skip
 
 
 @case("translate-foreign-weights", "translate", "weights")
@@ -981,15 +1000,6 @@ def _(folder, fx):
     return translate_probe(folder, model)
 
 
-@case("translate-pickle-weights-only", "translate", "pickle")
-def _(folder, fx):
-    def swap(model: Path) -> None:
-        (model / "model.safetensors").unlink()
-        plant_pickle(model / "pytorch_model.bin", folder / PAYLOAD_MARKER)
-
-    return translate_probe(folder, damaged_model(folder, fx, swap))
-
-
 @case("translate-pickles-next-to-weights", "translate", "pickle", expect="any")
 def _(folder, fx):
     def plant(model: Path) -> None:
@@ -1005,19 +1015,9 @@ def _(folder, fx):
     return translate_probe(folder, model, stdin="y\ny\nHello world.\n")  # a "y" answers transformers' prompt
 
 
-@case("translate-config-is-a-list", "translate", "config")
-def _(folder, fx):
-    return translate_probe(folder, damaged_model(folder, fx, lambda m: (m / "config.json").write_text("[]")))
-
-
 @case("translate-config-not-json", "translate", "config", extended=True)
 def _(folder, fx):
     return translate_probe(folder, damaged_model(folder, fx, lambda m: (m / "config.json").write_text("{model")))
-
-
-@case("translate-config-more-layers", "translate", "config")
-def _(folder, fx):
-    return translate_probe(folder, damaged_model(folder, fx, lambda m: edit_json(m / "config.json", encoder_layers=5)))
 
 
 @case("translate-config-vocab-size-disagrees", "translate", "config")
@@ -1032,17 +1032,6 @@ def _(folder, fx):
         (model / "config.json").write_bytes(text.encode("latin-1"))
 
     return translate_probe(folder, damaged_model(folder, fx, latin))
-
-
-@case("translate-tokenizer-empty-json", "translate", "tokenizer")
-def _(folder, fx):
-    return translate_probe(folder, damaged_model(folder, fx, lambda m: (m / "tokenizer.json").write_text("{}")))
-
-
-@case("translate-tokenizer-special-ids-disagree", "translate", "tokenizer")
-def _(folder, fx):
-    model = damaged_model(folder, fx, lambda m: edit_json(m / "config.json", pad_token_id=2, eos_token_id=0))
-    return translate_probe(folder, model)
 
 
 @case("translate-tokenizer-larger-than-model", "translate", "tokenizer")
@@ -1176,26 +1165,6 @@ def _(folder, fx):
     return prune_probe(fx.model, folder / "out", "--encoder_layers_to_keep", "0,7")
 
 
-@case("prune-config-more-layers", "prune", "config")
-def _(folder, fx):
-    return prune_probe(damaged_model(folder, fx, lambda m: edit_json(m / "config.json", encoder_layers=5)),
-                       folder / "out")  # fmt: skip
-
-
-@case("prune-garbage-weights", "prune", "weights")
-def _(folder, fx):
-    return prune_probe(damaged_model(folder, fx, lambda m: garbage(m / "model.safetensors")), folder / "out")
-
-
-@case("prune-pickle-weights-only", "prune", "pickle")
-def _(folder, fx):
-    def swap(model: Path) -> None:
-        (model / "model.safetensors").unlink()
-        plant_pickle(model / "pytorch_model.bin", folder / PAYLOAD_MARKER)
-
-    return prune_probe(damaged_model(folder, fx, swap), folder / "out")
-
-
 @case("prune-foreign-remote-code", "prune", "pickle")
 def _(folder, fx):
     model = damaged_model(folder, fx, lambda m: plant_remote_code(m, folder / PAYLOAD_MARKER))
@@ -1226,24 +1195,12 @@ def _(folder, fx):
     return export_probe(model, model)
 
 
-@case("export-garbage-weights", "export", "weights")
-def _(folder, fx):
-    return export_probe(damaged_model(folder, fx, lambda m: garbage(m / "model.safetensors")), folder / "out")
-
-
-@case("export-pickle-weights-only", "export", "pickle")
-def _(folder, fx):
-    def swap(model: Path) -> None:
-        (model / "model.safetensors").unlink()
-        plant_pickle(model / "pytorch_model.bin", folder / PAYLOAD_MARKER)
-
-    return export_probe(damaged_model(folder, fx, swap), folder / "out")
-
-
-@case("export-config-more-layers", "export", "config")
-def _(folder, fx):
-    model = damaged_model(folder, fx, lambda m: edit_json(m / "config.json", encoder_layers=5))
-    return export_probe(model, folder / "out")
+# prune and export read a model folder and write a new one (MODEL --output OUT): the same damaged models.
+for command, model_to_folder_probe in (("prune", prune_probe), ("export", export_probe)):
+    damaged_model_cases(
+        command, lambda folder, fx, model, probe=model_to_folder_probe: probe(model, folder / "out"),
+        ["config-more-layers", "garbage-weights", "pickle-weights-only"],
+    )  # fmt: skip
 
 
 @case("export-unknown-quantization", "export", "option")
@@ -1257,10 +1214,9 @@ def _(folder, fx):
 
 
 # -- vaswani card ------------------------------------------------------------------------------------------------
-@case("card-config-is-a-list", "card", "config")
-def _(folder, fx):
-    model = damaged_model(folder, fx, lambda m: (m / "config.json").write_text("[]"))
-    return Probe("card", ["--model", str(model)])
+damaged_model_cases(
+    "card", lambda folder, fx, model: Probe("card", ["--model", str(model)]), ["config-is-a-list"]
+)  # fmt: skip
 
 
 @case("card-run-args-not-json", "card", "config")
@@ -1320,24 +1276,10 @@ def _(folder, fx):
     return Probe("push", ["--model", str(fx.model), "--repo_id", "not a/valid/repo id"])
 
 
-@case("push-truncated-weights", "push", "weights")
-def _(folder, fx):
-    return push_probe(folder, damaged_model(folder, fx, lambda m: truncate(m / "model.safetensors")))
-
-
-@case("push-config-is-a-list", "push", "config")
-def _(folder, fx):
-    return push_probe(folder, damaged_model(folder, fx, lambda m: (m / "config.json").write_text("[]")))
-
-
-@case("push-config-more-layers", "push", "config")
-def _(folder, fx):
-    return push_probe(folder, damaged_model(folder, fx, lambda m: edit_json(m / "config.json", encoder_layers=5)))
-
-
-@case("push-tokenizer-empty-json", "push", "tokenizer")
-def _(folder, fx):
-    return push_probe(folder, damaged_model(folder, fx, lambda m: (m / "tokenizer.json").write_text("{}")))
+damaged_model_cases(
+    "push", lambda folder, fx, model: push_probe(folder, model),
+    ["truncated-weights", "config-is-a-list", "config-more-layers", "tokenizer-empty-json"],
+)  # fmt: skip
 
 
 @case("push-model-path-missing", "push", "missing", extended=True)

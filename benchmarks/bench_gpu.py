@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -119,7 +118,7 @@ def run_preset(args, preset: str, paths: dict, folder: Path, vocab_size: int) ->
         "--average_checkpoints", "0", "--checkpoint_minutes", "100000", "--max_eval_samples", "2", "--num_beams", "1",
         "--mixed_precision", args.mixed_precision, "--report_to", "none", "--output_dir", str(out),
     ]  # fmt: skip
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env = common.worker_env()
     if args.device == "cpu":
         env["ACCELERATE_USE_CPU"] = "1"
     result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=folder)
@@ -158,8 +157,7 @@ def main(argv=None) -> list[dict]:
     for row in rows:
         if row["preset"] == "big" and row["mfu"] is not None:
             print(f"{'MET' if row['mfu'] >= 0.4 else 'MISSED'} target MFU >= 40% for big: {100 * row['mfu']:.1f}%")
-    if args.json:
-        common.write_json_report(args.json, args, rows=rows)
+    common.write_json_report(args.json, args, rows=rows)
     return rows
 
 

@@ -62,17 +62,33 @@ ADAM = {"lr": 1e-4, "betas": (0.9, 0.98), "eps": 1e-9}  # Section 5.3 (constant 
 NUM_TRAIN_BATCHES = 4  # distinct batches, cycled; every model sees the same sequence
 
 
+def _size_list(text: str) -> list[str]:
+    sizes = [size.strip() for size in text.split(",") if size.strip()]
+    unknown = [size for size in sizes if size not in SIZES]
+    if unknown or not sizes:
+        raise argparse.ArgumentTypeError(f"unknown size(s) {unknown}; choose from {list(SIZES)}")
+    return sizes
+
+
+def add_workload_arguments(parser: argparse.ArgumentParser, part: str = "") -> None:
+    """The options of the random-weight workload (model sizes, generation batch, source length, vocabulary), shared
+    with bench_translate's part 2; `part` starts their help."""
+    parser.add_argument("--sizes", type=_size_list, default="small,base",
+                        help=f"{part}comma-separated, from {', '.join(SIZES)}")  # fmt: skip
+    parser.add_argument("--gen_batch_size", type=int, default=16, help=f"{part}source sentences per generate() call")
+    parser.add_argument("--src_len", type=int, default=30,
+                        help=f"{part}source length (tokens incl. EOS, before padding)")  # fmt: skip
+    parser.add_argument("--vocab_size", type=int, default=8000, help=f"{part}shared vocabulary (paper: 37000)")
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes", default="small,base", help=f"comma-separated, from {', '.join(SIZES)}")
+    add_workload_arguments(parser)
     parser.add_argument("--steps", type=int, default=1, help="timed training steps per repeat")
     parser.add_argument("--warmup", type=int, default=2, help="untimed training steps / generate calls per model")
     parser.add_argument("--repeats", type=int, default=16, help="interleaved timing rounds (median reported)")
     parser.add_argument("--batch_size", type=int, default=32, help="sentence pairs per training batch")
-    parser.add_argument("--src_len", type=int, default=30, help="source length (tokens incl. EOS, before padding)")
     parser.add_argument("--tgt_len", type=int, default=30, help="target length (tokens incl. EOS, before padding)")
-    parser.add_argument("--vocab_size", type=int, default=8000, help="shared vocabulary (paper: 37000)")
-    parser.add_argument("--gen_batch_size", type=int, default=16, help="source sentences per generate() call")
     parser.add_argument(
         "--new_tokens", type=int, default=None, help="tokens generated per sentence (default: tgt_len)"
     )
@@ -88,10 +104,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", metavar="OUT", default=None, help="write all results to this JSON file")
     args = parser.parse_args(argv)
-    args.sizes = [size.strip() for size in args.sizes.split(",") if size.strip()]
-    unknown = [size for size in args.sizes if size not in SIZES]
-    if unknown or not args.sizes:
-        parser.error(f"--sizes: unknown size(s) {unknown}; choose from {list(SIZES)}")
     if args.new_tokens is None:
         args.new_tokens = args.tgt_len
     if args.mem_repeats is None:

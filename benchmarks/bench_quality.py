@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
@@ -36,7 +35,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
-from bench_train import marian_model  # noqa: E402
+from bench_train import marian_and_training_set  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "gettext-en-es"
@@ -61,15 +60,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.worker is None:
         if args.minutes <= 0:
             parser.error("--minutes must be positive")
-        for split in ("train", "validation", "test"):
-            if not (args.data_dir / f"{split}.jsonl").is_file():
-                parser.error(f"--data_dir {args.data_dir} has no {split}.jsonl")
+        common.check_data_dir(parser, args.data_dir)
     return args
-
-
-def one_thread_env() -> dict[str, str]:
-    return {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
-            "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}  # fmt: skip
 
 
 def prepare(args) -> tuple[Path, Path, dict]:
@@ -104,7 +96,7 @@ def start_train_py(args, tokenizer_dir: Path, test_file: Path) -> tuple[subproce
         *(["--max_eval_samples", str(args.max_eval_samples)] if args.max_eval_samples else []),
     ]  # fmt: skip
     log = (args.output_dir / "train_py.log").open("w")
-    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=one_thread_env(), cwd=REPO), out
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=common.worker_env(threads=1), cwd=REPO), out
 
 
 def start_trainer(args, tokenizer_dir: Path, test_file: Path, recipe: dict) -> tuple[subprocess.Popen, Path]:
@@ -120,35 +112,22 @@ def start_trainer(args, tokenizer_dir: Path, test_file: Path, recipe: dict) -> t
     }))  # fmt: skip
     log = (args.output_dir / "trainer.log").open("w")
     cmd = [sys.executable, __file__, "--worker", str(spec)]
-    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=one_thread_env(), cwd=REPO), result
+    return subprocess.Popen(
+        cmd, stdout=log, stderr=subprocess.STDOUT, env=common.worker_env(threads=1), cwd=REPO
+    ), result
 
 
 def trainer_worker(spec_path: str) -> None:
     import sacrebleu
     import torch
-    from datasets import load_dataset
-    from transformers import (
-        AutoTokenizer,
-        DataCollatorForSeq2Seq,
-        Seq2SeqTrainer,
-        Seq2SeqTrainingArguments,
-        TrainerCallback,
-    )
+    from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments, TrainerCallback
 
     spec = json.loads(Path(spec_path).read_text())
     src, tgt, dims = spec["source_lang"], spec["target_lang"], spec["dims"]
-    tokenizer = AutoTokenizer.from_pretrained(spec["tokenizer"])
-    torch.manual_seed(spec["seed"])
     # Same dimensions as the recipe (it has as many encoder as decoder layers and heads).
-    model = marian_model(tokenizer, dims["d_model"], dims["encoder_layers"], dims["encoder_attention_heads"],
-                         dims["encoder_ffn_dim"], dropout=dims["dropout"])  # fmt: skip
-    raw = load_dataset("json", data_files=spec["train"], split="train")
-
-    def tokenize(batch):
-        pairs = batch["translation"]
-        return tokenizer([p[src] for p in pairs], text_target=[p[tgt] for p in pairs], truncation=True, max_length=256)
-
-    train = raw.map(tokenize, batched=True, remove_columns=raw.column_names)
+    marian_dims = dict(d_model=dims["d_model"], layers=dims["encoder_layers"], heads=dims["encoder_attention_heads"],
+                       ffn_dim=dims["encoder_ffn_dim"], dropout=dims["dropout"])  # fmt: skip
+    tokenizer, model, train = marian_and_training_set(spec, marian_dims, src, tgt, truncation=True, max_length=256)
     steps = {"done": 0}
 
     class TimeBudget(TrainerCallback):
@@ -219,8 +198,7 @@ def main(argv=None) -> dict:
     )
     gap = rows["train.py"]["bleu"] - rows["Seq2SeqTrainer"]["bleu"]
     print(f"{'MET' if gap >= 5 else 'MISSED'} target train.py >= Trainer + 5 BLEU: {gap:+.1f}")
-    if args.json:
-        common.write_json_report(args.json, args, rows=rows)
+    common.write_json_report(args.json, args, rows=rows)
     return rows
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import random
 import statistics
 import subprocess
@@ -146,11 +145,6 @@ def pairs_per_batch(tokenizer, dataset, max_tokens: int) -> tuple[float, float]:
     return len(dataset) / len(sampler), padding_efficiency(sampler.batches(0), src_len, tgt_len)
 
 
-def worker_env() -> dict[str, str]:
-    """Environment of both training processes: offline, no tokenizer threads competing with training."""
-    return {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-
-
 # -- train.py -------------------------------------------------------------------------------------------------------
 def run_train_py(args, paths, folder: Path, round_index: int, precision: str = "no") -> dict:
     dims = SIZES[args.size]
@@ -169,7 +163,7 @@ def run_train_py(args, paths, folder: Path, round_index: int, precision: str = "
         "--mixed_precision", precision,
         "--output_dir", str(out),
     ]  # fmt: skip
-    result = subprocess.run(cmd, capture_output=True, text=True, env=worker_env(), cwd=folder)
+    result = subprocess.run(cmd, capture_output=True, text=True, env=common.worker_env(), cwd=folder)
     if result.returncode != 0:
         raise RuntimeError(f"train.py failed:\n{result.stderr[-3000:]}")
     windows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
@@ -188,7 +182,7 @@ def run_trainer(args, paths, folder: Path, batch_size: int, precision: str = "no
         "bf16": precision == "bf16",
     }))  # fmt: skip
     result = subprocess.run([sys.executable, __file__, "--worker", str(spec)], capture_output=True, text=True,
-                            env=worker_env())  # fmt: skip
+                            env=common.worker_env())  # fmt: skip
     if result.returncode != 0:
         raise RuntimeError(f"Trainer worker failed:\n{result.stderr[-3000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -209,29 +203,31 @@ def marian_model(tokenizer, d_model: int, layers: int, heads: int, ffn_dim: int,
     ))  # fmt: skip
 
 
-def trainer_worker(spec_path: str) -> None:
+def marian_and_training_set(spec: dict, dims: dict, source_lang: str = "en", target_lang: str = "de", **tokenize):
+    """The Trainer side's set-up from its worker spec ("tokenizer" folder, "seed", "train" .jsonl): the tokenizer, a
+    new `marian_model(tokenizer, **dims)` and the tokenized training pairs (`tokenize`: extra tokenizer arguments).
+    Shared with bench_quality."""
     import torch
     from datasets import load_dataset
-    from transformers import (
-        AutoTokenizer,
-        DataCollatorForSeq2Seq,
-        Seq2SeqTrainer,
-        Seq2SeqTrainingArguments,
-        TrainerCallback,
-    )  # fmt: skip
+    from transformers import AutoTokenizer
 
-    spec = json.loads(Path(spec_path).read_text())
     tokenizer = AutoTokenizer.from_pretrained(spec["tokenizer"])
-    dims = SIZES[spec["size"]]
     torch.manual_seed(spec["seed"])
-    model = marian_model(tokenizer, dims["d_model"], dims["layers"], dims["heads"], dims["ffn_dim"])
+    model = marian_model(tokenizer, **dims)
     raw = load_dataset("json", data_files=spec["train"], split="train")
 
-    def tokenize(batch):
+    def encode(batch):
         pairs = batch["translation"]
-        return tokenizer([p["en"] for p in pairs], text_target=[p["de"] for p in pairs])
+        return tokenizer([p[source_lang] for p in pairs], text_target=[p[target_lang] for p in pairs], **tokenize)
 
-    train = raw.map(tokenize, batched=True, remove_columns=raw.column_names)
+    return tokenizer, model, raw.map(encode, batched=True, remove_columns=raw.column_names)
+
+
+def trainer_worker(spec_path: str) -> None:
+    from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments, TrainerCallback
+
+    spec = json.loads(Path(spec_path).read_text())
+    tokenizer, model, train = marian_and_training_set(spec, SIZES[spec["size"]])
     collator = DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)
     tokens_per_batch, real, padded = [], 0, 0
 

@@ -60,11 +60,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--target_lang", default="es")
     parser.add_argument("--limit", type=int, default=None, help="first N test sentences (default: all)")
     parser.add_argument("--batch_tokens", type=int, default=4096, help="source tokens per batch (part 1)")
-    parser.add_argument("--sizes", default="small,base", help="part 2: comma-separated, from small, base")
-    parser.add_argument("--gen_batch_size", type=int, default=16, help="part 2: sentences per call")
-    parser.add_argument("--src_len", type=int, default=30, help="part 2: source length (tokens incl. EOS)")
+    bench_model.add_workload_arguments(parser, part="part 2: ")
     parser.add_argument("--new_tokens", type=int, default=30, help="part 2: forced output length")
-    parser.add_argument("--vocab_size", type=int, default=8000, help="part 2: vocabulary")
     parser.add_argument("--repeats", type=int, default=5, help="interleaved timing rounds")
     parser.add_argument("--warmup", type=int, default=1, help="untimed calls per engine")
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)), help="intra-op threads, all")
@@ -89,7 +86,7 @@ def main() -> None:
                 raise SystemExit("error: --model DIR (a folder written by train.py) is needed for the trained part")
             results["trained"] = trained_part(args, Path(scratch))
         if "random" in parts:
-            results["random"] = {size: random_part(size, args, Path(scratch)) for size in args.sizes.split(",")}
+            results["random"] = {size: random_part(size, args, Path(scratch)) for size in args.sizes}
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 

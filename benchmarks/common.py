@@ -302,6 +302,29 @@ def run_in_fresh_process(function: Callable, *args, preload: Sequence[str] = ())
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# Worker processes and data
+# ----------------------------------------------------------------------------------------------------------------
+REPO = Path(__file__).resolve().parent.parent
+
+
+def worker_env(threads: int | None = None) -> dict[str, str]:
+    """The environment of a benchmark's subprocess (train.py, a Trainer worker): offline, this checkout's packages
+    first on the path, no tokenizer threads competing with training; with `threads`, that many OpenMP/MKL threads."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": str(REPO)}
+    if threads is not None:
+        env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    return env
+
+
+def check_data_dir(parser, data_dir: Path) -> None:
+    """A --data_dir must hold train.jsonl, validation.jsonl and test.jsonl (train.py's JSON lines); otherwise
+    `parser.error` names the missing file."""
+    for split in ("train", "validation", "test"):
+        if not (data_dir / f"{split}.jsonl").is_file():
+            parser.error(f"--data_dir {data_dir} has no {split}.jsonl")
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # Output
 # ----------------------------------------------------------------------------------------------------------------
 def machine_description(threads: int) -> dict:
@@ -364,7 +387,10 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> st
     return "\n".join([line(cells[0]), "  ".join("-" * width for width in widths)] + [line(row) for row in cells[1:]])
 
 
-def write_json_report(path: os.PathLike, args, **results) -> None:
-    """The --json FILE of a benchmark: its settings (every option, as text) and its results (`results` by name)."""
+def write_json_report(path: os.PathLike | None, args, **results) -> None:
+    """The --json FILE of a benchmark: its settings (every option, as text) and its results (`results` by name).
+    Nothing when `path` is None (no --json given)."""
+    if path is None:
+        return
     settings = {key: str(value) for key, value in vars(args).items()}
     Path(path).write_text(json.dumps({"settings": settings, **results}, indent=2))

@@ -1137,17 +1137,10 @@ class VaswaniForConditionalGeneration(VaswaniPreTrainedModel, GenerationMixin):
         if labels is not None:
             loss = self.label_smoothed_loss(logits, labels, num_items_in_batch)
 
-        return Seq2SeqLMOutput(
-            loss=loss,
-            logits=logits,
-            past_key_values=outputs.past_key_values,
-            decoder_hidden_states=outputs.decoder_hidden_states,
-            decoder_attentions=outputs.decoder_attentions,
-            cross_attentions=outputs.cross_attentions,
-            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
-            encoder_hidden_states=outputs.encoder_hidden_states,
-            encoder_attentions=outputs.encoder_attentions,
-        )
+        # Everything VaswaniModel returned (cache, hidden states, attentions) but its last hidden state, which the
+        # logits replace.
+        passed_on = {name: value for name, value in outputs.items() if name != "last_hidden_state"}
+        return Seq2SeqLMOutput(loss=loss, logits=logits, **passed_on)
 
     def label_smoothed_loss(
         self, logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch: int | torch.Tensor | None = None

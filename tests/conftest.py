@@ -63,6 +63,50 @@ def random_batch(batch_size=3, src_len=7, tgt_len=6, vocab_size=99, seed=0, pad_
     return input_ids, attention_mask, labels
 
 
+def decode_step_by_step(model, input_ids, attention_mask, decoder_input_ids):
+    """The logits of `decoder_input_ids` (B, T) computed one token at a time through the key/value cache, the
+    encoder run once: (logits (B, T, V), the final cache). Compared with one full forward by the caching tests."""
+    encoder_outputs = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
+    cache, steps = None, []
+    for t in range(decoder_input_ids.shape[1]):
+        out = model(
+            encoder_outputs=encoder_outputs,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids[:, t : t + 1],
+            past_key_values=cache,
+            use_cache=True,
+        )
+        cache = out.past_key_values
+        steps.append(out.logits)
+    return torch.cat(steps, dim=1), cache
+
+
+def overfit(model, batch: dict, steps: int, lr: float, stop_below: float | None = None, **adam_options) -> float:
+    """Train `model` on the one `batch` (model inputs with labels) with Adam for `steps` updates, or until the loss
+    is below `stop_below`; returns the last loss. The tiny models of the tests memorise their data this way."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, **adam_options)
+    model.train()
+    for _ in range(steps):
+        loss = model(**batch).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if stop_below is not None and loss.item() < stop_below:
+            break
+    return loss.item()
+
+
+@pytest.fixture(scope="module")
+def model_folder(tmp_path_factory):
+    """A complete model folder (weights, config, tokenizer) of the tiny trained translator of test_pipeline.py,
+    written once per test module that uses it."""
+    from test_pipeline import save_model_folder
+
+    folder = tmp_path_factory.mktemp("tiny") / "model"
+    save_model_folder(folder)
+    return folder
+
+
 # Blocks our own packages inside a subprocess, so it sees a folder exactly as a user without the package would.
 BLOCK_OWN_PACKAGES = textwrap.dedent(
     """

@@ -20,7 +20,6 @@ from test_pipeline import (  # noqa: F401  (one_torch_thread is an autouse fixtu
     SENTENCES,
     one_torch_thread,
     reference_translations,
-    save_model_folder,
     tiny_tokenizer,
     trained_model_and_tokenizer,
 )
@@ -30,13 +29,6 @@ from modeling_vaswani import VaswaniForConditionalGeneration
 from vaswani.checkpoints import CheckpointManager
 from vaswani.cli import main
 from vaswani.translate import Translator, one_line, read_lines
-
-
-@pytest.fixture(scope="module")
-def model_folder(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("cli") / "model"
-    save_model_folder(folder)
-    return folder
 
 
 def write_lines(path: Path, lines: list[str], ending: str = "\n") -> Path:
@@ -301,6 +293,7 @@ def broken_folders(tmp_path_factory, model_folder):
 
 
 TRANSLATE = ["translate", "--model", "{model}"]
+PRUNE = ["prune", "--model", "{model}", "--output_dir", "{root}/p"]
 BAD_INPUTS = {
     "missing-model": (["translate", "--model", "{root}/nowhere"], "error: no such model folder: .*nowhere"),
     "missing-model-or-repo": (
@@ -322,47 +315,18 @@ BAD_INPUTS = {
     "abbreviation": (["translate", "--mod", "{model}"], "the following arguments are required: --model"),
     "unknown-option": ([*TRANSLATE, "--beams", "4"], "unrecognized arguments: --beams"),
     "no-command": ([], "the following arguments are required: COMMAND"),
-    "prune-nothing": (["prune", "--model", "{model}", "--output_dir", "{root}/p"], "give either --every_other"),
-    "prune-both": (
-        [
-            "prune",
-            "--model",
-            "{model}",
-            "--output_dir",
-            "{root}/p",
-            "--every_other",
-            "0.5",
-            "--encoder_layers_to_keep",
-            "0",
-        ],
-        "give either --every_other",
-    ),  # fmt: skip
+    "prune-nothing": (PRUNE, "give either --every_other"),
+    "prune-both": ([*PRUNE, "--every_other", "0.5", "--encoder_layers_to_keep", "0"], "give either --every_other"),
     "prune-range": (
-        ["prune", "--model", "{model}", "--output_dir", "{root}/p", "--encoder_layers_to_keep", "0,7"],
+        [*PRUNE, "--encoder_layers_to_keep", "0,7"],
         r"encoder_layers_to_keep=\[0, 7\] has indices \[7\] outside",
-    ),  # fmt: skip
-    "prune-list": (
-        ["prune", "--model", "{model}", "--output_dir", "{root}/p", "--decoder_layers_to_keep", "a,b"],
-        "expected layer indices like 0,2,4",
-    ),  # fmt: skip
-    "prune-rate": (
-        ["prune", "--model", "{model}", "--output_dir", "{root}/p", "--every_other", "1.5"],
-        r"the LayerDrop rate must be in \(0, 1\)",
-    ),  # fmt: skip
+    ),
+    "prune-list": ([*PRUNE, "--decoder_layers_to_keep", "a,b"], "expected layer indices like 0,2,4"),
+    "prune-rate": ([*PRUNE, "--every_other", "1.5"], r"the LayerDrop rate must be in \(0, 1\)"),
     "prune-stacks": (
-        [
-            "prune",
-            "--model",
-            "{model}",
-            "--output_dir",
-            "{root}/p",
-            "--encoder_layers_to_keep",
-            "0",
-            "--stacks",
-            "encoder",
-        ],
+        [*PRUNE, "--encoder_layers_to_keep", "0", "--stacks", "encoder"],
         "--stacks goes with --every_other",
-    ),  # fmt: skip
+    ),
     "prune-in-place": (
         ["prune", "--model", "{model}", "--output_dir", "{model}", "--every_other", "0.5"],
         "--output_dir must be a new folder",

@@ -11,7 +11,7 @@ import random
 
 import pytest
 import torch
-from conftest import tiny_model
+from conftest import overfit, tiny_model
 from test_pipeline import one_torch_thread, tiny_tokenizer  # noqa: F401  (one_torch_thread is an autouse fixture)
 
 from modeling_vaswani.modeling_vaswani import ScaleNorm
@@ -79,15 +79,7 @@ def trained_copy_model(variant: str):
     sentences = copy_sentences(96, seed=1)
     batch = tokenizer(sentences, text_target=sentences, padding=True, return_tensors="pt")
     batch["labels"] = batch["labels"].masked_fill(batch["labels"] == tokenizer.pad_token_id, -100)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-    model.train()
-    for _ in range(300):
-        loss = model(**batch).loss
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        if loss.item() < 0.02:
-            break
+    overfit(model, batch, steps=300, lr=1e-2, stop_below=0.02)
     model.eval()
     return model, tokenizer
 

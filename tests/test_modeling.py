@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import random_batch, tiny_config, tiny_model
+from conftest import decode_step_by_step, overfit, random_batch, tiny_config, tiny_model
 from torch import nn
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 from transformers.cache_utils import EncoderDecoderCache
@@ -39,21 +39,10 @@ def test_cached_incremental_decoding_matches_full_forward(backend):
     decoder_input_ids = shift_tokens_right(labels, 0, 1)
     with torch.no_grad():
         full = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
-        encoder_outputs = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
-        cache, steps = None, []
-        for t in range(decoder_input_ids.shape[1]):
-            out = model(
-                encoder_outputs=encoder_outputs,
-                attention_mask=attention_mask,
-                decoder_input_ids=decoder_input_ids[:, t : t + 1],
-                past_key_values=cache,
-                use_cache=True,
-            )
-            cache = out.past_key_values
-            steps.append(out.logits)
+        stepwise, cache = decode_step_by_step(model, input_ids, attention_mask, decoder_input_ids)
     assert isinstance(cache, EncoderDecoderCache)
     assert cache.get_seq_length() == decoder_input_ids.shape[1]
-    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(stepwise, full, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("backend", ATTENTION_BACKENDS)
@@ -135,57 +124,55 @@ def _copy_attention(ours, theirs: nn.MultiheadAttention):
         theirs.out_proj.bias.copy_(ours.out_proj.bias)
 
 
-def _copy_ffn_and_norm(ours_ffn, ours_norm, linear1, linear2, norm):
+# Where torch.nn's layers keep each of our layer's modules (sublayers, their norms, the FFN's two linear maps).
+TORCH_NN_NAMES = {
+    "encoder": {
+        "self_attn": "self_attn",
+        "self_attn_residual.norm": "norm1",
+        "ffn.fc1": "linear1",
+        "ffn.fc2": "linear2",
+        "ffn_residual.norm": "norm2",
+    }
+}
+TORCH_NN_NAMES["decoder"] = {
+    **TORCH_NN_NAMES["encoder"],
+    "encoder_attn": "multihead_attn",
+    "encoder_attn_residual.norm": "norm2",
+    "ffn_residual.norm": "norm3",
+}
+
+
+def _copy_module(ours, theirs):
+    if isinstance(theirs, nn.MultiheadAttention):
+        _copy_attention(ours, theirs)
+        return
     with torch.no_grad():
-        linear1.weight.copy_(ours_ffn.fc1.weight)
-        linear1.bias.copy_(ours_ffn.fc1.bias)
-        linear2.weight.copy_(ours_ffn.fc2.weight)
-        linear2.bias.copy_(ours_ffn.fc2.bias)
-        norm.weight.copy_(ours_norm.weight)
-        norm.bias.copy_(ours_norm.bias)
+        theirs.weight.copy_(ours.weight)
+        theirs.bias.copy_(ours.bias)
 
 
 def torch_reference_stacks(model: VaswaniForConditionalGeneration, norm_first: bool = False):
     """nn.TransformerEncoder / nn.TransformerDecoder with our weights (ReLU, no final norm for PostNorm)."""
     config = model.config
-    d, enc, dec = config.d_model, model.model.encoder, model.model.decoder
-    encoder_layers, decoder_layers = [], []
-    for ours in enc.layers:
-        ref = nn.TransformerEncoderLayer(
-            d,
-            config.encoder_attention_heads,
-            config.encoder_ffn_dim,
-            dropout=0.0,
-            batch_first=True,
-            norm_first=norm_first,
-            layer_norm_eps=config.layer_norm_eps,
-        )
-        with torch.no_grad():
-            _copy_attention(ours.self_attn, ref.self_attn)
-            ref.norm1.weight.copy_(ours.self_attn_residual.norm.weight)
-            ref.norm1.bias.copy_(ours.self_attn_residual.norm.bias)
-        _copy_ffn_and_norm(ours.ffn, ours.ffn_residual.norm, ref.linear1, ref.linear2, ref.norm2)
-        encoder_layers.append(ref)
-    for ours in dec.layers:
-        ref = nn.TransformerDecoderLayer(
-            d,
-            config.decoder_attention_heads,
-            config.decoder_ffn_dim,
-            dropout=0.0,
-            batch_first=True,
-            norm_first=norm_first,
-            layer_norm_eps=config.layer_norm_eps,
-        )
-        with torch.no_grad():
-            _copy_attention(ours.self_attn, ref.self_attn)
-            _copy_attention(ours.encoder_attn, ref.multihead_attn)
-            ref.norm1.weight.copy_(ours.self_attn_residual.norm.weight)
-            ref.norm1.bias.copy_(ours.self_attn_residual.norm.bias)
-            ref.norm2.weight.copy_(ours.encoder_attn_residual.norm.weight)
-            ref.norm2.bias.copy_(ours.encoder_attn_residual.norm.bias)
-        _copy_ffn_and_norm(ours.ffn, ours.ffn_residual.norm, ref.linear1, ref.linear2, ref.norm3)
-        decoder_layers.append(ref)
-    return nn.ModuleList(encoder_layers).eval(), nn.ModuleList(decoder_layers).eval()
+    stacks = []
+    for side, layer_class in (("encoder", nn.TransformerEncoderLayer), ("decoder", nn.TransformerDecoderLayer)):
+        layers = []
+        for ours in getattr(model.model, side).layers:
+            ref = layer_class(
+                config.d_model,
+                getattr(config, f"{side}_attention_heads"),
+                getattr(config, f"{side}_ffn_dim"),
+                dropout=0.0,
+                batch_first=True,
+                norm_first=norm_first,
+                layer_norm_eps=config.layer_norm_eps,
+            )
+            for our_name, their_name in TORCH_NN_NAMES[side].items():
+                _copy_module(ours.get_submodule(our_name), ref.get_submodule(their_name))
+            layers.append(ref)
+        stacks.append(nn.ModuleList(layers).eval())
+    encoder_layers, decoder_layers = stacks
+    return encoder_layers, decoder_layers
 
 
 def test_layers_match_torch_nn_transformer_layers_with_copied_weights():
@@ -474,14 +461,8 @@ def test_tiny_model_overfits_and_generates_the_targets():
     input_ids = torch.tensor(sources)
     attention_mask = (input_ids != 0).long()
     labels = torch.tensor(targets)
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3, betas=(0.9, 0.98), eps=1e-9)
-    model.train()
-    for _ in range(200):
-        loss = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    assert loss.item() < 0.02
+    batch = dict(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+    assert overfit(model, batch, steps=200, lr=3e-3, betas=(0.9, 0.98), eps=1e-9) < 0.02
     model.eval()
     generated = model.generate(input_ids, attention_mask=attention_mask, num_beams=4, max_new_tokens=6)
     for row, target in zip(generated.tolist(), targets, strict=True):
@@ -641,6 +622,21 @@ def test_loss_with_num_items_in_batch_is_sum_over_items():
         (dict(init_std=-1.0), r"init_std=-1.0"),
         (dict(scale_embedding="yes"), r"scale_embedding='yes'"),
         (dict(is_encoder_decoder=False), r"is_encoder_decoder=False"),
+        # Normalization, LayerDrop and pruning, DropHead (the options of test_options.py)
+        (dict(encoder_layerdrop=1.0), r"encoder_layerdrop=1.0 .*\[0, 1\)"),
+        (dict(decoder_layerdrop=-0.2), r"decoder_layerdrop=-0.2"),
+        (dict(encoder_drophead=1.2), r"encoder_drophead=1.2"),
+        (dict(cross_drophead="high"), r"cross_drophead='high'"),
+        (dict(norm_type="rmsnorm"), r"norm_type='rmsnorm' .*'layernorm', 'scalenorm'"),
+        (dict(norm_position="sandwich"), r"norm_position='sandwich' .*'post', 'pre'"),
+        (dict(encoder_layers_to_keep=[0, 2]), r"encoder_layers_to_keep=\[0, 2\] has indices \[2\] outside"),
+        (dict(decoder_layers_to_keep=[1, 1]), r"decoder_layers_to_keep=\[1, 1\] repeats or reorders"),
+        (dict(decoder_layers_to_keep=[1, 0]), r"repeats or reorders"),
+        (dict(encoder_layers_to_keep=[]), r"non-empty list"),
+        (dict(fixnorm=True, share_embeddings=False, tie_word_embeddings=False), r"fixnorm=True needs tie_word"),
+        (dict(fixnorm=True, scale_embedding=False), r"fixnorm=True needs scale_embedding=True"),
+        (dict(layer_norm_eps=0), r"layer_norm_eps=0"),
+        (dict(fixnorm="on"), r"fixnorm='on'"),
     ],
 )
 def test_config_validation_errors(overrides, message):

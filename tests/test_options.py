@@ -9,7 +9,7 @@ import os
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import REPO_ROOT, random_batch, run_cpu_ranks, tiny_config, tiny_model
+from conftest import REPO_ROOT, decode_step_by_step, random_batch, run_cpu_ranks, tiny_model
 from test_modeling import ATTENTION_BACKENDS, torch_reference_stacks, with_backend
 from torch import nn
 
@@ -73,19 +73,8 @@ def test_every_norm_combination_decodes_incrementally(options, backend):
     decoder_input_ids = shift_tokens_right(labels, 0, 1)
     with torch.no_grad():
         full = model(input_ids, attention_mask, decoder_input_ids=decoder_input_ids).logits
-        encoder_outputs = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
-        cache, steps = None, []
-        for t in range(decoder_input_ids.shape[1]):
-            out = model(
-                encoder_outputs=encoder_outputs,
-                attention_mask=attention_mask,
-                decoder_input_ids=decoder_input_ids[:, t : t + 1],
-                past_key_values=cache,
-                use_cache=True,
-            )
-            cache = out.past_key_values
-            steps.append(out.logits)
-    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
+        stepwise, _ = decode_step_by_step(model, input_ids, attention_mask, decoder_input_ids)
+    torch.testing.assert_close(stepwise, full, atol=1e-5, rtol=1e-5)
     gen = dict(attention_mask=attention_mask, num_beams=3, max_new_tokens=6)
     assert torch.equal(
         model.generate(input_ids, use_cache=True, **gen), model.generate(input_ids, use_cache=False, **gen)
@@ -441,32 +430,8 @@ def test_drophead_callback_drives_the_schedule_inside_a_trainer(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Bad input
+# Bad input (bad option values given to VaswaniConfig: test_modeling.py's test_config_validation_errors, one table)
 # ---------------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    ("overrides", "message"),
-    [
-        (dict(encoder_layerdrop=1.0), r"encoder_layerdrop=1.0 .*\[0, 1\)"),
-        (dict(decoder_layerdrop=-0.2), r"decoder_layerdrop=-0.2"),
-        (dict(encoder_drophead=1.2), r"encoder_drophead=1.2"),
-        (dict(cross_drophead="high"), r"cross_drophead='high'"),
-        (dict(norm_type="rmsnorm"), r"norm_type='rmsnorm' .*'layernorm', 'scalenorm'"),
-        (dict(norm_position="sandwich"), r"norm_position='sandwich' .*'post', 'pre'"),
-        (dict(encoder_layers_to_keep=[0, 2]), r"encoder_layers_to_keep=\[0, 2\] has indices \[2\] outside"),
-        (dict(decoder_layers_to_keep=[1, 1]), r"decoder_layers_to_keep=\[1, 1\] repeats or reorders"),
-        (dict(decoder_layers_to_keep=[1, 0]), r"repeats or reorders"),
-        (dict(encoder_layers_to_keep=[]), r"non-empty list"),
-        (dict(fixnorm=True, share_embeddings=False, tie_word_embeddings=False), r"fixnorm=True needs tie_word"),
-        (dict(fixnorm=True, scale_embedding=False), r"fixnorm=True needs scale_embedding=True"),
-        (dict(layer_norm_eps=0), r"layer_norm_eps=0"),
-        (dict(fixnorm="on"), r"fixnorm='on'"),
-    ],
-)
-def test_option_validation_errors(overrides, message):
-    with pytest.raises(ValueError, match=message):
-        tiny_config(**overrides)
-
-
 def test_bad_pruning_and_schedule_input(tmp_path):
     tiny_model().save_pretrained(tmp_path)
     with pytest.raises(ValueError, match=r"encoder_layers_to_keep=\[0, 5\] has indices \[5\]"):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO_ROOT, tiny_model
+from conftest import REPO_ROOT, overfit, tiny_model
 from transformers import pipeline
 from transformers.testing_utils import CaptureLogger
 
@@ -60,15 +60,7 @@ def trained_model_and_tokenizer():
     )  # fmt: skip
     batch = tokenizer([s for s, _ in TRAINING_PAIRS], text_target=[t for _, t in TRAINING_PAIRS], padding=True,
                       return_tensors="pt")  # fmt: skip
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-    model.train()
-    for _ in range(200):
-        loss = model(**batch).loss
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        if loss.item() < 0.05:
-            break
+    overfit(model, batch, steps=200, lr=1e-2, stop_below=0.05)
     return model.eval(), tokenizer
 
 

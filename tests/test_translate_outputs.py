@@ -10,20 +10,12 @@ import torch
 from test_pipeline import (  # noqa: F401  (one_torch_thread is an autouse fixture)
     SENTENCES,
     one_torch_thread,
-    save_model_folder,
     trained_model_and_tokenizer,
 )
 
 from vaswani.backends import hard_alignment, word_indices
 from vaswani.cli import main
 from vaswani.translate import Translation, format_hypotheses
-
-
-@pytest.fixture(scope="module")
-def model_folder(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("outputs") / "model"
-    save_model_folder(folder)
-    return folder
 
 
 @pytest.fixture

@@ -734,7 +734,7 @@ def positive_int(text: str) -> int:
 
 def add_average_arguments(average: argparse.ArgumentParser) -> None:
     """The options of `vaswani average` (checkpoint averaging)."""
-    from vaswani.model_folder import add_trust_remote_code
+    from vaswani.model_folder import add_output_folder_arguments, add_trust_remote_code
 
     source = average.add_mutually_exclusive_group(required=True)
     source.add_argument("--run_dir", type=Path, metavar="DIR", help="a run's final model folder, with checkpoints/")
@@ -747,11 +747,7 @@ def add_average_arguments(average: argparse.ArgumentParser) -> None:
     average.add_argument(
         "--model", type=Path, metavar="DIR", help="with --checkpoints: the model folder (config, tokenizer files)"
     )
-    average.add_argument("--output_dir", type=Path, required=True, metavar="OUT", help="where to write the model")
-    average.add_argument(
-        "--overwrite", action="store_true",
-        help="write into a non-empty OUT (other than --run_dir): its model files are replaced, other files are kept",
-    )  # fmt: skip
+    add_output_folder_arguments(average, "the model", exempt=" (other than --run_dir)")
     add_trust_remote_code(average)
 
 

@@ -62,6 +62,7 @@ from vaswani.ctranslate2_export import QUANTIZATIONS
 from vaswani.errors import UsageError, run_command
 from vaswani.model_folder import (
     ModelFolderError,
+    add_output_folder_arguments,
     add_trust_remote_code,
     check_model_files,
     check_model_folder,
@@ -315,86 +316,91 @@ def _stacks(text: str) -> list[str]:
     return stacks
 
 
+# The options of `vaswani translate` after --model and --trust_remote_code, in the order --help lists them.
+TRANSLATE_OPTIONS = {
+    "--input": dict(type=Path, metavar="FILE", help="read sentences from FILE (default: stdin)"),
+    "--output": dict(type=Path, metavar="FILE", help="write translations to FILE (default: stdout)"),
+    "--num_beams": dict(type=positive_int, default=4, metavar="K", help="beam size (paper: 4)"),
+    "--length_penalty": dict(type=float, default=0.6, metavar="ALPHA", help="paper: 0.6"),
+    "--max_new_tokens": dict(type=positive_int, metavar="N", help="at most N output tokens (default: source + 50)"),
+    "--paper_decoding": dict(
+        action="store_true",
+        help="the paper's beam search: the GNMT length penalty ((5 + |Y|) / 6) ** alpha (generate()'s length_penalty "
+             "divides by |Y| ** alpha) and a cap of source length + 50 per sentence",
+    ),
+    "--device": dict(default="auto", help="auto (a GPU if there is one), cpu, cuda or cuda:N"),
+    "--batch_tokens": dict(type=positive_int, default=4096, metavar="N", help="source tokens per batch, padding included"),
+    "--max_source_length": dict(
+        type=positive_int, metavar="N",
+        help="truncate longer inputs to N tokens, with a warning (default: the model's max_position_embeddings)",
+    ),
+    "--buffer_lines": dict(
+        type=positive_int, default=10000, metavar="N", help="lines read, sorted by length and translated at a time"
+    ),
+    "--no_progress": dict(action="store_true", help="no progress bar for --input files"),
+    "--backend": dict(
+        choices=BACKENDS, default="auto",
+        help="auto: CTranslate2 for a folder written by `vaswani export --format ctranslate2`, PyTorch otherwise",
+    ),
+    "--dtype": dict(
+        choices=DTYPES, default="float32",
+        help="compute type: bfloat16/float16 run PyTorch under autocast and CTranslate2 in that type; refused where "
+             "the device has no native support (on CPU: bfloat16 needs AVX512-BF16 or AMX)",
+    ),
+    "--nbest": dict(
+        type=positive_int, default=1, metavar="N",
+        help="print the N best translations of each line (needs --num_beams >= N), as `LINE ||| TRANSLATION` lines",
+    ),
+    "--scores": dict(
+        action="store_true",
+        help="add each translation's score: sum of token log-probabilities / length ** length_penalty "
+             "(`LINE ||| TRANSLATION ||| SCORE`)",
+    ),
+    "--alignment": dict(
+        action="store_true",
+        help="add word alignments `i-j` (source word i, target word j, from 0) from the last decoder layer's "
+             "encoder-decoder attention averaged over heads (each target subword -> its most attended source subword)",
+    ),
+    "--format": dict(
+        choices=OUTPUT_FORMATS, default="text",
+        help="text (one line per translation, or ` ||| `-separated fields with --nbest/--scores/--alignment) or "
+             "jsonl (one JSON object per input line: {line, hypotheses: [{text, score, alignment}]})",
+    ),
+}  # fmt: skip
+
+
+def _add_command(commands, name: str, run, help: str, description: str) -> argparse.ArgumentParser:
+    """The subcommand `name` (no abbreviated options), whose parsed arguments go to `run`."""
+    command = commands.add_parser(name, allow_abbrev=False, help=help, description=description)
+    command.set_defaults(run=run)
+    return command
+
+
+def _add_model_argument(command: argparse.ArgumentParser, help: str = "the model folder") -> None:
+    command.add_argument("--model", required=True, type=Path, metavar="DIR", help=help)
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every command; the options of `command` (the first argument) are filled in even where they
     need heavy imports, so that `vaswani --help` and the light commands start fast."""
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0], allow_abbrev=False)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    translate = commands.add_parser(
-        "translate", allow_abbrev=False, help="translate sentences, one per line",
+    translate = _add_command(
+        commands, "translate", run_translate, help="translate sentences, one per line",
         description="Translate sentences from stdin or --input (one per line, UTF-8) into the same number of lines.",
     )  # fmt: skip
-    translate.set_defaults(run=run_translate)
-    translate.add_argument(
-        "--model", required=True, type=Path, metavar="DIR", help="a saved model folder with its tokenizer (local)"
-    )
+    _add_model_argument(translate, help="a saved model folder with its tokenizer (local)")
     add_trust_remote_code(translate)
-    translate.add_argument("--input", type=Path, metavar="FILE", help="read sentences from FILE (default: stdin)")
-    translate.add_argument("--output", type=Path, metavar="FILE", help="write translations to FILE (default: stdout)")
-    translate.add_argument("--num_beams", type=positive_int, default=4, metavar="K", help="beam size (paper: 4)")
-    translate.add_argument("--length_penalty", type=float, default=0.6, metavar="ALPHA", help="paper: 0.6")
-    translate.add_argument(
-        "--max_new_tokens", type=positive_int, metavar="N", help="at most N output tokens (default: source + 50)"
-    )
-    translate.add_argument(
-        "--paper_decoding", action="store_true",
-        help="the paper's beam search: the GNMT length penalty ((5 + |Y|) / 6) ** alpha (generate()'s length_penalty "
-             "divides by |Y| ** alpha) and a cap of source length + 50 per sentence",
-    )  # fmt: skip
-    translate.add_argument("--device", default="auto", help="auto (a GPU if there is one), cpu, cuda or cuda:N")
-    translate.add_argument(
-        "--batch_tokens",
-        type=positive_int,
-        default=4096,
-        metavar="N",
-        help="source tokens per batch, padding included",
-    )
-    translate.add_argument(
-        "--max_source_length", type=positive_int, metavar="N",
-        help="truncate longer inputs to N tokens, with a warning (default: the model's max_position_embeddings)",
-    )  # fmt: skip
-    translate.add_argument(
-        "--buffer_lines", type=positive_int, default=10000, metavar="N",
-        help="lines read, sorted by length and translated at a time",
-    )  # fmt: skip
-    translate.add_argument("--no_progress", action="store_true", help="no progress bar for --input files")
-    translate.add_argument(
-        "--backend", choices=BACKENDS, default="auto",
-        help="auto: CTranslate2 for a folder written by `vaswani export --format ctranslate2`, PyTorch otherwise",
-    )  # fmt: skip
-    translate.add_argument(
-        "--dtype", choices=DTYPES, default="float32",
-        help="compute type: bfloat16/float16 run PyTorch under autocast and CTranslate2 in that type; refused where "
-             "the device has no native support (on CPU: bfloat16 needs AVX512-BF16 or AMX)",
-    )  # fmt: skip
-    translate.add_argument(
-        "--nbest", type=positive_int, default=1, metavar="N",
-        help="print the N best translations of each line (needs --num_beams >= N), as `LINE ||| TRANSLATION` lines",
-    )  # fmt: skip
-    translate.add_argument(
-        "--scores", action="store_true",
-        help="add each translation's score: sum of token log-probabilities / length ** length_penalty "
-             "(`LINE ||| TRANSLATION ||| SCORE`)",
-    )  # fmt: skip
-    translate.add_argument(
-        "--alignment", action="store_true",
-        help="add word alignments `i-j` (source word i, target word j, from 0) from the last decoder layer's "
-             "encoder-decoder attention averaged over heads (each target subword -> its most attended source subword)",
-    )  # fmt: skip
-    translate.add_argument(
-        "--format", choices=OUTPUT_FORMATS, default="text",
-        help="text (one line per translation, or ` ||| `-separated fields with --nbest/--scores/--alignment) or "
-             "jsonl (one JSON object per input line: {line, hypotheses: [{text, score, alignment}]})",
-    )  # fmt: skip
+    for flag, settings in TRANSLATE_OPTIONS.items():
+        translate.add_argument(flag, **settings)
 
-    export = commands.add_parser(
-        "export", allow_abbrev=False, help="export a model folder for a fast inference engine (CTranslate2)",
+    export = _add_command(
+        commands, "export", run_export, help="export a model folder for a fast inference engine (CTranslate2)",
         description="Convert a model folder into a CTranslate2 model folder (with the tokenizer), which `vaswani "
                     "translate --model OUT` runs with CTranslate2. Needs pip install \"vaswani[ct2]\".",
     )  # fmt: skip
-    export.set_defaults(run=run_export)
-    export.add_argument("--model", required=True, type=Path, metavar="DIR", help="the model folder")
+    _add_model_argument(export)
     export.add_argument("--output", required=True, type=Path, metavar="OUT", help="the new folder to write")
     export.add_argument("--format", choices=EXPORT_FORMATS, default="ctranslate2", help="ctranslate2 (the only one)")
     export.add_argument(
@@ -403,14 +409,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
              "int16, float16, bfloat16, float32",
     )  # fmt: skip
 
-    push = commands.add_parser(
-        "push", allow_abbrev=False, help="upload a model folder to the Hugging Face Hub with its model card",
+    push = _add_command(
+        commands, "push", run_push, help="upload a model folder to the Hugging Face Hub with its model card",
         description="Upload weights, config, generation config, tokenizer, modeling code and the folder's README.md "
                     "(render it for the repo first with `vaswani card --repo_id`; a folder without one gets a card "
                     "rendered for the repo) in one commit. Checkpoints and logs stay local.",
     )  # fmt: skip
-    push.set_defaults(run=run_push)
-    push.add_argument("--model", required=True, type=Path, metavar="DIR", help="the model folder")
+    _add_model_argument(push)
     push.add_argument("--repo_id", required=True, metavar="ID", help="NAME or OWNER/NAME on the Hub")
     push.add_argument("--private", action="store_true", help="create the repository as private")
     push.add_argument("--commit_message", metavar="TEXT", help="the commit message")
@@ -430,27 +435,21 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         tokenizer.set_defaults(run=run_tokenizer)
         add_tokenizer_arguments(tokenizer)
 
-    average = commands.add_parser(
-        "average", allow_abbrev=False,
+    average = _add_command(
+        commands, "average", run_average,
         help="average the last checkpoints of a run into a model folder (paper: 5 for base, 20 for big)",
         description="Average checkpoints into a complete save_pretrained model folder (fairseq semantics; Section "
                     "6.1 of the paper).",
     )  # fmt: skip
-    average.set_defaults(run=run_average)
     add_average_arguments(average)
 
-    prune = commands.add_parser(
-        "prune", allow_abbrev=False, help="keep some layers of a LayerDrop model (a smaller model folder)",
+    prune = _add_command(
+        commands, "prune", run_prune, help="keep some layers of a LayerDrop model (a smaller model folder)",
         description="Prune a model trained with LayerDrop (Fan et al. 2019) to the given layers and save it as an "
                     "ordinary smaller model, with its tokenizer and a model card that shows the pruning.",
     )  # fmt: skip
-    prune.set_defaults(run=run_prune)
-    prune.add_argument("--model", required=True, type=Path, metavar="DIR", help="the full model folder")
-    prune.add_argument("--output_dir", required=True, type=Path, metavar="OUT", help="where to write the pruned model")
-    prune.add_argument(
-        "--overwrite", action="store_true",
-        help="write into a non-empty --output_dir: its model files are replaced, other files are kept",
-    )  # fmt: skip
+    _add_model_argument(prune, help="the full model folder")
+    add_output_folder_arguments(prune, "the pruned model")
     add_trust_remote_code(prune)
     prune.add_argument("--encoder_layers_to_keep", type=_layer_list, metavar="I,J,...", help="e.g. 0,2,4")
     prune.add_argument("--decoder_layers_to_keep", type=_layer_list, metavar="I,J,...", help="e.g. 0,2,4")
@@ -462,12 +461,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "--stacks", type=_stacks, metavar="STACKS", help="with --every_other: encoder,decoder (default)"
     )
 
-    card = commands.add_parser(
-        "card", allow_abbrev=False, help="render the model card (README.md) of a model folder",
+    card = _add_command(
+        commands, "card", run_card, help="render the model card (README.md) of a model folder",
         description="Render the model card from the folder's config.json, run_args.json and results.json.",
     )  # fmt: skip
-    card.set_defaults(run=run_card)
-    card.add_argument("--model", required=True, type=Path, metavar="DIR", help="the model folder")
+    _add_model_argument(card)
     card.add_argument(
         "--repo_id", metavar="ID", help="the Hub name used in the card's examples (default: folder name)"
     )

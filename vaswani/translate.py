@@ -126,9 +126,7 @@ class Translator:
         self.model, self.tokenizer = load_model_folder(self.folder, trust_remote_code=trust_remote_code)
         self.model.to(self.device).eval()
         config = self.model.config
-        self.max_source_length = max_source_length or config.max_position_embeddings
-        if self.max_source_length < 2:
-            raise TranslateError(f"max_source_length={self.max_source_length}: use at least 2 (a token and EOS)")
+        self._set_max_source_length(max_source_length, config.max_position_embeddings)
         self.engine = TorchEngine(self.model, self.tokenizer, self.device, dtype)
         self.backend = "torch"
 
@@ -142,28 +140,19 @@ class Translator:
         self.tokenizer = load_tokenizer(folder)  # checked: present, loadable, a real tokenizer
         self.engine = CTranslate2Engine(folder, self.tokenizer, device, dtype)
         self.device = self.engine.device
-        self.max_source_length = max_source_length or self.engine.positions
+        self._set_max_source_length(max_source_length, self.engine.positions)
+
+    def _set_max_source_length(self, max_source_length: int | None, positions: int) -> None:
+        """Inputs are truncated to `max_source_length` tokens, by default the model's number of `positions`."""
+        self.max_source_length = max_source_length or positions
         if self.max_source_length < 2:
             raise TranslateError(f"max_source_length={self.max_source_length}: use at least 2 (a token and EOS)")
 
-    def translate(
-        self,
-        sentences: Sequence[str],
-        num_beams: int = 4,
-        length_penalty: float = 0.6,
-        max_new_tokens: int | None = None,
-        paper_decoding: bool = False,
-        batch_tokens: int = 4096,
-        *,
-        progress: Callable[[int], None] | None = None,
-        on_truncated: Callable[[list[int]], None] | None = None,
-    ) -> list[str]:
-        """The translations of `sentences`, in their order.
-
-        `progress(n)` is called as n more sentences are done; `on_truncated(indices)` gets the (0-based) indices of
-        the sentences that were truncated to `max_source_length` (default: a logged warning)."""
-        results = self.translate_hypotheses(sentences, num_beams, length_penalty, max_new_tokens, paper_decoding,
-                                            batch_tokens, progress=progress, on_truncated=on_truncated)  # fmt: skip
+    def translate(self, sentences: Sequence[str], *args, **options) -> list[str]:
+        """The translations of `sentences`, in their order ("" for a blank one): the best hypothesis of
+        `translate_hypotheses(sentences, ...)`, which takes the same arguments (`num_beams`, `length_penalty`,
+        `max_new_tokens`, `paper_decoding`, `batch_tokens`, `progress`, `on_truncated`)."""
+        results = self.translate_hypotheses(sentences, *args, **options)
         return [hypotheses[0].text if hypotheses else "" for hypotheses in results]
 
     def translate_hypotheses(
@@ -182,7 +171,10 @@ class Translator:
         on_truncated: Callable[[list[int]], None] | None = None,
     ) -> list[list[Translation]]:
         """The `nbest` best translations of each sentence (best first; an empty list for a blank sentence), with
-        their scores (`scores`) and word alignments (`alignment`): see `vaswani.backends` for what they are."""
+        their scores (`scores`) and word alignments (`alignment`): see `vaswani.backends` for what they are.
+
+        `progress(n)` is called as n more sentences are done; `on_truncated(indices)` gets the (0-based) indices of
+        the sentences that were truncated to `max_source_length` (default: a logged warning)."""
         from modeling_vaswani.pipeline_vaswani import is_blank  # the pipeline's rule, so both agree
         from vaswani.backends import hard_alignment
 

@@ -25,20 +25,13 @@ def main():
     args = parser.parse_args()
 
     torch.manual_seed(0)  # identical initial weights on every rank
+    # Both stacks alike: 4 layers, half of them skipped on average (LayerDrop 0.5), DropHead 0.2.
+    stack = dict(layers=4, attention_heads=2, ffn_dim=32, layerdrop=0.5, drophead=0.2)
     config = VaswaniConfig(
         vocab_size=50,
         d_model=16,
-        encoder_layers=4,
-        decoder_layers=4,
-        encoder_attention_heads=2,
-        decoder_attention_heads=2,
-        encoder_ffn_dim=32,
-        decoder_ffn_dim=32,
-        encoder_layerdrop=0.5,
-        decoder_layerdrop=0.5,
-        encoder_drophead=0.2,
-        decoder_drophead=0.2,
         cross_drophead=0.2,
+        **{f"{side}_{name}": value for side in ("encoder", "decoder") for name, value in stack.items()},
     )
     model = VaswaniForConditionalGeneration(config)
     find_unused = model.uses_layerdrop if args.find_unused_parameters is None else bool(args.find_unused_parameters)
