@@ -11,9 +11,9 @@
     vaswani card      --model DIR [--repo_id OWNER/NAME] [--license apache-2.0] [--output FILE]
 
 Models are read from local folders only and checked before use (`vaswani.model_folder`); a folder's own Python code
-runs only with `--trust_remote_code` (every command). `average` and `prune` write into a non-empty folder only with
-`--overwrite` (its model files are replaced, other files kept); every model folder and `--output` file is written
-under a temporary name and renamed when complete.
+runs only with `--trust_remote_code` (translate, push, prune, card; export and average never run it). `average` and
+`prune` write into a non-empty folder only with `--overwrite` (its model files are replaced, other files kept); every
+model folder and `--output` file is written under a temporary name and renamed when complete.
 
 `translate` reads sentences from stdin or `--input`, one per line (UTF-8), and writes their translations in the same
 order to stdout or `--output`, one per line: an empty line gives an empty line, and a line break inside a
