@@ -1,5 +1,6 @@
 """Shared fixtures: tiny configs (vocab 99, d_model 16, 2+2 layers, as transformers' own ModelTesters use)."""
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -157,21 +158,36 @@ def free_port() -> int:
 
 
 def run_command(cmd: list[str], *, env: dict, cwd: Path, timeout: int) -> subprocess.CompletedProcess:
-    """`subprocess.run` in a session of its own: on a timeout every process it started (a launcher's ranks
-    included) is killed, and the returned result (returncode None) carries the output so far, whose tail says where
-    it stopped."""
+    """`subprocess.run`, except that on a timeout every process it started is killed (a launcher's ranks included,
+    which torch's launcher puts in sessions of their own) and the returned result (returncode None) carries the
+    output so far, whose tail says where it stopped."""
     import signal
 
-    with subprocess.Popen(
-        cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    ) as process:
+    with subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
         try:
             stdout, stderr = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
+            for pid in [process.pid, *descendants(process.pid)]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
             stdout, stderr = process.communicate()
             return subprocess.CompletedProcess(cmd, None, stdout, f"{stderr}\n[killed after {timeout} s]")
     return subprocess.CompletedProcess(cmd, process.returncode, stdout, stderr)
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes below `pid` (Linux: read from /proc), children first."""
+    children = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, queue = [], list(children.get(pid, []))
+    while queue:
+        child = queue.pop(0)
+        found.append(child)
+        queue.extend(children.get(child, []))
+    return found
 
 
 def run_cpu_ranks(

@@ -37,10 +37,12 @@ def data_args(data_dir: Path) -> list[str]:
     ]  # fmt: skip
 
 
-def run_train(args: list[str], cwd: Path, processes: int = 1, timeout: int = 400) -> subprocess.CompletedProcess:
+def run_train(
+    args: list[str], cwd: Path, processes: int = 1, timeout: int = 400, script: Path = REPO_ROOT / "train.py"
+) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
     env["HF_DATASETS_CACHE"] = str(cwd / "datasets_cache")
-    script = REPO_ROOT / "train.py"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     if processes == 1:
         return run_command([sys.executable, str(script), *args], env=env, cwd=cwd, timeout=timeout)
     return run_cpu_ranks(script, args, processes=processes, env=env, cwd=cwd, timeout=timeout)

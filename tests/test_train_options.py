@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import train_in_process
+from conftest import REPO_ROOT, train_in_process
 from safetensors.torch import load_file
 
 import vaswani.train as train  # noqa: E402  (the code of `vaswani train` and train.py)
@@ -462,9 +462,13 @@ def test_two_process_run_resumed_from_an_older_checkpoint_equals_the_uninterrupt
     straight_weights = load_file(out / "model.safetensors")
     straight_results = json.loads((out / "results.json").read_text())
     straight_losses = losses(out)
-    again = run_train([*argv, "--resume_from_checkpoint", "step-00000002"], tmp_path, processes=2)
+    teardown = REPO_ROOT / "tests" / "scripts" / "train_checking_teardown.py"
+    again = run_train([*argv, "--resume_from_checkpoint", "step-00000002"], tmp_path, processes=2, script=teardown)
     assert again.returncode == 0, again.stderr[-4000:]
     assert "Resumed from" in again.stderr and "2 processes" in again.stderr
+    # Both ranks released the DDP model before the process group was destroyed (else an exit can hang: close()).
+    for rank in (0, 1):
+        assert f"teardown: rank {rank}: DDP models alive at end_training: 0" in again.stderr, again.stderr[-3000:]
     again_losses = losses(out)  # metrics.jsonl was cut back to step 2 on resume: one row per step
     assert sorted(again_losses) == [1, 2, 3, 4] and all(len(v) == 1 for v in again_losses.values())
     for step in (3, 4):

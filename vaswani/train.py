@@ -1024,8 +1024,11 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> dict:
     run = set_up(parse_args(argv, prog))
     ended = train_loop(run)
     if ended == STOPPED:
-        return {"step": run.training.progress.step, "stopped_early": True}
-    return finish(run, finished_early=ended)
+        results = {"step": run.training.progress.step, "stopped_early": True}
+    else:
+        results = finish(run, finished_early=ended)
+    close(run)
+    return results
 
 
 def set_up(args: argparse.Namespace) -> Run:
@@ -1200,7 +1203,6 @@ def train_loop(run: Run) -> str | None:
             bar.close()
             logger.info("Stopped at update %d of %d; continue with --resume_from_checkpoint latest", progress.step,
                         max_steps)  # fmt: skip
-            accelerator.end_training()
             return STOPPED
     bar.close()
     return None
@@ -1306,8 +1308,17 @@ def finish(run: Run, finished_early: str | None) -> dict:
     accelerator.wait_for_everyone()
     if args.push_to_hub and accelerator.is_main_process:
         final.update(push(run.output_dir, args.hub_model_id))
-    accelerator.end_training()
     return final
+
+
+def close(run: Run) -> None:
+    """End the trackers and the process group. The DDP-wrapped model is released first: destroying the gloo process
+    group from the DDP reducer's destructor joins gloo's worker threads while holding the GIL, and a worker that is
+    still releasing a just-finished collective needs the GIL: the process hangs at exit, now and then (seen in CI).
+    Destroyed from Python's side last, the group is torn down with the GIL released (pytorch/pytorch#56297)."""
+    run.model = None
+    run.accelerator.free_memory()  # the accelerator's own references to the prepared model and optimizer
+    run.accelerator.end_training()
 
 
 def final_checkpoints(run: Run) -> list[Path]:
