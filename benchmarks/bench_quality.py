@@ -12,7 +12,7 @@ shared embeddings, sinusoidal positions) and the same tokenizer (one BPE of the 
 once). Each side has its own recipe:
 
 - train.py: `--config configs/small-data.yaml --max_train_minutes M` exactly as a user runs it (token-budget batches,
-  Noam warmup, PreNorm, checkpoint averaging), test scores from its results.json.
+  Noam warmup, PreNorm with ScaleNorm and FixNorm, checkpoint averaging), test scores from its results.json.
 - Trainer: the usual Hugging Face fine-tuning recipe adapted to training from scratch: batch size 64,
   `group_by_length`, AdamW (0.9, 0.98) at 5e-4 with 400 warmup steps and inverse square root decay, label smoothing
   0.1, dropout 0.1, fused AdamW; stopped by a callback when the budget is spent; test translations with

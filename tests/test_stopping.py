@@ -264,5 +264,6 @@ def test_small_data_recipe_loads_and_sets_what_it_says(tmp_path):
         assert getattr(args, key) == value, key
     config = resolve_model_config(args)
     assert (config.d_model, config.encoder_layers, config.norm_position) == (256, 3, "pre")
+    assert (config.norm_type, config.fixnorm) == ("scalenorm", True)  # the ablation's winner (README)
     # The command line still wins over the recipe.
     assert parse_args(["--config", str(path), "--output_dir", "x", "--max_tokens", "2048"]).max_tokens == 2048
