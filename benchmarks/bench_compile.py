@@ -24,18 +24,25 @@ import time
 import common  # noqa: E402  (benchmarks/, the folder of this script)
 import torch
 
+# The options, all positive integers: name -> (default, help).
+OPTIONS = {
+    "rounds": (12, "interleaved timing rounds"),
+    "steps": (4, "training steps per candidate and round"),
+    "max_tokens": (1024, "batch budget: sentences x longest side"),
+    "threads": (1, "torch intra-op threads"),
+    "d_model": (256, "model width (recipe: 256); FFN 4 x d_model, 3+3 layers, 4 heads"),
+}
+
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
-    parser.add_argument("--rounds", type=int, default=12, help="interleaved timing rounds")
-    parser.add_argument("--steps", type=int, default=4, help="training steps per candidate and round")
-    parser.add_argument("--max_tokens", type=int, default=1024, help="batch budget: sentences x longest side")
-    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
-    parser.add_argument("--d_model", type=int, default=256, help="model width (recipe: 256; layers and FFN follow)")
+    for name, (default, help_text) in OPTIONS.items():
+        parser.add_argument(f"--{name}", type=int, default=default, help=help_text)
     parser.add_argument("--json", help="also write the results to this JSON file")
     args = parser.parse_args(argv)
-    if min(args.rounds, args.steps, args.max_tokens, args.threads, args.d_model) < 1:
-        parser.error("--rounds, --steps, --max_tokens, --threads and --d_model must be positive")
+    for name in OPTIONS:
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} {getattr(args, name)} is not allowed: use a positive integer")
     return args
 
 
