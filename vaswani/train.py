@@ -1011,10 +1011,10 @@ class Run:
     rules: StoppingRules  # time budget and early stopping
     metrics: MetricsLog
 
-    def evaluate(self, split: str, max_samples: int | None = None, generate: bool = True) -> dict:
+    def evaluate(self, split: str, max_samples: int | None = None) -> dict:
         return run_evaluation(
             self.args, self.accelerator, self.model, self.tokenized[split], self.raw[split], self.tokenizer,
-            self.collator, max_samples=max_samples, generate=generate,
+            self.collator, max_samples=max_samples,
         )  # fmt: skip
 
 
