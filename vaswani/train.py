@@ -405,6 +405,7 @@ def _check_args(args: argparse.Namespace) -> None:
 # 2. Set-up: the output folder, the Accelerator, logging
 # ======================================================================================================================
 RUN_ARGS_FILE = "run_args.json"
+METRICS_FILE = "metrics.jsonl"  # one JSON object per logged row: MetricsLog writes it, a resume cuts it back
 TOKENIZER_STAGING = ".tmp-tokenizer"  # a new run's tokenizer, until every check has passed (see start_new_run)
 
 
@@ -498,7 +499,7 @@ def remove_previous_run(output_dir: Path) -> list[str]:
         if not any(checkpoints.iterdir()):
             checkpoints.rmdir()
     for entry in sorted(output_dir.iterdir()):
-        ours = entry.name in ("metrics.jsonl", "results.json") or is_model_file(entry.name)
+        ours = entry.name in (METRICS_FILE, "results.json") or is_model_file(entry.name)
         if ours and (entry.is_symlink() or entry.is_file()):
             entry.unlink()
             removed.append(entry.name)
@@ -1098,7 +1099,7 @@ def set_up(args: argparse.Namespace) -> Run:
         args=args, accelerator=accelerator, output_dir=output_dir, raw=raw, tokenized=tokenized, tokenizer=tokenizer,
         collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100), model=prepared,
         training=training, sampler=sampler, manager=manager, rules=rules,
-        metrics=MetricsLog(accelerator, output_dir / "metrics.jsonl"),
+        metrics=MetricsLog(accelerator, output_dir / METRICS_FILE),
     )  # fmt: skip
 
 
@@ -1130,7 +1131,7 @@ def resume(accelerator, manager, checkpoint: Path, training: TrainingState, rule
     load_checkpoint(accelerator, checkpoint, training)
     progress = training.progress
     if accelerator.is_main_process:
-        dropped = truncate_metrics(output_dir / "metrics.jsonl", progress.step)
+        dropped = truncate_metrics(output_dir / METRICS_FILE, progress.step)
         if dropped:
             logger.info("Dropped %d metrics.jsonl rows logged after step %d (the checkpoint)", dropped, progress.step)
         logger.info("Time budget and early stopping: %s", rules.restore(checkpoint))
