@@ -203,24 +203,37 @@ def run_cpu_ranks(
     return run_command(cmd, env={**env, "ACCELERATE_USE_CPU": "1"}, cwd=cwd, timeout=timeout)
 
 
-def train_in_process(argv: list[str]) -> dict:
-    """`vaswani.train.main(argv)` in this process (fast: no interpreter start), returning its results; Accelerate's
-    process-wide state is reset after it, as for a new process."""
+def reset_accelerate_state() -> None:
+    """Forget Accelerate's process-wide state, as a new process would start: after an in-process run or Accelerator."""
     from accelerate.state import AcceleratorState, GradientState
 
+    AcceleratorState._reset_state(reset_partial_state=True)
+    GradientState._reset_state()
+
+
+@pytest.fixture
+def accelerator():
+    """A CPU Accelerator for one test; its process-wide state is reset afterwards."""
+    from accelerate import Accelerator
+
+    yield Accelerator(cpu=True)
+    reset_accelerate_state()
+
+
+def train_in_process(argv: list[str]) -> dict:
+    """`vaswani.train.main(argv)` in this process (fast: no interpreter start), returning its results; Accelerate's
+    process-wide state is reset after it."""
     import vaswani.train
 
     try:
         return vaswani.train.main(argv)
     finally:
-        AcceleratorState._reset_state(reset_partial_state=True)
-        GradientState._reset_state()
+        reset_accelerate_state()
 
 
 def train_command_in_process(argv: list[str]) -> tuple[int, str]:
     """`vaswani train ARGV` as the command runs it (`vaswani.train.run`: `error: ...` and status 2 for a user
     mistake), in this process: its exit status and what it wrote to stderr."""
-    import contextlib
     import io
 
     import vaswani.train
@@ -232,8 +245,5 @@ def train_command_in_process(argv: list[str]) -> tuple[int, str]:
         except SystemExit as exit:  # argparse's own errors
             status = exit.code
         finally:
-            from accelerate.state import AcceleratorState, GradientState
-
-            AcceleratorState._reset_state(reset_partial_state=True)
-            GradientState._reset_state()
+            reset_accelerate_state()
     return status, stderr.getvalue()

@@ -170,15 +170,6 @@ def test_sharded_checkpoint_folders_are_read_whole(tmp_path):
 # ---------------------------------------------------------------------------------------------------------------
 # average_into_model, average_run, the command line
 # ---------------------------------------------------------------------------------------------------------------
-@pytest.fixture
-def accelerator():
-    from accelerate import Accelerator
-    from accelerate.state import AcceleratorState
-
-    yield Accelerator(cpu=True)
-    AcceleratorState._reset_state(reset_partial_state=True)
-
-
 def test_average_into_model_from_accelerate_save_state(tmp_path, accelerator):
     model = tiny_model(seed=0)
     optimizer = torch.optim.Adam(model.parameters())

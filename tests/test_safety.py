@@ -79,15 +79,6 @@ def test_unreadable_state_files_are_errors_naming_the_file(tmp_path, content):
 # ---------------------------------------------------------------------------------------------------------------
 # Checkpoints of train.py: save, resume, tampering
 # ---------------------------------------------------------------------------------------------------------------
-@pytest.fixture
-def accelerator():
-    from accelerate import Accelerator
-    from accelerate.state import AcceleratorState
-
-    yield Accelerator(cpu=True)
-    AcceleratorState._reset_state(reset_partial_state=True)
-
-
 def training_state(accelerator, max_steps=10):
     from modeling_vaswani import DropHeadScheduler
     from vaswani.schedules import build_lr_scheduler
