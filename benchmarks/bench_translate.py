@@ -14,8 +14,10 @@ Marian CTranslate2 fp32 / int8 (ctranslate2.converters.TransformersConverter on 
 Ratios to HF Marian fp32, per interleaved round (median and range). Targets: CTranslate2 int8 of ours >= the same
 for Marian (within noise) and >= 2.3x HF Marian; torch bf16 >= 1.5x HF Marian fp32.
 
-Every engine uses the same intra-op thread count (`--threads`, default: all cores; CTranslate2 with
-inter_threads=1). Rounds are interleaved (A B C, C B A, ...), medians and ranges printed; the CPU pressure (share of
+Every engine uses the same number of CPU threads (`--threads`, default: all cores). PyTorch uses them inside each
+matrix product; CTranslate2 (ours and Marian's alike) as `vaswani translate` runs it: each batch cut into
+`--parallel_batches` parts decoded at once, each part on threads / parts cores (default: one part per thread, see
+`vaswani.backends.ct2_threads`; `--parallel_batches 1` gives all threads to one batch). Rounds are interleaved (A B C, C B A, ...), medians and ranges printed; the CPU pressure (share of
 time some task waited for a core, Linux PSI) is printed with each part. bfloat16 on a CPU without AVX512-BF16/AMX
 is refused by `vaswani translate`; here it still runs (emulated by oneDNN) so that its quality and speed can be
 reported, and the report says so.
@@ -45,6 +47,8 @@ sys.path.insert(1, str(REPO_ROOT))
 import bench_model  # noqa: E402
 import common  # noqa: E402
 
+from vaswani.backends import ct2_max_batch_size, ct2_threads, new_ct2_translator  # noqa: E402
+
 DEFAULT_TEST_FILE = REPO_ROOT.parent / "shared" / "data" / "gettext-en-es" / "test.jsonl"
 TRAINED_ENGINES = ("torch fp32", "torch bf16", "ct2 fp32", "ct2 int8")
 RANDOM_ENGINES = ("HF Marian fp32", "torch fp32", "torch bf16", "ct2 fp32", "ct2 int8", "Marian ct2 fp32",
@@ -69,7 +73,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )  # fmt: skip
     parser.add_argument("--repeats", type=int, default=5, help="interleaved timing rounds")
     parser.add_argument("--warmup", type=int, default=1, help="untimed calls per engine")
-    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)), help="intra-op threads, all")
+    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)), help="CPU threads, all")
+    parser.add_argument("--parallel_batches", type=int, default=None,
+                        help="CTranslate2 engines (ours and Marian's alike): batch parts decoded at once, each on "
+                             "threads / N cores (default: vaswani translate's, one per thread; 1: the threads inside "
+                             "one batch)")  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", metavar="OUT", help="also write the results to this JSON file")
     return parser.parse_args(argv)
@@ -88,10 +96,12 @@ def main() -> None:
     bench_model.quiet_libraries()
     torch.set_num_threads(args.threads)
     native_bf16 = allow_bf16()
-    print(f"threads: {args.threads} intra-op for every engine (CTranslate2 inter_threads=1); torch "
+    parallel, per_part = ct2_threads("cpu", args.threads, args.parallel_batches)
+    print(f"threads: {args.threads} for every engine (torch intra-op; CTranslate2 as vaswani translate runs it: each "
+          f"batch in {parallel} part(s) at once, {per_part} thread(s) each); torch "
           f"{torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}, native bf16: "
           f"{native_bf16}; load average {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
-    results = {"threads": args.threads, "native_bf16": native_bf16}
+    results = {"threads": args.threads, "ct2_parallel_batches": parallel, "native_bf16": native_bf16}
     with tempfile.TemporaryDirectory() as scratch:
         parts = args.parts.split(",")
         if "trained" in parts:
@@ -131,8 +141,8 @@ def trained_part(args: argparse.Namespace, scratch: Path) -> dict:
     translators = {
         "torch fp32": Translator(args.model, device="cpu"),
         "torch bf16": Translator(args.model, device="cpu", dtype="bfloat16"),
-        "ct2 fp32": Translator(folders["float32"], device="cpu"),
-        "ct2 int8": Translator(folders["int8"], device="cpu"),
+        "ct2 fp32": Translator(folders["float32"], device="cpu", parallel_batches=args.parallel_batches),
+        "ct2 int8": Translator(folders["int8"], device="cpu", parallel_batches=args.parallel_batches),
     }
     outputs = {}
 
@@ -201,6 +211,7 @@ def random_part(size: str, args: argparse.Namespace, scratch: Path) -> dict:
         return lambda: translator.translate_batch(
             sources, beam_size=bench_model.NUM_BEAMS, length_penalty=bench_model.LENGTH_PENALTY,
             min_decoding_length=args.new_tokens, max_decoding_length=args.new_tokens, max_input_length=0,
+            max_batch_size=ct2_max_batch_size(len(sources), translator.num_translators),
         )  # fmt: skip
 
     calls = {
@@ -210,6 +221,8 @@ def random_part(size: str, args: argparse.Namespace, scratch: Path) -> dict:
     }  # fmt: skip
     calls = {name: call for name, call in calls.items() if name in args.engines}
     check_forced_lengths(calls, args)
+    if torch.get_num_threads() != args.threads:  # PyTorch's engines must get the threads CTranslate2 gets
+        raise RuntimeError(f"PyTorch runs {torch.get_num_threads()} threads, not {args.threads}")
     with torch.inference_mode():
         timings = common.interleave(calls, warmup=args.warmup, repeats=args.repeats)
     speed = {name: common.rates(seconds, args.gen_batch_size) for name, seconds in timings.seconds.items()}
@@ -281,8 +294,11 @@ def marian_converter(ctranslate2, size: str, model_args, scratch: Path):
 
 
 def _ct2(ctranslate2, converter, folder: Path, quantization: str, args: argparse.Namespace):
+    """A converted model, run with the threads `vaswani translate` gives CTranslate2 (`ct2_threads`)."""
     converter.convert(str(folder), quantization=quantization, force=True)
-    return ctranslate2.Translator(str(folder), device="cpu", intra_threads=args.threads, inter_threads=1)
+    inter_threads, intra_threads = ct2_threads("cpu", args.threads, args.parallel_batches)
+    return new_ct2_translator(ctranslate2, folder, device="cpu", intra_threads=intra_threads,
+                              inter_threads=inter_threads)  # fmt: skip
 
 
 def check_forced_lengths(calls: dict, args: argparse.Namespace) -> None:

@@ -16,6 +16,7 @@ from test_pipeline import one_torch_thread, tiny_tokenizer  # noqa: F401  (one_t
 
 from modeling_vaswani.modeling_vaswani import ScaleNorm
 from tokenization import train_bpe_tokenizer
+from vaswani.backends import ct2_max_batch_size, ct2_threads
 from vaswani.cli import main
 from vaswani.ctranslate2_export import (
     EXPORT_INFO_FILE,
@@ -25,7 +26,7 @@ from vaswani.ctranslate2_export import (
     is_ctranslate2_folder,
     scalenorm_as_rmsnorm,
 )
-from vaswani.translate import Translator
+from vaswani.translate import TranslateError, Translator
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
@@ -277,3 +278,76 @@ def test_inputs_longer_than_the_exported_position_table_are_refused(model_folder
     assert "does not fit the exported position table of 48 positions" in capsys.readouterr().err
     assert main(argv) == 0  # by default, truncated to the table, with a warning naming the line
     assert "line(s) 1 are longer than 48 tokens" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Threads: parts of a batch decoded at once (--parallel_batches)
+# ---------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "device, threads, parallel_batches, expected",
+    [("cpu", 2, None, (2, 1)), ("cpu", 4, 2, (2, 2)), ("cpu", 3, 2, (2, 1)), ("cpu", 4, 1, (1, 4)),
+     ("cuda", 4, None, (1, 4)), ("cuda", 4, 3, (3, 4))],
+)  # fmt: skip
+def test_ct2_threads_splits_the_cpu_threads_between_parallel_batches(device, threads, parallel_batches, expected):
+    assert ct2_threads(device, threads, parallel_batches) == expected
+
+
+@pytest.mark.parametrize("size, parts, expected", [(16, 1, 0), (16, 2, 8), (15, 2, 8), (1, 2, 1), (5, 4, 2)])
+def test_ct2_max_batch_size_cuts_a_batch_into_the_parts(size, parts, expected):
+    assert ct2_max_batch_size(size, parts) == expected
+    if expected:  # CTranslate2 cuts `size` examples into ceil(size / expected) parts: no more than asked for
+        assert -(-size // expected) <= parts
+
+
+class RecordingTranslator:
+    """A `ctranslate2.Translator` that records the `max_batch_size` of each call."""
+
+    def __init__(self, translator):
+        self.translator, self.max_batch_sizes = translator, []
+
+    def translate_batch(self, *args, **kwargs):
+        self.max_batch_sizes.append(kwargs["max_batch_size"])
+        return self.translator.translate_batch(*args, **kwargs)
+
+
+def test_parallel_batches_give_the_same_translations_scores_and_alignments(model_folder, tmp_path):
+    output = export_ctranslate2(model_folder, tmp_path / "ct2")
+    sentences = copy_sentences(10, seed=11)
+    torch.set_num_threads(2)  # restored by the one_torch_thread fixture
+    results = {}
+    for parts in (1, 2):
+        translator = Translator(output, device="cpu", parallel_batches=parts)
+        assert translator.engine.parallel_batches == parts
+        assert translator.engine.translator.num_translators == parts  # CTranslate2's inter_threads
+        assert torch.get_num_threads() == 2  # not CTranslate2's intra_threads: PyTorch shares its OpenMP setting
+        translator.engine.translator = RecordingTranslator(translator.engine.translator)
+        for beams in (1, 4):
+            hypotheses = translator.translate_hypotheses(sentences, num_beams=beams, nbest=2 if beams > 1 else 1,
+                                                         scores=True, alignment=True)  # fmt: skip
+            results[parts, beams] = (
+                [[(t.text, t.alignment) for t in h] for h in hypotheses],
+                [t.score for h in hypotheses for t in h],
+            )
+        # one batch of 10 here: whole, or cut in two parts of 5 (the beam-4 alignments take a forced pass of 20)
+        assert translator.engine.translator.max_batch_sizes == ([0, 0, 0] if parts == 1 else [5, 5, 10])
+    for beams in (1, 4):
+        assert results[1, beams][0] == results[2, beams][0]
+        assert results[1, beams][1] == pytest.approx(results[2, beams][1], abs=1e-5)
+    assert Translator(output, device="cpu").engine.parallel_batches == 2  # default: one part per CPU thread
+
+
+def test_parallel_batches_refusals(model_folder, tmp_path, capsys):
+    output = export_ctranslate2(model_folder, tmp_path / "ct2")
+    source = tmp_path / "input.txt"
+    source.write_text("the cat\n")
+    torch.set_num_threads(2)  # restored by the one_torch_thread fixture
+    argv = ["translate", "--input", str(source), "--no_progress", "--device", "cpu", "--parallel_batches"]
+    assert main([*argv, "3", "--model", str(output)]) == 2
+    assert "error: parallel_batches=3: use 1 to 2 (the CPU threads)" in capsys.readouterr().err
+    assert main([*argv, "2", "--model", str(model_folder)]) == 2
+    assert "parallel_batches=2 needs the ctranslate2 backend" in capsys.readouterr().err
+    assert main([*argv, "1", "--model", str(model_folder)]) == 0  # what PyTorch does anyway
+    assert main([*argv, "0", "--model", str(output)]) == 2
+    assert "--parallel_batches: " in capsys.readouterr().err
+    with pytest.raises(TranslateError, match="threads=0: use 1 or more"):
+        ct2_threads("cpu", 0)

@@ -198,7 +198,7 @@ class CTranslate2Engine:
     """A folder written by `vaswani export --format ctranslate2`, run by `ctranslate2.Translator`."""
 
     def __init__(self, folder: Path, tokenizer, device: str = "auto", dtype: str = "float32",
-                 intra_threads: int | None = None):  # fmt: skip
+                 threads: int | None = None, parallel_batches: int | None = None):  # fmt: skip
         from vaswani.ctranslate2_export import EXPORT_INFO_FILE, ExportError, import_ctranslate2
 
         try:
@@ -211,13 +211,14 @@ class CTranslate2Engine:
         self.device = device_type
         check_dtype(dtype)
         self.compute_type = self._compute_type(dtype, ctranslate2.get_supported_compute_types(device_type))
-        if intra_threads is None:
+        if threads is None:
             import torch
 
-            intra_threads = torch.get_num_threads()
-        self.translator = ctranslate2.Translator(
-            str(folder), device=device_type, device_index=index, compute_type=self.compute_type,
-            intra_threads=intra_threads,
+            threads = torch.get_num_threads()
+        self.parallel_batches, intra_threads = ct2_threads(device_type, threads, parallel_batches)
+        self.translator = new_ct2_translator(
+            ctranslate2, folder, device=device_type, device_index=index, compute_type=self.compute_type,
+            inter_threads=self.parallel_batches, intra_threads=intra_threads,
         )  # fmt: skip
         self.positions = int(self.info["max_position_embeddings"])
         self.min_new_tokens = int(self.info.get("generation", {}).get("min_new_tokens") or 1)
@@ -259,6 +260,7 @@ class CTranslate2Engine:
             beam_size=num_beams, num_hypotheses=num_hypotheses, length_penalty=length_penalty,
             max_decoding_length=min(limit, room), min_decoding_length=self.min_new_tokens, max_input_length=0,
             return_scores=return_scores, return_attention=return_attention and num_beams == 1,
+            max_batch_size=self._split(sources),
         )  # fmt: skip
         batches = []
         for result in results:
@@ -275,6 +277,9 @@ class CTranslate2Engine:
             self._forced_attention(sources, batches)
         return batches
 
+    def _split(self, batch: list) -> int:
+        return ct2_max_batch_size(len(batch), self.parallel_batches)
+
     def _forced_attention(self, sources: list[list[int]], batches: list[list[Hypothesis]]) -> None:
         """The attention rows of beam-search hypotheses, from one greedy pass forced along each hypothesis
         (`target_prefix`). CTranslate2 4.8's beam search returns a wrong first row for all but one sentence of a
@@ -284,10 +289,42 @@ class CTranslate2Engine:
             [self.tokenizer.convert_ids_to_tokens(sources[i]) for i, _ in pairs],
             target_prefix=[self.tokenizer.convert_ids_to_tokens(h.ids) for _, h in pairs],
             beam_size=1, max_decoding_length=max(len(h.ids) for _, h in pairs) + 1, max_input_length=0,
-            return_attention=True,
+            return_attention=True, max_batch_size=self._split(pairs),
         )  # fmt: skip
         for (_, hypothesis), result in zip(pairs, results, strict=True):
             hypothesis.attention = [list(row) for row in result.attention[0][: len(hypothesis.ids)]]
+
+
+def new_ct2_translator(ctranslate2, folder: str | Path, **options):
+    """`ctranslate2.Translator(folder, **options)`, leaving PyTorch's thread count as it was: creating a translator
+    sets the calling thread's OpenMP thread count (which PyTorch shares) to its `intra_threads`."""
+    import torch
+
+    threads = torch.get_num_threads()
+    translator = ctranslate2.Translator(str(folder), **options)
+    torch.set_num_threads(threads)
+    return translator
+
+
+def ct2_threads(device: str, threads: int, parallel_batches: int | None = None) -> tuple[int, int]:
+    """CTranslate2's (inter_threads, intra_threads) for a CPU budget of `threads` cores: `parallel_batches` parts of
+    each batch are decoded at once, each on threads // parallel_batches cores. The default on CPU is one part per
+    core (CTranslate2's throughput setting: parts of a batch scale across cores far better than one batch's matrix
+    products do; on 2 cores, base dims, beam 4, int8: 3.0x HF Marian's `generate()` against 1.9x with both cores
+    inside one batch, benchmarks/README.md); on a GPU it is 1 (one batch at a time fills it)."""
+    if threads < 1:
+        raise TranslateError(f"threads={threads}: use 1 or more")
+    if parallel_batches is None:
+        parallel_batches = threads if device == "cpu" else 1
+    if parallel_batches < 1 or (device == "cpu" and parallel_batches > threads):
+        allowed = f"1 to {threads} (the CPU threads)" if device == "cpu" else "1 or more"
+        raise TranslateError(f"parallel_batches={parallel_batches}: use {allowed}")
+    return parallel_batches, max(1, threads // parallel_batches) if device == "cpu" else threads
+
+
+def ct2_max_batch_size(size: int, parallel_batches: int) -> int:
+    """CTranslate2's `max_batch_size` that cuts a batch of `size` into `parallel_batches` parts (0: keep it whole)."""
+    return 0 if parallel_batches == 1 else -(-size // parallel_batches)
 
 
 def _ct2_device(device: str, ctranslate2) -> tuple[str, int]:

@@ -2,7 +2,7 @@
 
     vaswani translate --model DIR [--input FILE] [--output FILE] [--num_beams 4] [--length_penalty 0.6]
                       [--max_new_tokens N] [--paper_decoding] [--device auto] [--batch_tokens 4096]
-                      [--backend auto|torch|ctranslate2] [--dtype float32|bfloat16|float16]
+                      [--backend auto|torch|ctranslate2] [--dtype float32|bfloat16|float16] [--parallel_batches N]
                       [--nbest N] [--scores] [--alignment] [--format text|jsonl]
     vaswani export    --model DIR --output OUT --format ctranslate2 [--quantization int8|int8_float32|int16|...]
     vaswani push      --model DIR --repo_id OWNER/NAME [--private] [--commit_message TEXT]
@@ -98,7 +98,7 @@ def run_translate(args: argparse.Namespace) -> int:
         raise UsageError(f"--nbest {args.nbest} needs at least as many beams: add --num_beams {args.nbest}")
     translator = Translator(args.model, device=args.device, max_source_length=args.max_source_length,
                             trust_remote_code=args.trust_remote_code, backend=args.backend,
-                            dtype=args.dtype)  # fmt: skip
+                            dtype=args.dtype, parallel_batches=args.parallel_batches)  # fmt: skip
     # n-best lists, scores, alignments or JSON lines: the formatted output of `format_hypotheses`
     detailed = args.nbest > 1 or args.scores or args.alignment or args.format == "jsonl"
 
@@ -346,6 +346,11 @@ TRANSLATE_OPTIONS = {
         choices=DTYPES, default="float32",
         help="compute type: bfloat16/float16 run PyTorch under autocast and CTranslate2 in that type; refused where "
              "the device has no native support (on CPU: bfloat16 needs AVX512-BF16 or AMX)",
+    ),
+    "--parallel_batches": dict(
+        type=positive_int, metavar="N",
+        help="ctranslate2 backend: decode each batch as N parts at once, each on threads / N cores (default: one part "
+             "per core on CPU, CTranslate2's throughput setting; 1 on GPU)",
     ),
     "--nbest": dict(
         type=positive_int, default=1, metavar="N",

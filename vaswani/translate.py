@@ -113,12 +113,18 @@ class Translator:
         trust_remote_code: bool = False,
         backend: str = "auto",
         dtype: str = "float32",
+        parallel_batches: int | None = None,
     ):
         from vaswani.backends import TorchEngine
 
         if _choose_backend(check_model_folder(model, need_weights=False), backend) == "ctranslate2":
-            self._init_ctranslate2(Path(model), device, max_source_length, dtype)
+            self._init_ctranslate2(Path(model), device, max_source_length, dtype, parallel_batches)
             return
+        if parallel_batches not in (None, 1):
+            raise TranslateError(
+                f"parallel_batches={parallel_batches} needs the ctranslate2 backend (PyTorch decodes one batch at a "
+                "time, on all threads): export the model with `vaswani export --format ctranslate2`, or leave it out"
+            )
         self.folder = Path(model)
         self.device = resolve_device(device)
         # checked: a local folder, weights that fit config.json, a tokenizer that fits the model; the folder's own
@@ -130,15 +136,18 @@ class Translator:
         self.engine = TorchEngine(self.model, self.tokenizer, self.device, dtype)
         self.backend = "torch"
 
-    def _init_ctranslate2(self, folder: Path, device: str, max_source_length: int | None, dtype: str) -> None:
+    def _init_ctranslate2(
+        self, folder: Path, device: str, max_source_length: int | None, dtype: str, parallel_batches: int | None
+    ) -> None:
         """A folder written by `vaswani export --format ctranslate2`: CTranslate2 decodes, our tokenizer (saved in
-        the folder) encodes and decodes."""
+        the folder) encodes and decodes; each batch in `parallel_batches` parts at once (default: one per CPU
+        thread; see `vaswani.backends.ct2_threads`)."""
 
         from vaswani.backends import CTranslate2Engine
 
         self.folder, self.model, self.backend = folder, None, "ctranslate2"
         self.tokenizer = load_tokenizer(folder)  # checked: present, loadable, a real tokenizer
-        self.engine = CTranslate2Engine(folder, self.tokenizer, device, dtype)
+        self.engine = CTranslate2Engine(folder, self.tokenizer, device, dtype, parallel_batches=parallel_batches)
         self.device = self.engine.device
         self._set_max_source_length(max_source_length, self.engine.positions)
 
