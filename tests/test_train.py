@@ -118,6 +118,48 @@ def test_few_step_run_in_one_process_leaves_a_loadable_model(data_dir, tmp_path)
 
 
 @pytest.mark.slow
+def test_a_user_error_on_one_process_stops_every_process_with_one_message(data_dir, tmp_path):
+    """Only the main process trains the tokenizer, so only it finds --vocab_size too small: it prints the error and
+    the other process stops with it (status 2, nothing printed), instead of a gloo traceback about a lost peer."""
+    out = tmp_path / "run"
+    result = run_train([*data_args(data_dir), *TINY_RUN, "--output_dir", str(out), "--max_train_steps", "2",
+                        "--vocab_size", "20"], tmp_path, processes=2, timeout=300)  # fmt: skip
+    assert result.returncode != 0
+    assert result.stderr.count("error: vocab_size=20 is too small") == 1, result.stderr[-4000:]
+    for symptom in ("[rank1]", "[rank0]", "Connection closed", "gloo"):  # torch's prefix of a rank's traceback
+        assert symptom not in result.stderr, result.stderr[-4000:]
+    assert result.stderr.count("exitcode  : 2") + result.stderr.count("exitcode: 2") >= 1  # the launcher's report
+    assert not out.exists() or not any(out.iterdir())  # nothing made or left behind
+
+
+@pytest.mark.slow
+def test_main_process_first_and_every_process_at_once_stop_every_process_together(tmp_path):
+    """The two helpers with a failure planted on one rank (tests/scripts/stop_together.py): the rank that failed
+    raises its own error, the other raises ReportedElsewhere (printed by nobody), and nobody waits for a peer that
+    is gone; without a failure, the main process's block ends before the other's starts (main first)."""
+    out = tmp_path / "report"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    script = REPO_ROOT / "tests" / "scripts" / "stop_together.py"
+    result = run_cpu_ranks(script, [str(out)], processes=2, env=env, cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+    main, other = (json.loads(Path(f"{out}.rank{rank}.json").read_text()) for rank in (0, 1))
+    planted = [["UsageError", f"planted on rank {rank}"] for rank in (0, 1)]
+    elsewhere = [["ReportedElsewhere", f"process {rank} of the run failed"] for rank in (0, 1)]
+    expected = {  # case: (what rank 0 raised, what rank 1 raised)
+        "main first, nobody fails": (None, None),
+        "main first, the main process fails": (planted[0], elsewhere[0]),
+        "main first, the other process fails": (elsewhere[1], planted[1]),
+        "at once, the other process fails": (elsewhere[1], planted[1]),
+        "at once, nobody fails": (None, None),
+    }
+    assert {case: (main[case]["error"], other[case]["error"]) for case in expected} == expected
+    assert other["main first, the main process fails"]["ran_at"] is None  # it never ran its block
+    case = main["main first, nobody fails"], other["main first, nobody fails"]
+    assert case[1]["ran_at"] >= case[0]["ran_at"] + 0.5  # the main process slept 0.5 s in its block first
+
+
+@pytest.mark.slow
 def test_two_process_run_with_layerdrop(data_dir, tmp_path):
     out = tmp_path / "run"
     result = run_train(

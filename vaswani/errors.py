@@ -23,6 +23,11 @@ class UsageError(UserError):
     """A mistake in the options of a command (a wrong value, a missing or contradictory option)."""
 
 
+class ReportedElsewhere(UserError):
+    """Another process of the same multi-process run failed and reports why; this one stops with status 2 without
+    printing anything (`vaswani.train.main_process_first`)."""
+
+
 # Besides our own errors, a file that cannot be read or written (OSError) or decoded (UnicodeError) is the user's to
 # fix, and its message names the file.
 USER_ERRORS = (UserError, UnicodeError, OSError)
@@ -37,7 +42,8 @@ def run_command(run: Callable[[], int | None]) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that the exit's flush does not fail
         return 1
     except USER_ERRORS as error:
-        print(f"error: {error}", file=sys.stderr)
+        if not isinstance(error, ReportedElsewhere):
+            print(f"error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -20,6 +20,7 @@ The module reads straight down:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import functools
 import json
@@ -62,7 +63,7 @@ from vaswani.checkpoints import (
     write_file_atomically,
 )
 from vaswani.data import DataError, load_translation_splits
-from vaswani.errors import UsageError, run_command
+from vaswani.errors import ReportedElsewhere, UsageError, run_command
 from vaswani.hub import PushError, check_repo_id
 from vaswani.model_card import write_model_card
 from vaswani.model_folder import (
@@ -542,6 +543,53 @@ def create_accelerator(args: argparse.Namespace):
     return accelerator, ddp_kwargs, why
 
 
+@contextlib.contextmanager
+def main_process_first(accelerator):
+    """`accelerator.main_process_first()` (the main process runs the block first, then the others, which may reuse
+    what it made), where a failure on one process stops them all together: the process that failed raises its error
+    (`error: ...`, exit 2, for a user error) and the others raise `ReportedElsewhere` (exit 2, nothing printed),
+    instead of waiting at a barrier until gloo reports a lost peer with a traceback. Each process learns the others'
+    outcome at the two points where the blocks end (all_gather of one flag)."""
+    if accelerator.num_processes == 1:
+        yield
+        return
+    if not accelerator.is_main_process:
+        _stop_together(accelerator, failed=False)  # the main process's block has ended
+    try:
+        yield
+    except Exception:
+        _stop_together(accelerator, failed=True)  # tell the others, then raise this process's own error
+        raise
+    _stop_together(accelerator, failed=False)
+    if accelerator.is_main_process:
+        _stop_together(accelerator, failed=False)  # the others' blocks have ended
+
+
+@contextlib.contextmanager
+def every_process_at_once(accelerator):
+    """Every process runs the block at the same time; a failure on one stops them all together, as in
+    `main_process_first` (one all_gather of a flag where the blocks end)."""
+    if accelerator.num_processes == 1:
+        yield
+        return
+    try:
+        yield
+    except Exception:
+        _stop_together(accelerator, failed=True)
+        raise
+    _stop_together(accelerator, failed=False)
+
+
+def _stop_together(accelerator, failed: bool) -> None:
+    """One collective point: raise `ReportedElsewhere` if another process failed (each process's own failure is
+    raised by its caller)."""
+    from accelerate.utils import gather_object
+
+    others = gather_object([failed])
+    if not failed and any(others):
+        raise ReportedElsewhere(f"process {others.index(True)} of the run failed")
+
+
 def setup_logging(accelerator) -> None:
     import datasets
     import transformers
@@ -581,7 +629,7 @@ class MetricsLog:
 def load_data(args, accelerator):
     if args.dataset_name == "demo":
         logger.info("Using the built-in demo dataset (numbers, dates, quantities): no --train_file or --dataset_name.")
-    with accelerator.main_process_first():  # the main process builds the Arrow cache, the others reuse it
+    with main_process_first(accelerator):  # the main process builds the Arrow cache, the others reuse it
         return load_translation_splits(
             train_file=args.train_file, validation_file=args.validation_file, test_file=args.test_file,
             dataset_name=args.dataset_name, dataset_config_name=args.dataset_config_name,
@@ -610,7 +658,7 @@ def get_tokenizer(args, raw, output_dir: Path, accelerator, config: VaswaniConfi
             "--model_name_or_path needs the tokenizer the model was trained with: pass --tokenizer (a saved model "
             "folder holds its tokenizer, e.g. --tokenizer " + str(args.model_name_or_path) + ")."
         )
-    with accelerator.main_process_first():
+    with main_process_first(accelerator):
         if accelerator.is_main_process:
             logger.info("Training a shared BPE tokenizer (vocab_size=%d) on the training data", args.vocab_size)
             tokenizer = train_bpe_tokenizer(
@@ -651,7 +699,7 @@ def tokenize_splits(args, raw, tokenizer, accelerator):
         return encoded
 
     tokenized = {}
-    with accelerator.main_process_first():
+    with main_process_first(accelerator):
         for split, dataset in raw.items():
             mapped = dataset.map(
                 preprocess, batched=True, remove_columns=dataset.column_names,
@@ -1023,13 +1071,13 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> dict:
     """One training run, from options to the saved model; returns its results (what results.json holds), or
     `{"step": N, "stopped_early": True}` when --stop_after_steps/--stop_after_minutes ended this invocation."""
     run = set_up(parse_args(argv, prog))
-    ended = train_loop(run)
-    if ended == STOPPED:
-        results = {"step": run.training.progress.step, "stopped_early": True}
-    else:
-        results = finish(run, finished_early=ended)
-    close(run)
-    return results
+    try:
+        ended = train_loop(run)
+        if ended == STOPPED:
+            return {"step": run.training.progress.step, "stopped_early": True}
+        return finish(run, finished_early=ended)
+    finally:
+        close(run)  # also after an error, so that the process group is torn down as `close` explains
 
 
 def set_up(args: argparse.Namespace) -> Run:
@@ -1041,9 +1089,9 @@ def set_up(args: argparse.Namespace) -> Run:
     accelerator, ddp_kwargs, precision_reason = create_accelerator(args)
     setup_logging(accelerator)
     logger.info("Mixed precision: %s (%s)", accelerator.mixed_precision, precision_reason)
-    if accelerator.is_main_process:
-        recover_model_folder(args.output_dir)  # finish (or undo) a final save that a kill interrupted
-    accelerator.wait_for_everyone()
+    with main_process_first(accelerator):
+        if accelerator.is_main_process:
+            recover_model_folder(args.output_dir)  # finish (or undo) a final save that a kill interrupted
     output_dir, resume_checkpoint = prepare_output_dir(args)
     set_seed(args.seed)  # identical initial weights on every process
 
@@ -1058,9 +1106,9 @@ def set_up(args: argparse.Namespace) -> Run:
         ddp_kwargs.find_unused_parameters = True  # skipped layers get no gradient (every rank skips the same ones)
     tokenized = tokenize_splits(args, raw, tokenizer, accelerator)
     accelerator.wait_for_everyone()  # every process has its tokenizer: the staged one may move now
-    if accelerator.is_main_process and resume_checkpoint is None:
-        start_new_run(args, output_dir)  # every check has passed: only now is anything replaced
-    accelerator.wait_for_everyone()
+    with main_process_first(accelerator):
+        if accelerator.is_main_process and resume_checkpoint is None:
+            start_new_run(args, output_dir)  # every check has passed: only now is anything replaced
 
     train = tokenized["train"]
     sampler = TokenBatchSampler(
@@ -1086,9 +1134,9 @@ def set_up(args: argparse.Namespace) -> Run:
     manager = CheckpointManager(
         output_dir / CHECKPOINTS_SUBDIR, keep_last=max(args.keep_checkpoints, args.average_checkpoints, 1)
     )
-    if accelerator.is_main_process:
-        manager.remove_incomplete()  # leftovers of a save that was killed
-    accelerator.wait_for_everyone()
+    with main_process_first(accelerator):
+        if accelerator.is_main_process:
+            manager.remove_incomplete()  # leftovers of a save that was killed
     rules = StoppingRules(output_dir, args.max_train_minutes, args.early_stopping_patience, args.metric_for_best)
     if resume_checkpoint is not None:
         resume(accelerator, manager, resume_checkpoint, training, rules, output_dir)
@@ -1124,18 +1172,20 @@ def resume(accelerator, manager, checkpoint: Path, training: TrainingState, rule
     """Continue the run from `checkpoint`: later checkpoints set aside (a resume from an older one starts a new
     branch), weights and training state loaded, metrics.jsonl cut back to the checkpoint's step, the time budget and
     early-stopping counts restored."""
-    if accelerator.is_main_process:
-        for moved in manager.set_aside_newer(checkpoint):
-            logger.warning("Resuming from an older checkpoint: moved the later %s aside to %s", moved.name, moved)
-    accelerator.wait_for_everyone()
-    load_checkpoint(accelerator, checkpoint, training)
+    with main_process_first(accelerator):
+        if accelerator.is_main_process:
+            for moved in manager.set_aside_newer(checkpoint):
+                logger.warning("Resuming from an older checkpoint: moved the later %s aside to %s", moved.name, moved)
+    with every_process_at_once(accelerator):
+        load_checkpoint(accelerator, checkpoint, training)
     progress = training.progress
-    if accelerator.is_main_process:
-        dropped = truncate_metrics(output_dir / METRICS_FILE, progress.step)
-        if dropped:
-            logger.info("Dropped %d metrics.jsonl rows logged after step %d (the checkpoint)", dropped, progress.step)
-        logger.info("Time budget and early stopping: %s", rules.restore(checkpoint))
-    accelerator.wait_for_everyone()
+    with main_process_first(accelerator):
+        if accelerator.is_main_process:
+            dropped = truncate_metrics(output_dir / METRICS_FILE, progress.step)
+            if dropped:
+                logger.info("Dropped %d metrics.jsonl rows logged after step %d (the checkpoint)", dropped,
+                            progress.step)  # fmt: skip
+            logger.info("Time budget and early stopping: %s", rules.restore(checkpoint))
     logger.info(
         "Resumed from %s at step %d (epoch %d, batch %d)", checkpoint, progress.step, progress.epoch,
         progress.batch_in_epoch,
@@ -1294,19 +1344,19 @@ def finish(run: Run, finished_early: str | None) -> dict:
             run.metrics(f"final_{split}", progress.step, {k: v for k, v in results.items() if k != "examples"})
             log_evaluation(f"final {split}", results, progress.step)
             final[split] = results
-    if accelerator.is_main_process:
+    with main_process_first(accelerator):
+        if accelerator.is_main_process:
 
-        def write(folder: Path) -> None:
-            unwrapped.save_pretrained(folder)
-            run.tokenizer.save_pretrained(folder)
-            (folder / "results.json").write_text(json.dumps(final, indent=2, ensure_ascii=False))
-            write_model_card(folder, args=vars(args), results=final, config=unwrapped.config)
+            def write(folder: Path) -> None:
+                unwrapped.save_pretrained(folder)
+                run.tokenizer.save_pretrained(folder)
+                (folder / "results.json").write_text(json.dumps(final, indent=2, ensure_ascii=False))
+                write_model_card(folder, args=vars(args), results=final, config=unwrapped.config)
 
-        # a kill leaves the previous content or the complete new model; checkpoints/, metrics.jsonl etc. are kept
-        write_model_folder(run.output_dir, write, replace=True)
-        logger.info("Saved the final model to %s", run.output_dir)
-        logger.info("Translate with it: echo 'Your sentence.' | vaswani translate --model %s", run.output_dir)
-    accelerator.wait_for_everyone()
+            # a kill leaves the previous content or the complete new model; checkpoints/, metrics.jsonl etc. are kept
+            write_model_folder(run.output_dir, write, replace=True)
+            logger.info("Saved the final model to %s", run.output_dir)
+            logger.info("Translate with it: echo 'Your sentence.' | vaswani translate --model %s", run.output_dir)
     if args.push_to_hub and accelerator.is_main_process:
         final.update(push(run.output_dir, args.hub_model_id))
     return final
