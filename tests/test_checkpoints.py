@@ -2,6 +2,7 @@
 weights and loads without missing keys, keep_last and resume resolution, the command line, and kills (SIGKILL of a
 real process) during a save that leave the previous checkpoint loadable."""
 
+import contextlib
 import json
 import os
 import signal
@@ -371,10 +372,16 @@ def test_keep_last_none_keeps_everything(tmp_path):
 
 
 def test_all_processes_write_into_one_checkpoint(tmp_path):
-    """Two "processes" (threads) save together, with a barrier as accelerator.wait_for_everyone."""
+    """Two "processes" (threads) save together, each block ending at a barrier (train.py's `together` also shares
+    whether a process failed there; tests/test_train.py runs it in two real processes)."""
     manager = CheckpointManager(tmp_path)
     barrier = threading.Barrier(2, timeout=30)
     results, errors = {}, []
+
+    @contextlib.contextmanager
+    def together():
+        yield
+        barrier.wait()
 
     def process(rank):
         try:
@@ -382,7 +389,7 @@ def test_all_processes_write_into_one_checkpoint(tmp_path):
                 7,
                 write_files(**{f"random_states_{rank}.pkl": str(rank)}),
                 is_main_process=rank == 0,
-                wait_for_everyone=barrier.wait,
+                together=together,
             )
             results[f"listed by {rank}"] = manager.checkpoints()  # after save returns, the checkpoint is in place
         except Exception as error:  # reported by the main thread

@@ -133,7 +133,7 @@ def test_a_user_error_on_one_process_stops_every_process_with_one_message(data_d
 
 
 @pytest.mark.slow
-def test_main_process_first_and_every_process_at_once_stop_every_process_together(tmp_path):
+def test_main_process_first_and_together_stop_every_process_together(tmp_path):
     """The two helpers with a failure planted on one rank (tests/scripts/stop_together.py): the rank that failed
     raises its own error, the other raises ReportedElsewhere (printed by nobody), and nobody waits for a peer that
     is gone; without a failure, the main process's block ends before the other's starts (main first)."""
@@ -150,10 +150,16 @@ def test_main_process_first_and_every_process_at_once_stop_every_process_togethe
         "main first, nobody fails": (None, None),
         "main first, the main process fails": (planted[0], elsewhere[0]),
         "main first, the other process fails": (elsewhere[1], planted[1]),
-        "at once, the other process fails": (elsewhere[1], planted[1]),
-        "at once, nobody fails": (None, None),
+        "together, the other process fails": (elsewhere[1], planted[1]),
+        "together, nobody fails": (None, None),
     }
     assert {case: (main[case]["error"], other[case]["error"]) for case in expected} == expected
+    checkpoint = (
+        main["checkpoint, the other process's write fails"],
+        other["checkpoint, the other process's write fails"],
+    )
+    assert checkpoint[0]["error"] == elsewhere[1] and checkpoint[1]["error"][0] == "OSError"
+    assert checkpoint[0]["published"] == checkpoint[1]["published"] == []  # nothing half-written was published
     assert other["main first, the main process fails"]["ran_at"] is None  # it never ran its block
     case = main["main first, nobody fails"], other["main first, nobody fails"]
     assert case[1]["ran_at"] >= case[0]["ran_at"] + 0.5  # the main process slept 0.5 s in its block first

@@ -36,7 +36,7 @@ import os
 import re
 import shutil
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
@@ -130,7 +130,7 @@ class CheckpointManager:
         write: Callable[[Path], None],
         *,
         is_main_process: bool = True,
-        wait_for_everyone: Callable[[], None] = lambda: None,
+        together: Callable[[], AbstractContextManager] = nullcontext,
     ) -> Path:
         """Write the checkpoint of `step` and return its folder. Every process calls this, as with `save_state`.
 
@@ -140,24 +140,25 @@ class CheckpointManager:
            renames the folder to `root/step-N/` (atomic). An existing checkpoint of the same step is renamed aside
            first and deleted once the new one is in place. Then checkpoints beyond `keep_last` are deleted.
 
-        `wait_for_everyone` is `accelerator.wait_for_everyone` when several processes save together.
+        When several processes save together, `together()` is a context manager that ends with a barrier, at which a
+        failure in any process's part stops every process (train.py's `together`).
         """
         if step < 0:
             raise ValueError(f"step is {step}; checkpoint steps are >= 0.")
         final = self.root / self.dirname(step)
         tmp = self.root / f"{TMP_PREFIX}{final.name}"
-        if is_main_process:
-            self.root.mkdir(parents=True, exist_ok=True)
-            if tmp.exists():  # left by an earlier interrupted save of this step
-                shutil.rmtree(tmp)
-            tmp.mkdir()
-        wait_for_everyone()
-        write(tmp)
-        wait_for_everyone()
-        if is_main_process:
-            self._publish(tmp, final, step)
-            self._delete_beyond_keep_last(just_written=final)
-        wait_for_everyone()
+        with together():
+            if is_main_process:
+                self.root.mkdir(parents=True, exist_ok=True)
+                if tmp.exists():  # left by an earlier interrupted save of this step
+                    shutil.rmtree(tmp)
+                tmp.mkdir()
+        with together():
+            write(tmp)
+        with together():
+            if is_main_process:
+                self._publish(tmp, final, step)
+                self._delete_beyond_keep_last(just_written=final)
         return final
 
     def _publish(self, tmp: Path, final: Path, step: int) -> None:

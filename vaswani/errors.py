@@ -25,7 +25,7 @@ class UsageError(UserError):
 
 class ReportedElsewhere(UserError):
     """Another process of the same multi-process run failed and reports why; this one stops with status 2 without
-    printing anything (`vaswani.train.main_process_first`)."""
+    printing anything (`vaswani.train.together` and `main_process_first`)."""
 
 
 # Besides our own errors, a file that cannot be read or written (OSError) or decoded (UnicodeError) is the user's to

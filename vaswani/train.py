@@ -544,40 +544,35 @@ def create_accelerator(args: argparse.Namespace):
 
 
 @contextlib.contextmanager
-def main_process_first(accelerator):
-    """`accelerator.main_process_first()` (the main process runs the block first, then the others, which may reuse
-    what it made), where a failure on one process stops them all together: the process that failed raises its error
-    (`error: ...`, exit 2, for a user error) and the others raise `ReportedElsewhere` (exit 2, nothing printed),
-    instead of waiting at a barrier until gloo reports a lost peer with a traceback. Each process learns the others'
-    outcome at the two points where the blocks end (all_gather of one flag)."""
+def together(accelerator):
+    """A block every process runs at the same time, each its own part of it (`if accelerator.is_main_process: ...`
+    is a block the others wait for), where a failure on one process stops them all together: the process that
+    failed raises its error (`error: ...`, exit 2, for a user error) and the others raise `ReportedElsewhere` (exit 2,
+    nothing printed), instead of waiting at a barrier until gloo reports a lost peer with a traceback. Where the block
+    ends, every process learns the others' outcome (an all_gather of one flag, which is also a barrier)."""
     if accelerator.num_processes == 1:
         yield
         return
-    if not accelerator.is_main_process:
-        _stop_together(accelerator, failed=False)  # the main process's block has ended
     try:
         yield
     except Exception:
         _stop_together(accelerator, failed=True)  # tell the others, then raise this process's own error
         raise
     _stop_together(accelerator, failed=False)
-    if accelerator.is_main_process:
-        _stop_together(accelerator, failed=False)  # the others' blocks have ended
 
 
 @contextlib.contextmanager
-def every_process_at_once(accelerator):
-    """Every process runs the block at the same time; a failure on one stops them all together, as in
-    `main_process_first` (one all_gather of a flag where the blocks end)."""
-    if accelerator.num_processes == 1:
+def main_process_first(accelerator):
+    """`accelerator.main_process_first()` (the main process runs the block first, then the others, which may reuse
+    what it made), where a failure on one process stops them all together, as in `together`."""
+    if not accelerator.is_main_process:
+        with together(accelerator):  # wait for the main process's block
+            pass
+    with together(accelerator):
         yield
-        return
-    try:
-        yield
-    except Exception:
-        _stop_together(accelerator, failed=True)
-        raise
-    _stop_together(accelerator, failed=False)
+    if accelerator.is_main_process:
+        with together(accelerator):  # wait for the others' blocks
+            pass
 
 
 def _stop_together(accelerator, failed: bool) -> None:
@@ -888,7 +883,7 @@ def save_checkpoint(
         training.progress.step,
         write,
         is_main_process=accelerator.is_main_process,
-        wait_for_everyone=accelerator.wait_for_everyone,
+        together=functools.partial(together, accelerator),
     )
     logger.info("Saved checkpoint %s", path)
     return path
@@ -1089,7 +1084,7 @@ def set_up(args: argparse.Namespace) -> Run:
     accelerator, ddp_kwargs, precision_reason = create_accelerator(args)
     setup_logging(accelerator)
     logger.info("Mixed precision: %s (%s)", accelerator.mixed_precision, precision_reason)
-    with main_process_first(accelerator):
+    with together(accelerator):
         if accelerator.is_main_process:
             recover_model_folder(args.output_dir)  # finish (or undo) a final save that a kill interrupted
     output_dir, resume_checkpoint = prepare_output_dir(args)
@@ -1106,7 +1101,7 @@ def set_up(args: argparse.Namespace) -> Run:
         ddp_kwargs.find_unused_parameters = True  # skipped layers get no gradient (every rank skips the same ones)
     tokenized = tokenize_splits(args, raw, tokenizer, accelerator)
     accelerator.wait_for_everyone()  # every process has its tokenizer: the staged one may move now
-    with main_process_first(accelerator):
+    with together(accelerator):
         if accelerator.is_main_process and resume_checkpoint is None:
             start_new_run(args, output_dir)  # every check has passed: only now is anything replaced
 
@@ -1134,7 +1129,7 @@ def set_up(args: argparse.Namespace) -> Run:
     manager = CheckpointManager(
         output_dir / CHECKPOINTS_SUBDIR, keep_last=max(args.keep_checkpoints, args.average_checkpoints, 1)
     )
-    with main_process_first(accelerator):
+    with together(accelerator):
         if accelerator.is_main_process:
             manager.remove_incomplete()  # leftovers of a save that was killed
     rules = StoppingRules(output_dir, args.max_train_minutes, args.early_stopping_patience, args.metric_for_best)
@@ -1172,14 +1167,14 @@ def resume(accelerator, manager, checkpoint: Path, training: TrainingState, rule
     """Continue the run from `checkpoint`: later checkpoints set aside (a resume from an older one starts a new
     branch), weights and training state loaded, metrics.jsonl cut back to the checkpoint's step, the time budget and
     early-stopping counts restored."""
-    with main_process_first(accelerator):
+    with together(accelerator):
         if accelerator.is_main_process:
             for moved in manager.set_aside_newer(checkpoint):
                 logger.warning("Resuming from an older checkpoint: moved the later %s aside to %s", moved.name, moved)
-    with every_process_at_once(accelerator):
+    with together(accelerator):
         load_checkpoint(accelerator, checkpoint, training)
     progress = training.progress
-    with main_process_first(accelerator):
+    with together(accelerator):
         if accelerator.is_main_process:
             dropped = truncate_metrics(output_dir / METRICS_FILE, progress.step)
             if dropped:
@@ -1240,9 +1235,9 @@ def train_loop(run: Run) -> str | None:
             path = save_checkpoint(accelerator, run.manager, run.model, training,
                                    functools.partial(run.rules.write_state, loop_seconds=loop_seconds))  # fmt: skip
             last_save = time.monotonic()
-            if accelerator.is_main_process:
-                run.rules.saved(path, progress.step)
-            accelerator.wait_for_everyone()
+            with together(accelerator):
+                if accelerator.is_main_process:
+                    run.rules.saved(path, progress.step)
         if progress.step == max_steps:
             break
         if budget_spent or early_stop:
@@ -1344,7 +1339,7 @@ def finish(run: Run, finished_early: str | None) -> dict:
             run.metrics(f"final_{split}", progress.step, {k: v for k, v in results.items() if k != "examples"})
             log_evaluation(f"final {split}", results, progress.step)
             final[split] = results
-    with main_process_first(accelerator):
+    with together(accelerator):
         if accelerator.is_main_process:
 
             def write(folder: Path) -> None:
