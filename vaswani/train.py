@@ -960,9 +960,7 @@ def collate(dataset, indices, collator, device) -> dict:
 # 7. Evaluation
 # ======================================================================================================================
 @torch.no_grad()
-def run_evaluation(
-    args, accelerator, model, dataset, raw_split, tokenizer, collator, *, max_samples=None, generate=True
-):
+def run_evaluation(args, accelerator, model, dataset, raw_split, tokenizer, collator, *, max_samples=None):
     """Validation loss (label-smoothed, per target token) and perplexity; BLEU and chrF of beam-search translations
     against the raw references. Work is split across processes and gathered by example index."""
     from accelerate.utils import gather_object
@@ -995,30 +993,28 @@ def run_evaluation(
             out.logits.float()[mask], batch["labels"][mask], reduction="sum"
         ).double()
         tokens += count
-        if generate:
-            with accelerator.autocast():
-                generated = unwrapped.generate(
-                    input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                    num_beams=args.num_beams, length_penalty=args.length_penalty,
-                )  # fmt: skip
-            texts = tokenizer.batch_decode(generated, skip_special_tokens=True)
-            predictions.extend(zip((indices[i] for i in batch_indices), texts, strict=True))
+        with accelerator.autocast():
+            generated = unwrapped.generate(
+                input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                num_beams=args.num_beams, length_penalty=args.length_penalty,
+            )  # fmt: skip
+        texts = tokenizer.batch_decode(generated, skip_special_tokens=True)
+        predictions.extend(zip((indices[i] for i in batch_indices), texts, strict=True))
     totals = accelerator.reduce(torch.stack([loss_sum, nll_sum, tokens]), reduction="sum")
     results = {"loss": (totals[0] / totals[2]).item(), "nll": (totals[1] / totals[2]).item()}
     results["ppl"] = math.exp(min(results["nll"], 50.0))
-    if generate:
-        gathered = sorted(gather_object(predictions))
-        hypotheses = [text for _, text in gathered]
-        references = [raw_split[i]["translation"][args.target_lang] for i, _ in gathered]
-        if accelerator.is_main_process:
-            bleu = load_metric("sacrebleu").compute(predictions=hypotheses, references=[[r] for r in references])
-            chrf = load_metric("chrf").compute(predictions=hypotheses, references=[[r] for r in references])
-            results.update(bleu=bleu["score"], chrf=chrf["score"], bleu_signature=bleu["signature"],
-                           chrf_signature=chrf["signature"])  # fmt: skip
-        results["examples"] = [
-            {"source": raw_split[i]["translation"][args.source_lang], "reference": ref, "translation": hyp}
-            for (i, hyp), ref in zip(gathered[: args.num_examples], references, strict=False)
-        ]
+    gathered = sorted(gather_object(predictions))
+    hypotheses = [text for _, text in gathered]
+    references = [raw_split[i]["translation"][args.target_lang] for i, _ in gathered]
+    if accelerator.is_main_process:
+        bleu = load_metric("sacrebleu").compute(predictions=hypotheses, references=[[r] for r in references])
+        chrf = load_metric("chrf").compute(predictions=hypotheses, references=[[r] for r in references])
+        results.update(bleu=bleu["score"], chrf=chrf["score"], bleu_signature=bleu["signature"],
+                       chrf_signature=chrf["signature"])  # fmt: skip
+    results["examples"] = [
+        {"source": raw_split[i]["translation"][args.source_lang], "reference": ref, "translation": hyp}
+        for (i, hyp), ref in zip(gathered[: args.num_examples], references, strict=False)
+    ]
     unwrapped.train(was_training)
     return results
 
