@@ -72,6 +72,10 @@ SYLLABLES = [
 ]
 
 
+MAX_LENGTH = 256  # tokens per side: train.py's default --max_source_length / --max_target_length
+TRAIN_PY_LOGGING_STEPS = 4  # train.py's speed is read from its metrics.jsonl windows of this many updates
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--pairs", type=int, default=12000, help="training sentence pairs")
@@ -95,7 +99,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # internal: run the Trainer side from a spec file
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    for name in ("pairs", "vocab_size", "max_tokens", "steps", "repeats"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} {getattr(args, name)} is not allowed: use a positive integer")
+    if args.warmup_steps < 0 or args.steps < args.warmup_steps + TRAIN_PY_LOGGING_STEPS:
+        parser.error(f"--steps {args.steps} with --warmup_steps {args.warmup_steps}: timing needs warmup_steps >= 0 "
+                     f"and at least {TRAIN_PY_LOGGING_STEPS} timed updates (train.py logs its speed every "
+                     f"{TRAIN_PY_LOGGING_STEPS})")  # fmt: skip
+    return args
 
 
 # -- data ---------------------------------------------------------------------------------------------------------------
@@ -149,7 +161,7 @@ def pairs_per_batch(tokenizer, dataset, max_tokens: int) -> tuple[float, float]:
 def run_train_py(args, paths, folder: Path, round_index: int, precision: str = "no") -> dict:
     dims = SIZES[args.size]
     out = folder / f"train_py_{round_index}_{precision}"
-    logging_steps = 4
+    logging_steps = TRAIN_PY_LOGGING_STEPS
     cmd = [
         sys.executable, str(REPO / "train.py"), "--train_file", str(paths["train"]),
         "--validation_file", str(paths["validation"]), "--tokenizer", str(folder / "tokenizer"),
@@ -197,7 +209,7 @@ def marian_model(tokenizer, d_model: int, layers: int, heads: int, ffn_dim: int,
         vocab_size=len(tokenizer), d_model=d_model, encoder_layers=layers, decoder_layers=layers,
         encoder_attention_heads=heads, decoder_attention_heads=heads, encoder_ffn_dim=ffn_dim,
         decoder_ffn_dim=ffn_dim, activation_function="relu", dropout=dropout, attention_dropout=0.0,
-        activation_dropout=0.0, max_position_embeddings=256, scale_embedding=True,
+        activation_dropout=0.0, max_position_embeddings=MAX_LENGTH, scale_embedding=True,
         share_encoder_decoder_embeddings=True, tie_word_embeddings=True, pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.bos_token_id, forced_eos_token_id=None,
     ))  # fmt: skip
@@ -228,6 +240,9 @@ def trainer_worker(spec_path: str) -> None:
 
     spec = json.loads(Path(spec_path).read_text())
     tokenizer, model, train = marian_and_training_set(spec, SIZES[spec["size"]])
+    # train.py's default for pairs longer than its --max_source_length / --max_target_length (256 tokens, also
+    # Marian's position table here): dropped. Only a small --vocab_size makes such pairs.
+    train = train.filter(lambda row: max(len(row["input_ids"]), len(row["labels"])) <= MAX_LENGTH)
     collator = DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)
     tokens_per_batch, real, padded = [], 0, 0
 
