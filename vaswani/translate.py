@@ -102,7 +102,8 @@ class Translator:
     """A model and its tokenizer loaded once from a folder, in eval mode on `device` ("auto", "cpu", "cuda").
 
     `max_source_length`: longer inputs are truncated to this many tokens (default: the model's
-    `max_position_embeddings`)."""
+    `max_position_embeddings`). `backend`, `dtype`, `parallel_batches`: see `vaswani.backends` (`parallel_batches`:
+    CTranslate2 decodes each batch as that many parts at once; default one per CPU thread, `ct2_threads`)."""
 
     def __init__(
         self,
