@@ -310,7 +310,7 @@ def ct2_threads(device: str, threads: int, parallel_batches: int | None = None) 
     """CTranslate2's (inter_threads, intra_threads) for a CPU budget of `threads` cores: `parallel_batches` parts of
     each batch are decoded at once, each on threads // parallel_batches cores. The default on CPU is one part per
     core (CTranslate2's throughput setting: parts of a batch scale across cores far better than one batch's matrix
-    products do; on 2 cores, base dims, beam 4, int8: 3.0x HF Marian's `generate()` against 1.9x with both cores
+    products do; on 2 cores, base dims, beam 4, int8: 2.8-3.0x HF Marian's `generate()` against 1.9x with both cores
     inside one batch, benchmarks/README.md); on a GPU it is 1 (one batch at a time fills it)."""
     if threads < 1:
         raise TranslateError(f"threads={threads}: use 1 or more")
