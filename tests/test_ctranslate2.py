@@ -343,7 +343,10 @@ def test_parallel_batches_refusals(model_folder, tmp_path, capsys):
     torch.set_num_threads(2)  # restored by the one_torch_thread fixture
     argv = ["translate", "--input", str(source), "--no_progress", "--device", "cpu", "--parallel_batches"]
     assert main([*argv, "3", "--model", str(output)]) == 2
-    assert "error: parallel_batches=3: use 1 to 2 (the CPU threads)" in capsys.readouterr().err
+    assert (
+        "error: parallel_batches=3: use 1 to 2 (the CPU threads in use; OMP_NUM_THREADS sets them)"
+        in capsys.readouterr().err
+    )
     assert main([*argv, "2", "--model", str(model_folder)]) == 2
     assert "parallel_batches=2 needs the ctranslate2 backend" in capsys.readouterr().err
     assert main([*argv, "1", "--model", str(model_folder)]) == 0  # what PyTorch does anyway
