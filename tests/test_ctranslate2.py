@@ -344,7 +344,7 @@ def test_parallel_batches_refusals(model_folder, tmp_path, capsys):
     argv = ["translate", "--input", str(source), "--no_progress", "--device", "cpu", "--parallel_batches"]
     assert main([*argv, "3", "--model", str(output)]) == 2
     assert (
-        "error: parallel_batches=3: use 1 to 2 (the CPU threads in use; OMP_NUM_THREADS sets them)"
+        "error: parallel_batches=3: use 1 to 2 (the CPU threads in use; --threads sets them)"
         in capsys.readouterr().err
     )
     assert main([*argv, "2", "--model", str(model_folder)]) == 2
@@ -354,3 +354,19 @@ def test_parallel_batches_refusals(model_folder, tmp_path, capsys):
     assert "--parallel_batches: " in capsys.readouterr().err
     with pytest.raises(TranslateError, match="threads=0: use 1 or more"):
         ct2_threads("cpu", 0)
+
+
+def test_threads_sets_the_cpu_budget_of_both_backends(model_folder, tmp_path, capsys):
+    output = export_ctranslate2(model_folder, tmp_path / "ct2")
+    source = tmp_path / "input.txt"
+    source.write_text("the cat\n")
+    torch.set_num_threads(2)  # restored by the one_torch_thread fixture
+    argv = ["translate", "--input", str(source), "--no_progress", "--device", "cpu", "--model", str(output)]
+    assert main([*argv, "--threads", "1", "--parallel_batches", "2"]) == 2
+    assert "parallel_batches=2: use 1 to 1 (the CPU threads in use" in capsys.readouterr().err
+    assert main([*argv, "--threads", "3", "--parallel_batches", "3"]) == 0  # 3 parts need the 3 threads
+    assert torch.get_num_threads() == 3
+    assert main([*argv, "--threads", "0"]) == 2
+    assert "--threads: " in capsys.readouterr().err
+    torch_argv = ["translate", "--input", str(source), "--no_progress", "--model", str(model_folder)]
+    assert main([*torch_argv, "--threads", "1"]) == 0 and torch.get_num_threads() == 1

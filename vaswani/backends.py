@@ -317,9 +317,7 @@ def ct2_threads(device: str, threads: int, parallel_batches: int | None = None) 
     if parallel_batches is None:
         parallel_batches = threads if device == "cpu" else 1
     if parallel_batches < 1 or (device == "cpu" and parallel_batches > threads):
-        allowed = (
-            f"1 to {threads} (the CPU threads in use; OMP_NUM_THREADS sets them)" if device == "cpu" else "1 or more"
-        )
+        allowed = f"1 to {threads} (the CPU threads in use; --threads sets them)" if device == "cpu" else "1 or more"
         raise TranslateError(f"parallel_batches={parallel_batches}: use {allowed}")
     return parallel_batches, max(1, threads // parallel_batches) if device == "cpu" else threads
 

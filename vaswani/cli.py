@@ -1,7 +1,7 @@
 """The `vaswani` command line: translate, export, push, average, prune, card.
 
     vaswani translate --model DIR [--input FILE] [--output FILE] [--num_beams 4] [--length_penalty 0.6]
-                      [--max_new_tokens N] [--paper_decoding] [--device auto] [--batch_tokens 4096]
+                      [--max_new_tokens N] [--paper_decoding] [--device auto] [--threads N] [--batch_tokens 4096]
                       [--backend auto|torch|ctranslate2] [--dtype float32|bfloat16|float16] [--parallel_batches N]
                       [--nbest N] [--scores] [--alignment] [--format text|jsonl]
     vaswani export    --model DIR --output OUT --format ctranslate2 [--quantization int8|int8_float32|int16|...]
@@ -94,6 +94,10 @@ def run_translate(args: argparse.Namespace) -> int:
         raise UsageError(f"no such input file: {args.input}")
     _check_output_file(args.output, inputs=[args.input], model=Path(args.model))
     hf_logging.disable_progress_bar()  # no "Loading weights" bar: the progress bar on stderr is ours
+    if args.threads is not None:
+        import torch
+
+        torch.set_num_threads(args.threads)  # PyTorch's intra-op threads; CTranslate2 gets the same budget
     if args.nbest > args.num_beams:
         raise UsageError(f"--nbest {args.nbest} needs at least as many beams: add --num_beams {args.nbest}")
     translator = Translator(args.model, device=args.device, max_source_length=args.max_source_length,
@@ -329,6 +333,10 @@ TRANSLATE_OPTIONS = {
              "divides by |Y| ** alpha) and a cap of source length + 50 per sentence",
     ),
     "--device": dict(default="auto", help="auto (a GPU if there is one), cpu, cuda or cuda:N"),
+    "--threads": dict(
+        type=positive_int, metavar="N",
+        help="CPU threads for decoding (default: PyTorch's, one per core unless OMP_NUM_THREADS says otherwise)",
+    ),
     "--batch_tokens": dict(type=positive_int, default=4096, metavar="N", help="source tokens per batch, padding included"),
     "--max_source_length": dict(
         type=positive_int, metavar="N",
