@@ -1095,8 +1095,8 @@ def set_up(args: argparse.Namespace) -> Run:
         if args.gradient_checkpointing:
             raise UsageError("LayerDrop with gradient checkpointing fails under DDP; turn one of them off.")
         ddp_kwargs.find_unused_parameters = True  # skipped layers get no gradient (every rank skips the same ones)
+    # main_process_first in tokenize_splits ended once every process had its tokenizer: the staged one may move now
     tokenized = tokenize_splits(args, raw, tokenizer, accelerator)
-    accelerator.wait_for_everyone()  # every process has its tokenizer: the staged one may move now
     with together(accelerator):
         if accelerator.is_main_process and resume_checkpoint is None:
             start_new_run(args, output_dir)  # every check has passed: only now is anything replaced
