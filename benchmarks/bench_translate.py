@@ -17,8 +17,9 @@ for Marian (within noise) and >= 2.3x HF Marian; torch bf16 >= 1.5x HF Marian fp
 Every engine uses the same number of CPU threads (`--threads`, default: all cores). PyTorch uses them inside each
 matrix product; CTranslate2 (ours and Marian's alike) as `vaswani translate` runs it: each batch cut into
 `--parallel_batches` parts decoded at once, each part on threads / parts cores (default: one part per thread, see
-`vaswani.backends.ct2_threads`; `--parallel_batches 1` gives all threads to one batch). Rounds are interleaved (A B C, C B A, ...), medians and ranges printed; the CPU pressure (share of
-time some task waited for a core, Linux PSI) is printed with each part. bfloat16 on a CPU without AVX512-BF16/AMX
+`vaswani.backends.ct2_threads`; `--parallel_batches 1` gives all threads to one batch). Rounds are interleaved
+(A B C, C B A, ...), medians and ranges printed; the CPU pressure (share of time some task waited for a core, Linux
+PSI) is printed with each part. bfloat16 on a CPU without AVX512-BF16/AMX
 is refused by `vaswani translate`; here it still runs (emulated by oneDNN) so that its quality and speed can be
 reported, and the report says so.
 
@@ -48,6 +49,7 @@ import bench_model  # noqa: E402
 import common  # noqa: E402
 
 from vaswani.backends import ct2_max_batch_size, ct2_threads, new_ct2_translator  # noqa: E402
+from vaswani.translate import TranslateError  # noqa: E402
 
 DEFAULT_TEST_FILE = REPO_ROOT.parent / "shared" / "data" / "gettext-en-es" / "test.jsonl"
 TRAINED_ENGINES = ("torch fp32", "torch bf16", "ct2 fp32", "ct2 int8")
@@ -80,7 +82,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "one batch)")  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", metavar="OUT", help="also write the results to this JSON file")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    try:  # vaswani translate's own check of the two
+        ct2_threads("cpu", args.threads, args.parallel_batches)
+    except TranslateError as error:
+        parser.error(f"--threads {args.threads} / --parallel_batches {args.parallel_batches}: {error}")
+    return args
 
 
 def _engine_list(value: str) -> list[str]:
