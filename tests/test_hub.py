@@ -135,7 +135,8 @@ def train_and_push(tmp_path: Path) -> tuple[Path, dict]:
         ["--train_file", str(data["train"]), "--validation_file", str(data["validation"]), "--test_file",
          str(data["test"]), "--cache_dir", str(tmp_path / "cache"), *TINY_MODEL, *QUIET, "--vocab_size", "400",
          "--max_tokens", "400", "--max_source_length", "48", "--max_target_length", "48", "--max_train_steps", "2",
-         "--warmup_steps", "1", "--checkpoint_steps", "1", "--average_checkpoints", "2", "--report_to",
+         "--warmup_steps", "1", "--checkpoint_steps", "1", "--average_checkpoints", "2", "--average_window", "1", "--final_model", "average",
+         "--report_to",
          "tensorboard", "--push_to_hub", "--hub_model_id", REPO_ID, "--output_dir", str(out)]
     )  # fmt: skip
     return out, results

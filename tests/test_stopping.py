@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 from test_train import TINY_RUN, data_args, data_dir, expect_error, read_metrics, run_train  # noqa: F401
 
 from vaswani import precision
-from vaswani.stopping import EarlyStopping, StoppingRules, window_ending_at_best
+from vaswani.stopping import EarlyStopping, StoppingRules, best_checkpoint
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -50,14 +50,6 @@ def test_early_stopping_state_survives_json_and_checks_the_metric():
         EarlyStopping(patience=1, metric="ppl")
     with pytest.raises(ValueError, match="positive"):
         EarlyStopping(patience=0)
-
-
-def test_final_window_ends_at_the_best_checkpoint(tmp_path):
-    kept = [tmp_path / f"step-{s:08d}" for s in (300, 400, 500, 600, 700)]
-    best = tmp_path / "best_checkpoint" / "step-00000500"
-    assert window_ending_at_best(best, kept, 3) == [kept[0], kept[1], best]
-    assert window_ending_at_best(best, kept, 1) == [best]
-    assert window_ending_at_best(best, kept[3:], 5) == [best]  # the ones before it were rotated away
 
 
 def test_time_budget_counts_earlier_invocations(tmp_path):
@@ -100,7 +92,7 @@ def test_the_best_copy_is_remade_when_a_kill_came_before_it(tmp_path):
     resumed.restore(checkpoint)
     copy = tmp_path / "best_checkpoint" / "step-00000004"
     assert (copy / "model.safetensors").read_bytes() == b"weights"
-    assert resumed.final_checkpoints([checkpoint], 1) == [copy]
+    assert best_checkpoint(tmp_path) == copy
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -222,7 +214,8 @@ def test_early_stopping_keeps_the_best_checkpoint_and_survives_a_resume(data_dir
     checkpoint kept although --keep_checkpoints 1 rotates every other one away."""
     common = [*data_args(data_dir), *TINY_RUN, "--max_train_steps", "20", "--eval_steps", "2",
               "--early_stopping_patience", "2", "--metric_for_best", "bleu", "--lr_scheduler", "constant",
-              "--learning_rate", "1e-30", "--keep_checkpoints", "1", "--average_checkpoints", "1"]  # fmt: skip
+              "--learning_rate", "1e-30", "--keep_checkpoints", "1", "--average_checkpoints", "1",
+              "--final_model", "best"]  # fmt: skip
     out = tmp_path / "run"
     first = run_train([*common, "--output_dir", str(out), "--stop_after_steps", "5"], tmp_path)
     assert first.returncode == 0, first.stderr[-4000:]
@@ -240,9 +233,10 @@ def test_early_stopping_keeps_the_best_checkpoint_and_survives_a_resume(data_dir
     assert results["step"] == 6 and results["finished_early"] == "early stopping (bleu)"
     assert results["early_stopping"]["best_step"] == 2
     assert [step for step, _ in results["early_stopping"]["history"]] == [2, 4, 6]
-    assert results["averaged_checkpoints"] == ["step-00000002"]
+    assert results["averaged_checkpoints"] == ["step-00000002"] and results["final_model"]["chosen"] == "best"
+    assert [c["name"] for c in results["final_model"]["candidates"]] == ["last", "best"]
     card = (out / "README.md").read_text()
-    assert "ending at the best validation bleu (step 2)" in card and "early stopping (bleu)" in card
+    assert "the best evaluated checkpoint (step 2) (--final_model best)" in card and "early stopping (bleu)" in card
     best = load_file(out / "best_checkpoint" / "step-00000002" / "model.safetensors")
     final = load_file(out / "model.safetensors")
     for name, tensor in best.items():
@@ -259,11 +253,13 @@ def test_small_data_recipe_loads_and_sets_what_it_says(tmp_path):
 
     path = REPO_ROOT / "configs" / "small-data.yaml"
     recipe = yaml.safe_load(path.read_text())
-    args = parse_args(["--config", str(path), "--output_dir", str(tmp_path / "out")])
+    args = parse_args(["--config", str(path), "--output_dir", str(tmp_path / "out"), "--max_train_minutes", "20"])
     for key, value in recipe.items():
         assert getattr(args, key) == value, key
+    assert args.max_train_steps is None  # the time budget (or early stopping) ends the run on its own
     config = resolve_model_config(args)
     assert (config.d_model, config.encoder_layers, config.norm_position) == (256, 3, "pre")
     assert (config.norm_type, config.fixnorm) == ("scalenorm", True)  # the ablation's winner (README)
     # The command line still wins over the recipe.
-    assert parse_args(["--config", str(path), "--output_dir", "x", "--max_tokens", "2048"]).max_tokens == 2048
+    assert parse_args(["--config", str(path), "--output_dir", "x", "--max_tokens", "2048",
+                       "--max_train_minutes", "1"]).max_tokens == 2048  # fmt: skip

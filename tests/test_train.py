@@ -77,7 +77,8 @@ def test_few_step_run_in_one_process_leaves_a_loadable_model(data_dir, tmp_path)
     out = tmp_path / "run"
     result = run_train(
         [*data_args(data_dir), *TINY_RUN, "--output_dir", str(out), "--max_train_steps", "6",
-         "--checkpoint_steps", "2", "--average_checkpoints", "3", "--eval_steps", "3", "--num_examples", "16"],
+         "--checkpoint_steps", "2", "--average_checkpoints", "3", "--eval_steps", "3", "--num_examples", "16",
+         "--average_window", "1", "--final_model", "average"],
         tmp_path,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-4000:]
@@ -88,6 +89,8 @@ def test_few_step_run_in_one_process_leaves_a_loadable_model(data_dir, tmp_path)
     generation = json.loads((out / "generation_config.json").read_text())
     assert generation["num_beams"] == 4 and generation["length_penalty"] == 0.6
     results = json.loads((out / "results.json").read_text())
+    # the window (the whole run) holds the checkpoints of steps 2, 4, 6, planned by the window and --checkpoint_steps
+    # (--final_model average keeps no validation record, so the evaluation at step 3 saves none)
     assert results["step"] == 6 and results["averaged_checkpoints"] == ["step-00000002", "step-00000004",
                                                                         "step-00000006"]  # fmt: skip
     for split, size in (("validation", 12), ("test", 16)):
@@ -170,7 +173,7 @@ def test_two_process_run_with_layerdrop(data_dir, tmp_path):
     out = tmp_path / "run"
     result = run_train(
         [*data_args(data_dir), *TINY_RUN, "--output_dir", str(out), "--max_train_steps", "4",
-         "--checkpoint_steps", "2", "--average_checkpoints", "2", "--encoder_layerdrop", "0.3",
+         "--checkpoint_steps", "2", "--average_checkpoints", "2", "--average_window", "1", "--encoder_layerdrop", "0.3",
          "--decoder_layerdrop", "0.3", "--drophead_p_start", "0.2", "--drophead_p_end", "0.1", "--num_examples", "16"],
         tmp_path, processes=2,
     )  # fmt: skip
@@ -180,6 +183,10 @@ def test_two_process_run_with_layerdrop(data_dir, tmp_path):
     results = json.loads((out / "results.json").read_text())
     assert results["step"] == 4
     assert [m["step"] for m in read_metrics(out) if m["split"] == "train"] == [1, 2, 3, 4]
+    # The final model was chosen by the main process's validation BLEU and loaded by both processes alike.
+    choice = results["final_model"]
+    assert [c["name"] for c in choice["candidates"]] == ["last", "average"]
+    assert choice["chosen"] == max(choice["candidates"], key=lambda c: (c["score"], c["name"] == "last"))["name"]
     # Every test pair was translated once, the two processes' halves gathered in order, and scored as a whole.
     assert_scores_are_sacrebleu_of_every_pair(results["test"], data_dir / "test.jsonl", 16)
     # The test loss is reduced over both processes: it equals the loss of the saved model over the whole test set,

@@ -247,7 +247,9 @@ def _training_rows(run_args: dict, results: dict) -> list[tuple[str, str]]:
                       f"{run_args.get('warmup_steps')} warmup steps"),
     ]  # fmt: skip
     stopping = results.get("early_stopping") or {}
-    if results.get("averaged_checkpoints") and stopping.get("best_step") is not None:
+    if results.get("final_model"):
+        rows.append(("Final model", _final_model_text(results["final_model"])))
+    elif results.get("averaged_checkpoints") and stopping.get("best_step") is not None:  # a results.json of before
         rows.append(("Checkpoint averaging", f"{len(results['averaged_checkpoints'])} checkpoint(s) ending at the best "
                      f"validation {stopping['metric']} (step {stopping['best_step']})"))  # fmt: skip
     elif results.get("averaged_checkpoints"):
@@ -259,6 +261,29 @@ def _training_rows(run_args: dict, results: dict) -> list[tuple[str, str]]:
     if results.get("train_seconds"):
         rows.append(("Training time", f"{results['train_seconds'] / 60:.1f} min"))
     return rows
+
+
+def _final_model_text(choice: dict) -> str:
+    """results.json's "final_model" in words, e.g. "the average of 5 checkpoints (steps 920-1000), the best validation
+    bleu of: last checkpoint (step 1000) 33.10, best evaluated checkpoint (step 500) 30.20, average 33.80"."""
+    names = {"last": "last checkpoint", "best": "best evaluated checkpoint", "average": "average"}
+
+    def what(candidate: dict) -> str:
+        if candidate["name"] == "average":
+            first = int(candidate["checkpoints"][0].split("-", 1)[1])
+            return f"the average of {len(candidate['checkpoints'])} checkpoints (steps {first}-{candidate['step']})"
+        return f"the {names[candidate['name']]} (step {candidate['step']})"
+
+    chosen = next(c for c in choice["candidates"] if c["name"] == choice["chosen"])
+    if choice["selection"] != "auto":
+        return f"{what(chosen)} (--final_model {choice['selection']})"
+    scores = ", ".join(
+        f"{names[c['name']]} (step {c['step']}) {c['score']:.2f}"
+        if c["name"] != "average"
+        else f"average {c['score']:.2f}"
+        for c in choice["candidates"]
+    )
+    return f"{what(chosen)}, the best validation {choice['metric']} of: {scores}"
 
 
 __all__ = ["LOCAL_PATH_OPTIONS", "public_run_args", "render_model_card", "write_model_card"]

@@ -17,6 +17,7 @@ from torch.optim.lr_scheduler import LambdaLR
 from transformers import get_scheduler
 
 LR_SCHEDULERS = ("noam", "inverse_sqrt", "linear", "cosine", "constant_with_warmup", "constant")
+SCHEDULES_NEEDING_TOTAL = ("linear", "cosine")  # they decay to 0 at the run's last update, so they need its number
 
 
 def noam_learning_rate(step: int, d_model: int, warmup_steps: int, factor: float = 1.0) -> float:
@@ -35,7 +36,7 @@ def build_lr_scheduler(
     optimizer: torch.optim.Optimizer,
     *,
     warmup_steps: int,
-    total_steps: int,
+    total_steps: int | None,
     d_model: int,
     learning_rate: float | None = None,
     factor: float = 1.0,
@@ -43,7 +44,8 @@ def build_lr_scheduler(
     """A scheduler to step once after every optimizer update.
 
     "noam": the paper's Eq. (3) (`factor` scales it; `learning_rate`, if given, sets its peak instead). Every other
-    name needs `learning_rate`, the peak reached after the warmup. The optimizer's learning rates are overwritten.
+    name needs `learning_rate`, the peak reached after the warmup; `SCHEDULES_NEEDING_TOTAL` need `total_steps`
+    (None: a run whose length is not known in advance). The optimizer's learning rates are overwritten.
     """
     if name not in LR_SCHEDULERS:
         raise ValueError(f"lr_scheduler={name!r} is not allowed; choose one of {list(LR_SCHEDULERS)}.")
@@ -60,9 +62,17 @@ def build_lr_scheduler(
         return LambdaLR(optimizer, lambda step: noam_learning_rate(step + 1, d_model, warmup_steps, factor))
     if learning_rate is None or learning_rate <= 0:
         raise ValueError(f"lr_scheduler={name!r} needs a positive --learning_rate (its peak), got {learning_rate}.")
+    if total_steps is None and name in SCHEDULES_NEEDING_TOTAL:
+        raise ValueError(f"lr_scheduler={name!r} needs the run's number of updates (total_steps).")
     for group in optimizer.param_groups:
         group["lr"] = group["initial_lr"] = learning_rate
     return get_scheduler(name, optimizer, num_warmup_steps=warmup_steps, num_training_steps=total_steps)
 
 
-__all__ = ["LR_SCHEDULERS", "build_lr_scheduler", "noam_learning_rate", "noam_peak_learning_rate"]
+__all__ = [
+    "LR_SCHEDULERS",
+    "SCHEDULES_NEEDING_TOTAL",
+    "build_lr_scheduler",
+    "noam_learning_rate",
+    "noam_peak_learning_rate",
+]

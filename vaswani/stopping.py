@@ -1,17 +1,31 @@
-"""When training ends before `--max_train_steps`: a time budget (`--max_train_minutes`) and early stopping on the
-validation metric (`--early_stopping_patience`, `--metric_for_best`).
+"""How a run ends and which model it hands over: a time budget (`--max_train_minutes`), early stopping on the
+validation metric (`--early_stopping_patience`, `--metric_for_best`), the averaging window (`--average_checkpoints`,
+`--average_window`) and the choice of the final model (`--final_model`).
 
-Both end the run the normal way (checkpoint averaging, final evaluation, model folder and card), unlike
-`--stop_after_minutes`, which pauses a run to be resumed. Their state (time spent, best score so far, evaluations
-without improvement) is saved as JSON next to every checkpoint (`stopping_state.json`) so that a resumed run continues
-the same count; nothing is pickled.
+Ending. A time budget, early stopping or `--max_train_steps` (whichever comes first) ends the run the normal way
+(final model, evaluation, model folder and card), unlike `--stop_after_minutes`, which pauses a run to be resumed. A
+time budget or early stopping is a complete stopping rule on its own: no update count is needed. Their state (time
+spent, every validation score, evaluations without improvement) is saved as JSON next to every checkpoint
+(`stopping_state.json`) so that a resumed run continues the same count and makes the same final choice; nothing is
+pickled.
 
-The best checkpoint. Early stopping needs a checkpoint at every evaluation. When an evaluation improves on the best,
-that checkpoint is copied to `output_dir/best_checkpoint/step-N/`, outside the rotation of `--keep_checkpoints`, so
-it is never deleted by it. The final model is then the average of the best checkpoint and the checkpoints saved
-before it that are still kept, up to `--average_checkpoints` in all: the same kind of window the paper averages,
-ending at the best point rather than at the last one (checkpoints after the best are the ones that got worse, so
-they are left out). With `--average_checkpoints` 0 or 1 it is the best checkpoint alone.
+The averaging window. The paper (Section 6.1) averages the last 5 (base) or 20 (big) checkpoints of a converged run,
+written 10 minutes apart: the last ~7% (base, 12 hours) or ~4% (big, 3.5 days) of training, where the model moves
+little. A short run's checkpoints every few hundred updates are different models, and averaging them can cost several
+BLEU (issue 18: 5.6 BLEU on a 20-minute run). So only checkpoints from the last `--average_window` of the run (a
+fraction of its updates, or of its time budget when the budget ended it) are averaged, and when the end is known in
+advance (`--max_train_steps`, `--max_train_minutes`) `--average_checkpoints` saves are spaced evenly over that window,
+the paper's setting scaled down. With early stopping the window ends at the best checkpoint instead (checkpoints
+after it got worse).
+
+The best checkpoint. When it improves on the best validation score, the checkpoint of that evaluation is copied to
+`output_dir/best_checkpoint/step-N/`, outside the rotation of `--keep_checkpoints`, so it is never deleted by it.
+
+The final model (`--final_model auto`): the candidates are the last checkpoint (the model as trained), the best
+evaluated checkpoint and the average of the window; each is scored on the validation set (scores already computed
+during training are reused) and the best `--metric_for_best` wins; on a tie the simpler candidate (in that order)
+wins. `last`, `best` and `average` force one candidate. results.json, the log and the model card name the winner and
+every candidate's score.
 """
 
 from __future__ import annotations
@@ -25,12 +39,15 @@ from pathlib import Path
 STATE_FILE = "stopping_state.json"
 BEST_DIR = "best_checkpoint"
 METRICS = {"bleu": "max", "chrf": "max", "loss": "min"}
+FINAL_MODELS = ("auto", "last", "best", "average")  # --final_model; the candidates in order of simplicity after auto
+TIME_BUDGET_SPENT = "time budget spent"  # train_loop's answers (results.json "finished_early")
 
 
 @dataclass
 class EarlyStopping:
-    """The early-stopping state machine: feed it one validation score per evaluation (`update`); it says when
-    `patience` evaluations in a row have not improved on the best (by more than `min_delta`).
+    """The validation record of a run and its early-stopping rule: feed it one validation score per evaluation
+    (`update`); it keeps the best and says when `patience` evaluations in a row have not improved on it (by more than
+    `min_delta`). With `patience` None it only keeps the record (for the final model's choice) and never stops.
 
     >>> stopper = EarlyStopping(patience=2, metric="bleu")
     >>> [stopper.update(step, score) for step, score in [(1, 10.0), (2, 12.0), (3, 11.0), (4, 12.0)]]
@@ -39,7 +56,7 @@ class EarlyStopping:
     (2, 12.0)
     """
 
-    patience: int
+    patience: int | None
     metric: str = "bleu"
     min_delta: float = 0.0
     best_value: float | None = None
@@ -50,15 +67,19 @@ class EarlyStopping:
     def __post_init__(self):
         if self.metric not in METRICS:
             raise ValueError(f"metric_for_best {self.metric!r} is not one of {sorted(METRICS)}.")
-        if self.patience < 1:
+        if self.patience is not None and self.patience < 1:
             raise ValueError(f"early_stopping_patience {self.patience} must be a positive number of evaluations.")
 
-    def improves(self, value: float) -> bool:
-        if self.best_value is None:
+    def better(self, value: float, than: float | None, min_delta: float = 0.0) -> bool:
+        """Whether `value` beats `than` (None: nothing to beat) on this metric by more than `min_delta`."""
+        if than is None:
             return True
         if METRICS[self.metric] == "max":
-            return value > self.best_value + self.min_delta
-        return value < self.best_value - self.min_delta
+            return value > than + min_delta
+        return value < than - min_delta
+
+    def improves(self, value: float) -> bool:
+        return self.better(value, self.best_value, self.min_delta)
 
     def update(self, step: int, value: float) -> bool:
         """Record the score of the evaluation at `step`; True when training should stop."""
@@ -68,11 +89,15 @@ class EarlyStopping:
             self.evaluations_without_improvement = 0
         else:
             self.evaluations_without_improvement += 1
-        return self.evaluations_without_improvement >= self.patience
+        return self.should_stop
 
     @property
     def should_stop(self) -> bool:
-        return self.evaluations_without_improvement >= self.patience
+        return self.patience is not None and self.evaluations_without_improvement >= self.patience
+
+    def score_at(self, step: int) -> float | None:
+        """The validation score recorded at `step`, if that step was evaluated."""
+        return next((value for at, value in self.history if at == step), None)
 
     def state_dict(self) -> dict:
         return asdict(self)
@@ -80,7 +105,7 @@ class EarlyStopping:
     def load_state_dict(self, state: dict) -> None:
         if state.get("metric") != self.metric:
             raise ValueError(
-                f"the run's early stopping followed {state.get('metric')!r}, not {self.metric!r}: resume with "
+                f"the run's validation record follows {state.get('metric')!r}, not {self.metric!r}: resume with "
                 f"--metric_for_best {state.get('metric')}."
             )
         for key in ("best_value", "best_step", "evaluations_without_improvement", "history"):
@@ -95,8 +120,88 @@ class TimeBudget:
     minutes: float | None
     seconds_before: float = 0.0  # spent by earlier invocations of this run
 
+    @property
+    def seconds(self) -> float | None:
+        return None if self.minutes is None else 60 * self.minutes
+
     def spent(self, seconds_now: float) -> bool:
         return self.minutes is not None and self.seconds_before + seconds_now >= 60 * self.minutes
+
+
+@dataclass
+class AveragingWindow:
+    """The last `fraction` of a run, whose checkpoints are averaged (module docstring), and the saves planned in it.
+
+    >>> window = AveragingWindow(count=5, fraction=0.1, max_steps=1000, budget_seconds=None)
+    >>> sorted(window.steps_due)  # 5 saves spread over the last 100 updates, the last one at the end
+    [920, 940, 960, 980, 1000]
+    >>> AveragingWindow(count=3, fraction=0.1, max_steps=None, budget_seconds=600.0).seconds_due  # + the end itself
+    [580.0, 560.0]
+    """
+
+    count: int  # --average_checkpoints: at most this many are averaged; below 2, nothing is
+    fraction: float  # --average_window
+    max_steps: int | None  # --max_train_steps (or from epochs), None when only a time budget or early stopping ends it
+    budget_seconds: float | None  # --max_train_minutes in seconds
+    steps_due: set[int] = field(init=False)
+    seconds_due: list[float] = field(init=False)
+
+    def __post_init__(self):
+        if not 0 < self.fraction <= 1:
+            raise ValueError(f"average_window {self.fraction} is not allowed; use a fraction of the run in (0, 1].")
+        plan = self.count >= 2
+        span = self.fraction * (self.max_steps or 0)
+        self.steps_due = {self.max_steps - round(i * span / self.count) for i in range(self.count)} if (
+            plan and self.max_steps) else set()  # fmt: skip
+        self.steps_due.discard(0)
+        span = self.fraction * (self.budget_seconds or 0)
+        self.seconds_due = [self.budget_seconds - i * span / self.count for i in range(1, self.count)] if (
+            plan and self.budget_seconds) else []  # fmt: skip
+
+    def save_due(self, step: int, seconds_before: float, seconds_now: float) -> bool:
+        """Whether the update that just ended (at `step`, the run's training clock going from `seconds_before` to
+        `seconds_now`, earlier invocations included) reaches one of the planned saves."""
+        return step in self.steps_due or any(seconds_before < due <= seconds_now for due in self.seconds_due)
+
+    def select(self, checkpoints: list[Path], end_step: int, end_seconds: float | None) -> list[Path]:
+        """The checkpoints (oldest first, the run's end last) written in the window that ends at `end_step`: the last
+        `fraction` of the updates, or, given `end_seconds` (the time budget, when it ended the run), the last
+        `fraction` of that time by the training clock saved with each checkpoint; at most `count` of them, the
+        newest."""
+        if self.count < 2:
+            return checkpoints[-1:]
+        if end_seconds is None:
+            inside = [p for p in checkpoints if step_of_name(p) >= end_step * (1 - self.fraction)]
+        else:
+            inside = [p for p in checkpoints if training_seconds(p) >= end_seconds * (1 - self.fraction)]
+        return inside[-self.count :]
+
+
+@dataclass
+class Candidate:
+    """A candidate for the final model: one checkpoint, or the checkpoints averaged into it."""
+
+    name: str  # "last", "best" or "average"
+    checkpoints: list[Path]
+    score: float | None = None  # validation --metric_for_best; None until it is evaluated
+
+    @property
+    def step(self) -> int:
+        return step_of_name(self.checkpoints[-1])
+
+    def describe(self) -> dict:
+        return {"name": self.name, "step": self.step, "checkpoints": [p.name for p in self.checkpoints],
+                "score": self.score}  # fmt: skip
+
+
+def choose(candidates: list[Candidate], metric: str) -> Candidate:
+    """The candidate with the best validation `metric`; on a tie the earlier (simpler) one."""
+    judge = EarlyStopping(patience=None, metric=metric)
+    winner = candidates[0]
+    for candidate in candidates[1:]:
+        if judge.better(candidate.score, than=winner.score):
+            winner = candidate
+    return winner
 
 
 def save_state(checkpoint: Path, budget_seconds: float, stopper: EarlyStopping | None) -> None:
@@ -125,6 +230,11 @@ def load_state(checkpoint: Path) -> dict:
     return state
 
 
+def training_seconds(checkpoint: Path) -> float:
+    """The run's training clock (earlier invocations included) when `checkpoint` was written."""
+    return float(load_state(checkpoint)["train_loop_seconds"])
+
+
 def keep_best(checkpoint: Path, output_dir: Path) -> Path:
     """Copy the new best checkpoint to output_dir/best_checkpoint/step-N (complete copy first, then the previous best
     is replaced). Returns the copy."""
@@ -148,21 +258,26 @@ def best_checkpoint(output_dir: Path) -> Path | None:
     return found[-1] if found else None
 
 
-def window_ending_at_best(best: Path, kept: list[Path], count: int) -> list[Path]:
-    """The checkpoints to average for the final model: the best one and the kept checkpoints saved before it, at
-    most `count` in all, oldest first."""
-    before = [p for p in kept if step_of_name(p) < step_of_name(best)]
-    return [*before[-(max(count, 1) - 1) :], best] if count > 1 else [best]
-
-
 class StoppingRules:
-    """The time budget and early stopping of one run, as train.py's loop uses them (main process decides; the
-    decisions are broadcast by the caller)."""
+    """The time budget, early stopping, validation record and averaging window of one run, as train.py's loop uses
+    them (main process decides; the decisions are broadcast by the caller)."""
 
-    def __init__(self, output_dir: Path, max_train_minutes: float | None, patience: int | None, metric: str):
+    def __init__(
+        self,
+        output_dir: Path,
+        max_train_minutes: float | None,
+        patience: int | None,
+        metric: str,
+        *,
+        record: bool = False,
+        window: AveragingWindow | None = None,
+    ):
+        """`record`: keep every validation score and a copy of the best checkpoint even without early stopping
+        (the final model's choice needs them); `window`: the averaging window (None: the last checkpoint alone)."""
         self.output_dir = Path(output_dir)
         self.budget = TimeBudget(max_train_minutes)
-        self.stopper = EarlyStopping(patience, metric) if patience else None
+        self.stopper = EarlyStopping(patience, metric) if (patience or record) else None
+        self.window = window or AveragingWindow(count=1, fraction=1.0, max_steps=None, budget_seconds=None)
 
     def restore(self, checkpoint: Path) -> str:
         """Continue the counts saved with `checkpoint`; returns what was restored, for the log."""
@@ -195,6 +310,12 @@ class StoppingRules:
     def budget_spent(self, loop_seconds: float) -> bool:
         return self.budget.spent(loop_seconds)
 
+    def save_due(self, step: int, loop_seconds_before: float, loop_seconds: float) -> bool:
+        """Whether the averaging window plans a save at the end of this update (this invocation's loop clock went
+        from `loop_seconds_before` to `loop_seconds`)."""
+        before = self.budget.seconds_before
+        return self.window.save_due(step, before + loop_seconds_before, before + loop_seconds)
+
     def write_state(self, checkpoint: Path, loop_seconds: float) -> None:
         """While a checkpoint is written (main process, before it is published): its stopping state."""
         save_state(checkpoint, self.budget.seconds_before + loop_seconds, self.stopper)
@@ -204,13 +325,27 @@ class StoppingRules:
         if self.stopper is not None and self.stopper.best_step == step:
             keep_best(checkpoint, self.output_dir)
 
-    def final_checkpoints(self, kept: list[Path], count: int) -> list[Path] | None:
-        """With early stopping, the checkpoints whose average is the final model (see the module docstring);
-        None without early stopping or before any evaluation (then the last checkpoints are averaged as usual)."""
+    def candidates(self, kept: list[Path], finished_early: str | None) -> list[Candidate]:
+        """The final model's candidates, simplest first: the last checkpoint, the best evaluated one (when it is not
+        the last) and the average of the window (when it holds two checkpoints or more), each with the validation
+        score recorded during training, if any. `kept`: the run's checkpoints, oldest first; `finished_early`: why
+        the run ended before its last update (train_loop's answer)."""
+        last = kept[-1]
+        recorded = self.stopper.score_at if self.stopper is not None else lambda step: None
+        found = [Candidate("last", [last], recorded(step_of_name(last)))]
         best = best_checkpoint(self.output_dir) if self.stopper is not None else None
-        if best is None:
-            return None
-        return window_ending_at_best(best, kept, count)
+        if best is not None and step_of_name(best) != step_of_name(last):
+            found.append(Candidate("best", [best], self.stopper.best_value))
+        if best is not None and self.stopper.should_stop:  # early stopping: the window ends at the best
+            before = [p for p in kept if step_of_name(p) < step_of_name(best)]
+            window = self.window.select([*before, best], step_of_name(best), None)
+        else:
+            # a run the budget ended: the window is the last part of the budget (an evaluation can overrun it)
+            end_seconds = self.budget.seconds if finished_early == TIME_BUDGET_SPENT else None
+            window = self.window.select(kept, step_of_name(last), end_seconds)
+        if len(window) >= 2:
+            found.append(Candidate("average", window))
+        return found
 
 
 def step_of_name(path: Path) -> int:

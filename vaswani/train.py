@@ -13,8 +13,8 @@ The module reads straight down:
   5. checkpoints and exact resume: weights, optimizer, schedules and RNGs as safetensors + JSON (nothing unpickled)
   6. the training loop (gradient accumulation through `accelerator.accumulate`, loss normalised per target token)
   7. evaluation: validation loss, BLEU and chrF with beam search through `evaluate`, gathered across processes
-  8. the run in three steps: `set_up` (options to a ready model), `train_loop`, `finish` (checkpoint averaging,
-     test scores, the `save_pretrained` folder with tokenizer and model card, the upload)
+  8. the run in three steps: `set_up` (options to a ready model), `train_loop`, `finish` (the final model chosen
+     among the last, the best and the averaged checkpoints, test scores, the `save_pretrained` folder with tokenizer and model card, the upload)
 """
 
 from __future__ import annotations
@@ -78,8 +78,16 @@ from vaswani.model_folder import (
     write_model_folder,
 )
 from vaswani.precision import MIXED_PRECISION_CHOICES, resolve_mixed_precision, training_device_type
-from vaswani.schedules import LR_SCHEDULERS, build_lr_scheduler
-from vaswani.stopping import BEST_DIR, StoppingRules
+from vaswani.schedules import LR_SCHEDULERS, SCHEDULES_NEEDING_TOTAL, build_lr_scheduler
+from vaswani.stopping import (
+    BEST_DIR,
+    FINAL_MODELS,
+    TIME_BUDGET_SPENT,
+    AveragingWindow,
+    Candidate,
+    StoppingRules,
+    choose,
+)
 from vaswani.stopping import METRICS as STOPPING_METRICS
 
 logger = logging.getLogger("train")
@@ -194,7 +202,11 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         "--gradient_accumulation_steps", type=int, default=1,
         help="batches per optimizer update (paper: ~25k source + 25k target tokens per update)",
     )  # fmt: skip
-    group.add_argument("--max_train_steps", type=int, default=None, help="optimizer updates (default: from epochs)")
+    group.add_argument(
+        "--max_train_steps", type=int, default=None,
+        help="optimizer updates (default: from --num_train_epochs; neither is needed with --max_train_minutes or "
+        "--early_stopping_patience, which end the run on their own)",
+    )  # fmt: skip
     group.add_argument("--num_train_epochs", type=float, default=None, help="used when --max_train_steps is unset")
     group.add_argument(
         "--stop_after_steps",
@@ -213,7 +225,8 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         type=float,
         default=None,
         help="train until N minutes (training loop wall clock, evaluations included, summed over resumes) are spent, "
-        "then finish as a normal run does: averaging, evaluation, model folder and card",
+        "then finish as a normal run does: final model, evaluation, model folder and card. Enough on its own: "
+        "without --max_train_steps the run trains until the budget ends",
     )
     group.add_argument("--lr_scheduler", choices=LR_SCHEDULERS, default="noam", help="noam = the paper's Eq. 3")
     group.add_argument("--learning_rate", type=float, default=None, help="peak LR (noam: default from d_model)")
@@ -252,14 +265,14 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         "--early_stopping_patience",
         type=int,
         default=None,
-        help="stop after N evaluations (every --eval_steps) without a better --metric_for_best; the final model "
-        "averages the best checkpoint with those before it (vaswani/stopping.py)",
+        help="stop after N evaluations (every --eval_steps) without a better --metric_for_best; the averaging "
+        "window then ends at the best checkpoint (vaswani/stopping.py)",
     )
     group.add_argument(
         "--metric_for_best",
         choices=sorted(STOPPING_METRICS),
         default="bleu",
-        help="validation metric of early stopping",
+        help="validation metric of early stopping and of the final model's choice (--final_model auto)",
     )
 
     group = parser.add_argument_group("checkpoints, output and logging")
@@ -271,7 +284,22 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     group.add_argument(
         "--keep_checkpoints", type=int, default=5, help="keep the last K (at least --average_checkpoints)"
     )
-    group.add_argument("--average_checkpoints", type=int, default=5, help="average the last N (paper: 5 base, 20 big)")
+    group.add_argument(
+        "--average_checkpoints", type=int, default=5,
+        help="average up to N checkpoints of the averaging window, saved evenly over it when the run's end is known "
+        "(paper: 5 base, 20 big; 0 or 1: no averaging)",
+    )  # fmt: skip
+    group.add_argument(
+        "--average_window", type=float, default=0.1,
+        help="the averaging window: the last fraction of the run's updates, or of its time budget when the budget "
+        "ends it (the paper's 5 checkpoints 10 minutes apart were the last ~7%% of its base run)",
+    )  # fmt: skip
+    group.add_argument(
+        "--final_model", choices=FINAL_MODELS, default="auto",
+        help="the model the run hands over: auto = the best on the validation set (--metric_for_best) of the last "
+        "checkpoint, the best evaluated checkpoint and the window's average (a tie goes to the simpler, in that "
+        "order); last, best or average force one",
+    )  # fmt: skip
     group.add_argument(
         "--logging_steps", type=int, default=100, help="log loss, LR and tokens/s every N updates (0: never)"
     )
@@ -360,8 +388,22 @@ def _check_args(args: argparse.Namespace) -> None:
             raise UsageError(
                 f"--{name} {getattr(args, name)} is not allowed; use a positive integer or leave it unset."
             )
-    if args.max_train_steps is None and args.num_train_epochs is None:
-        raise UsageError("set --max_train_steps (optimizer updates) or --num_train_epochs.")
+    if _unknown_length(args) and args.max_train_minutes is None and args.early_stopping_patience is None:
+        raise UsageError(
+            "set when training ends: --max_train_steps (optimizer updates), --num_train_epochs, --max_train_minutes "
+            "or --early_stopping_patience."
+        )
+    if _unknown_length(args) and args.lr_scheduler in SCHEDULES_NEEDING_TOTAL:
+        raise UsageError(
+            f"--lr_scheduler {args.lr_scheduler} decays over the run's number of updates, which is unknown without "
+            "--max_train_steps or --num_train_epochs: set one, or use noam, inverse_sqrt, constant_with_warmup or "
+            "constant with a time budget or early stopping."
+        )
+    if _unknown_length(args) and args.drophead_p_start is not None:
+        raise UsageError(
+            "scheduled DropHead (--drophead_p_start/--drophead_p_end) runs over the run's number of updates, which is "
+            "unknown without --max_train_steps or --num_train_epochs: set one."
+        )
     if args.num_train_epochs is not None and args.num_train_epochs <= 0:
         raise UsageError(f"--num_train_epochs {args.num_train_epochs} is not allowed; use a positive number.")
     if args.max_tokens < max(args.max_source_length, args.max_target_length):
@@ -376,6 +418,12 @@ def _check_args(args: argparse.Namespace) -> None:
     for name in ("checkpoint_minutes", "stop_after_minutes", "max_train_minutes"):
         if getattr(args, name) is not None and getattr(args, name) <= 0:
             raise UsageError(f"--{name} must be positive.")
+    if not 0 < args.average_window <= 1:
+        raise UsageError(
+            f"--average_window {args.average_window} is not allowed; use a fraction of the run in (0, 1]."
+        )
+    if args.final_model == "best" and not args.eval_steps:
+        raise UsageError("--final_model best needs evaluations during training: set --eval_steps N > 0.")
     if args.early_stopping_patience is not None:
         if args.early_stopping_patience < 1:
             raise UsageError(
@@ -400,6 +448,11 @@ def _check_args(args: argparse.Namespace) -> None:
         raise UsageError("scheduled DropHead needs both --drophead_p_start and --drophead_p_end.")
     if args.report_to not in ("auto", "none", "all", "tensorboard", "wandb", "mlflow", "comet_ml", "aim", "clearml"):
         raise UsageError(f"--report_to {args.report_to!r} is not a known tracker; use auto, none or a tracker name.")
+
+
+def _unknown_length(args: argparse.Namespace) -> bool:
+    """Whether the run's number of updates is unknown in advance (a time budget or early stopping ends it)."""
+    return args.max_train_steps is None and args.num_train_epochs is None
 
 
 # ======================================================================================================================
@@ -1107,12 +1160,13 @@ def set_up(args: argparse.Namespace) -> Run:
         num_replicas=accelerator.num_processes, rank=accelerator.process_index, max_sentences=args.max_sentences,
     )  # fmt: skip
     updates_per_epoch = max(len(sampler) // args.gradient_accumulation_steps, 1)
-    max_steps = args.max_train_steps or math.ceil(args.num_train_epochs * updates_per_epoch)
+    max_steps = None if _unknown_length(args) else (
+        args.max_train_steps or math.ceil(args.num_train_epochs * updates_per_epoch))  # fmt: skip
     logger.info(
-        "Training %d pairs in %d batches/epoch/process (padding efficiency %.1f%%), %d updates, %d processes",
+        "Training %d pairs in %d batches/epoch/process (padding efficiency %.1f%%), %s, %d processes",
         len(train), len(sampler), 100 * padding_efficiency(sampler.batches(0), train["source_length"],
-                                                            train["target_length"]), max_steps,
-        accelerator.num_processes,
+                                                            train["target_length"]),
+        f"{max_steps} updates" if max_steps else "until " + ending_rule(args), accelerator.num_processes,
     )  # fmt: skip
 
     optimizer = build_optimizer(args, model, accelerator.device.type)
@@ -1128,7 +1182,14 @@ def set_up(args: argparse.Namespace) -> Run:
     with together(accelerator):
         if accelerator.is_main_process:
             manager.remove_incomplete()  # leftovers of a save that was killed
-    rules = StoppingRules(output_dir, args.max_train_minutes, args.early_stopping_patience, args.metric_for_best)
+    window = AveragingWindow(
+        count=args.average_checkpoints, fraction=args.average_window, max_steps=max_steps,
+        budget_seconds=None if args.max_train_minutes is None else 60 * args.max_train_minutes,
+    )  # fmt: skip
+    rules = StoppingRules(
+        output_dir, args.max_train_minutes, args.early_stopping_patience, args.metric_for_best,
+        record=bool(args.eval_steps) and args.final_model in ("auto", "best"), window=window,
+    )  # fmt: skip
     if resume_checkpoint is not None:
         resume(accelerator, manager, resume_checkpoint, training, rules, output_dir)
     accelerator.init_trackers(
@@ -1142,7 +1203,15 @@ def set_up(args: argparse.Namespace) -> Run:
     )  # fmt: skip
 
 
-def build_schedules(args, model, optimizer, max_steps: int) -> tuple[object, DropHeadScheduler | None]:
+def ending_rule(args: argparse.Namespace) -> str:
+    """What ends a run of unknown length, in words."""
+    rules = [f"{args.max_train_minutes:g} minutes are spent"] if args.max_train_minutes is not None else []
+    if args.early_stopping_patience is not None:
+        rules.append(f"{args.early_stopping_patience} evaluations bring no better {args.metric_for_best}")
+    return " or ".join(rules)
+
+
+def build_schedules(args, model, optimizer, max_steps: int | None) -> tuple[object, DropHeadScheduler | None]:
     """The learning-rate schedule (Section 5.3's Eq. 3 by default) and the scheduled DropHead rate, if any."""
     try:
         lr_scheduler = build_lr_scheduler(
@@ -1190,43 +1259,46 @@ def train_loop(run: Run) -> str | None:
     """Updates until max_steps (Section 5), with logging, evaluations and checkpoints on the way. Returns None when
     max_steps was reached, why the run finishes early (time budget spent, early stopping), or STOPPED when this
     invocation ends and a later one resumes."""
-    from tqdm.auto import tqdm
-
     args, accelerator, training = run.args, run.accelerator, run.training
     progress, max_steps = training.progress, training.max_steps
-    bar = tqdm(
-        total=max_steps, initial=progress.step, disable=not accelerator.is_local_main_process, desc="Training",
-        mininterval=0.1 if sys.stderr.isatty() else 30,  # a log file gets a line every 30 s, a terminal a live bar
-    )  # fmt: skip
+    bar = ProgressBar(max_steps, run.rules.budget, progress.step, disable=not accelerator.is_local_main_process)
     stream = batch_stream(run.sampler, progress)
     window = LossWindow(accelerator)
     last_save, invocation_start, start_step = time.monotonic(), time.monotonic(), progress.step
+    loop_seconds = 0.0
+    (budget_spent,) = _main_process_decides(accelerator, run.rules.budget_spent(loop_seconds))
+    if budget_spent:  # resumed from the checkpoint the budget ended at (a kill came during the final steps)
+        bar.close()
+        return TIME_BUDGET_SPENT
     run.model.train()
-    while progress.step < max_steps:
+    while max_steps is None or progress.step < max_steps:
         window.add(*train_step(run, stream))
-        bar.update(1)
         if args.logging_steps and progress.step % args.logging_steps == 0:
             values = {**window.flush(), "lr": training.lr_scheduler.get_last_lr()[0], "epoch": progress.epoch}
-            bar.set_postfix(loss=f"{values['loss']:.3f}", lr=f"{values['lr']:.2e}")
+            bar.show(loss=f"{values['loss']:.3f}", lr=f"{values['lr']:.2e}")
             run.metrics("train", progress.step, values)
-        evaluated = bool(args.eval_steps) and progress.step % args.eval_steps == 0 and progress.step < max_steps
+        evaluated = bool(args.eval_steps) and progress.step % args.eval_steps == 0 and progress.step != max_steps
         early_stop = False
         if evaluated:
             results = run.evaluate("validation", max_samples=args.max_eval_samples)
             run.metrics("validation", progress.step, {k: v for k, v in results.items() if k != "examples"})
             log_evaluation("validation", results, progress.step)
+            bar.show(**{args.metric_for_best: f"{results[args.metric_for_best]:.2f}"} if accelerator.is_main_process
+                     else {})  # fmt: skip
             early_stop = accelerator.is_main_process and run.rules.evaluated(progress.step, results)
 
-        loop_seconds = time.monotonic() - invocation_start
+        loop_seconds_before, loop_seconds = loop_seconds, time.monotonic() - invocation_start
+        bar.advance(progress.step, loop_seconds)
         stop = (args.stop_after_steps and progress.step - start_step >= args.stop_after_steps) or (
             args.stop_after_minutes and loop_seconds >= 60 * args.stop_after_minutes
         )
-        stop, due_by_time, budget_spent, early_stop = _main_process_decides(
+        stop, due_by_time, budget_spent, early_stop, due_in_window = _main_process_decides(
             accelerator, bool(stop), time.monotonic() - last_save >= 60 * args.checkpoint_minutes,
             run.rules.budget_spent(loop_seconds), early_stop,
+            run.rules.save_due(progress.step, loop_seconds_before, loop_seconds),
         )  # fmt: skip
         due_by_steps = args.checkpoint_steps and progress.step % args.checkpoint_steps == 0
-        due_by_rules = budget_spent or early_stop or (evaluated and run.rules.stopper is not None)
+        due_by_rules = budget_spent or early_stop or due_in_window or (evaluated and run.rules.stopper is not None)
         if progress.step == max_steps or due_by_steps or due_by_time or stop or due_by_rules:
             path = save_checkpoint(accelerator, run.manager, run.model, training,
                                    functools.partial(run.rules.write_state, loop_seconds=loop_seconds))  # fmt: skip
@@ -1237,17 +1309,58 @@ def train_loop(run: Run) -> str | None:
         if progress.step == max_steps:
             break
         if budget_spent or early_stop:
-            why = "time budget spent" if budget_spent else f"early stopping ({run.rules.stopper.metric})"
-            logger.info("Finishing at update %d of %d: %s", progress.step, max_steps, why)
+            why = TIME_BUDGET_SPENT if budget_spent else f"early stopping ({run.rules.stopper.metric})"
+            logger.info("Finishing at update %d%s: %s", progress.step, f" of {max_steps}" if max_steps else "", why)
             bar.close()
             return why
         if stop:
             bar.close()
-            logger.info("Stopped at update %d of %d; continue with --resume_from_checkpoint latest", progress.step,
-                        max_steps)  # fmt: skip
+            logger.info("Stopped at update %d%s; continue with --resume_from_checkpoint latest", progress.step,
+                        f" of {max_steps}" if max_steps else "")  # fmt: skip
             return STOPPED
     bar.close()
     return None
+
+
+class ProgressBar:
+    """The training bar, filled towards the limit that will end the run: the updates of --max_train_steps or the
+    minutes of --max_train_minutes, whichever is further along (at steady rates, the one that ends the run first).
+    The update count, the latest loss and learning rate and the latest validation score ride along."""
+
+    def __init__(self, max_steps: int | None, budget, step: int, disable: bool):
+        from tqdm.auto import tqdm
+
+        self.max_steps, self.budget = max_steps, budget
+        self.bar = tqdm(
+            total=100, disable=disable, desc="Training", bar_format="{desc}{percentage:3.0f}%|{bar}| "
+            "[{elapsed}<{remaining}{postfix}]",
+            mininterval=0.1 if sys.stderr.isatty() else 30,  # a log file gets a line every 30 s, a terminal a live bar
+        )  # fmt: skip
+        self.values = {}
+        self.advance(step, 0.0)
+
+    def advance(self, step: int, loop_seconds: float) -> None:
+        fraction, limit = run_fraction(step, self.max_steps, self.budget, loop_seconds)
+        self.bar.set_description(f"Training ({limit})", refresh=False)
+        self.bar.update(100 * fraction - self.bar.n)
+
+    def show(self, **values: str) -> None:
+        self.values.update(values)
+        self.bar.set_postfix(self.values, refresh=False)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def run_fraction(step: int, max_steps: int | None, budget, loop_seconds: float) -> tuple[float, str]:
+    """How far the run is towards the limit that will end it (0 to 1; 0 when only early stopping can end it), and
+    the progress in that limit's unit, e.g. "530/1000 updates" or "12.1/20 min, update 530"."""
+    by_steps = step / max_steps if max_steps else 0.0
+    spent = budget.seconds_before + loop_seconds
+    by_time = spent / budget.seconds if budget.seconds else 0.0
+    if by_time > by_steps:
+        return min(by_time, 1.0), f"{spent / 60:.1f}/{budget.minutes:g} min, update {step}"
+    return by_steps, f"{step}/{max_steps} updates" if max_steps else f"update {step}"
 
 
 def train_step(run: Run, stream) -> tuple[torch.Tensor, int]:
@@ -1314,20 +1427,18 @@ class LossWindow:
 
 
 def finish(run: Run, finished_early: str | None) -> dict:
-    """The final model (Section 6.1): the last checkpoints averaged (or, with early stopping, those up to the best),
-    validation and test scores, the model folder written atomically with its tokenizer, results and card, and the
-    optional upload to the Hub. Returns the results."""
+    """The final model (`choose_final_model`), validation and test scores, the model folder written atomically with
+    its tokenizer, results and card, and the optional upload to the Hub. Returns the results."""
     args, accelerator, progress = run.args, run.accelerator, run.training.progress
     unwrapped = run.training.model
     accelerator.wait_for_everyone()
-    checkpoints = final_checkpoints(run)
-    if checkpoints:
-        average_into_model(unwrapped, checkpoints)
-    final = {"step": progress.step, "averaged_checkpoints": [p.name for p in checkpoints], "target_tokens":
-             progress.target_tokens, "train_seconds": progress.train_seconds}  # fmt: skip
+    chosen, choice = choose_final_model(run, finished_early)
+    final = {"step": progress.step, "averaged_checkpoints": [p.name for p in chosen.checkpoints],
+             "final_model": choice, "target_tokens": progress.target_tokens,
+             "train_seconds": progress.train_seconds}  # fmt: skip
     if finished_early:
         final["finished_early"] = finished_early
-    if run.rules.stopper is not None:
+    if args.early_stopping_patience is not None:
         final["early_stopping"] = run.rules.stopper.state_dict()
     for split in ("validation", "test"):
         if split in run.tokenized:
@@ -1363,21 +1474,48 @@ def close(run: Run) -> None:
     run.accelerator.end_training()
 
 
-def final_checkpoints(run: Run) -> list[Path]:
-    """The checkpoints averaged into the final model: with early stopping the best one and those before it, else the
-    last --average_checkpoints (none when it is 0 or 1: the model as trained)."""
-    kept, count = run.manager.checkpoints(), run.args.average_checkpoints
-    around_best = run.rules.final_checkpoints(kept, count)
-    if around_best is not None:
-        stopper = run.rules.stopper
-        logger.info("Early stopping: the final model averages %s (best %s %.2f at step %d)",
-                    ", ".join(p.name for p in around_best), stopper.metric, stopper.best_value or 0.0,
-                    stopper.best_step or 0)  # fmt: skip
-        return around_best
-    checkpoints = kept[-count:] if count > 1 else []
-    if len(checkpoints) > 1:
-        logger.info("Averaging the last %d checkpoints: %s", len(checkpoints), ", ".join(p.name for p in checkpoints))
-    return checkpoints
+def choose_final_model(run: Run, finished_early: str | None) -> tuple[Candidate, dict]:
+    """The model the run hands over (vaswani/stopping.py): with --final_model auto, the best on the validation set of
+    the last checkpoint, the best evaluated checkpoint and the average of the window (Section 6.1's averaging,
+    scaled to the run); scores recorded during training are reused, the others are computed here. Loads the winner's
+    weights into the model; returns it and what results.json says of the choice."""
+    args, accelerator, unwrapped = run.args, run.accelerator, run.training.model
+    # The main process alone holds the validation record (and BLEU/chrF): it lists the candidates for every process.
+    candidates = _from_main_process(
+        accelerator, lambda: run.rules.candidates(run.manager.checkpoints(), finished_early)
+    )
+    selection = args.final_model
+    if selection == "auto" and "validation" not in run.tokenized:
+        selection = "average"
+        logger.warning("No validation set to choose the final model with: it is the window's average (the paper's)")
+    if selection == "auto":
+        for candidate in candidates:
+            if candidate.score is None:
+                average_into_model(unwrapped, candidate.checkpoints)
+                results = run.evaluate("validation", max_samples=args.max_eval_samples)
+                candidate.score = results.get(args.metric_for_best)
+        chosen = candidates.index(choose(candidates, args.metric_for_best)) if accelerator.is_main_process else 0
+        chosen = candidates[_from_main_process(accelerator, lambda: chosen)]
+    else:  # forced; a candidate the run does not have (no evaluation, a window of one) falls back to the last
+        chosen = next((c for c in candidates if c.name == selection), candidates[0])
+    average_into_model(unwrapped, chosen.checkpoints)
+    if accelerator.is_main_process:
+        among = "; ".join(f"{c.name} {c.score:.2f}" for c in candidates) if selection == "auto" else ""
+        logger.info("Final model: %s (%s), %s", chosen.name, ", ".join(p.name for p in chosen.checkpoints),
+                    f"chosen by validation {args.metric_for_best} among {among}" if among
+                    else f"--final_model {selection}")  # fmt: skip
+    choice = {"chosen": chosen.name, "selection": selection, "metric": args.metric_for_best,
+              "candidates": [c.describe() for c in candidates]}  # fmt: skip
+    return chosen, choice
+
+
+def _from_main_process(accelerator, compute: Callable[[], object]) -> object:
+    """`compute()` on the main process, its value sent to every process."""
+    if accelerator.num_processes == 1:
+        return compute()
+    from accelerate.utils import broadcast_object_list
+
+    return broadcast_object_list([compute() if accelerator.is_main_process else None])[0]
 
 
 def push(output_dir: Path, repo_id: str) -> dict:
