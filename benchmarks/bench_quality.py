@@ -20,6 +20,10 @@ once). Each side has its own recipe:
 
 Both are scored with sacrebleu (BLEU and chrF, default settings; the signatures are printed). Target: train.py
 >= 5 BLEU ahead.
+
+train.py's final model is chosen among candidates (the last checkpoint, the best evaluated one, the average of the
+window; vaswani/stopping.py) by validation score. Each candidate is also scored on the test set here, with the same
+beam search, to check the choice: the final model's test BLEU should be at least the best of (last, best) - 0.3.
 """
 
 from __future__ import annotations
@@ -185,6 +189,7 @@ def main(argv=None) -> dict:
         if process.wait() != 0:
             raise SystemExit(f"{name} failed (exit {process.returncode}); see the logs in {args.output_dir}")
     final = json.loads((ours_dir / "results.json").read_text())
+    print_candidates(ours_dir, test_file, args, final)
     rows = {
         "train.py": {"updates": final["step"], "bleu": final["test"]["bleu"], "chrf": final["test"]["chrf"],
                      "bleu_signature": final["test"]["bleu_signature"]},
@@ -200,6 +205,41 @@ def main(argv=None) -> dict:
     print(f"{'MET' if gap >= 5 else 'MISSED'} target train.py >= Trainer + 5 BLEU: {gap:+.1f}")
     common.write_json_report(args.json, args, rows=rows)
     return rows
+
+
+def print_candidates(run_dir: Path, test_file: Path, args, final: dict) -> None:
+    """Score each final-model candidate of a train.py run on the test set (beam 4, length penalty 0.6, as train.py's
+    evaluation) and print them with their validation scores and the check of the choice."""
+    import torch
+
+    from vaswani.checkpoints import average_into_model
+    from vaswani.metrics import load_metric
+    from vaswani.translate import Translator
+
+    torch.set_num_threads(2)
+    rows = [json.loads(line)["translation"] for line in test_file.read_text(encoding="utf-8").splitlines()]
+    sources, references = [r[args.source_lang] for r in rows], [[r[args.target_lang]] for r in rows]
+    translator = Translator(run_dir, device="cpu")
+    choice, test = final["final_model"], {}
+    print(
+        f"| candidate | step | checkpoints | validation {choice['metric']} | test BLEU | test chrF |\n|---|---|---|---|---|---|"
+    )
+    for candidate in choice["candidates"]:
+        folders = [run_dir / "checkpoints" / name for name in candidate["checkpoints"]]
+        folders = [f if f.is_dir() else run_dir / "best_checkpoint" / f.name for f in folders]
+        average_into_model(translator.model, folders)
+        hypotheses = translator.translate(sources, num_beams=4, length_penalty=0.6)
+        bleu = load_metric("sacrebleu").compute(predictions=hypotheses, references=references)["score"]
+        chrf = load_metric("chrf").compute(predictions=hypotheses, references=references)["score"]
+        test[candidate["name"]] = bleu
+        chosen = " (chosen)" if candidate["name"] == choice["chosen"] else ""
+        print(f"| {candidate['name']}{chosen} | {candidate['step']} | {len(folders)} | {candidate['score']:.2f} | "
+              f"{bleu:.2f} | {chrf:.2f} |")  # fmt: skip
+    floor = max(test["last"], test.get("best", test["last"])) - 0.3
+    verdict = "MET" if test[choice["chosen"]] >= floor else "MISSED"
+    print(
+        f"{verdict} final model's test BLEU {test[choice['chosen']]:.2f} >= best of (last, best) - 0.3 = {floor:.2f}"
+    )
 
 
 if __name__ == "__main__":
