@@ -162,7 +162,7 @@ def assert_model_has(model, weights: dict) -> None:
 def test_selection_keeps_the_last_checkpoint_when_averaging_is_worse(tmp_path, trained_and_random):
     trained, untrained = trained_and_random
     run, _ = fake_run(tmp_path, {"early": untrained, "last": trained}, window_count=2)
-    chosen, choice = choose_final_model(run, None)
+    chosen, choice, _ = choose_final_model(run, None)
     scores = {c["name"]: c["score"] for c in choice["candidates"]}
     assert set(scores) == {"last", "average"} and scores["average"] > scores["last"]  # the average is worse
     assert chosen.name == choice["chosen"] == "last"
@@ -170,7 +170,7 @@ def test_selection_keeps_the_last_checkpoint_when_averaging_is_worse(tmp_path, t
     # forced: the user gets the average although it is worse
     forced, _ = fake_run(tmp_path / "forced", {"early": untrained, "last": trained}, window_count=2,
                          final_model="average")  # fmt: skip
-    chosen, choice = choose_final_model(forced, None)
+    chosen, choice, _ = choose_final_model(forced, None)
     assert chosen.name == "average" and choice["selection"] == "average"
     assert_model_has(forced.training.model, average_checkpoints(chosen.checkpoints))
 
@@ -181,14 +181,14 @@ def test_selection_takes_the_average_when_it_is_better(tmp_path, trained_and_ran
     below = {k: v - noise[k] for k, v in trained.items()}
     above = {k: v + noise[k] for k, v in trained.items()}  # the last checkpoint: the trained model plus noise
     run, _ = fake_run(tmp_path, {"below": below, "above": above}, window_count=2)
-    chosen, choice = choose_final_model(run, None)
+    chosen, choice, _ = choose_final_model(run, None)
     scores = {c["name"]: c["score"] for c in choice["candidates"]}
     assert scores["average"] < scores["last"]  # the noise cancels in the average: the trained model again
     assert chosen.name == "average"
     assert_model_has(run.training.model, average_checkpoints(chosen.checkpoints))
     # --average_checkpoints 0 (or 1): no average candidate, the last checkpoint is the model
     no_average, _ = fake_run(tmp_path / "off", {"below": below, "above": above}, window_count=0)
-    chosen, choice = choose_final_model(no_average, None)
+    chosen, choice, _ = choose_final_model(no_average, None)
     assert [c["name"] for c in choice["candidates"]] == ["last"] and chosen.name == "last"
     assert_model_has(no_average.training.model, above)
 
@@ -221,7 +221,7 @@ def test_a_time_budget_alone_trains_and_hands_over_the_best_candidate(data_dir, 
     assert set(candidates) >= {"last", "average"} and candidates["last"]["step"] == results["step"]
     assert len(candidates["average"]["checkpoints"]) >= 2  # planned saves filled the window
     best_score = max(c["score"] for c in choice["candidates"])
-    assert candidates[choice["chosen"]]["score"] == best_score
+    assert candidates[choice["chosen"]]["score"] == best_score == results["validation"]["bleu"]
     assert [c["name"] for c in choice["candidates"] if c["score"] == best_score][0] == choice["chosen"]  # tie: simpler
     # the folder holds the chosen candidate's weights, and says so
     chosen = candidates[choice["chosen"]]

@@ -1432,7 +1432,7 @@ def finish(run: Run, finished_early: str | None) -> dict:
     args, accelerator, progress = run.args, run.accelerator, run.training.progress
     unwrapped = run.training.model
     accelerator.wait_for_everyone()
-    chosen, choice = choose_final_model(run, finished_early)
+    chosen, choice, scored = choose_final_model(run, finished_early)
     final = {"step": progress.step, "averaged_checkpoints": [p.name for p in chosen.checkpoints],
              "final_model": choice, "target_tokens": progress.target_tokens,
              "train_seconds": progress.train_seconds}  # fmt: skip
@@ -1442,7 +1442,9 @@ def finish(run: Run, finished_early: str | None) -> dict:
         final["early_stopping"] = run.rules.stopper.state_dict()
     for split in ("validation", "test"):
         if split in run.tokenized:
-            results = run.evaluate(split, max_samples=args.max_eval_samples if split == "validation" else None)
+            results = scored.get(split) or run.evaluate(
+                split, max_samples=args.max_eval_samples if split == "validation" else None
+            )
             run.metrics(f"final_{split}", progress.step, {k: v for k, v in results.items() if k != "examples"})
             log_evaluation(f"final {split}", results, progress.step)
             final[split] = results
@@ -1474,11 +1476,12 @@ def close(run: Run) -> None:
     run.accelerator.end_training()
 
 
-def choose_final_model(run: Run, finished_early: str | None) -> tuple[Candidate, dict]:
+def choose_final_model(run: Run, finished_early: str | None) -> tuple[Candidate, dict, dict]:
     """The model the run hands over (vaswani/stopping.py): with --final_model auto, the best on the validation set of
     the last checkpoint, the best evaluated checkpoint and the average of the window (Section 6.1's averaging,
     scaled to the run); scores recorded during training are reused, the others are computed here. Loads the winner's
-    weights into the model; returns it and what results.json says of the choice."""
+    weights into the model; returns it, what results.json says of the choice, and the winner's validation results
+    when they were computed here ({"validation": results}, else {}: the caller need not compute them again)."""
     args, accelerator, unwrapped = run.args, run.accelerator, run.training.model
     # The main process alone holds the validation record (and BLEU/chrF): it lists the candidates for every process.
     candidates = _from_main_process(
@@ -1488,12 +1491,13 @@ def choose_final_model(run: Run, finished_early: str | None) -> tuple[Candidate,
     if selection == "auto" and "validation" not in run.tokenized:
         selection = "average"
         logger.warning("No validation set to choose the final model with: it is the window's average (the paper's)")
+    validation = {}
     if selection == "auto":
         for candidate in candidates:
             if candidate.score is None:
                 average_into_model(unwrapped, candidate.checkpoints)
-                results = run.evaluate("validation", max_samples=args.max_eval_samples)
-                candidate.score = results.get(args.metric_for_best)
+                validation[candidate.name] = run.evaluate("validation", max_samples=args.max_eval_samples)
+                candidate.score = validation[candidate.name].get(args.metric_for_best)
         chosen = candidates.index(choose(candidates, args.metric_for_best)) if accelerator.is_main_process else 0
         chosen = candidates[_from_main_process(accelerator, lambda: chosen)]
     else:  # forced; a candidate the run does not have (no evaluation, a window of one) falls back to the last
@@ -1506,7 +1510,7 @@ def choose_final_model(run: Run, finished_early: str | None) -> tuple[Candidate,
                     else f"--final_model {selection}")  # fmt: skip
     choice = {"chosen": chosen.name, "selection": selection, "metric": args.metric_for_best,
               "candidates": [c.describe() for c in candidates]}  # fmt: skip
-    return chosen, choice
+    return chosen, choice, {"validation": validation[chosen.name]} if chosen.name in validation else {}
 
 
 def _from_main_process(accelerator, compute: Callable[[], object]) -> object:
