@@ -135,7 +135,12 @@ class VaswaniForCausalLM(VaswaniDecoderPreTrainedModel, GenerationMixin):
     tied to the token embedding (Section 3.4; FixNorm-aware). Labels are shifted inside the model (GPT-2's and the
     `Trainer`'s convention): `labels=input_ids` trains position t to predict token t + 1, which is what
     `DataCollatorForLanguageModeling(mlm=False)` expects. `generate()` works with a `DynamicCache` (greedy,
-    sampling, beam search) and left-padded prompts."""
+    sampling, beam search) and left-padded prompts.
+
+    This project's tokenizer appends `</s>` to every text (the end the model learns to predict); a prompt to continue
+    is tokenized without it: `tokenizer(prompt, add_special_tokens=False)`, or
+    `pipeline("text-generation", model=folder)(prompt, add_special_tokens=False)` (transformers 5's pipeline uses
+    the tokenizer's defaults)."""
 
     def __init__(self, config: VaswaniDecoderConfig):
         config.validate()

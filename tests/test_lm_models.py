@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from conftest import tiny_model
 from test_modeling import _copy_module
+from test_pipeline import PAIRS
 from torch import nn
 from transformers import (
     AutoConfig,
@@ -18,6 +19,10 @@ from transformers import (
     AutoModelForCausalLM,
     AutoModelForMaskedLM,
     AutoModelForSequenceClassification,
+    DataCollatorForLanguageModeling,
+    Trainer,
+    TrainingArguments,
+    pipeline,
 )
 from transformers.cache_utils import DynamicCache
 
@@ -33,6 +38,7 @@ from modeling_vaswani import (
     VaswaniForSequenceClassification,
     sinusoidal_position_table,
 )
+from tokenization import train_bpe_tokenizer
 
 ATTENTION_BACKENDS = ["eager", "sdpa"]
 TINY_DECODER = {"vocab_size": 99, "d_model": 16, "decoder_layers": 2, "decoder_attention_heads": 4,
@@ -343,7 +349,7 @@ def test_gradient_checkpointing_gives_the_same_gradients():
     model(input_ids, labels=input_ids).loss.backward()
     expected = {name: p.grad.clone() for name, p in model.named_parameters()}
     model.zero_grad()
-    model.gradient_checkpointing_enable()
+    model.activation_checkpointing_enable()
     assert model.model.layers[0].gradient_checkpointing
     model(input_ids, labels=input_ids).loss.backward()
     for name, p in model.named_parameters():
@@ -426,8 +432,15 @@ def test_auto_classes_load_each_saved_folder_with_the_package_installed(tmp_path
 
 
 @pytest.mark.slow
-def test_trust_remote_code_loads_each_folder_in_a_clean_process(tmp_path, isolated_python):
+def test_trust_remote_code_loads_each_folder_in_a_clean_process(tmp_path, isolated_python, tokenizer):
     causal, masked, classifier = saved_lm_folders(tmp_path)
+    generator, filler = causal_lm(seed=16, **special_ids(tokenizer)), masked_lm(seed=16, **special_ids(tokenizer))
+    for name, model in (("generator", generator), ("filler", filler)):
+        model.save_pretrained(tmp_path / name)
+        tokenizer.save_pretrained(tmp_path / name)
+    prompt = torch.tensor([tokenizer("the cat", add_special_tokens=False)["input_ids"]])
+    query = tokenizer("the <mask> sat", return_tensors="pt")
+    where = query["input_ids"][0].tolist().index(tokenizer.mask_token_id)
     for name in ("modeling_vaswani_lm.py", "configuration_vaswani_lm.py", "modeling_vaswani.py"):
         assert (tmp_path / "causal" / name).exists(), name
     input_ids = random_ids(seed=16)
@@ -436,6 +449,8 @@ def test_trust_remote_code_loads_each_folder_in_a_clean_process(tmp_path, isolat
         "generated": causal.generate(input_ids, max_new_tokens=5, do_sample=False).tolist(),
         "masked": masked(input_ids).logits.argmax(-1).tolist(),
         "classified": classifier(input_ids).logits.argmax(-1).tolist(),
+        "text": tokenizer.decode(generator.generate(prompt, max_new_tokens=4, min_new_tokens=4, do_sample=False)[0]),
+        "filled": int(filler(**query).logits[0, where].argmax()),
     }
     result = isolated_python(
         f"""
@@ -446,7 +461,7 @@ def test_trust_remote_code_loads_each_folder_in_a_clean_process(tmp_path, isolat
         except ModuleNotFoundError:
             pass
         from transformers import (AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM,
-                                  AutoModelForSequenceClassification)
+                                  AutoModelForSequenceClassification, pipeline)
         root = {str(tmp_path)!r}
         ids = torch.tensor({input_ids.tolist()})
         causal = AutoModelForCausalLM.from_pretrained(root + "/causal", trust_remote_code=True).eval()
@@ -456,13 +471,104 @@ def test_trust_remote_code_loads_each_folder_in_a_clean_process(tmp_path, isolat
         assert type(AutoModel.from_pretrained(root + "/masked", trust_remote_code=True)).__name__ == "VaswaniEncoderModel"
         masked = AutoModelForMaskedLM.from_pretrained(root + "/masked", trust_remote_code=True).eval()
         classifier = AutoModelForSequenceClassification.from_pretrained(root + "/classifier", trust_remote_code=True)
+        generate = pipeline("text-generation", model=root + "/generator", trust_remote_code=True, device="cpu")
+        fill = pipeline("fill-mask", model=root + "/filler", trust_remote_code=True, device="cpu")
         with torch.no_grad():
             print(json.dumps({{
                 "generated": causal.generate(ids, max_new_tokens=5, do_sample=False).tolist(),
                 "masked": masked(ids).logits.argmax(-1).tolist(),
                 "classified": classifier.eval()(ids).logits.argmax(-1).tolist(),
+                "text": generate("the cat", max_new_tokens=4, min_new_tokens=4, do_sample=False,
+                                 add_special_tokens=False)[0]["generated_text"],
+                "filled": fill("the <mask> sat", top_k=1)[0]["token"],
             }}))
         """
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(result.stdout.strip().splitlines()[-1]) == expected
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Pipelines and the Trainer, with a BPE tokenizer that has a mask token
+# ---------------------------------------------------------------------------------------------------------------
+SENTENCES = [sentence for pair in PAIRS for sentence in pair]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return train_bpe_tokenizer(iterator=SENTENCES, vocab_size=330, min_frequency=1, model_max_length=64,
+                               mask_token=True)  # fmt: skip
+
+
+def special_ids(tokenizer) -> dict:
+    return {"vocab_size": len(tokenizer), "pad_token_id": tokenizer.pad_token_id,
+            "bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id}  # fmt: skip
+
+
+def test_text_generation_and_fill_mask_pipelines_load_a_saved_folder(tokenizer, tmp_path):
+    causal = causal_lm(seed=17, **special_ids(tokenizer))
+    masked = masked_lm(seed=17, **special_ids(tokenizer))
+    for name, model in (("causal", causal), ("masked", masked)):
+        model.save_pretrained(tmp_path / name)
+        tokenizer.save_pretrained(tmp_path / name)
+
+    generate = pipeline("text-generation", model=str(tmp_path / "causal"), device="cpu")
+    prompt = "the cat sat"
+    # transformers 5's text-generation pipeline tokenizes with the tokenizer's defaults, and ours appends </s>: a
+    # prompt to continue must not end with it, hence add_special_tokens=False.
+    options = dict(max_new_tokens=5, min_new_tokens=5, do_sample=False, add_special_tokens=False)
+    ids = torch.tensor([tokenizer(prompt, add_special_tokens=False)["input_ids"]])
+    expected = causal.generate(ids, max_new_tokens=5, min_new_tokens=5, do_sample=False)[0]
+    assert generate(prompt, return_tensors=True, **options)[0]["generated_token_ids"] == expected.tolist()
+    text = generate(prompt, **options)[0]["generated_text"]
+    assert text == tokenizer.decode(expected, skip_special_tokens=True) and text.startswith(prompt)
+
+    fill = pipeline("fill-mask", model=str(tmp_path / "masked"), device="cpu")
+    predictions = fill(f"the {tokenizer.mask_token} sat on the mat", top_k=3)
+    batch = tokenizer(f"the {tokenizer.mask_token} sat on the mat", return_tensors="pt")
+    where = int((batch["input_ids"][0] == tokenizer.mask_token_id).nonzero())
+    with torch.no_grad():
+        scores = masked(**batch).logits[0, where].softmax(-1)
+    assert [p["token"] for p in predictions] == scores.topk(3).indices.tolist()
+    torch.testing.assert_close(torch.tensor([p["score"] for p in predictions]), scores.topk(3).values)
+
+
+def lm_trainer(model, tokenizer, data, output_dir, *, mlm, batch_size, accumulation, steps, optim, lr):
+    args = TrainingArguments(
+        output_dir=str(output_dir), per_device_train_batch_size=batch_size, gradient_accumulation_steps=accumulation,
+        max_steps=steps, learning_rate=lr, optim=optim, lr_scheduler_type="constant", weight_decay=0.0,
+        max_grad_norm=0.0, train_sampling_strategy="sequential", logging_steps=1, save_strategy="no",
+        report_to="none", use_cpu=True, disable_tqdm=True, seed=0,
+    )  # fmt: skip
+    collator = DataCollatorForLanguageModeling(tokenizer, mlm=mlm, mlm_probability=0.3, seed=0)
+    return Trainer(model=model, args=args, train_dataset=data, data_collator=collator, processing_class=tokenizer)
+
+
+@pytest.mark.parametrize("mlm", [False, True])
+def test_trainer_with_the_language_modeling_collator_trains_both(tokenizer, tmp_path, mlm):
+    model = (masked_lm if mlm else causal_lm)(seed=18, dropout=0.0, **special_ids(tokenizer)).train()
+    data = [dict(tokenizer(sentence)) for sentence in SENTENCES]
+    before = copy.deepcopy(model.state_dict())
+    trainer = lm_trainer(model, tokenizer, data, tmp_path, mlm=mlm, batch_size=4, accumulation=1, steps=20,
+                         optim="adamw_torch", lr=3e-3)  # fmt: skip
+    trainer.train()
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    assert len(losses) == 20 and all(math.isfinite(loss) for loss in losses)
+    assert sum(losses[-5:]) < sum(losses[:5])  # it learns
+    assert not torch.equal(model.state_dict()["model.embed_tokens.weight"], before["model.embed_tokens.weight"])
+
+
+def test_trainer_gradient_accumulation_equals_one_big_batch_for_the_causal_lm(tokenizer, tmp_path):
+    """Sentences of very different lengths: the mean of two micro-batch means would differ from the big batch's
+    per-token mean; the Trainer's num_items_in_batch (counted over the shifted labels) makes them equal."""
+    data = [dict(tokenizer(sentence)) for sentence in (SENTENCES[0], SENTENCES[1], " ".join(SENTENCES[2:6]),
+                                                       " ".join(SENTENCES[6:]))]  # fmt: skip
+    start = causal_lm(seed=19, dropout=0.0, **special_ids(tokenizer)).train()
+    whole, accumulated = copy.deepcopy(start), copy.deepcopy(start)
+    lm_trainer(whole, tokenizer, data, tmp_path / "a", mlm=False, batch_size=4, accumulation=1, steps=1,
+               optim="sgd", lr=1.0).train()  # fmt: skip
+    lm_trainer(accumulated, tokenizer, data, tmp_path / "b", mlm=False, batch_size=2, accumulation=2, steps=1,
+               optim="sgd", lr=1.0).train()  # fmt: skip
+    difference = max((accumulated.state_dict()[n] - t).abs().max().item() for n, t in whole.state_dict().items())
+    change = max((start.state_dict()[n] - t).abs().max().item() for n, t in whole.state_dict().items())
+    assert difference < 1e-5 and change > 1e-3
