@@ -2,7 +2,8 @@
 
 Reading order: helpers (positions, norms, DropHead, LayerDrop), attention, feed-forward, the residual sublayer
 connection, encoder and decoder layers, `VaswaniPreTrainedModel`, the two stacks, `VaswaniModel` and
-`VaswaniForConditionalGeneration`. Section numbers refer to the paper.
+`VaswaniForConditionalGeneration`. Section numbers refer to the paper. The decoder-only and encoder-only models
+(`modeling_vaswani_lm.py`) are built from the same layers and stacks.
 
 Options are resolved once in `__init__` (which norm class, which position table, FixNorm or not); `forward`
 methods never look at config strings. This file imports only torch and transformers, and its sibling

@@ -256,6 +256,33 @@ def test_left_padding_with_mask_derived_positions_gives_the_same_last_logits(bac
     assert torch.equal(together[1, -6:], alone[0, -6:])
 
 
+def test_static_cache_decoding_compiles_as_one_graph():
+    """As for the seq2seq model (`_can_compile_fullgraph`): with a static cache the past length is a tensor, and
+    `fullgraph=True` fails on any graph break; the "eager" backend checks the capture without code generation."""
+    model = causal_lm(seed=20)
+    prompt = random_ids(batch_size=2, length=4, seed=20)
+    greedy = dict(do_sample=False, max_new_tokens=4, min_new_tokens=4)
+    reference = model.generate(prompt, **greedy)
+    assert torch.equal(model.generate(prompt, cache_implementation="static", **greedy), reference)
+    torch._dynamo.reset()
+    model.forward = torch.compile(model.forward, fullgraph=True, backend="eager")
+    try:
+        assert torch.equal(model.generate(prompt, cache_implementation="static", **greedy), reference)
+    finally:
+        del model.forward
+        torch._dynamo.reset()
+
+
+def test_inputs_embeds_match_input_ids_in_forward_and_generate():
+    model = causal_lm(seed=21)
+    input_ids = random_ids(seed=21)
+    embeds = model.get_input_embeddings()(input_ids)
+    with torch.no_grad():
+        torch.testing.assert_close(model(inputs_embeds=embeds).logits, model(input_ids).logits)
+    greedy = dict(do_sample=False, max_new_tokens=4, min_new_tokens=4)
+    assert torch.equal(model.generate(inputs_embeds=embeds, **greedy), model.generate(input_ids, **greedy)[:, 9:])
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Losses and heads
 # ---------------------------------------------------------------------------------------------------------------
