@@ -5,11 +5,13 @@ classes (installed and through trust_remote_code)."""
 import copy
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 from conftest import tiny_model
+from safetensors.torch import load_file
 from test_modeling import _copy_module
 from test_pipeline import PAIRS
 from torch import nn
@@ -18,6 +20,7 @@ from transformers import (
     AutoModel,
     AutoModelForCausalLM,
     AutoModelForMaskedLM,
+    AutoModelForSeq2SeqLM,
     AutoModelForSequenceClassification,
     DataCollatorForLanguageModeling,
     Trainer,
@@ -416,6 +419,28 @@ def test_seq2seq_parameter_names_and_config_are_unchanged(tmp_path):
     assert saved["model_type"] == "vaswani" and saved["is_encoder_decoder"] is True
     assert set(saved["auto_map"]) == {"AutoConfig", "AutoModel", "AutoModelForSeq2SeqLM"}
     assert "vaswani-translation" in saved["custom_pipelines"]
+
+
+SAVED_BEFORE = Path(__file__).parent / "fixtures" / "seq2seq-folder-b633b88"
+
+
+def test_a_seq2seq_folder_saved_before_the_lm_models_loads_unchanged(tmp_path):
+    """A tiny PreNorm seq2seq model (3 decoder layers, cross_drophead 0.1) saved by commit b633b88, before the decoder
+    layer's cross-attention became optional, with the logits that code computed (its modeling files left out: the
+    installed package loads it). It loads without missing or unexpected weights, gives the same logits exactly, and
+    saves every setting of its config.json back unchanged (a later option may add keys)."""
+    expected = load_file(SAVED_BEFORE / "expected_logits.safetensors")
+    model, info = AutoModelForSeq2SeqLM.from_pretrained(SAVED_BEFORE, output_loading_info=True)
+    assert info["missing_keys"] == set() and info["unexpected_keys"] == set()
+    with torch.no_grad():
+        logits = model.eval()(expected["input_ids"], expected["attention_mask"], labels=expected["labels"]).logits
+    assert torch.equal(logits, expected["logits"])
+    model.save_pretrained(tmp_path)
+    before = json.loads((SAVED_BEFORE / "config.json").read_text())
+    after = json.loads((tmp_path / "config.json").read_text())
+    assert {key: after.get(key) for key in before if key != "transformers_version"} == {
+        key: value for key, value in before.items() if key != "transformers_version"
+    }
 
 
 def saved_lm_folders(tmp_path):
