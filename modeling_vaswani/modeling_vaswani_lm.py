@@ -181,11 +181,13 @@ class VaswaniForCausalLM(VaswaniDecoderPreTrainedModel, GenerationMixin):
         logits_to_keep (`int` or `torch.Tensor`, *optional*, defaults to 0): compute logits only for the last
             `logits_to_keep` positions (0: all), or for the positions listed in a 1-D tensor; `generate()` passes 1.
         """
-        if labels is not None and not (isinstance(logits_to_keep, int) and logits_to_keep == 0):
-            raise ValueError(
-                f"logits_to_keep={logits_to_keep!r} cannot be combined with labels: the loss needs the logits of every "
-                "position. Leave logits_to_keep at 0 when passing labels."
-            )
+        if labels is not None:
+            if not (isinstance(logits_to_keep, int) and logits_to_keep == 0):
+                raise ValueError(
+                    f"logits_to_keep={logits_to_keep!r} cannot be combined with labels: the loss needs the logits of "
+                    "every position. Leave logits_to_keep at 0 when passing labels."
+                )
+            use_cache = False  # training: no cache to build (as in VaswaniForConditionalGeneration)
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,

@@ -303,6 +303,7 @@ def test_causal_lm_shifts_the_labels_and_ignores_pad():
     targets = labels[:, 1:].masked_fill(labels[:, 1:] == 0, -100)
     total = F.cross_entropy(out.logits[:, :-1].reshape(-1, 99), targets.reshape(-1), reduction="sum")
     torch.testing.assert_close(out.loss, total / 100)
+    assert out.past_key_values is None  # training builds no cache
     with pytest.raises(ValueError, match="logits_to_keep=1 cannot be combined with labels"):
         model(input_ids, labels=input_ids, logits_to_keep=1)
 
@@ -419,6 +420,20 @@ def test_seq2seq_parameter_names_and_config_are_unchanged(tmp_path):
     assert saved["model_type"] == "vaswani" and saved["is_encoder_decoder"] is True
     assert set(saved["auto_map"]) == {"AutoConfig", "AutoModel", "AutoModelForSeq2SeqLM"}
     assert "vaswani-translation" in saved["custom_pipelines"]
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_resizing_the_vocabulary_and_an_untied_projection_survive_save_and_load(tied, tmp_path):
+    model = causal_lm(seed=22, tie_word_embeddings=tied)
+    model.resize_token_embeddings(120, mean_resizing=False)
+    assert model.lm_head.weight.shape == (120, 16) and model.config.vocab_size == 120
+    assert (model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()) == tied
+    model.save_pretrained(tmp_path)
+    loaded, info = VaswaniForCausalLM.from_pretrained(tmp_path, output_loading_info=True)
+    assert info["missing_keys"] == set() and info["unexpected_keys"] == set()
+    input_ids = random_ids(seed=22)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded.eval()(input_ids).logits, model(input_ids).logits)
 
 
 SAVED_BEFORE = Path(__file__).parent / "fixtures" / "seq2seq-folder-b633b88"
