@@ -203,6 +203,21 @@ def test_causal_lm_is_causal_and_masked_lm_is_bidirectional(backend):
     assert not torch.allclose(c[:, :t], d[:, :t])  # earlier positions see the later token
 
 
+def test_attention_weights_and_hidden_states_are_returned_with_eager():
+    causal, masked = causal_lm(seed=23, backend="eager"), masked_lm(seed=23)
+    masked.config._attn_implementation = "eager"
+    input_ids = random_ids(seed=23)
+    with torch.no_grad():
+        a = causal(input_ids, output_attentions=True, output_hidden_states=True)
+        b = masked(input_ids, output_attentions=True, output_hidden_states=True)
+    assert len(a.hidden_states) == len(b.hidden_states) == 3 and len(a.attentions) == len(b.attentions) == 2
+    assert a.attentions[0].shape == (3, 4, 9, 9)
+    later = torch.ones(9, 9, dtype=torch.bool).triu(1)  # (query, key) pairs with the key after the query
+    assert (a.attentions[0][..., later] == 0).all()  # no attention to later tokens
+    assert (b.attentions[0][..., later] > 0).all()  # the encoder attends everywhere
+    torch.testing.assert_close(a.attentions[1].sum(-1), torch.ones(3, 4, 9))
+
+
 @pytest.mark.parametrize("backend", ATTENTION_BACKENDS)
 @pytest.mark.parametrize(
     "options",
