@@ -733,7 +733,7 @@ class VaswaniPreTrainedModel(PreTrainedModel):
         of attention the model has (`drophead_kinds`); `encoder` / `decoder` / `cross` set one kind (they win over
         `rate`). A kind the model lacks (e.g. `cross` on a decoder-only model) is a `ValueError`. The config keeps
         the initial values."""
-        modules = self._drophead_modules()
+        modules = self._drophead_modules_by_kind()
         explicit = {"encoder": encoder, "decoder": decoder, "cross": cross}
         for kind, value in explicit.items():
             if value is not None and kind not in modules:
@@ -754,9 +754,13 @@ class VaswaniPreTrainedModel(PreTrainedModel):
     def drophead_kinds(self) -> tuple[str, ...]:
         """The kinds of attention this model has, for `set_drophead` and `DropHeadScheduler`: "encoder" (encoder
         self-attention), "decoder" (decoder self-attention), "cross" (encoder-decoder attention)."""
-        return tuple(self._drophead_modules())
+        return tuple(self._drophead_modules_by_kind())
 
-    def _drophead_modules(self) -> dict[str, list[DropHead]]:
+    def _drophead_modules(self, kind: str) -> list[DropHead]:
+        """The DropHead modules of one kind of attention ([] for a kind the model lacks)."""
+        return self._drophead_modules_by_kind().get(kind, [])
+
+    def _drophead_modules_by_kind(self) -> dict[str, list[DropHead]]:
         """kind -> the DropHead modules of that kind of attention, for the kinds this model has."""
         modules = {}
         for side, stack in self._stacks().items():
