@@ -2,7 +2,8 @@
 
 Reading order: helpers (positions, norms, DropHead, LayerDrop), attention, feed-forward, the residual sublayer
 connection, encoder and decoder layers, `VaswaniPreTrainedModel`, the two stacks, `VaswaniModel` and
-`VaswaniForConditionalGeneration`. Section numbers refer to the paper.
+`VaswaniForConditionalGeneration`. Section numbers refer to the paper. The decoder-only and encoder-only models
+(`modeling_vaswani_lm.py`) are built from the same layers and stacks.
 
 Options are resolved once in `__init__` (which norm class, which position table, FixNorm or not); `forward`
 methods never look at config strings. This file imports only torch and transformers, and its sibling
@@ -92,19 +93,26 @@ class VaswaniSinusoidalPositionalEmbedding(nn.Module):
         self.embedding_dim = embedding_dim
         self.register_buffer("inv_freq", sinusoid_inverse_frequencies(embedding_dim), persistent=False)
 
-    def forward(self, seq_len: int, past_length: int | torch.Tensor = 0) -> torch.Tensor:
-        """(seq_len, d) encodings of positions past_length .. past_length + seq_len - 1."""
-        positions = torch.arange(seq_len, device=self.inv_freq.device) + past_length  # (T,)
-        angle = positions[:, None].float() * self.inv_freq  # (T, ceil(d/2))
-        # Interleave: PE[:, 2i] = sin, PE[:, 2i+1] = cos (odd d drops the last cos column).
-        return torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(1)[:, : self.embedding_dim]  # (T, d)
+    def forward(
+        self, seq_len: int, past_length: int | torch.Tensor = 0, position_ids: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """(seq_len, d) encodings of positions past_length .. past_length + seq_len - 1, or (B, T, d) encodings of
+        the given `position_ids` (B, T) (a left-padded batch's positions count from each row's first token)."""
+        if position_ids is None:
+            position_ids = torch.arange(seq_len, device=self.inv_freq.device) + past_length  # (T,)
+        angle = position_ids[..., None].float() * self.inv_freq  # (..., T, ceil(d/2))
+        # Interleave: PE[..., 2i] = sin, PE[..., 2i+1] = cos (odd d drops the last cos column).
+        return torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(-2)[..., : self.embedding_dim]  # (..., T, d)
 
 
 class VaswaniLearnedPositionalEmbedding(nn.Embedding):
     """Learned absolute positions, the paper's ablation (E) of Table 3. Limited to `num_positions`."""
 
-    def forward(self, seq_len: int, past_length: int | torch.Tensor = 0) -> torch.Tensor:
-        """(seq_len, d) embeddings of positions past_length .. past_length + seq_len - 1."""
+    def forward(
+        self, seq_len: int, past_length: int | torch.Tensor = 0, position_ids: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """(seq_len, d) embeddings of positions past_length .. past_length + seq_len - 1, or (B, T, d) embeddings of
+        the given `position_ids` (B, T), which are below past_length + seq_len (left padding only lowers them)."""
         # A static cache (compiled decoding) gives its length as a tensor; it is bounded by the cache size then.
         if isinstance(past_length, int) and past_length + seq_len > self.num_embeddings:
             raise ValueError(
@@ -112,8 +120,9 @@ class VaswaniLearnedPositionalEmbedding(nn.Embedding):
                 f"positions 0..{self.num_embeddings - 1} (max_position_embeddings={self.num_embeddings}). Shorten or "
                 "truncate the input, or use position_embedding_type='sinusoidal', which has no length limit."
             )
-        positions = torch.arange(seq_len, device=self.weight.device) + past_length
-        return super().forward(positions)
+        if position_ids is None:
+            position_ids = torch.arange(seq_len, device=self.weight.device) + past_length
+        return super().forward(position_ids)
 
 
 class ScaleNorm(nn.Module):
@@ -472,7 +481,12 @@ class VaswaniEncoderLayer(GradientCheckpointingLayer):
 
 
 class VaswaniDecoderLayer(GradientCheckpointingLayer):
-    """Decoder layer: masked self-attention, encoder-decoder attention, then a position-wise FFN."""
+    """Decoder layer: masked self-attention, encoder-decoder attention, then a position-wise FFN.
+
+    The encoder-decoder attention (and its residual) exists only when `config.is_encoder_decoder` is true: the
+    decoder-only language model (`VaswaniDecoderConfig`) has no encoder states to attend to, so its layers have no
+    weights for it ("simply remove the cross-attention layer"). `encoder_attn` is then None and `forward` skips it.
+    """
 
     def __init__(self, config: VaswaniConfig, layer_idx: int | None = None):
         super().__init__()
@@ -481,10 +495,12 @@ class VaswaniDecoderLayer(GradientCheckpointingLayer):
             config, heads, drophead=config.decoder_drophead, is_causal=True, layer_idx=layer_idx
         )
         self.self_attn_residual = VaswaniResidual(config)
-        self.encoder_attn = VaswaniAttention(
-            config, heads, drophead=config.cross_drophead, is_cross_attention=True, layer_idx=layer_idx
-        )
-        self.encoder_attn_residual = VaswaniResidual(config)
+        self.encoder_attn = self.encoder_attn_residual = None
+        if config.is_encoder_decoder:
+            self.encoder_attn = VaswaniAttention(
+                config, heads, drophead=config.cross_drophead, is_cross_attention=True, layer_idx=layer_idx
+            )
+            self.encoder_attn_residual = VaswaniResidual(config)
         self.ffn = VaswaniFeedForward(config, config.decoder_ffn_dim)
         self.ffn_residual = VaswaniResidual(config)
 
@@ -497,21 +513,22 @@ class VaswaniDecoderLayer(GradientCheckpointingLayer):
         past_key_values: Cache | None = None,
         **kwargs,
     ) -> torch.Tensor:
-        """(B, T, d) with encoder states (B, S, d) -> (B, T, d)"""
+        """(B, T, d) with encoder states (B, S, d) (none for a decoder-only model) -> (B, T, d)"""
         hidden_states = self.self_attn_residual(
             hidden_states,
             lambda x: self.self_attn(x, past_key_values=past_key_values, attention_mask=attention_mask, **kwargs)[0],
         )
-        hidden_states = self.encoder_attn_residual(
-            hidden_states,
-            lambda x: self.encoder_attn(
-                x,
-                key_value_states=encoder_hidden_states,
-                past_key_values=past_key_values,
-                attention_mask=encoder_attention_mask,
-                **kwargs,
-            )[0],
-        )
+        if self.encoder_attn is not None:
+            hidden_states = self.encoder_attn_residual(
+                hidden_states,
+                lambda x: self.encoder_attn(
+                    x,
+                    key_value_states=encoder_hidden_states,
+                    past_key_values=past_key_values,
+                    attention_mask=encoder_attention_mask,
+                    **kwargs,
+                )[0],
+            )
         return self.ffn_residual(hidden_states, self.ffn)
 
 
@@ -537,6 +554,17 @@ class VaswaniPreTrainedModel(PreTrainedModel):
     _supports_flex_attn = True
     _supports_attention_backend = True
     _can_compile_fullgraph = True
+
+    # The stacks this family of models has (their `*_layers_to_keep` options), the Auto classes its saved folders
+    # name in `auto_map` (Auto class -> class name in this class's module; `__init__.py` registers the same), and
+    # whether a saved folder carries the translation pipeline. The decoder-only and encoder-only families
+    # (modeling_vaswani_lm.py) set their own.
+    stack_sides: tuple[str, ...] = ("encoder", "decoder")
+    auto_classes: dict[str, str] = {
+        "AutoModel": "VaswaniModel",
+        "AutoModelForSeq2SeqLM": "VaswaniForConditionalGeneration",
+    }
+    carries_translation_pipeline: bool = True
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
@@ -605,7 +633,7 @@ class VaswaniPreTrainedModel(PreTrainedModel):
         The full model is built from a copy of the config without the lists, so no state outside the call says
         how to prune; loads from several threads run one at a time (see `_FROM_PRETRAINED_LOCK`)."""
         keep = {side: kwargs.pop(f"{side}_layers_to_keep", None) for side in ("encoder", "decoder")}
-        full = {"encoder_layers_to_keep": None, "decoder_layers_to_keep": None}
+        full = {f"{side}_layers_to_keep": None for side in cls.stack_sides}  # a list for a missing stack: see below
         config = kwargs.get("config")
         if isinstance(config, PretrainedConfig):
             settings = config.to_dict()
@@ -621,15 +649,16 @@ class VaswaniPreTrainedModel(PreTrainedModel):
             loaded = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
         model = loaded[0] if isinstance(loaded, tuple) else loaded  # output_loading_info=True gives (model, info)
         model.config.validate()
-        model.prune_layers(keep["encoder"], keep["decoder"])
+        model.prune_layers(keep["encoder"], keep["decoder"])  # refuses a list for a stack the model lacks
         return loaded
 
     def save_pretrained(self, save_directory, *args, **kwargs):
-        """`PreTrainedModel.save_pretrained`; the `auto_map` of a model registered for `trust_remote_code` lists all
-        three Auto classes (config, `AutoModel`, `AutoModelForSeq2SeqLM`), whichever class is saved.
+        """`PreTrainedModel.save_pretrained`; the `auto_map` of a model registered for `trust_remote_code` lists the
+        config and every Auto class of the family (`auto_classes`: for the encoder-decoder `AutoModel` and
+        `AutoModelForSeq2SeqLM`), whichever class is saved.
 
-        Such a model also carries its translation pipeline: config.json gets the `custom_pipelines` entry of
-        `pipeline_vaswani.VaswaniTranslationPipeline`, and transformers copies pipeline_vaswani.py with the other
+        An encoder-decoder model also carries its translation pipeline: config.json gets the `custom_pipelines` entry
+        of `pipeline_vaswani.VaswaniTranslationPipeline`, and transformers copies pipeline_vaswani.py with the other
         modeling files (it follows the `from .pipeline_vaswani import ...` below), so that
         `pipeline(model=folder, trust_remote_code=True)` works."""
         if self._auto_class is not None:
@@ -640,9 +669,9 @@ class VaswaniPreTrainedModel(PreTrainedModel):
             self.config.auto_map = {
                 **(getattr(self.config, "auto_map", None) or {}),
                 "AutoConfig": f"{config_module}.{self.config.__class__.__name__}",
-                "AutoModel": f"{module}.VaswaniModel",
-                "AutoModelForSeq2SeqLM": f"{module}.VaswaniForConditionalGeneration",
+                **{auto_class: f"{module}.{name}" for auto_class, name in self.auto_classes.items()},
             }
+        if self._auto_class is not None and self.carries_translation_pipeline:
             self.config.custom_pipelines = {
                 **(getattr(self.config, "custom_pipelines", None) or {}),
                 **custom_pipelines_entry(),
@@ -683,11 +712,13 @@ class VaswaniPreTrainedModel(PreTrainedModel):
             setattr(self.config, f"{side}_layers_to_keep", None)
 
     def _stacks(self) -> dict[str, "VaswaniStack"]:
-        """The encoder and/or decoder stack of this model by side: both for `VaswaniModel` and the LM, itself for a
-        stack loaded on its own."""
-        if isinstance(self, VaswaniStack):
-            return {self.side: self}
-        return {"encoder": self.base_model.encoder, "decoder": self.base_model.decoder}
+        """The encoder and/or decoder stack of this model by side: both for `VaswaniModel` and the LM, the one stack
+        of a decoder-only or encoder-only model (whose base model is a stack), itself for a stack loaded on its
+        own."""
+        base = self if isinstance(self, VaswaniStack) else self.base_model
+        if isinstance(base, VaswaniStack):
+            return {base.side: base}
+        return {"encoder": base.encoder, "decoder": base.decoder}
 
     # -- DropHead and LayerDrop controls ----------------------------------------------------------------------------
     def set_drophead(
@@ -698,45 +729,60 @@ class VaswaniPreTrainedModel(PreTrainedModel):
         decoder: float | None = None,
         cross: float | None = None,
     ) -> None:
-        """Set the DropHead probability used from now on (a schedule calls this every step). `rate` sets all three
-        kinds of attention; `encoder` / `decoder` / `cross` set one kind (they win over `rate`). The config keeps
+        """Set the DropHead probability used from now on (a schedule calls this every step). `rate` sets every kind
+        of attention the model has (`drophead_kinds`); `encoder` / `decoder` / `cross` set one kind (they win over
+        `rate`). A kind the model lacks (e.g. `cross` on a decoder-only model) is a `ValueError`. The config keeps
         the initial values."""
-        rates = {
-            kind: value if value is not None else rate
-            for kind, value in (("encoder", encoder), ("decoder", decoder), ("cross", cross))
-        }
-        for kind, value in rates.items():
+        modules = self._drophead_modules_by_kind()
+        explicit = {"encoder": encoder, "decoder": decoder, "cross": cross}
+        for kind, value in explicit.items():
+            if value is not None and kind not in modules:
+                raise ValueError(
+                    f"{kind}={value!r}: {type(self).__name__} has no {kind} attention to apply DropHead to; its kinds "
+                    f"are {list(modules)}."
+                )
+        for kind, heads in modules.items():
+            value = explicit[kind] if explicit[kind] is not None else rate
             if value is None:
                 continue
             if not (isinstance(value, (int, float)) and 0.0 <= value < 1.0):
                 raise ValueError(f"DropHead rate for {kind} attention is {value!r}; use a probability in [0, 1).")
-            for module in self._drophead_modules(kind):
+            for module in heads:
                 module.p = float(value)
 
+    @property
+    def drophead_kinds(self) -> tuple[str, ...]:
+        """The kinds of attention this model has, for `set_drophead` and `DropHeadScheduler`: "encoder" (encoder
+        self-attention), "decoder" (decoder self-attention), "cross" (encoder-decoder attention)."""
+        return tuple(self._drophead_modules_by_kind())
+
     def _drophead_modules(self, kind: str) -> list[DropHead]:
-        base = self.base_model
-        if kind == "encoder":
-            return [layer.self_attn.drophead for layer in base.encoder.layers]
-        if kind == "decoder":
-            return [layer.self_attn.drophead for layer in base.decoder.layers]
-        return [layer.encoder_attn.drophead for layer in base.decoder.layers]
+        """The DropHead modules of one kind of attention ([] for a kind the model lacks)."""
+        return self._drophead_modules_by_kind().get(kind, [])
+
+    def _drophead_modules_by_kind(self) -> dict[str, list[DropHead]]:
+        """kind -> the DropHead modules of that kind of attention, for the kinds this model has."""
+        modules = {}
+        for side, stack in self._stacks().items():
+            modules[side] = [layer.self_attn.drophead for layer in stack.layers]
+            if side == "decoder" and stack.config.is_encoder_decoder:  # decoder layers with cross-attention
+                modules["cross"] = [layer.encoder_attn.drophead for layer in stack.layers]
+        return modules
 
     @property
     def uses_layerdrop(self) -> bool:
         """Whether LayerDrop can skip layers in training. Skipped layers get no gradient, so data-parallel training
         then needs `DistributedDataParallel(find_unused_parameters=True)` (train.py sets it). All ranks skip the same
         layers (shared seed), so gradients stay consistent. Gradient checkpointing does not mix with it under DDP."""
-        return self.config.encoder_layerdrop > 0 or self.config.decoder_layerdrop > 0
+        return any(getattr(self.config, f"{side}_layerdrop") > 0 for side in self.stack_sides)
 
     def layerdrop_state_dict(self) -> dict:
         """State of the LayerDrop generators, to save with a training checkpoint (exact resume)."""
-        base = self.base_model
-        return {side: getattr(base, side).layerdrop.state_dict() for side in ("encoder", "decoder")}
+        return {side: stack.layerdrop.state_dict() for side, stack in self._stacks().items()}
 
     def load_layerdrop_state_dict(self, state: dict) -> None:
-        base = self.base_model
-        for side in ("encoder", "decoder"):
-            getattr(base, side).layerdrop.load_state_dict(state[side])
+        for side, stack in self._stacks().items():
+            stack.layerdrop.load_state_dict(state[side])
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -757,10 +803,16 @@ class VaswaniStackEmbedding(nn.Module):
         self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
         self.dropout = config.dropout
 
-    def forward(self, inputs_embeds: torch.Tensor, past_length: int | torch.Tensor = 0) -> torch.Tensor:
-        """Raw token embeddings (B, T, d) of positions past_length.. -> stack input (B, T, d)"""
+    def forward(
+        self,
+        inputs_embeds: torch.Tensor,
+        past_length: int | torch.Tensor = 0,
+        position_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Raw token embeddings (B, T, d) of positions past_length.. (or of `position_ids` (B, T)) -> stack input
+        (B, T, d)"""
         inputs_embeds = self.embed_transform(inputs_embeds) * self.embed_scale
-        positions = self.embed_positions(inputs_embeds.shape[1], past_length)  # (T, d)
+        positions = self.embed_positions(inputs_embeds.shape[1], past_length, position_ids)  # (T, d) or (B, T, d)
         hidden_states = inputs_embeds + positions.to(inputs_embeds.dtype)
         return F.dropout(hidden_states, p=self.dropout, training=self.training)
 

@@ -51,7 +51,9 @@ class DropHeadScheduler:
         warmup_steps: N_w, normally the learning-rate warmup.
         total_steps: T, the number of optimizer steps of the run.
         kinds: which attention layers to drive, any of "encoder" (encoder self-attention), "decoder" (decoder
-            self-attention) and "cross" (encoder-decoder attention). Defaults to all three.
+            self-attention) and "cross" (encoder-decoder attention). Defaults to every kind the model has
+            (`model.drophead_kinds`: all three for the encoder-decoder model, one for a decoder-only or encoder-only
+            model).
 
     Usage::
 
@@ -61,7 +63,8 @@ class DropHeadScheduler:
             scheduler.step()
     """
 
-    def __init__(self, model, p_start: float, p_end: float, warmup_steps: int, total_steps: int, kinds=DROPHEAD_KINDS):
+    def __init__(self, model, p_start: float, p_end: float, warmup_steps: int, total_steps: int, kinds=None):
+        kinds = model.drophead_kinds if kinds is None else kinds
         self.kinds = _validate_schedule(p_start, p_end, warmup_steps, total_steps, kinds)
         self.model = model
         self.p_start, self.p_end = p_start, p_end
@@ -104,7 +107,7 @@ class DropHeadCallback(TrainerCallback):
         p_end: float,
         warmup_steps: int | None = None,
         total_steps: int | None = None,
-        kinds=DROPHEAD_KINDS,
+        kinds=None,
     ):
         self.p_start, self.p_end = p_start, p_end
         self.warmup_steps, self.total_steps = warmup_steps, total_steps

@@ -107,3 +107,22 @@ def test_normalization_option_of_the_command_line(corpus_files, tmp_path, form):
     assert len({unicodedata.normalize(f, text) for f in ("NFKC", "NFC", "NFKD", "NFD")} | {text}) == 5
     kinds = [step["type"] for step in saved["normalizer"]["normalizers"]]
     assert kinds == (["Prepend"] if form == "none" else [form, "Prepend"])
+
+
+def test_mask_token_is_appended_after_every_other_id_and_loads_as_mask_token(corpus_files, tmp_path):  # noqa: F811
+    plain, plain_saved = train_with_cli(corpus_files, tmp_path / "plain", "--vocab_size", "400")
+    masked, masked_saved = train_with_cli(corpus_files, tmp_path / "masked", "--vocab_size", "400", "--mask_token")
+    # Every token keeps its id; <mask> takes the next one.
+    assert masked_saved["model"]["vocab"] == plain_saved["model"]["vocab"]
+    assert plain.mask_token is None and "<mask>" not in plain.get_vocab()
+    assert masked.mask_token == "<mask>" and masked.mask_token_id == len(plain) and len(masked) == len(plain) + 1
+    text = "Die Katze sitzt auf der Matte."
+    assert masked(text)["input_ids"] == plain(text)["input_ids"]
+    # A fill-mask query: the mask stands for one whole-word token between the others.
+    query = masked("the <mask> sat")["input_ids"]
+    assert query.count(masked.mask_token_id) == 1
+    tokens = masked.convert_ids_to_tokens(query)
+    assert tokens[tokens.index("<mask>") + 1].startswith(BOUNDARY) and tokens[-1] == "</s>"
+    assert plain("the <mask> sat")["input_ids"] != query  # without the option "<mask>" is characters
+    assert masked.decode(query, skip_special_tokens=True) == plain.decode(plain("the sat")["input_ids"],
+                                                                          skip_special_tokens=True)  # fmt: skip

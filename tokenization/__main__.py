@@ -46,6 +46,13 @@ def add_tokenizer_arguments(train: argparse.ArgumentParser) -> None:
         "(default: on; --no-ignore_merges replays the merges for every word)",
     )
     train.add_argument(
+        "--mask_token",
+        action="store_true",
+        help="add the special token <mask> (masked language modelling, fill-mask) with the id after all others, so "
+        "every other id is the one a tokenizer without it gets; such a tokenizer recognises its special tokens in "
+        "text (default: no mask token)",
+    )
+    train.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -72,6 +79,7 @@ def run_tokenizer(args: argparse.Namespace) -> int:
         limit_alphabet=args.limit_alphabet,
         ignore_merges=args.ignore_merges,
         show_progress=args.progress,
+        mask_token=args.mask_token,
     )
     # written to a temporary sibling folder and swapped in: a kill never leaves a half-written tokenizer
     write_model_folder(output, tokenizer.save_pretrained, replace=True)

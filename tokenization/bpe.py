@@ -42,6 +42,7 @@ SPECIAL_TOKEN_LAYOUTS: dict[str, list[str]] = {
     "fairseq": ["<s>", "<pad>", "</s>", "<unk>"],
 }
 PAD_TOKEN, BOS_TOKEN, EOS_TOKEN, UNK_TOKEN = "<pad>", "<s>", "</s>", "<unk>"
+MASK_TOKEN = "<mask>"  # optional (`mask_token=True`): the masked language model's mask, after every other id
 
 UNICODE_NORMALIZERS: dict[str, type[normalizers.Normalizer] | None] = {
     "NFKC": normalizers.NFKC,
@@ -70,6 +71,7 @@ def train_bpe_tokenizer(
     limit_alphabet: int | None = None,
     ignore_merges: bool = True,
     show_progress: bool | None = None,
+    mask_token: bool = False,
 ) -> PreTrainedTokenizerFast:
     """Train one BPE vocabulary on both sides of a parallel corpus.
 
@@ -94,6 +96,12 @@ def train_bpe_tokenizer(
             only after checking that the merges give every word token of the vocabulary back whole, so the ids
             are the same either way (see `words_the_merges_split`). False replays the merges for every word.
         show_progress: progress bars while reading and merging; None shows them for large corpora only.
+        mask_token: add the special token "<mask>" for masked language modelling (`tokenizer.mask_token`). It gets
+            the id after all others (`len(tokenizer)` is then vocab_size + 1), so every other token keeps the id it
+            has without it, and a seq2seq tokenizer trained on the same corpus shares its ids. In text, "<mask>"
+            (with the spaces around it) is the mask token, which fill-mask queries need; such a tokenizer therefore
+            recognises its special tokens in text (as BERT's and RoBERTa's do: a literal "</s>" is then EOS), while
+            one without a mask token encodes them as characters.
 
     Returns:
         A `PreTrainedTokenizerFast`: `tokenizer(src, text_target=tgt)` gives `input_ids` and `labels`, each the
@@ -115,6 +123,8 @@ def train_bpe_tokenizer(
         raise TokenizerTrainingError(f"min_frequency={min_frequency} must be at least 1.")
     if not isinstance(ignore_merges, bool):
         raise TokenizerTrainingError(f"ignore_merges={ignore_merges!r} must be True or False.")
+    if not isinstance(mask_token, bool):
+        raise TokenizerTrainingError(f"mask_token={mask_token!r} must be True or False.")
     corpus = _corpus(files, iterator, dataset, source_lang, target_lang)
     if show_progress is None:
         show_progress = corpus.is_large
@@ -136,7 +146,13 @@ def train_bpe_tokenizer(
     if ignore_merges:
         _switch_on_ignore_merges(tokenizer)
     tokenizer.post_processor = _append_eos(tokenizer)
-    return _wrap(tokenizer, model_max_length)
+    if mask_token:
+        # Appended: the next free id. lstrip/rstrip: "the <mask> sat" -> ▁the <mask> ▁sat, the mask standing for a
+        # whole "▁word" token as the model sees it.
+        tokenizer.add_special_tokens(
+            [AddedToken(MASK_TOKEN, special=True, normalized=False, lstrip=True, rstrip=True)]
+        )
+    return _wrap(tokenizer, model_max_length, mask_token=MASK_TOKEN if mask_token else None)
 
 
 def build_bpe_pipeline(normalization: str | None = "NFKC") -> Tokenizer:
@@ -154,7 +170,7 @@ def build_bpe_pipeline(normalization: str | None = "NFKC") -> Tokenizer:
     return tokenizer
 
 
-def _wrap(tokenizer: Tokenizer, model_max_length: int) -> PreTrainedTokenizerFast:
+def _wrap(tokenizer: Tokenizer, model_max_length: int, mask_token: str | None = None) -> PreTrainedTokenizerFast:
     """Wrap a trained `tokenizers.Tokenizer` as the `transformers` tokenizer the model and scripts use."""
     return PortableTokenizerFast(
         tokenizer_object=tokenizer,
@@ -162,9 +178,11 @@ def _wrap(tokenizer: Tokenizer, model_max_length: int) -> PreTrainedTokenizerFas
         bos_token=BOS_TOKEN,
         eos_token=EOS_TOKEN,
         unk_token=UNK_TOKEN,
+        **({} if mask_token is None else {"mask_token": mask_token}),
         model_max_length=model_max_length,
-        # Text is data: a literal "</s>" in a sentence is encoded as characters, not as the special token.
-        split_special_tokens=True,
+        # Text is data: a literal "</s>" in a sentence is encoded as characters, not as the special token. A masked-LM
+        # tokenizer must recognise "<mask>" in a fill-mask query, and transformers matches all special tokens or none.
+        split_special_tokens=mask_token is None,
         # Spacing is restored by the decoder; the default clean-up would turn "a ." into "a.".
         clean_up_tokenization_spaces=False,
     )
