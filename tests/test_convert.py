@@ -219,6 +219,7 @@ def opus_folders(tmp_path_factory, marian_tokenizer_dir, vocab_size):
     """The OPUS-MT-like model (shared, swish, bias) and its conversion through the command line."""
     root = tmp_path_factory.mktemp("opus")
     marian = marian_model(vocab_size, seed=7)
+    marian.final_logits_bias[0, -1] = 8.0  # PAD would be the best token: only bad_words_ids keeps it out
     source = save_marian(root / "opus-mt-en-es", marian, marian_tokenizer_dir)
     status = main(["convert", "--from", "marian", "--model", str(source), "--output", str(root / "converted")])
     assert status == 0
@@ -274,6 +275,29 @@ def test_the_card_carries_the_source_license(converted):
     metadata, body = card.split("---\n")[1:3]
     assert "license: cc-by-4.0" in metadata and "model_name: converted" in metadata
     assert "(folder `opus-mt-en-es`; license: cc-by-4.0)" in body
+
+
+def test_ctranslate2_export_gives_ctranslate2s_own_marian_greedy_tokens(opus_folders, tmp_path):
+    """Our exporter on the converted folder, run by `vaswani translate`'s CTranslate2 engine, against CTranslate2's
+    own Marian converter on the original folder (which drops <pad> from the vocabulary where we suppress it)."""
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    from vaswani.translate import Translator
+
+    _, source, output = opus_folders
+    assert main(["export", "--model", str(output), "--output", str(tmp_path / "ours"), "--format", "ctranslate2"]) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ctranslate2.converters.TransformersConverter(str(source)).convert(str(tmp_path / "theirs"))
+    translator = Translator(tmp_path / "ours", device="cpu")
+    tokenizer = translator.tokenizer
+    sources = [tokenizer(line)["input_ids"] for line in sentences(30, tokenizer)]
+    ours = translator.engine.generate(sources, num_beams=1, max_new_tokens=MAX_LENGTH)
+    theirs = ctranslate2.Translator(str(tmp_path / "theirs"), device="cpu", intra_threads=1).translate_batch(
+        [tokenizer.convert_ids_to_tokens(ids) for ids in sources], beam_size=1, max_decoding_length=MAX_LENGTH
+    )
+    ours_tokens = [tokenizer.convert_ids_to_tokens(hypotheses[0].ids) for hypotheses in ours]
+    assert ours_tokens == [result.hypotheses[0] for result in theirs]
+    assert len({tuple(tokens) for tokens in ours_tokens}) > 10
 
 
 def test_the_command_is_registered_for_every_converter():

@@ -270,8 +270,9 @@ def export_ctranslate2(model_dir: str | Path, output_dir: str | Path, quantizati
         "eos_token_id": config.eos_token_id,
         "pad_token_id": config.pad_token_id,
         "max_new_tokens_over_source": model.MAX_NEW_TOKENS_OVER_SOURCE,
-        "generation": {
-            k: getattr(model.generation_config, k) for k in ("num_beams", "length_penalty", "min_new_tokens")
+        "generation": {  # bad_words_ids: ids never generated (a converted Marian model's PAD)
+            k: getattr(model.generation_config, k)
+            for k in ("num_beams", "length_penalty", "min_new_tokens", "bad_words_ids")
         },
         "source_config": config.to_dict(),
     }
