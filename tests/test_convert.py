@@ -500,3 +500,41 @@ def test_final_logits_bias_is_added_to_the_logits_and_trained():
 def test_bad_option_values_are_refused(options, message):
     with pytest.raises(ValueError, match=message):
         VaswaniConfig(**TINY, **options)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Fine-tuning a converted model
+# ---------------------------------------------------------------------------------------------------------------
+@pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")
+def test_a_converted_model_fine_tunes_with_its_own_tokenizer(opus_folders, tmp_path):
+    from conftest import train_command_in_process
+    from transformers import AutoModelForSeq2SeqLM
+
+    _, source, output = opus_folders
+    for split, count in (("train", 64), ("validation", 8)):
+        rows = [{"translation": {"en": en, "es": es}} for en, es in read_pairs(split, count)]
+        (tmp_path / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    run = tmp_path / "run"
+    status, err = train_command_in_process([
+        "--model_name_or_path", str(output), "--tokenizer", str(output), "--source_lang", "en", "--target_lang", "es",
+        "--train_file", str(tmp_path / "train.jsonl"), "--validation_file", str(tmp_path / "validation.jsonl"),
+        "--output_dir", str(run), "--max_train_steps", "3", "--max_tokens", "400", "--max_source_length", "40",
+        "--max_target_length", "40", "--overlong", "truncate", "--warmup_steps", "2", "--eval_steps", "0",
+        "--logging_steps", "1", "--max_eval_samples", "4", "--num_beams", "1", "--num_examples", "1",
+        "--report_to", "none", "--checkpoint_minutes", "60", "--learning_rate", "1e-3",
+    ])  # fmt: skip
+    assert status == 0, err[-3000:]
+    assert not (run / "tokenizer.json").exists() and (run / "source.spm").is_file()  # Marian's, not a new BPE
+    tuned = AutoModelForSeq2SeqLM.from_pretrained(run)
+    start = AutoModelForSeq2SeqLM.from_pretrained(output)
+    assert tuned.config.sinusoidal_layout == "concatenated" and tuned.config.final_logits_bias
+    assert tuned.config.converted_from == start.config.converted_from  # the card still names the source
+    card = (run / "README.md").read_text(encoding="utf-8")
+    assert "fine-tuned as described under Training" in card and "folder `opus-mt-en-es`" in card
+    assert "copied unchanged" not in card and "copied unchanged" in (output / "README.md").read_text()
+    changed = [name for name, p in tuned.state_dict().items() if not torch.equal(p, start.state_dict()[name])]
+    assert "lm_head.bias" in changed and len(changed) > 10
+    assert (
+        AutoTokenizer.from_pretrained(run)("Hello")["input_ids"]
+        == AutoTokenizer.from_pretrained(output)("Hello")["input_ids"]
+    )
