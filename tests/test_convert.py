@@ -538,3 +538,21 @@ def test_a_converted_model_fine_tunes_with_its_own_tokenizer(opus_folders, tmp_p
         AutoTokenizer.from_pretrained(run)("Hello")["input_ids"]
         == AutoTokenizer.from_pretrained(output)("Hello")["input_ids"]
     )
+    # an architecture option does not fit the pretrained weights: a clear error
+    status, err = train_command_in_process([
+        "--model_name_or_path", str(output), "--tokenizer", str(output), "--source_lang", "en", "--target_lang", "es",
+        "--train_file", str(tmp_path / "train.jsonl"), "--validation_size", "0", "--output_dir", str(tmp_path / "other"),
+        "--d_model", "32",
+        "--max_train_steps", "1", "--report_to", "none",
+    ])  # fmt: skip
+    assert status == 2 and "error: " in err and "do not fit" in err and "Traceback" not in err, err[-2000:]
+
+
+@pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")
+def test_a_converted_model_prunes_with_its_tokenizer(opus_folders, tmp_path):
+    _, _, output = opus_folders
+    pruned = tmp_path / "pruned"
+    assert main(["prune", "--model", str(output), "--output_dir", str(pruned), "--decoder_layers_to_keep", "1"]) == 0
+    model, tokenizer = load_model_folder(pruned)
+    assert model.config.decoder_layers == 1 and isinstance(tokenizer, MarianTokenizer)
+    assert model.config.converted_from["source"] == "opus-mt-en-es"
