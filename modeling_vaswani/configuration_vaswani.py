@@ -23,8 +23,8 @@ ARCHITECTURE_OPTIONS = (  # the paper's choices (Table 3, Sections 3-5) and our 
     "encoder_layers", "decoder_layers", "d_model", "encoder_ffn_dim", "decoder_ffn_dim", "encoder_attention_heads",
     "decoder_attention_heads", "activation_function", "dropout", "attention_dropout", "activation_dropout",
     "label_smoothing", "position_embedding_type", "sinusoidal_layout", "scale_embedding", "share_embeddings",
-    "tie_word_embeddings", "final_logits_bias", "norm_position", "norm_type", "fixnorm", "encoder_layerdrop", "decoder_layerdrop", "encoder_drophead",
-    "decoder_drophead", "cross_drophead",
+    "tie_word_embeddings", "final_logits_bias", "norm_position", "norm_type", "fixnorm", "encoder_layerdrop",
+    "decoder_layerdrop", "encoder_drophead", "decoder_drophead", "cross_drophead",
 )  # fmt: skip
 IMPLEMENTATION_OPTIONS = ("max_position_embeddings", "init_std", "layer_norm_eps", "layerdrop_seed")  # no paper value
 

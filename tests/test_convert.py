@@ -242,7 +242,7 @@ def test_auto_tokenizer_loads_the_marian_tokenizer_with_the_same_ids(opus_folder
 def test_vaswani_translate_prints_marians_translations(opus_folders, tmp_path, capsys):
     marian, source, output = opus_folders
     tokenizer = marian_tokenizer(source)
-    lines = sentences(20, tokenizer)
+    lines = sentences(12, tokenizer)
     (tmp_path / "input.txt").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     capsys.readouterr()
     status = main(["translate", "--model", str(output), "--input", str(tmp_path / "input.txt"), "--no_progress"])
@@ -254,7 +254,7 @@ def test_vaswani_translate_prints_marians_translations(opus_folders, tmp_path, c
             ids = marian.generate(**tokenizer([line], return_tensors="pt"), num_beams=4, length_penalty=0.6)
         expected.append(tokenizer.decode(ids[0], skip_special_tokens=True))
     assert printed == expected
-    assert len(set(printed)) > 10 and all(printed)
+    assert len(set(printed)) > 6 and all(printed)
 
 
 def test_convert_command_says_where_it_wrote_and_the_card_names_the_source(opus_folders, capsys):
@@ -320,6 +320,24 @@ def test_pytorch_model_bin_of_tensors_converts_like_safetensors(opus_folders, tm
     assert expected.keys() == actual.keys()
     for key in expected:
         assert torch.equal(expected[key], actual[key]), key
+
+
+def test_an_older_folder_keeps_the_generation_settings_of_its_config_json(opus_folders, tmp_path):
+    """Older OPUS-MT folders have no generation_config.json: the settings are in config.json, where
+    MarianMTModel.from_pretrained finds them."""
+    _, source, _ = opus_folders
+    older = copy_folder(source, tmp_path / "older")
+    settings = json.loads((older / "generation_config.json").read_text())
+    (older / "generation_config.json").unlink()
+    edit_config(older, **{k: settings[k] for k in ("bad_words_ids", "max_length", "num_beams", "renormalize_logits")},
+                forced_eos_token_id=0)  # fmt: skip
+    convert_marian(older, tmp_path / "out")
+    ours = GenerationConfig.from_pretrained(tmp_path / "out")
+    theirs = MarianMTModel.from_pretrained(older).generation_config
+    for name in ("bad_words_ids", "max_length", "num_beams", "renormalize_logits", "forced_eos_token_id",
+                 "decoder_start_token_id", "pad_token_id", "eos_token_id"):  # fmt: skip
+        assert getattr(ours, name) == getattr(theirs, name), name
+    assert ours.bad_words_ids == [[settings["pad_token_id"]]]
 
 
 class RunsCode:

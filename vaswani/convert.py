@@ -343,11 +343,12 @@ def convert_marian(model_dir: str | Path, output_dir: str | Path) -> Path:
         model.load_state_dict(state, strict=True)
     except RuntimeError as error:  # shapes that contradict config.json
         raise ConvertError(f"the weights in {folder} do not fit its config.json: {error}") from None
-    # Marian's decoding settings come along (OPUS-MT: never PAD, max_length 512, its beam size).
+    # Marian's decoding settings come along (OPUS-MT: never PAD, max_length 512, its beam size), from
+    # generation_config.json or, in older folders, from config.json (as MarianMTModel.from_pretrained reads them).
     if (folder / GENERATION_CONFIG_FILE).is_file():
         model.generation_config = GenerationConfig.from_pretrained(folder, local_files_only=True)
     else:
-        model.generation_config = GenerationConfig.from_model_config(marian)
+        model.generation_config = GenerationConfig.from_model_config(read_json_object(folder / CONFIG_FILE))
 
     def write(staging: Path) -> None:
         model.save_pretrained(staging)

@@ -1,7 +1,8 @@
 """Model folders (what `save_pretrained` writes, plus the tokenizer): one place to check, load and write them safely.
 
-- `check_model_folder(folder)`: a local folder with config.json, weights and (optionally) tokenizer.json; a path that
-  does not exist is an error naming it, never a Hub download.
+- `check_model_folder(folder)`: a local folder with config.json, weights and (optionally) a tokenizer (tokenizer.json,
+  or the files of a MarianTokenizer: `has_tokenizer`); a path that does not exist is an error naming it, never a Hub
+  download.
 - `load_model_folder(folder)`: the model and tokenizer, loaded without running the folder's code (unless
   `trust_remote_code=True`) and checked before use: config.json must be a Vaswani configuration, every weight must
   be present with the shape the config gives it (and nothing else), the files must be readable (a truncated or
@@ -124,8 +125,9 @@ def has_marian_tokenizer(folder: Path) -> bool:
 
 
 def check_model_folder(folder: str | Path, *, need_tokenizer: bool = True, need_weights: bool = True) -> Path:
-    """`folder` as a Path if it is a local folder holding config.json, weights (if `need_weights`) and tokenizer.json
-    (if `need_tokenizer`); otherwise a `ModelFolderError` that says what is missing. Never looks on the Hub."""
+    """`folder` as a Path if it is a local folder holding config.json, weights (if `need_weights`) and a tokenizer
+    (if `need_tokenizer`: `has_tokenizer`); otherwise a `ModelFolderError` that says what is missing. Never looks on
+    the Hub."""
     folder = Path(folder)
     if not folder.exists():
         raise ModelFolderError(
