@@ -269,6 +269,14 @@ def test_convert_command_says_where_it_wrote_and_the_card_names_the_source(opus_
     assert not [p.name for p in output.parent.iterdir() if p.name.startswith(".tmp-")]
 
 
+def test_a_converted_folder_can_be_pushed_with_its_tokenizer(opus_folders):
+    from vaswani.hub import check_push_folder, files_to_push
+
+    _, _, output = opus_folders
+    pushed = {name for name, _ in files_to_push(check_push_folder(output))}
+    assert {"source.spm", "target.spm", "vocab.json", "tokenizer_config.json", "model.safetensors"} <= pushed
+
+
 def test_the_card_carries_the_source_license(converted):
     _, _, output, _ = converted
     card = (output / "README.md").read_text(encoding="utf-8")
