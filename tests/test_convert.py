@@ -531,24 +531,34 @@ def test_bad_option_values_are_refused(options, message):
 # ---------------------------------------------------------------------------------------------------------------
 # Fine-tuning a converted model
 # ---------------------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def fine_tuning_data(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("fine-tuning-data")
+    for split, count in (("train", 64), ("validation", 8)):
+        rows = [{"translation": {"en": en, "es": es}} for en, es in read_pairs(split, count)]
+        (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return folder
+
+
+def fine_tuning_args(model: Path, data: Path, run: Path, *options: str) -> list[str]:
+    return [
+        "--model_name_or_path", str(model), "--tokenizer", str(model), "--source_lang", "en", "--target_lang", "es",
+        "--train_file", str(data / "train.jsonl"), "--validation_file", str(data / "validation.jsonl"),
+        "--output_dir", str(run), "--max_tokens", "400", "--max_source_length", "40", "--max_target_length", "40",
+        "--overlong", "truncate", "--warmup_steps", "2", "--eval_steps", "0", "--logging_steps", "1",
+        "--max_eval_samples", "4", "--num_beams", "1", "--num_examples", "1", "--report_to", "none",
+        "--checkpoint_minutes", "60", "--learning_rate", "1e-3", *options,
+    ]  # fmt: skip
+
+
 @pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")
-def test_a_converted_model_fine_tunes_with_its_own_tokenizer(opus_folders, tmp_path):
+def test_a_converted_model_fine_tunes_with_its_own_tokenizer(opus_folders, fine_tuning_data, tmp_path):
     from conftest import train_command_in_process
     from transformers import AutoModelForSeq2SeqLM
 
     _, source, output = opus_folders
-    for split, count in (("train", 64), ("validation", 8)):
-        rows = [{"translation": {"en": en, "es": es}} for en, es in read_pairs(split, count)]
-        (tmp_path / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     run = tmp_path / "run"
-    status, err = train_command_in_process([
-        "--model_name_or_path", str(output), "--tokenizer", str(output), "--source_lang", "en", "--target_lang", "es",
-        "--train_file", str(tmp_path / "train.jsonl"), "--validation_file", str(tmp_path / "validation.jsonl"),
-        "--output_dir", str(run), "--max_train_steps", "3", "--max_tokens", "400", "--max_source_length", "40",
-        "--max_target_length", "40", "--overlong", "truncate", "--warmup_steps", "2", "--eval_steps", "0",
-        "--logging_steps", "1", "--max_eval_samples", "4", "--num_beams", "1", "--num_examples", "1",
-        "--report_to", "none", "--checkpoint_minutes", "60", "--learning_rate", "1e-3",
-    ])  # fmt: skip
+    status, err = train_command_in_process(fine_tuning_args(output, fine_tuning_data, run, "--max_train_steps", "3"))
     assert status == 0, err[-3000:]
     assert not (run / "tokenizer.json").exists() and (run / "source.spm").is_file()  # Marian's, not a new BPE
     tuned = AutoModelForSeq2SeqLM.from_pretrained(run)
@@ -567,11 +577,44 @@ def test_a_converted_model_fine_tunes_with_its_own_tokenizer(opus_folders, tmp_p
     # an architecture option does not fit the pretrained weights: a clear error
     status, err = train_command_in_process([
         "--model_name_or_path", str(output), "--tokenizer", str(output), "--source_lang", "en", "--target_lang", "es",
-        "--train_file", str(tmp_path / "train.jsonl"), "--validation_size", "0", "--output_dir", str(tmp_path / "other"),
+        "--train_file", str(fine_tuning_data / "train.jsonl"), "--validation_size", "0",
+        "--output_dir", str(tmp_path / "other"),
         "--d_model", "32",
         "--max_train_steps", "1", "--report_to", "none",
     ])  # fmt: skip
     assert status == 2 and "error: " in err and "do not fit" in err and "Traceback" not in err, err[-2000:]
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")
+def test_fine_tuning_a_converted_model_resumes_exactly(opus_folders, fine_tuning_data, tmp_path):
+    """Stopped after 2 of 4 updates and resumed: the losses and final weights of an uninterrupted run (dropout on)."""
+    from conftest import train_command_in_process
+
+    _, _, output = opus_folders
+    common = ("--max_train_steps", "4", "--average_checkpoints", "0", "--checkpoint_steps", "2", "--dropout", "0.1")
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    assert train_command_in_process(fine_tuning_args(output, fine_tuning_data, straight, *common))[0] == 0
+    status, err = train_command_in_process(
+        fine_tuning_args(output, fine_tuning_data, resumed, *common, "--stop_after_steps", "2")
+    )
+    assert status == 0, err[-3000:]
+    assert not (resumed / "model.safetensors").exists()
+    status, err = train_command_in_process(
+        fine_tuning_args(output, fine_tuning_data, resumed, *common, "--resume_from_checkpoint", "latest")
+    )
+    assert status == 0, err[-3000:]
+
+    def losses(run):
+        rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+        return [(row["step"], row["loss"]) for row in rows if row["split"] == "train"]
+
+    assert [step for step, _ in losses(resumed)] == [1, 2, 3, 4]  # steps 3 and 4 come after the resume, once
+    assert [loss for _, loss in losses(resumed)] == pytest.approx([loss for _, loss in losses(straight)], rel=1e-6)
+    a, b = load_file(straight / "model.safetensors"), load_file(resumed / "model.safetensors")
+    assert a.keys() == b.keys()
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], atol=1e-6, rtol=1e-6, msg=key)
 
 
 @pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")
