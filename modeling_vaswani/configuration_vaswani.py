@@ -12,6 +12,7 @@ from transformers import PretrainedConfig
 from transformers.activations import ACT2FN
 
 POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned")
+SINUSOIDAL_LAYOUTS = ("interleaved", "concatenated")
 NORM_POSITIONS = ("post", "pre")
 NORM_TYPES = ("layernorm", "scalenorm")
 
@@ -21,9 +22,9 @@ NORM_TYPES = ("layernorm", "scalenorm")
 ARCHITECTURE_OPTIONS = (  # the paper's choices (Table 3, Sections 3-5) and our options beyond them, in reading order
     "encoder_layers", "decoder_layers", "d_model", "encoder_ffn_dim", "decoder_ffn_dim", "encoder_attention_heads",
     "decoder_attention_heads", "activation_function", "dropout", "attention_dropout", "activation_dropout",
-    "label_smoothing", "position_embedding_type", "scale_embedding", "share_embeddings", "tie_word_embeddings",
-    "norm_position", "norm_type", "fixnorm", "encoder_layerdrop", "decoder_layerdrop", "encoder_drophead",
-    "decoder_drophead", "cross_drophead",
+    "label_smoothing", "position_embedding_type", "sinusoidal_layout", "scale_embedding", "share_embeddings",
+    "tie_word_embeddings", "final_logits_bias", "norm_position", "norm_type", "fixnorm", "encoder_layerdrop",
+    "decoder_layerdrop", "encoder_drophead", "decoder_drophead", "cross_drophead",
 )  # fmt: skip
 IMPLEMENTATION_OPTIONS = ("max_position_embeddings", "init_std", "layer_norm_eps", "layerdrop_seed")  # no paper value
 
@@ -66,7 +67,7 @@ class VaswaniConfig(PretrainedConfig):
             Inner width of the decoder's position-wise feed-forward networks.
         activation_function (`str`, *optional*, defaults to `"relu"`):
             Non-linearity of the feed-forward networks, any key of `transformers.activations.ACT2FN`. The paper
-            uses ReLU: `max(0, x W1 + b1) W2 + b2`.
+            uses ReLU: `max(0, x W1 + b1) W2 + b2`; OPUS-MT's Marian models use `"swish"` (x * sigmoid(x)).
         dropout (`float`, *optional*, defaults to 0.1):
             P_drop of Section 5.4: applied to every sublayer output before the residual add and to the sum of
             embeddings and positional encodings, in both stacks. In [0, 1).
@@ -81,6 +82,12 @@ class VaswaniConfig(PretrainedConfig):
             `"sinusoidal"`: the paper's interleaved table `PE[pos, 2i] = sin(pos / 10000^(2i/d))`,
             `PE[pos, 2i+1] = cos(pos / 10000^(2i/d))` (Section 3.5). `"learned"`: learned position embeddings,
             the paper's ablation (E) of Table 3.
+        sinusoidal_layout (`str`, *optional*, defaults to `"interleaved"`):
+            Where the sines and cosines of `position_embedding_type="sinusoidal"` go, with the same frequencies
+            `1 / 10000^(2i/d)`: `"interleaved"` is the paper's formula above; `"concatenated"` puts the sines in the
+            first ceil(d/2) dimensions and the cosines in the last floor(d/2), `PE[pos, i] = sin(pos / 10000^(2i/d))`,
+            `PE[pos, ceil(d/2) + i] = cos(pos / 10000^(2i/d))`, as Marian (OPUS-MT, transformers' `MarianMTModel`)
+            does. Only with sinusoidal positions.
         init_std (`float`, *optional*):
             Standard deviation of the normal initialization of the token (and learned position) embeddings.
             Defaults to `d_model ** -0.5` as in fairseq; linear layers use Xavier-uniform.
@@ -93,6 +100,10 @@ class VaswaniConfig(PretrainedConfig):
             Tie the pre-softmax projection to the target embedding (transformers' standard switch). `False` gives
             the output projection its own matrix, whatever `share_embeddings` says. With `share_embeddings=False`
             and this `True`, the source embedding is a separate matrix ("two-way" tying).
+        final_logits_bias (`bool`, *optional*, defaults to `False`):
+            Give the pre-softmax projection a learned bias, one value per vocabulary entry added to the logits
+            (`lm_head.bias`). The paper has none; Marian's output layer has one (`final_logits_bias` of
+            transformers' `MarianMTModel`, where it is a fixed buffer; here it is trained like every other bias).
         label_smoothing (`float`, *optional*, defaults to 0.1):
             eps_ls of Section 5.4, used by the training loss. The loss is `torch.nn.functional.cross_entropy` with
             `label_smoothing`, which puts `eps/V` on every token (fairseq's `eps/(V-1)` on non-targets is the same
@@ -129,6 +140,10 @@ class VaswaniConfig(PretrainedConfig):
         pruned_layers (`dict[str, list[int]]`, *optional*):
             Set by pruning, for the record (model cards): for "encoder" / "decoder", the layer indices of the
             original model that were kept. It does not change the model.
+        converted_from (`dict`, *optional*):
+            Set by `vaswani convert`, for the record (model cards): where the weights came from, as
+            `{"format": "marian", "source": folder name, "model_id": Hub id or None, "license": license or None}`.
+            It does not change the model.
         encoder_drophead (`float`, *optional*, defaults to 0.0):
             DropHead (Zhou et al. 2020): probability of dropping each encoder self-attention head, per example,
             during training; kept heads are rescaled by `h / kept`. Identity in evaluation. In [0, 1).
@@ -146,7 +161,8 @@ class VaswaniConfig(PretrainedConfig):
         eos_token_id (`int`, *optional*, defaults to 2):
             End-of-sequence id, appended to sources and targets by the tokenizer.
         decoder_start_token_id (`int`, *optional*, defaults to 1):
-            First decoder input; labels are shifted right behind it.
+            First decoder input; labels are shifted right behind it. Marian models start with PAD (their
+            `decoder_start_token_id` is `pad_token_id`, which `vaswani convert --from marian` keeps).
     """
 
     model_type = "vaswani"
@@ -175,10 +191,12 @@ class VaswaniConfig(PretrainedConfig):
     # Embeddings and positions (Sections 3.4, 3.5)
     max_position_embeddings: int = 1024
     position_embedding_type: str = "sinusoidal"
+    sinusoidal_layout: str = "interleaved"
     init_std: float | None = None
     scale_embedding: bool = True
     share_embeddings: bool = True
     tie_word_embeddings: bool = True
+    final_logits_bias: bool = False
     # Normalization (Transformers without Tears)
     norm_position: str = "post"
     norm_type: str = "layernorm"
@@ -191,6 +209,7 @@ class VaswaniConfig(PretrainedConfig):
     encoder_layers_to_keep: list[int] | None = None
     decoder_layers_to_keep: list[int] | None = None
     pruned_layers: dict | None = None
+    converted_from: dict | None = None
     # DropHead (Zhou et al. 2020)
     encoder_drophead: float = 0.0
     decoder_drophead: float = 0.0
@@ -261,9 +280,17 @@ class VaswaniConfig(PretrainedConfig):
             _check_rate(name, getattr(self, name))
         _check_choice("activation_function", self.activation_function, sorted(ACT2FN))
         _check_choice("position_embedding_type", self.position_embedding_type, POSITION_EMBEDDING_TYPES)
+        _check_choice("sinusoidal_layout", self.sinusoidal_layout, SINUSOIDAL_LAYOUTS)
         _check_choice("norm_position", self.norm_position, NORM_POSITIONS)
         _check_choice("norm_type", self.norm_type, NORM_TYPES)
-        for name in ("scale_embedding", "share_embeddings", "tie_word_embeddings", "fixnorm", "use_cache"):
+        for name in (
+            "scale_embedding",
+            "share_embeddings",
+            "tie_word_embeddings",
+            "final_logits_bias",
+            "fixnorm",
+            "use_cache",
+        ):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}={getattr(self, name)!r} is not allowed; use True or False.")
         if not self.is_encoder_decoder:
@@ -299,7 +326,22 @@ class VaswaniConfig(PretrainedConfig):
                 '{"encoder": [kept indices], "decoder": [kept indices]} or None.'
             )
 
+        if self.converted_from is not None and not (
+            isinstance(self.converted_from, dict)
+            and all(isinstance(k, str) and isinstance(v, (str, type(None))) for k, v in self.converted_from.items())
+        ):
+            raise ValueError(
+                f"converted_from={self.converted_from!r} is not allowed; it is a record written by `vaswani convert`: "
+                '{"format": ..., "source": ..., "model_id": ..., "license": ...} (strings or None), or None.'
+            )
+
         # Contradictory combinations
+        if self.sinusoidal_layout != "interleaved" and self.position_embedding_type != "sinusoidal":
+            raise ValueError(
+                f"sinusoidal_layout={self.sinusoidal_layout!r} needs position_embedding_type='sinusoidal' (it is "
+                f"{self.position_embedding_type!r}): the layout places the sines and cosines of sinusoidal positions. "
+                "Leave sinusoidal_layout at 'interleaved' with learned positions."
+            )
         if self.fixnorm and not self.tie_word_embeddings:
             raise ValueError(
                 "fixnorm=True needs tie_word_embeddings=True: FixNorm computes the output logits with the unit-length "
@@ -356,4 +398,4 @@ def _divisors_hint(n: int) -> str:
     return ", ".join(str(d) for d in divisors[-4:]) or "1"
 
 
-__all__ = ["VaswaniConfig", "PRESETS"]
+__all__ = ["VaswaniConfig", "PRESETS", "SINUSOIDAL_LAYOUTS"]

@@ -105,6 +105,39 @@ class VaswaniSinusoidalPositionalEmbedding(nn.Module):
         return torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(-2)[..., : self.embedding_dim]  # (..., T, d)
 
 
+def concatenated_sinusoid_table(num_positions: int, dim: int) -> torch.Tensor:
+    """Marian's table of `sinusoidal_layout="concatenated"`, computed as Marian computes it (float64, rounded to
+    float32): PE[pos, :ceil(d/2)] = sin(pos / 10000^(2i/d)), PE[pos, ceil(d/2):] = cos(pos / 10000^(2i/d)).
+    Returns (num_positions, dim) float32."""
+    position = torch.arange(num_positions, dtype=torch.float64).unsqueeze(1)  # (P, 1)
+    exponent = 2 * torch.div(torch.arange(dim), 2, rounding_mode="floor").double() / dim  # 2i/d for columns 2i, 2i+1
+    angle = position / torch.pow(10000.0, exponent)  # (P, d)
+    return torch.cat([torch.sin(angle[:, 0::2]), torch.cos(angle[:, 1::2])], dim=1).float()
+
+
+class VaswaniConcatenatedSinusoidalPositionalEmbedding(VaswaniSinusoidalPositionalEmbedding):
+    """The same sinusoids with the sines in the first ceil(d/2) dimensions and the cosines in the last floor(d/2)
+    (`sinusoidal_layout="concatenated"`): Marian's layout (transformers' `MarianSinusoidalPositionalEmbedding`),
+    where the paper interleaves.
+
+    The first `num_positions` rows are Marian's own numbers (`concatenated_sinusoid_table`, a non-persistent buffer
+    rebuilt by `_init_weights`), so a converted Marian model computes exactly what Marian computes; later positions
+    (where Marian's table ends) are computed in float32 like the interleaved ones, so there is no length limit."""
+
+    def __init__(self, num_positions: int, embedding_dim: int):
+        super().__init__(num_positions, embedding_dim)
+        self.register_buffer("table", concatenated_sinusoid_table(num_positions, embedding_dim), persistent=False)
+
+    def forward(self, seq_len: int, past_length: int | torch.Tensor = 0) -> torch.Tensor:
+        """(seq_len, d) encodings of positions past_length .. past_length + seq_len - 1."""
+        positions = torch.arange(seq_len, device=self.inv_freq.device) + past_length  # (T,)
+        angle = positions[:, None].float() * self.inv_freq  # (T, ceil(d/2))
+        # [sin | cos]: PE[:, i] = sin, PE[:, ceil(d/2) + i] = cos (odd d drops the last cos column).
+        computed = torch.cat([angle.sin(), angle.cos()[:, : self.embedding_dim // 2]], dim=-1)  # (T, d)
+        stored = self.table[positions.clamp(max=self.num_positions - 1)]  # (T, d)
+        return torch.where((positions < self.num_positions)[:, None], stored, computed)
+
+
 class VaswaniLearnedPositionalEmbedding(nn.Embedding):
     """Learned absolute positions, the paper's ablation (E) of Table 3. Limited to `num_positions`."""
 
@@ -171,6 +204,10 @@ NORM_CLASSES = {"layernorm": nn.LayerNorm, "scalenorm": ScaleNorm}
 POSITION_EMBEDDING_CLASSES = {
     "sinusoidal": VaswaniSinusoidalPositionalEmbedding,
     "learned": VaswaniLearnedPositionalEmbedding,
+}
+SINUSOIDAL_LAYOUT_CLASSES = {  # `sinusoidal_layout`, for position_embedding_type="sinusoidal"
+    "interleaved": VaswaniSinusoidalPositionalEmbedding,
+    "concatenated": VaswaniConcatenatedSinusoidalPositionalEmbedding,
 }
 
 
@@ -576,6 +613,8 @@ class VaswaniPreTrainedModel(PreTrainedModel):
         std = config.init_std if config.init_std is not None else config.d_model**-0.5
         if isinstance(module, VaswaniSinusoidalPositionalEmbedding):
             init.copy_(module.inv_freq, sinusoid_inverse_frequencies(module.embedding_dim))
+            if isinstance(module, VaswaniConcatenatedSinusoidalPositionalEmbedding):
+                init.copy_(module.table, concatenated_sinusoid_table(module.num_positions, module.embedding_dim))
         elif isinstance(module, VaswaniLearnedPositionalEmbedding):
             init.normal_(module.weight, mean=0.0, std=std)
         elif isinstance(module, nn.Embedding):
@@ -796,9 +835,10 @@ class VaswaniStackEmbedding(nn.Module):
 
     def __init__(self, config: VaswaniConfig):
         super().__init__()
-        self.embed_positions = POSITION_EMBEDDING_CLASSES[config.position_embedding_type](
-            config.max_position_embeddings, config.d_model
-        )
+        position_class = POSITION_EMBEDDING_CLASSES[config.position_embedding_type]
+        if position_class is VaswaniSinusoidalPositionalEmbedding:
+            position_class = SINUSOIDAL_LAYOUT_CLASSES[config.sinusoidal_layout]
+        self.embed_positions = position_class(config.max_position_embeddings, config.d_model)
         self.embed_transform = UnitNorm() if config.fixnorm else nn.Identity()
         self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
         self.dropout = config.dropout
@@ -1060,7 +1100,9 @@ class VaswaniForConditionalGeneration(VaswaniPreTrainedModel, GenerationMixin):
         config.validate()
         super().__init__(config)
         self.model = VaswaniModel(config)
-        self.lm_head = (FixNormLinear if config.fixnorm else nn.Linear)(config.d_model, config.vocab_size, bias=False)
+        self.lm_head = (FixNormLinear if config.fixnorm else nn.Linear)(
+            config.d_model, config.vocab_size, bias=config.final_logits_bias
+        )
         # `tie_word_embeddings` ties the output projection to the target embedding (Section 3.4); `share_embeddings`
         # makes source and target embedding one matrix. Each switch works without the other.
         self._tied_weights_keys = VaswaniModel.shared_embedding_keys(config, prefix="model.")

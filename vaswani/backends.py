@@ -222,6 +222,10 @@ class CTranslate2Engine:
         )  # fmt: skip
         self.positions = int(self.info["max_position_embeddings"])
         self.min_new_tokens = int(self.info.get("generation", {}).get("min_new_tokens") or 1)
+        # the generation config's bad_words_ids (a converted Marian model never generates PAD), as token sequences
+        self.suppress_sequences = [
+            tokenizer.convert_ids_to_tokens(ids) for ids in self.info.get("generation", {}).get("bad_words_ids") or []
+        ]
         self._warned_paper = False
 
     def _compute_type(self, dtype: str, supported: set[str]) -> str:
@@ -260,7 +264,7 @@ class CTranslate2Engine:
             beam_size=num_beams, num_hypotheses=num_hypotheses, length_penalty=length_penalty,
             max_decoding_length=min(limit, room), min_decoding_length=self.min_new_tokens, max_input_length=0,
             return_scores=return_scores, return_attention=return_attention and num_beams == 1,
-            max_batch_size=self._split(sources),
+            max_batch_size=self._split(sources), suppress_sequences=self.suppress_sequences or None,
         )  # fmt: skip
         batches = []
         for result in results:

@@ -1,4 +1,4 @@
-"""The `vaswani` command line: translate, export, push, average, prune, card.
+"""The `vaswani` command line: translate, export, push, average, prune, card, convert.
 
     vaswani translate --model DIR [--input FILE] [--output FILE] [--num_beams 4] [--length_penalty 0.6]
                       [--max_new_tokens N] [--paper_decoding] [--device auto] [--threads N] [--batch_tokens 4096]
@@ -9,6 +9,7 @@
     vaswani average   --run_dir DIR --last 5 --output_dir OUT        (or --checkpoints CKPT ... --model DIR)
     vaswani prune     --model DIR --output_dir OUT --every_other 0.5  (or --encoder_layers_to_keep 0,2,4 ...)
     vaswani card      --model DIR [--repo_id OWNER/NAME] [--license apache-2.0] [--output FILE]
+    vaswani convert   --from marian --model DIR --output OUT
 
 Models are read from local folders only and checked before use (`vaswani.model_folder`); a folder's own Python code
 runs only with `--trust_remote_code` (translate, push, prune, card; export and average never run it). `average` and
@@ -34,6 +35,8 @@ quantized weights (`--quantization int8`); see `vaswani.ctranslate2_export`.
 `average` averages checkpoints (Section 6.1 of the paper); see `vaswani.checkpoints`.
 `prune` keeps some layers of a model trained with LayerDrop and writes an ordinary smaller model folder.
 `card` renders the model card (README.md) of a folder.
+`convert --from marian` turns a local MarianMTModel folder (OPUS-MT) into a vaswani model folder that computes the
+same logits and translations, tokenizer included; see `vaswani.convert`.
 
 A user mistake prints `error: <message>` on stderr and exits with status 2, without a traceback.
 """
@@ -74,6 +77,7 @@ from vaswani.model_folder import (
 from vaswani.translate import OUTPUT_FORMATS
 
 EXPORT_FORMATS = ("ctranslate2",)
+CONVERT_FORMATS = ("marian",)  # vaswani.convert.CONVERTERS, without importing torch for the parser
 
 PROG = "vaswani"
 TRAIN_HELP = "train a model with the paper's recipe (the same as train.py)"
@@ -294,6 +298,17 @@ def run_prune(args: argparse.Namespace) -> int:
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# convert
+# ----------------------------------------------------------------------------------------------------------------
+def run_convert(args: argparse.Namespace) -> int:
+    from vaswani.convert import CONVERTERS
+
+    output = CONVERTERS[args.source_format](args.model, args.output)
+    print(f"wrote the converted model to {output}; translate with: vaswani translate --model {output}")
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # The parser
 # ----------------------------------------------------------------------------------------------------------------
 def _layer_list(text: str) -> list[int]:
@@ -482,9 +497,26 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     card.add_argument(
         "--repo_id", metavar="ID", help="the Hub name used in the card's examples (default: folder name)"
     )
-    card.add_argument("--license", default="apache-2.0", help="license identifier (default: apache-2.0)")
+    card.add_argument(
+        "--license",
+        help="license identifier (default: that of the model a converted folder came from, else apache-2.0)",
+    )
     card.add_argument("--output", type=Path, metavar="FILE", help="where to write the card (default: DIR/README.md)")
     add_trust_remote_code(card)
+
+    convert = _add_command(
+        commands, "convert", run_convert, help="convert a pretrained Marian (OPUS-MT) model into a vaswani model folder",
+        description="Convert a local MarianMTModel folder (an OPUS-MT model: config.json, model.safetensors or "
+                    "pytorch_model.bin, source.spm, target.spm, vocab.json) into a vaswani model folder with the same "
+                    "logits and translations, its tokenizer, generation config and a model card naming the source.",
+    )  # fmt: skip
+    convert.add_argument(
+        "--from", dest="source_format", required=True, choices=CONVERT_FORMATS, help="the source model's kind"
+    )
+    _add_model_argument(convert, help="the pretrained model folder (local; download a Hub model first)")
+    convert.add_argument(
+        "--output", required=True, type=Path, metavar="OUT", help="the new (or empty) folder to write"
+    )
     return parser
 
 

@@ -25,9 +25,11 @@ subclass, `VaswaniConverter`. How each part of the model maps (Sections refer to
 - FixNorm: the unit-length embedding rows are exported already normalised, for the embeddings and the output
   projection alike.
 - Embeddings (Sections 3.4): multiplied by sqrt(d_model) (`scale_embeddings`), shared or separate as in the model
-  (identical arrays are stored once by CTranslate2); the output projection has no bias.
+  (identical arrays are stored once by CTranslate2); the output projection's bias (`final_logits_bias`) is
+  exported when the model has one.
 - Positions (Section 3.5): the model's table of `max_position_embeddings` rows is exported explicitly (the paper's
-  interleaved sinusoids, or the learned table), so CTranslate2 never computes its own (concatenated) sinusoids.
+  interleaved or concatenated sinusoids of `sinusoidal_layout`, or the learned table), so CTranslate2 never
+  computes its own.
   Inputs and outputs must fit in it: `vaswani translate` refuses longer inputs with a clear error.
 - Pruned models (`layers_to_keep`) are ordinary smaller models once loaded and convert as such.
 - Special tokens: the vocabulary is the tokenizer's, in id order (ids the tokenizer does not use get placeholder
@@ -148,6 +150,8 @@ def _converter_class(ctranslate2):
                 self._set_cross_attention(layer_spec.attention, layer.encoder_attn, layer.encoder_attn_residual)
                 self._set_ffn(layer_spec.ffn, layer)
             decoder_spec.projection.weight = self._token_matrix(self.model.lm_head.weight)
+            if self.model.lm_head.bias is not None:  # final_logits_bias
+                decoder_spec.projection.bias = self.model.lm_head.bias.detach().float().numpy()
 
             spec.config.add_source_eos = False  # our tokenizer already ends every source with EOS
             spec.config.add_source_bos = False
@@ -266,8 +270,9 @@ def export_ctranslate2(model_dir: str | Path, output_dir: str | Path, quantizati
         "eos_token_id": config.eos_token_id,
         "pad_token_id": config.pad_token_id,
         "max_new_tokens_over_source": model.MAX_NEW_TOKENS_OVER_SOURCE,
-        "generation": {
-            k: getattr(model.generation_config, k) for k in ("num_beams", "length_penalty", "min_new_tokens")
+        "generation": {  # bad_words_ids: ids never generated (a converted Marian model's PAD)
+            k: getattr(model.generation_config, k)
+            for k in ("num_beams", "length_penalty", "min_new_tokens", "bad_words_ids")
         },
         "source_config": config.to_dict(),
     }

@@ -43,13 +43,15 @@ def render_model_card(
     model_dir: str | Path,
     *,
     repo_id: str | None = None,
-    license: str = "apache-2.0",
+    license: str | None = None,
     intended_use: str | None = None,
     results: dict | None = None,
     run_args: dict | None = None,
 ) -> ModelCard:
     """The card of the model saved in `model_dir`. `results` / `run_args` default to the folder's results.json /
-    run_args.json (written by train.py); `repo_id` is the Hub name used in the code examples."""
+    run_args.json (written by train.py); `repo_id` is the Hub name used in the code examples. `license` defaults to
+    the license of the model the weights were converted from (`converted_from`, `vaswani convert`), else
+    apache-2.0."""
     model_dir = Path(model_dir)
     config = _read_json(model_dir / "config.json", fix="restore it or save the model again")
     if config is None:
@@ -59,6 +61,8 @@ def render_model_card(
     source, target = run_args.get("source_lang"), run_args.get("target_lang")
     repo_id = repo_id or model_dir.name
     datasets = _dataset_names(run_args)
+    converted_from = config.get("converted_from") or None
+    license = license or (converted_from or {}).get("license") or "apache-2.0"
 
     card_data = ModelCardData(
         language=[lang for lang in (source, target) if lang] or None,
@@ -91,6 +95,7 @@ def render_model_card(
         training=_training_rows(run_args, results),
         example_source=(first_example or {}).get("source", "Hello world."),
         intended_use=intended_use or DEFAULT_INTENDED_USE,
+        converted_from=converted_from,
     )
 
 

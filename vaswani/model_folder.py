@@ -1,7 +1,8 @@
 """Model folders (what `save_pretrained` writes, plus the tokenizer): one place to check, load and write them safely.
 
-- `check_model_folder(folder)`: a local folder with config.json, weights and (optionally) tokenizer.json; a path that
-  does not exist is an error naming it, never a Hub download.
+- `check_model_folder(folder)`: a local folder with config.json, weights and (optionally) a tokenizer (tokenizer.json,
+  or the files of a MarianTokenizer: `has_tokenizer`); a path that does not exist is an error naming it, never a Hub
+  download.
 - `load_model_folder(folder)`: the model and tokenizer, loaded without running the folder's code (unless
   `trust_remote_code=True`) and checked before use: config.json must be a Vaswani configuration, every weight must
   be present with the shape the config gives it (and nothing else), the files must be readable (a truncated or
@@ -26,6 +27,7 @@ import os
 import pickle
 import re
 import shutil
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -63,6 +65,11 @@ SAVED_FILES = {
     CONFIG_FILE, GENERATION_CONFIG_FILE, MODEL_CARD_FILE, TOKENIZER_FILE, "tokenizer_config.json",
     "special_tokens_map.json", "added_tokens.json", "chat_template.jinja",
 }  # fmt: skip
+# The tokenizer of a model folder is a fast tokenizer (tokenizer.json: what vaswani trains), or transformers'
+# MarianTokenizer, which `vaswani convert --from marian` brings along with an OPUS-MT model: two sentencepiece models
+# (source and target language) and one vocabulary, read as data (protobuf and JSON).
+MARIAN_TOKENIZER_FILES = ("tokenizer_config.json", "source.spm", "target.spm", "vocab.json")
+MARIAN_TOKENIZER_CLASS = "MarianTokenizer"
 JOURNAL_FILE = ".tmp-model-folder.json"  # inside the staged folder: the names the new save wrote (then removed)
 
 
@@ -107,9 +114,20 @@ def is_tokenizer_file(path: Path) -> bool:
     return path.is_file() and any(path.match(pattern) for pattern in TOKENIZER_FILE_PATTERNS)
 
 
+def has_tokenizer(folder: Path) -> bool:
+    """Whether `folder` holds a tokenizer: tokenizer.json, or the files of a MarianTokenizer."""
+    return (folder / TOKENIZER_FILE).is_file() or has_marian_tokenizer(folder)
+
+
+def has_marian_tokenizer(folder: Path) -> bool:
+    """Whether `folder` holds the files of a MarianTokenizer (`MARIAN_TOKENIZER_FILES`) and no tokenizer.json."""
+    return not (folder / TOKENIZER_FILE).exists() and all((folder / name).is_file() for name in MARIAN_TOKENIZER_FILES)
+
+
 def check_model_folder(folder: str | Path, *, need_tokenizer: bool = True, need_weights: bool = True) -> Path:
-    """`folder` as a Path if it is a local folder holding config.json, weights (if `need_weights`) and tokenizer.json
-    (if `need_tokenizer`); otherwise a `ModelFolderError` that says what is missing. Never looks on the Hub."""
+    """`folder` as a Path if it is a local folder holding config.json, weights (if `need_weights`) and a tokenizer
+    (if `need_tokenizer`: `has_tokenizer`); otherwise a `ModelFolderError` that says what is missing. Never looks on
+    the Hub."""
     folder = Path(folder)
     if not folder.exists():
         raise ModelFolderError(
@@ -124,7 +142,7 @@ def check_model_folder(folder: str | Path, *, need_tokenizer: bool = True, need_
         )
     if need_weights:
         check_safetensors_weights(folder)
-    if need_tokenizer and not (folder / TOKENIZER_FILE).is_file():
+    if need_tokenizer and not has_tokenizer(folder):
         raise ModelFolderError(
             f"{folder} has no tokenizer ({TOKENIZER_FILE}): save the tokenizer the model was trained with into the "
             "same folder (tokenizer.save_pretrained)"
@@ -248,23 +266,34 @@ def _some(names: list[str], limit: int = 5) -> str:
 
 
 def load_tokenizer(folder: str | Path, *, trust_remote_code: bool = False) -> PreTrainedTokenizerBase:
-    """The tokenizer saved in `folder`; a `ModelFolderError` naming tokenizer.json when it is missing or damaged."""
+    """The tokenizer saved in `folder` (tokenizer.json, or a MarianTokenizer: `has_tokenizer`); a `ModelFolderError`
+    naming the file when it is missing or damaged."""
     from transformers import AutoTokenizer
 
     folder = Path(folder)
     path = folder / TOKENIZER_FILE
     if not folder.is_dir():
         raise ModelFolderError(f"no such tokenizer folder: {folder}")
-    if not path.is_file():
+    if has_marian_tokenizer(folder):
+        path = folder / "tokenizer_config.json"
+        tokenizer_class = read_json_object(path, fix="save the tokenizer again").get("tokenizer_class")
+        if tokenizer_class != MARIAN_TOKENIZER_CLASS:
+            raise ModelFolderError(
+                f"{path} names the tokenizer class {tokenizer_class!r}; a folder without {TOKENIZER_FILE} must hold a "
+                f"{MARIAN_TOKENIZER_CLASS} ({', '.join(MARIAN_TOKENIZER_FILES)}): save the tokenizer again"
+            )
+    elif not path.is_file():
         raise ModelFolderError(
-            f"{folder} holds no tokenizer ({TOKENIZER_FILE}): give the folder save_pretrained wrote"
+            f"{folder} holds no tokenizer ({TOKENIZER_FILE}, or a {MARIAN_TOKENIZER_CLASS}'s "
+            f"{', '.join(MARIAN_TOKENIZER_FILES)}): give the folder save_pretrained wrote"
         )
-    values = read_json_object(path)
-    if "model" not in values:
+    elif "model" not in read_json_object(path):
         raise ModelFolderError(f"{path} is not a tokenizer (no 'model' entry): save the tokenizer again")
     try:
-        return AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
-    except Exception as error:  # tokenizers raises plain Exceptions for files it cannot parse
+        with warnings.catch_warnings():  # MarianTokenizer's punctuation normalizer is never used to encode
+            warnings.filterwarnings("ignore", message="Recommended: pip install sacremoses")
+            return AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
+    except Exception as error:  # tokenizers and sentencepiece raise plain Exceptions for files they cannot parse
         raise ModelFolderError(f"{path} cannot be loaded ({type(error).__name__}: {error}): save it again") from None
 
 
@@ -304,7 +333,7 @@ def check_model_files(
     if need_weights:
         check_weights_fit(folder, config, trust_remote_code=trust_remote_code)
     tokenizer = None
-    if need_tokenizer or (folder / TOKENIZER_FILE).exists():
+    if need_tokenizer or has_tokenizer(folder):
         tokenizer = load_tokenizer(folder, trust_remote_code=trust_remote_code)
         check_tokenizer_fits(tokenizer, config, where=str(folder))
     return config, tokenizer
@@ -500,6 +529,7 @@ __all__ = [
     "check_tokenizer_output_folder",
     "check_tokenizer_fits",
     "check_weights_fit",
+    "has_tokenizer",
     "is_model_file",
     "is_tokenizer_file",
     "is_weight_file",
