@@ -36,6 +36,7 @@ from .configuration_vaswani import (
     NORM_POSITIONS,
     NORM_TYPES,
     POSITION_EMBEDDING_TYPES,
+    SINUSOIDAL_LAYOUTS,
     VaswaniConfig,
     _check_choice,
     _check_layers_to_keep,
@@ -69,6 +70,9 @@ class VaswaniSingleStackConfig(PretrainedConfig):
             Number of learned positions (`position_embedding_type="learned"`); sinusoids have no limit.
         position_embedding_type (`str`, *optional*, defaults to `"sinusoidal"`):
             `"sinusoidal"` (Section 3.5) or `"learned"` (Table 3, row E).
+        sinusoidal_layout (`str`, *optional*, defaults to `"interleaved"`):
+            Where the sines and cosines go: `"interleaved"` (the paper) or `"concatenated"` (Marian's: sines in the
+            first half, cosines in the second). Sinusoidal positions only.
         init_std (`float`, *optional*):
             Standard deviation of the embedding initialization; defaults to `d_model ** -0.5`.
         scale_embedding (`bool`, *optional*, defaults to `True`):
@@ -112,6 +116,7 @@ class VaswaniSingleStackConfig(PretrainedConfig):
     activation_dropout: float = 0.0
     max_position_embeddings: int = 1024
     position_embedding_type: str = "sinusoidal"
+    sinusoidal_layout: str = "interleaved"
     init_std: float | None = None
     scale_embedding: bool = True
     tie_word_embeddings: bool = True
@@ -167,6 +172,12 @@ class VaswaniSingleStackConfig(PretrainedConfig):
             _check_rate(name, getattr(self, name))
         _check_choice("activation_function", self.activation_function, sorted(ACT2FN))
         _check_choice("position_embedding_type", self.position_embedding_type, POSITION_EMBEDDING_TYPES)
+        _check_choice("sinusoidal_layout", self.sinusoidal_layout, SINUSOIDAL_LAYOUTS)
+        if self.sinusoidal_layout != "interleaved" and self.position_embedding_type != "sinusoidal":
+            raise ValueError(
+                f"sinusoidal_layout={self.sinusoidal_layout!r} needs position_embedding_type='sinusoidal'; leave it at "
+                "'interleaved' with learned positions."
+            )
         _check_choice("norm_position", self.norm_position, NORM_POSITIONS)
         _check_choice("norm_type", self.norm_type, NORM_TYPES)
         for name in ("scale_embedding", "tie_word_embeddings", "fixnorm", "use_cache"):

@@ -128,14 +128,18 @@ class VaswaniConcatenatedSinusoidalPositionalEmbedding(VaswaniSinusoidalPosition
         super().__init__(num_positions, embedding_dim)
         self.register_buffer("table", concatenated_sinusoid_table(num_positions, embedding_dim), persistent=False)
 
-    def forward(self, seq_len: int, past_length: int | torch.Tensor = 0) -> torch.Tensor:
-        """(seq_len, d) encodings of positions past_length .. past_length + seq_len - 1."""
-        positions = torch.arange(seq_len, device=self.inv_freq.device) + past_length  # (T,)
-        angle = positions[:, None].float() * self.inv_freq  # (T, ceil(d/2))
-        # [sin | cos]: PE[:, i] = sin, PE[:, ceil(d/2) + i] = cos (odd d drops the last cos column).
-        computed = torch.cat([angle.sin(), angle.cos()[:, : self.embedding_dim // 2]], dim=-1)  # (T, d)
-        stored = self.table[positions.clamp(max=self.num_positions - 1)]  # (T, d)
-        return torch.where((positions < self.num_positions)[:, None], stored, computed)
+    def forward(
+        self, seq_len: int, past_length: int | torch.Tensor = 0, position_ids: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """(seq_len, d) encodings of positions past_length .. past_length + seq_len - 1, or (B, T, d) encodings of
+        the given `position_ids` (B, T), as the interleaved class."""
+        if position_ids is None:
+            position_ids = torch.arange(seq_len, device=self.inv_freq.device) + past_length  # (T,)
+        angle = position_ids[..., None].float() * self.inv_freq  # (..., T, ceil(d/2))
+        # [sin | cos]: PE[..., i] = sin, PE[..., ceil(d/2) + i] = cos (odd d drops the last cos column).
+        computed = torch.cat([angle.sin(), angle.cos()[..., : self.embedding_dim // 2]], dim=-1)  # (..., T, d)
+        stored = self.table[position_ids.clamp(max=self.num_positions - 1)]  # (..., T, d)
+        return torch.where((position_ids < self.num_positions)[..., None], stored, computed)
 
 
 class VaswaniLearnedPositionalEmbedding(nn.Embedding):

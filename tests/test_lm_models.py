@@ -109,6 +109,9 @@ def test_an_option_of_the_other_stack_is_refused_by_name(config_class, option, v
         (VaswaniDecoderConfig, {"is_encoder_decoder": True}, "is_encoder_decoder=True is not allowed"),
         (VaswaniDecoderConfig, {"decoder_layers_to_keep": [0, 7]}, "decoder_layers_to_keep"),
         (VaswaniEncoderConfig, {"norm_type": "rmsnorm"}, "norm_type='rmsnorm'"),
+        (VaswaniDecoderConfig, {"sinusoidal_layout": "halves"}, "sinusoidal_layout='halves'"),
+        (VaswaniDecoderConfig, {"sinusoidal_layout": "concatenated", "position_embedding_type": "learned"},
+         "sinusoidal_layout='concatenated' needs position_embedding_type='sinusoidal'"),
         (VaswaniEncoderConfig, {"encoder_layerdrop": -0.1}, "encoder_layerdrop=-0.1"),
         (VaswaniEncoderConfig, {"classifier_dropout": 2}, "classifier_dropout=2"),
         (VaswaniEncoderConfig, {"pruned_layers": {"decoder": [0]}}, "pruned_layers="),
@@ -170,10 +173,14 @@ def test_decoder_only_equals_torch_nn_encoder_layers_with_a_causal_mask(norm_pos
     torch.testing.assert_close(logits, reference, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("options", [{}, {"norm_position": "pre", "norm_type": "scalenorm", "fixnorm": True}])
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"norm_position": "pre", "norm_type": "scalenorm", "fixnorm": True}, {"sinusoidal_layout": "concatenated"}],
+)
 def test_encoder_only_equals_the_seq2seq_encoder_with_the_same_weights(options):
     seq2seq = tiny_model(seed=2, **options).eval()
     encoder = VaswaniEncoderModel(VaswaniEncoderConfig.from_seq2seq(seq2seq.config)).eval()
+    assert encoder.config.sinusoidal_layout == seq2seq.config.sinusoidal_layout  # carried over with the half
     encoder.load_state_dict(seq2seq.model.encoder.state_dict(), strict=True)
     input_ids = random_ids(seed=2)
     attention_mask = torch.ones_like(input_ids)
@@ -254,8 +261,9 @@ def test_generate_with_and_without_cache_gives_the_same_tokens(backend, mode):
 
 
 @pytest.mark.parametrize("backend", ATTENTION_BACKENDS)
-def test_left_padding_with_mask_derived_positions_gives_the_same_last_logits(backend):
-    model = causal_lm(seed=6, backend=backend)
+@pytest.mark.parametrize("layout", ["interleaved", "concatenated"])
+def test_left_padding_with_mask_derived_positions_gives_the_same_last_logits(backend, layout):
+    model = causal_lm(seed=6, backend=backend, sinusoidal_layout=layout)
     input_ids = random_ids(batch_size=2, length=7, seed=6)
     pads = 32
     padded = F.pad(input_ids, (pads, 0), value=model.config.pad_token_id)
