@@ -12,7 +12,10 @@ sentences with the output length forced (min = max new tokens), so every engine 
 HF Marian fp32 (`MarianMTModel.generate()`), ours torch fp32 and bf16 (`generate()`), ours CTranslate2 fp32 / int8,
 Marian CTranslate2 fp32 / int8 (ctranslate2.converters.TransformersConverter on a saved random MarianMTModel).
 Ratios to HF Marian fp32, per interleaved round (median and range). Targets: CTranslate2 int8 of ours >= the same
-for Marian (within noise) and >= 2.3x HF Marian; torch bf16 >= 1.5x HF Marian fp32.
+for Marian (within noise) and >= 2.3x HF Marian; torch bf16 >= 1.5x HF Marian fp32. With `--ours converted`, "ours"
+is not a model of our own with random weights but the very MarianMTModel that HF Marian runs, converted by
+`vaswani convert --from marian`'s mapping (`vaswani.convert`): a converted model against the model it came from,
+the same weights and the same sentences.
 
 Every engine uses the same number of CPU threads (`--threads`, default: all cores). PyTorch uses them inside each
 matrix product; CTranslate2 (ours and Marian's alike) as `vaswani translate` runs it: each batch cut into
@@ -72,6 +75,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--engines", type=_engine_list, default=",".join(RANDOM_ENGINES),
         help="part 2: comma-separated engines to time (HF Marian fp32, the base of the ratios, always is); e.g. only "
         "'ct2 fp32,ct2 int8,Marian ct2 fp32,Marian ct2 int8' for more rounds of the CTranslate2 comparison",
+    )  # fmt: skip
+    parser.add_argument(
+        "--ours", choices=["native", "converted"], default="native",
+        help="part 2: our model with its own random weights (native) or the MarianMTModel converted (converted)",
     )  # fmt: skip
     parser.add_argument("--repeats", type=int, default=5, help="interleaved timing rounds")
     parser.add_argument("--warmup", type=int, default=1, help="untimed calls per engine")
@@ -196,8 +203,10 @@ def random_part(size: str, args: argparse.Namespace, scratch: Path) -> dict:
     model_args = SimpleNamespace(vocab_size=args.vocab_size, src_len=args.src_len, tgt_len=args.new_tokens,
                                  new_tokens=args.new_tokens, attn="sdpa", seed=args.seed,
                                  gen_batch_size=args.gen_batch_size)  # fmt: skip
-    ours = bench_model.build_model("ours", size, model_args).eval()
     marian = bench_model.build_model("marian", size, model_args).eval()
+    ours = (
+        converted(marian) if args.ours == "converted" else bench_model.build_model("ours", size, model_args)
+    ).eval()
     batch = bench_model.make_generation_batch(model_args)
     vocabulary = ["<pad>", "<s>", "</s>", "<unk>", *[f"w{i}" for i in range(4, args.vocab_size)]]
     tokenizer = VocabularyTokenizer(vocabulary)
@@ -234,7 +243,8 @@ def random_part(size: str, args: argparse.Namespace, scratch: Path) -> dict:
         timings = common.interleave(calls, warmup=args.warmup, repeats=args.repeats)
     speed = {name: common.rates(seconds, args.gen_batch_size) for name, seconds in timings.seconds.items()}
     base = speed["HF Marian fp32"]
-    print(f"\n== random weights, {bench_model.describe_size(size, model_args)}: beam 4, batch {args.gen_batch_size}, "
+    what = "random weights" if args.ours == "native" else "ours = the random MarianMTModel converted"
+    print(f"\n== {what}, {bench_model.describe_size(size, model_args)}: beam 4, batch {args.gen_batch_size}, "
           f"exactly {args.new_tokens} new tokens, {args.repeats} rounds ==")  # fmt: skip
     print(f"{'engine':<16} {'sent/s':>8} {'range':>15} {'x HF Marian fp32':>17} {'ratio range':>12}")
     ratios = {}
@@ -258,6 +268,18 @@ def random_part(size: str, args: argparse.Namespace, scratch: Path) -> dict:
     return {"speed": speed, "ratios": {name: r.median for name, r in ratios.items()},
             "ours_vs_marian_ct2_int8": ours_vs_marian.median if ours_vs_marian else None,
             "stalled": timings.median_stalled()}  # fmt: skip
+
+
+def converted(marian):
+    """`marian` (a MarianMTModel) as the vaswani model `vaswani convert --from marian` makes of it."""
+    from modeling_vaswani import VaswaniForConditionalGeneration
+    from vaswani.convert import final_logits_bias_of, marian_vaswani_config, marian_vaswani_state_dict
+
+    source = marian.state_dict()
+    config = marian_vaswani_config(marian.config, final_logits_bias=final_logits_bias_of(source))
+    model = VaswaniForConditionalGeneration(config)
+    model.load_state_dict(marian_vaswani_state_dict(source, config), strict=True)
+    return model
 
 
 class VocabularyTokenizer:

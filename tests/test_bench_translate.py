@@ -26,3 +26,28 @@ def test_thread_options_that_vaswani_translate_refuses_are_refused(argv, message
 def test_parallel_batches_up_to_the_threads_are_accepted():
     args = parse_args(["--threads", "4", "--parallel_batches", "4"])
     assert (args.threads, args.parallel_batches) == (4, 4)
+
+
+def test_ours_converted_is_the_marian_model_it_is_timed_against(capsys):
+    """`--ours converted`: the engine called "ours" computes what HF Marian computes (the same weights), so the row
+    compares a converted model with the model it came from."""
+    import torch
+    from bench_translate import converted
+    from transformers import MarianConfig, MarianMTModel
+
+    assert parse_args(["--ours", "converted"]).ours == "converted" and parse_args([]).ours == "native"
+    with pytest.raises(SystemExit):
+        parse_args(["--ours", "marian"])
+    assert "invalid choice: 'marian'" in capsys.readouterr().err
+    torch.manual_seed(0)
+    marian = MarianMTModel(MarianConfig(vocab_size=99, d_model=16, encoder_layers=2, decoder_layers=2,
+                                        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32,
+                                        decoder_ffn_dim=32, max_position_embeddings=64, pad_token_id=98,
+                                        decoder_start_token_id=98, eos_token_id=0)).eval()  # fmt: skip
+    ours = converted(marian).eval()
+    input_ids = torch.randint(1, 98, (2, 7))
+    decoder_input_ids = torch.randint(1, 98, (2, 5))
+    with torch.no_grad():
+        expected = marian(input_ids=input_ids, decoder_input_ids=decoder_input_ids).logits
+        got = ours(input_ids=input_ids, decoder_input_ids=decoder_input_ids).logits
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
