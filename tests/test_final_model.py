@@ -89,12 +89,17 @@ def test_candidates_of_a_run_reuse_recorded_scores(tmp_path):
     for step, bleu in [(40, 10.0), (60, 30.0), (80, None), (100, None)]:
         if bleu is not None:
             rules.evaluated(step, {"bleu": bleu})
-        kept.append(write_checkpoint(tmp_path / "checkpoints" / f"step-{step:08d}", float(step)))
+        folder = tmp_path / "checkpoints" / f"step-{step:08d}"
+        kept.append(write_checkpoint(folder, float(step), {"w": torch.full((2,), float(step))}))
+        save_file({"exp_avg": torch.zeros(2)}, folder / "training_state.safetensors")
         rules.saved(kept[-1], step)
     found = {c.name: c for c in rules.candidates(kept, None)}
     assert found["last"].checkpoints == [kept[-1]] and found["last"].score is None  # not evaluated: to be scored
     assert found["best"].checkpoints == [tmp_path / "best_checkpoint" / "step-00000060"]
     assert found["best"].score == 30.0
+    copy = sorted(p.name for p in found["best"].checkpoints[0].iterdir())
+    assert copy == ["model.safetensors", "stopping_state.json"]  # the weights and records, not the optimizer state
+    assert load_file(found["best"].checkpoints[0] / "model.safetensors")["w"].tolist() == [60.0, 60.0]
     assert [p.name for p in found["average"].checkpoints] == ["step-00000060", "step-00000080", "step-00000100"]
     # with early stopping the window ends at the best checkpoint
     stopping = StoppingRules(

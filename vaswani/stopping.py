@@ -18,8 +18,9 @@ advance (`--max_train_steps`, `--max_train_minutes`) `--average_checkpoints` sav
 the paper's setting scaled down. With early stopping the window ends at the best checkpoint instead (checkpoints
 after it got worse).
 
-The best checkpoint. When it improves on the best validation score, the checkpoint of that evaluation is copied to
-`output_dir/best_checkpoint/step-N/`, outside the rotation of `--keep_checkpoints`, so it is never deleted by it.
+The best checkpoint. When it improves on the best validation score, the weights of that evaluation's checkpoint
+(and its JSON records, not the optimizer state) are copied to `output_dir/best_checkpoint/step-N/`, outside the
+rotation of `--keep_checkpoints`, so they are never deleted by it.
 
 The final model (`--final_model auto`): the candidates are the last checkpoint (the model as trained), the best
 evaluated checkpoint and the average of the window; each is scored on the validation set (scores already computed
@@ -35,6 +36,8 @@ import os
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from vaswani.checkpoints import CheckpointError, weight_files
 
 STATE_FILE = "stopping_state.json"
 BEST_DIR = "best_checkpoint"
@@ -215,8 +218,6 @@ def save_state(checkpoint: Path, budget_seconds: float, stopper: EarlyStopping |
 def load_state(checkpoint: Path) -> dict:
     """The state saved with `checkpoint`; `CheckpointError` naming the file if it is missing or damaged (a resume
     restores everything or stops)."""
-    from vaswani.checkpoints import CheckpointError
-
     path = Path(checkpoint) / STATE_FILE
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
@@ -236,13 +237,16 @@ def training_seconds(checkpoint: Path) -> float:
 
 
 def keep_best(checkpoint: Path, output_dir: Path) -> Path:
-    """Copy the new best checkpoint to output_dir/best_checkpoint/step-N (complete copy first, then the previous best
-    is replaced). Returns the copy."""
+    """Copy the new best checkpoint's weights and JSON records (the stopping state, a sharded index) to
+    output_dir/best_checkpoint/step-N: what the final model's choice reads, not the optimizer state, which can be
+    twice the weights. A complete copy first, then the previous best is replaced. Returns the copy."""
     best_root = output_dir / BEST_DIR
     target = best_root / checkpoint.name
     staging = best_root / f".tmp-{checkpoint.name}"
     shutil.rmtree(staging, ignore_errors=True)
-    shutil.copytree(checkpoint, staging)
+    staging.mkdir(parents=True)
+    for file in [*weight_files(checkpoint), *sorted(checkpoint.glob("*.json"))]:
+        shutil.copy2(file, staging / file.name)
     os.replace(staging, target)  # the new best is complete before the previous one goes (the newest step wins)
     for old in best_root.iterdir():
         if old != target and not old.name.startswith(".tmp-"):
