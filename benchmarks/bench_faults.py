@@ -12,6 +12,11 @@ was complete yet, started anew with `--overwrite_output_dir`). The moments cover
 - `final-save`: a random time after the final model starts to be written (a new or rewritten file of the final
   folder, or a new entry next to it), within about the final save's duration.
 
+A kill meant for a save must land inside it: it must leave the save's temporary entries behind (`.tmp-step-N`, the
+final save's staged folder, ...). One that came before the save or after its last rename is still a kill survived,
+but its moment is tried again in the next invocation, earlier in the window, up to 3 times; a moment that never
+lands is reported (target: every save kill inside its save).
+
 After each kill every complete checkpoint is checked (each file readable: safetensors loads, JSON parses, zip
 archives pass their CRC check) and so is the final folder (its weights and results are there together and readable,
 or neither). When all kills are done the run is resumed to the end and its final weights are compared tensor by
@@ -1429,9 +1434,10 @@ class KillMoment:
     fraction: float  # where in the kind's window the kill lands, 0..1
 
 
-def _written_since(baseline: dict[str, int], now: dict[str, int]) -> dict[str, int]:
-    """Entries new or modified since `baseline` (entries removed, e.g. leftovers cleaned at startup, do not count)."""
-    return {name: mtime for name, mtime in now.items() if baseline.get(name) != mtime}
+def _written_since(baseline: dict[str, int], now: dict[str, int], after_ns: int = 0) -> dict[str, int]:
+    """Entries new or modified since `baseline` (entries removed, e.g. leftovers cleaned at startup, do not count),
+    last modified at `after_ns` (`time.time_ns()`) or later."""
+    return {name: mtime for name, mtime in now.items() if baseline.get(name) != mtime and mtime >= after_ns}
 
 
 @dataclasses.dataclass
@@ -1505,6 +1511,14 @@ def start_train(launcher: Launcher, args: list[str], cwd: Path, log: Path) -> St
     return launcher.start("train", args, cwd, None, log.with_suffix(".stdout"), log)
 
 
+def _final_save_started(baseline: dict[str, int], run: Path, after_ns: int) -> bool:
+    """Whether the invocation started at `after_ns` began its final save: it wrote an entry of the run folder or next
+    to it. Not the files of a killed final save that its recovery (at startup) moves into place, which keep their
+    modification times, nor the old folder that the recovery's swap sets aside for a moment (model_folder._aside)."""
+    written = _written_since(baseline, _final_snapshot(run), after_ns)
+    return bool(written.keys() - {f"../.tmp-{run.name}-old"})
+
+
 def wait_for_moment(invocation: Started, moment: KillMoment, run: Path, timeline: Timeline) -> bool:
     """Wait until the moment's trigger, then for its delay; whether the process is still alive then. Training and
     checkpoint-save moments wait for a checkpoint this invocation writes (of at least `after_step`)."""
@@ -1512,7 +1526,7 @@ def wait_for_moment(invocation: Started, moment: KillMoment, run: Path, timeline
     if moment.kind == "startup":
         deadline = invocation.start + moment.fraction * timeline.startup
     else:
-        baseline = _final_snapshot(run)
+        started_ns, baseline = time.time_ns(), _final_snapshot(run)
         threshold = max(moment.after_step, max(_complete_steps(checkpoints), default=0) + 1)
         leftovers = set(_saving_steps(checkpoints).items())  # of a killed save: not this invocation's
         while invocation.alive():
@@ -1525,7 +1539,7 @@ def wait_for_moment(invocation: Started, moment: KillMoment, run: Path, timeline
                 break
             if moment.kind == "final-save" and moment.after_step not in _complete_steps(checkpoints):
                 baseline = _final_snapshot(run)  # still training: what changes now (metrics) is not the final save
-            elif moment.kind == "final-save" and _written_since(baseline, _final_snapshot(run)):
+            elif moment.kind == "final-save" and _final_save_started(baseline, run, started_ns):
                 window = timeline.final * 0.9  # the process ends right after the final save
                 break
             time.sleep(POLL_SECONDS)
