@@ -56,8 +56,12 @@ def kill_run(tmp_path_factory):
 def test_kills_inside_saves_resume_to_identical_weights(kill_run):
     summary, _ = kill_run
     assert summary["failure"] is None, summary["failure"]
-    assert summary["kills"] == summary["kills_survived"] == 2
-    assert summary["kinds"]["checkpoint-save"] == 1 and summary["kinds"]["final-save"] == 1
+    assert summary["kills"] == summary["kills_survived"] >= 2
+    # Each kill meant for a save landed inside one (it left the save's temporary entries behind), at the planned
+    # moment or at a retry of it; the ones that came too early or too late were retried.
+    assert summary["inside_saves"] == {"checkpoint-save": 1, "final-save": 1}, summary["records"]
+    assert summary["save_moments_missed"] == [], summary["records"]
+    assert summary["kills"] == 2 + summary["save_kills_retried"]
     assert summary["corrupt_checkpoints"] == [] and summary["mixed_final_folders"] == []
     assert summary["final_weights_identical"], summary["final_weights_max_abs_diff"]
     assert summary["train_losses_identical"]  # metrics.jsonl: every update once, the same losses

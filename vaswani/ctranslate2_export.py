@@ -180,8 +180,7 @@ def _converter_class(ctranslate2):
             """(V, d) embedding rows as CTranslate2 uses them: unit length with FixNorm (Nguyen & Salazar 2019)."""
             import torch.nn.functional as F
 
-            weight = weight.detach().float()
-            return (F.normalize(weight, dim=-1) if self.config.fixnorm else weight).numpy()
+            return _float32_copy(F.normalize(weight, dim=-1) if self.config.fixnorm else weight)
 
         def _set_stack(self, spec, stack, embeddings_spec):
             import torch
@@ -191,7 +190,7 @@ def _converter_class(ctranslate2):
             positions = stack.embeddings.embed_positions
             with torch.no_grad():  # (P, d): the learned rows, or the sinusoids exactly as the model computes them
                 table = positions(self.config.max_position_embeddings)
-            spec.position_encodings.encodings = table.float().numpy()
+            spec.position_encodings.encodings = _float32_copy(table)
             if stack.layer_norm is not None:  # PreNorm's final norm
                 self._set_norm(spec.layer_norm, stack.layer_norm)
 
@@ -200,13 +199,13 @@ def _converter_class(ctranslate2):
                 gamma, _ = scalenorm_as_rmsnorm(float(norm.scale.detach()), self.config.d_model, norm.eps)
                 spec.gamma = _array(gamma)
             else:
-                spec.gamma = norm.weight.detach().float().numpy()
-                spec.beta = norm.bias.detach().float().numpy()
+                spec.gamma = _float32_copy(norm.weight)
+                spec.beta = _float32_copy(norm.bias)
 
         def _set_linear(self, spec, linear):
-            spec.weight = linear.weight.detach().float().numpy()
+            spec.weight = _float32_copy(linear.weight)
             if linear.bias is not None:
-                spec.bias = linear.bias.detach().float().numpy()
+                spec.bias = _float32_copy(linear.bias)
 
         def _set_self_attention(self, spec, attention, residual):
             self._set_linear(spec.linear[0], attention.qkv_proj)  # (3d, d): W^Q; W^K; W^V, CTranslate2's layout
@@ -225,6 +224,15 @@ def _converter_class(ctranslate2):
             self._set_norm(spec.layer_norm, layer.ffn_residual.norm)
 
     return _VaswaniConverter
+
+
+def _float32_copy(tensor):
+    """`tensor` as a float32 NumPy array of its own. CTranslate2 quantizes the specification's arrays in place
+    (`value *= scale`): an array sharing memory with a parameter (what `.float().numpy()` of a float32 tensor gives)
+    would scale the model's own weights when exporting int8 or int16."""
+    import torch
+
+    return tensor.detach().to(torch.float32, copy=True).numpy()
 
 
 def _array(values):
