@@ -812,7 +812,8 @@ def build_model(args, config: VaswaniConfig, tokenizer) -> VaswaniForConditional
         model = VaswaniForConditionalGeneration(config)
     check_tokenizer_fits(tokenizer, model.config, where=f"--tokenizer {args.tokenizer or 'of this run'}", exact=True)
     if args.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
+        # transformers renamed it; the old name warns that it goes away in v6 (the new one is not in every 5.x)
+        getattr(model, "activation_checkpointing_enable", model.gradient_checkpointing_enable)()
     return model
 
 
