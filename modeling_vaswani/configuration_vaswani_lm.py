@@ -71,8 +71,9 @@ class VaswaniSingleStackConfig(PretrainedConfig):
         position_embedding_type (`str`, *optional*, defaults to `"sinusoidal"`):
             `"sinusoidal"` (Section 3.5) or `"learned"` (Table 3, row E).
         sinusoidal_layout (`str`, *optional*, defaults to `"interleaved"`):
-            Where the sines and cosines go: `"interleaved"` (the paper) or `"concatenated"` (Marian's: sines in the
-            first half, cosines in the second). Sinusoidal positions only.
+            Where the sines and cosines go: `"interleaved"` (the paper), `"concatenated"` (Marian's: sines in the
+            first half, cosines in the second) or `"fairseq"` (fairseq's frequencies and position offset, see
+            `VaswaniConfig`). Sinusoidal positions only.
         init_std (`float`, *optional*):
             Standard deviation of the embedding initialization; defaults to `d_model ** -0.5`.
         scale_embedding (`bool`, *optional*, defaults to `True`):
