@@ -350,7 +350,9 @@ def test_the_card_and_config_name_the_source(converted, capsys):
                                      "license": None}  # fmt: skip
     assert config.sinusoidal_layout == "fairseq"
     card = (converted / "README.md").read_text(encoding="utf-8")
-    assert "checkpoint_best.pt" in card and str(converted.parent) not in card
+    assert "Converted by `vaswani convert --from fairseq` from:\n`checkpoint_best.pt` (a fairseq checkpoint" in card
+    assert "subword (fairseq's dictionary)" in card and "license: apache-2.0" in card
+    assert str(converted.parent) not in card  # the file's name, never the local path above it
 
 
 # ---------------------------------------------------------------------------------------------------------------

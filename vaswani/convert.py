@@ -1,8 +1,14 @@
-"""Start from a pretrained model: the engine of `vaswani convert --from marian --model DIR --output OUT`.
+"""Start from a pretrained model: the engine of `vaswani convert --from marian --model DIR --output OUT` and
+`vaswani convert --from fairseq --checkpoint model.pt --data_dir DICT_DIR --output OUT`.
 
-    from vaswani.convert import convert_marian
+    from vaswani.convert import convert_fairseq, convert_marian
 
     convert_marian("opus-mt-en-es", "opus-mt-en-es-vaswani")   # a local MarianMTModel folder -> a vaswani folder
+    convert_fairseq("wmt16.en-de/model.pt", "wmt16.en-de", "en-de")   # a fairseq checkpoint + dict.LANG.txt
+
+The fairseq half (after the Marian one below) maps fairseq's TransformerModel the same way; its differences from
+the paper are `sinusoidal_layout="fairseq"` (fairseq's frequencies, positions from padding_idx + 1), learned tables
+without their first padding_idx + 1 rows, and fairseq's dictionary ids; docs/pretrained.md has its table.
 
 A `MarianMTModel` (the ~1,400 OPUS-MT models, transformers' `models/marian`) is the paper's PostNorm Transformer with
 a few differences. Each is a `VaswaniConfig` option, so the converted model computes the same logits and `generate()`
