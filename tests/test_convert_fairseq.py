@@ -511,3 +511,20 @@ def test_an_interrupted_conversion_leaves_no_folder(tmp_path, monkeypatch):
 def test_fairseq_layout_needs_a_width_of_four():
     with pytest.raises(ValueError, match="sinusoidal_layout='fairseq' needs d_model >= 4"):
         VaswaniConfig(d_model=2, encoder_attention_heads=1, decoder_attention_heads=1, sinusoidal_layout="fairseq")
+
+
+@pytest.mark.parametrize(
+    "pieces, text",
+    [
+        (["Hel@@", "lo", "world", "."], "Hello world ."),  # subword-nmt: "@@ " removed, as fairseq's --remove-bpe
+        (["\u2581Hel", "lo", "\u2581world", "."], "Hello world."),  # sentencepiece: "▁" is a space
+        (["Hello", "world", "."], "Hello world ."),  # whole words: joined by spaces
+    ],
+)
+def test_the_tokenizer_undoes_the_segmentation_its_dictionary_shows(pieces, text):
+    from vaswani.convert import FAIRSEQ_SPECIAL_TOKENS, fairseq_tokenizer
+
+    tokenizer = fairseq_tokenizer(FAIRSEQ_SPECIAL_TOKENS + pieces, model_max_length=64)
+    ids = tokenizer(" ".join(pieces))["input_ids"]
+    assert ids == [*range(4, 4 + len(pieces)), EOS]
+    assert tokenizer.decode(ids, skip_special_tokens=True) == text
