@@ -98,8 +98,10 @@ def write_dictionaries(folder: Path, languages=("en", "es")) -> Path:
 def write_checkpoint(path: Path, args: argparse.Namespace, state=None, *, plain_cfg: bool = False, **extra) -> Path:
     state = fairseq_state_dict(args) if state is None else state
     if plain_cfg:  # fairseq >= 0.10 with the cfg saved as a plain dict (OmegaConf.to_container)
-        model_cfg = {("_name" if k == "arch" else k): v for k, v in vars(args).items()}
-        checkpoint = {"cfg": {"model": model_cfg, "task": {"_name": "translation"}}, "model": state}
+        languages = ("source_lang", "target_lang")
+        model_cfg = {("_name" if k == "arch" else k): v for k, v in vars(args).items() if k not in languages}
+        task = {"_name": "translation", **{k: getattr(args, k) for k in languages}}
+        checkpoint = {"cfg": {"model": model_cfg, "task": task}, "model": state}
     else:  # fairseq < 0.10: an argparse.Namespace, with the training state around the model
         checkpoint = {"args": args, "model": state, "optimizer_history": [{"num_updates": 10}], "extra_state": {}}
     checkpoint.update(extra)
@@ -232,7 +234,9 @@ def test_same_logits_as_fairseq(variant, plain_cfg, tmp_path):
     args = fairseq_args(**VARIANTS[variant])
     state = fairseq_state_dict(args)
     checkpoint = write_checkpoint(tmp_path / "model.pt", args, state, plain_cfg=plain_cfg)
-    output = convert_fairseq(checkpoint, write_dictionaries(tmp_path / "data"), tmp_path / "out")
+    data = write_dictionaries(tmp_path / "data")
+    (data / "dict.fr.txt").write_text("other 1\n")  # another pair's: the checkpoint's languages pick en and es
+    output = convert_fairseq(checkpoint, data, tmp_path / "out")
     model = AutoModelForSeq2SeqLM.from_pretrained(output).eval()
     src, prev = batch()
     with torch.no_grad():

@@ -447,9 +447,11 @@ def load_fairseq_checkpoint(path: Path) -> dict:
 def fairseq_model_args(checkpoint: dict, path: Path) -> dict:
     """The model's hyperparameters: `args` (an argparse.Namespace, fairseq < 0.10) or `cfg["model"]` (a plain dict
     or Namespace), over the defaults of its architecture. An architecture not converted is a `ConvertError`."""
-    args = checkpoint.get("args")
+    args, task = checkpoint.get("args"), {}
     if args is None and isinstance(checkpoint.get("cfg"), dict):
         args = checkpoint["cfg"].get("model")
+        task = checkpoint["cfg"].get("task")  # where fairseq >= 0.10 keeps source_lang and target_lang
+        task = vars(task) if isinstance(task, argparse.Namespace) else task if isinstance(task, dict) else {}
     if isinstance(args, argparse.Namespace):
         args = vars(args)
     if not isinstance(args, dict):
@@ -464,6 +466,7 @@ def fairseq_model_args(checkpoint: dict, path: Path) -> dict:
             "TransformerModel)"
         )
     values = {**FAIRSEQ_DEFAULTS, **FAIRSEQ_ARCHITECTURES[arch]}
+    values.update({k: v for k, v in task.items() if k in ("source_lang", "target_lang") and v is not None})
     values.update({k: v for k, v in args.items() if v is not None})
     if "relu_dropout" in args and "activation_dropout" not in args:  # fairseq < 0.7's name
         values["activation_dropout"] = args["relu_dropout"]
