@@ -174,6 +174,8 @@ class VaswaniSingleStackConfig(PretrainedConfig):
         _check_choice("activation_function", self.activation_function, sorted(ACT2FN))
         _check_choice("position_embedding_type", self.position_embedding_type, POSITION_EMBEDDING_TYPES)
         _check_choice("sinusoidal_layout", self.sinusoidal_layout, SINUSOIDAL_LAYOUTS)
+        if self.sinusoidal_layout == "fairseq" and self.d_model < 4:
+            raise ValueError(f"sinusoidal_layout='fairseq' needs d_model >= 4 (it is {self.d_model}).")
         if self.sinusoidal_layout != "interleaved" and self.position_embedding_type != "sinusoidal":
             raise ValueError(
                 f"sinusoidal_layout={self.sinusoidal_layout!r} needs position_embedding_type='sinusoidal'; leave it at "

@@ -513,8 +513,13 @@ def test_an_interrupted_conversion_leaves_no_folder(tmp_path, monkeypatch):
 
 
 def test_fairseq_layout_needs_a_width_of_four():
+    from modeling_vaswani import VaswaniDecoderConfig
+
     with pytest.raises(ValueError, match="sinusoidal_layout='fairseq' needs d_model >= 4"):
         VaswaniConfig(d_model=2, encoder_attention_heads=1, decoder_attention_heads=1, sinusoidal_layout="fairseq")
+    with pytest.raises(ValueError, match="sinusoidal_layout='fairseq' needs d_model >= 4"):
+        VaswaniDecoderConfig(d_model=2, decoder_attention_heads=1, sinusoidal_layout="fairseq")
+    VaswaniConfig(d_model=4, encoder_attention_heads=1, decoder_attention_heads=1, sinusoidal_layout="fairseq")
 
 
 @pytest.mark.parametrize(
