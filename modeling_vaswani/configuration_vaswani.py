@@ -12,7 +12,7 @@ from transformers import PretrainedConfig
 from transformers.activations import ACT2FN
 
 POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned")
-SINUSOIDAL_LAYOUTS = ("interleaved", "concatenated")
+SINUSOIDAL_LAYOUTS = ("interleaved", "concatenated", "fairseq")
 NORM_POSITIONS = ("post", "pre")
 NORM_TYPES = ("layernorm", "scalenorm")
 
@@ -87,7 +87,10 @@ class VaswaniConfig(PretrainedConfig):
             `1 / 10000^(2i/d)`: `"interleaved"` is the paper's formula above; `"concatenated"` puts the sines in the
             first ceil(d/2) dimensions and the cosines in the last floor(d/2), `PE[pos, i] = sin(pos / 10000^(2i/d))`,
             `PE[pos, ceil(d/2) + i] = cos(pos / 10000^(2i/d))`, as Marian (OPUS-MT, transformers' `MarianMTModel`)
-            does. Only with sinusoidal positions.
+            does. `"fairseq"` is fairseq's table (`vaswani convert --from fairseq`), with other frequencies and
+            positions: `PE[pos, i] = sin(p * w_i)`, `PE[pos, d//2 + i] = cos(p * w_i)` (a zero column last for odd
+            d), `w_i = exp(-i * ln(10000) / (d//2 - 1))`, `p = pos + pad_token_id + 1` (fairseq's position offset);
+            it needs d_model >= 4. Only with sinusoidal positions.
         init_std (`float`, *optional*):
             Standard deviation of the normal initialization of the token (and learned position) embeddings.
             Defaults to `d_model ** -0.5` as in fairseq; linear layers use Xavier-uniform.
@@ -336,6 +339,11 @@ class VaswaniConfig(PretrainedConfig):
             )
 
         # Contradictory combinations
+        if self.sinusoidal_layout == "fairseq" and self.d_model < 4:
+            raise ValueError(
+                f"sinusoidal_layout='fairseq' needs d_model >= 4 (it is {self.d_model}): fairseq's frequencies divide "
+                "by d_model // 2 - 1."
+            )
         if self.sinusoidal_layout != "interleaved" and self.position_embedding_type != "sinusoidal":
             raise ValueError(
                 f"sinusoidal_layout={self.sinusoidal_layout!r} needs position_embedding_type='sinusoidal' (it is "

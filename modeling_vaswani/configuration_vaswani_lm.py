@@ -71,8 +71,9 @@ class VaswaniSingleStackConfig(PretrainedConfig):
         position_embedding_type (`str`, *optional*, defaults to `"sinusoidal"`):
             `"sinusoidal"` (Section 3.5) or `"learned"` (Table 3, row E).
         sinusoidal_layout (`str`, *optional*, defaults to `"interleaved"`):
-            Where the sines and cosines go: `"interleaved"` (the paper) or `"concatenated"` (Marian's: sines in the
-            first half, cosines in the second). Sinusoidal positions only.
+            Where the sines and cosines go: `"interleaved"` (the paper), `"concatenated"` (Marian's: sines in the
+            first half, cosines in the second) or `"fairseq"` (fairseq's frequencies and position offset, see
+            `VaswaniConfig`). Sinusoidal positions only.
         init_std (`float`, *optional*):
             Standard deviation of the embedding initialization; defaults to `d_model ** -0.5`.
         scale_embedding (`bool`, *optional*, defaults to `True`):
@@ -173,6 +174,8 @@ class VaswaniSingleStackConfig(PretrainedConfig):
         _check_choice("activation_function", self.activation_function, sorted(ACT2FN))
         _check_choice("position_embedding_type", self.position_embedding_type, POSITION_EMBEDDING_TYPES)
         _check_choice("sinusoidal_layout", self.sinusoidal_layout, SINUSOIDAL_LAYOUTS)
+        if self.sinusoidal_layout == "fairseq" and self.d_model < 4:
+            raise ValueError(f"sinusoidal_layout='fairseq' needs d_model >= 4 (it is {self.d_model}).")
         if self.sinusoidal_layout != "interleaved" and self.position_embedding_type != "sinusoidal":
             raise ValueError(
                 f"sinusoidal_layout={self.sinusoidal_layout!r} needs position_embedding_type='sinusoidal'; leave it at "

@@ -142,6 +142,39 @@ class VaswaniConcatenatedSinusoidalPositionalEmbedding(VaswaniSinusoidalPosition
         return torch.where((position_ids < self.num_positions)[..., None], stored, computed)
 
 
+def fairseq_inverse_frequencies(dim: int) -> torch.Tensor:
+    """fairseq's frequencies exp(-i * ln(10000) / (d/2 - 1)) for i = 0 .. d/2 - 1 (d/2 rounded down), computed in
+    float32 as fairseq's `SinusoidalPositionalEmbedding.get_embedding` does. (The paper's are 10000^(-2i/d): the
+    two agree only at i = 0.) Returns (d // 2,)."""
+    half_dim = dim // 2
+    step = math.log(10000) / (half_dim - 1)
+    return torch.exp(torch.arange(half_dim, dtype=torch.float) * -step)
+
+
+class VaswaniFairseqSinusoidalPositionalEmbedding(VaswaniSinusoidalPositionalEmbedding):
+    """fairseq's sinusoids (`sinusoidal_layout="fairseq"`, `fairseq.modules.SinusoidalPositionalEmbedding`):
+    [sin | cos] halves of d // 2 dimensions each with `fairseq_inverse_frequencies` (a zero column last for odd d),
+    and positions counted from padding_idx + 1, fairseq's offset: the first token of a sequence is position
+    padding_idx + 1 (2 with fairseq's dictionary). Computed in float32 as fairseq computes its table, so a converted
+    fairseq model gets fairseq's numbers; there is no length limit."""
+
+    def __init__(self, num_positions: int, embedding_dim: int, padding_idx: int = 1):
+        super().__init__(num_positions, embedding_dim)
+        self.offset = padding_idx + 1
+        self.register_buffer("inv_freq", fairseq_inverse_frequencies(embedding_dim), persistent=False)
+
+    def forward(
+        self, seq_len: int, past_length: int | torch.Tensor = 0, position_ids: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """(seq_len, d) encodings of positions past_length .. past_length + seq_len - 1, or (B, T, d) encodings of
+        the given `position_ids` (B, T), each shifted by fairseq's offset."""
+        if position_ids is None:
+            position_ids = torch.arange(seq_len, device=self.inv_freq.device) + past_length  # (T,)
+        angle = (position_ids + self.offset)[..., None].float() * self.inv_freq  # (..., T, d // 2)
+        table = torch.cat([angle.sin(), angle.cos()], dim=-1)  # (..., T, 2 * (d // 2))
+        return F.pad(table, (0, self.embedding_dim - table.shape[-1]))  # (..., T, d)
+
+
 class VaswaniLearnedPositionalEmbedding(nn.Embedding):
     """Learned absolute positions, the paper's ablation (E) of Table 3. Limited to `num_positions`."""
 
@@ -212,6 +245,7 @@ POSITION_EMBEDDING_CLASSES = {
 SINUSOIDAL_LAYOUT_CLASSES = {  # `sinusoidal_layout`, for position_embedding_type="sinusoidal"
     "interleaved": VaswaniSinusoidalPositionalEmbedding,
     "concatenated": VaswaniConcatenatedSinusoidalPositionalEmbedding,
+    "fairseq": VaswaniFairseqSinusoidalPositionalEmbedding,
 }
 
 
@@ -615,7 +649,9 @@ class VaswaniPreTrainedModel(PreTrainedModel):
         The sinusoids' frequencies are a non-persistent buffer and are rebuilt here (also after `from_pretrained`)."""
         config = self.config
         std = config.init_std if config.init_std is not None else config.d_model**-0.5
-        if isinstance(module, VaswaniSinusoidalPositionalEmbedding):
+        if isinstance(module, VaswaniFairseqSinusoidalPositionalEmbedding):
+            init.copy_(module.inv_freq, fairseq_inverse_frequencies(module.embedding_dim))
+        elif isinstance(module, VaswaniSinusoidalPositionalEmbedding):
             init.copy_(module.inv_freq, sinusoid_inverse_frequencies(module.embedding_dim))
             if isinstance(module, VaswaniConcatenatedSinusoidalPositionalEmbedding):
                 init.copy_(module.table, concatenated_sinusoid_table(module.num_positions, module.embedding_dim))
@@ -842,7 +878,13 @@ class VaswaniStackEmbedding(nn.Module):
         position_class = POSITION_EMBEDDING_CLASSES[config.position_embedding_type]
         if position_class is VaswaniSinusoidalPositionalEmbedding:
             position_class = SINUSOIDAL_LAYOUT_CLASSES[config.sinusoidal_layout]
-        self.embed_positions = position_class(config.max_position_embeddings, config.d_model)
+        # fairseq's sinusoids count positions from pad_token_id + 1 (its offset)
+        extra = (
+            {"padding_idx": config.pad_token_id}
+            if position_class is VaswaniFairseqSinusoidalPositionalEmbedding
+            else {}
+        )
+        self.embed_positions = position_class(config.max_position_embeddings, config.d_model, **extra)
         self.embed_transform = UnitNorm() if config.fixnorm else nn.Identity()
         self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
         self.dropout = config.dropout

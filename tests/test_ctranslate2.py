@@ -57,6 +57,7 @@ VARIANTS = {
     "untied-output": {"share_embeddings": False, "tie_word_embeddings": False},
     "pruned": {"encoder_layers": 3, "decoder_layers": 3, "prune": ([0, 2], [1, 2])},
     "fairseq-layout": {"layout": "fairseq"},
+    "fairseq-positions": {"layout": "fairseq", "sinusoidal_layout": "fairseq"},  # vaswani convert --from fairseq
     "gelu-unscaled": {"activation_function": "gelu", "scale_embedding": False},
 }
 

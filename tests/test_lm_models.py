@@ -261,7 +261,7 @@ def test_generate_with_and_without_cache_gives_the_same_tokens(backend, mode):
 
 
 @pytest.mark.parametrize("backend", ATTENTION_BACKENDS)
-@pytest.mark.parametrize("layout", ["interleaved", "concatenated"])
+@pytest.mark.parametrize("layout", ["interleaved", "concatenated", "fairseq"])
 def test_left_padding_with_mask_derived_positions_gives_the_same_last_logits(backend, layout):
     model = causal_lm(seed=6, backend=backend, sinusoidal_layout=layout)
     input_ids = random_ids(batch_size=2, length=7, seed=6)

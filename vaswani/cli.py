@@ -10,6 +10,7 @@
     vaswani prune     --model DIR --output_dir OUT --every_other 0.5  (or --encoder_layers_to_keep 0,2,4 ...)
     vaswani card      --model DIR [--repo_id OWNER/NAME] [--license apache-2.0] [--output FILE]
     vaswani convert   --from marian --model DIR --output OUT
+    vaswani convert   --from fairseq --checkpoint model.pt --data_dir DICT_DIR --output OUT
 
 Models are read from local folders only and checked before use (`vaswani.model_folder`); a folder's own Python code
 runs only with `--trust_remote_code` (translate, push, prune, card; export and average never run it). `average` and
@@ -36,7 +37,8 @@ quantized weights (`--quantization int8`); see `vaswani.ctranslate2_export`.
 `prune` keeps some layers of a model trained with LayerDrop and writes an ordinary smaller model folder.
 `card` renders the model card (README.md) of a folder.
 `convert --from marian` turns a local MarianMTModel folder (OPUS-MT) into a vaswani model folder that computes the
-same logits and translations, tokenizer included; see `vaswani.convert`.
+same logits and translations, tokenizer included; `convert --from fairseq` does the same for a fairseq Transformer
+checkpoint and its dictionaries; see `vaswani.convert`.
 
 A user mistake prints `error: <message>` on stderr and exits with status 2, without a traceback.
 """
@@ -77,7 +79,7 @@ from vaswani.model_folder import (
 from vaswani.translate import OUTPUT_FORMATS
 
 EXPORT_FORMATS = ("ctranslate2",)
-CONVERT_FORMATS = ("marian",)  # vaswani.convert.CONVERTERS, without importing torch for the parser
+CONVERT_FORMATS = ("marian", "fairseq")  # vaswani.convert.CONVERTERS, without importing torch for the parser
 
 PROG = "vaswani"
 TRAIN_HELP = "train a model with the paper's recipe (the same as train.py)"
@@ -303,7 +305,16 @@ def run_prune(args: argparse.Namespace) -> int:
 def run_convert(args: argparse.Namespace) -> int:
     from vaswani.convert import CONVERTERS
 
-    output = CONVERTERS[args.source_format](args.model, args.output)
+    # --from marian reads a model folder; --from fairseq a checkpoint file and the folder of its dictionaries
+    needed = ("model",) if args.source_format == "marian" else ("checkpoint", "data_dir")
+    for name in ("model", "checkpoint", "data_dir"):
+        given = getattr(args, name) is not None
+        if given != (name in needed):
+            raise UsageError(
+                f"--from {args.source_format} {'needs' if name in needed else 'does not take'} --{name} (it takes "
+                f"{' and '.join('--' + n for n in needed)})"
+            )
+    output = CONVERTERS[args.source_format](*(getattr(args, name) for name in needed), args.output)
     print(f"wrote the converted model to {output}; translate with: vaswani translate --model {output}")
     return 0
 
@@ -505,15 +516,25 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     add_trust_remote_code(card)
 
     convert = _add_command(
-        commands, "convert", run_convert, help="convert a pretrained Marian (OPUS-MT) model into a vaswani model folder",
+        commands, "convert", run_convert,
+        help="convert a pretrained Marian (OPUS-MT) model or fairseq Transformer into a vaswani model folder",
         description="Convert a local MarianMTModel folder (an OPUS-MT model: config.json, model.safetensors or "
                     "pytorch_model.bin, source.spm, target.spm, vocab.json) into a vaswani model folder with the same "
-                    "logits and translations, its tokenizer, generation config and a model card naming the source.",
+                    "logits and translations, its tokenizer, generation config and a model card naming the source; or a "
+                    "fairseq Transformer checkpoint (--checkpoint) with the dict.LANG.txt files of --data_dir.",
     )  # fmt: skip
     convert.add_argument(
         "--from", dest="source_format", required=True, choices=CONVERT_FORMATS, help="the source model's kind"
     )
-    _add_model_argument(convert, help="the pretrained model folder (local; download a Hub model first)")
+    convert.add_argument(
+        "--model", type=Path, metavar="DIR", help="--from marian: the model folder (local; download a Hub model first)"
+    )
+    convert.add_argument(
+        "--checkpoint", type=Path, metavar="FILE", help="--from fairseq: the checkpoint (model.pt, checkpoint_best.pt)"
+    )
+    convert.add_argument(
+        "--data_dir", type=Path, metavar="DIR", help="--from fairseq: the folder of its dict.LANG.txt dictionaries"
+    )
     convert.add_argument(
         "--output", required=True, type=Path, metavar="OUT", help="the new (or empty) folder to write"
     )
