@@ -200,71 +200,104 @@ def marian_vaswani_config(marian, *, final_logits_bias: bool, converted_from: di
         raise ConvertError(f"the Marian configuration cannot be represented: {error}") from None
 
 
+class SourceTensors:
+    """The tensors of a checkpoint being converted, each to be used exactly once: `take` returns the first of the
+    names present and marks it used, `skip` marks tensors that need no copy (tied duplicates, buffers), and
+    `check_all_used` refuses what nobody took, so nothing of the source is silently dropped. `what` names the
+    source in the errors."""
+
+    def __init__(self, source: dict[str, torch.Tensor], what: str):
+        self.source, self.what, self.used = source, what, set()
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.source
+
+    def take(self, *names: str) -> torch.Tensor:
+        for name in names:
+            if name in self.source:
+                self.used.add(name)
+                return self.source[name]
+        raise ConvertError(f"the {self.what} have no tensor {' or '.join(names)}")
+
+    def skip(self, *names: str) -> None:
+        self.used.update(names)
+
+    def attention(self, theirs: str, kind: str) -> torch.Tensor:
+        """W^Q; W^K; W^V (or their biases) stacked, (3d, d) or (3d,): fairseq's and Marian's separate q/k/v
+        projections, or fairseq < 0.9's `in_proj_*`, already stacked."""
+        if f"{theirs}.in_proj_{kind}" in self.source:
+            return self.take(f"{theirs}.in_proj_{kind}")
+        return torch.cat([self.take(f"{theirs}.{p}_proj.{kind}") for p in ("q", "k", "v")])
+
+    def check_all_used(self, why: str) -> None:
+        unused = sorted(set(self.source) - self.used)
+        if unused:
+            shown = ", ".join(unused[:5]) + (f" and {len(unused) - 5} more" if len(unused) > 5 else "")
+            raise ConvertError(f"the {self.what} hold tensors the conversion does not know: {shown} ({why})")
+
+
+def map_layers(tensors: SourceTensors, state: dict, config: VaswaniConfig, prefix: str) -> None:
+    """Both stacks' layers into `state`: fairseq's layer names, which Marian kept (`{prefix}{side}.layers.N`), onto
+    ours (`model.{side}.layers.N`): attention projections fused (self-attention: W^Q; W^K; W^V, cross-attention:
+    W^Q and W^K; W^V), the residual sublayers' norms (fairseq < 0.9's `layer_norms.N` too), the feed-forward."""
+    d = config.d_model
+    for side in ("encoder", "decoder"):
+        for i in range(getattr(config, f"{side}_layers")):
+            theirs, ours = f"{prefix}{side}.layers.{i}", f"model.{side}.layers.{i}"
+            for kind in ("weight", "bias"):
+                take = tensors.take
+                state[f"{ours}.self_attn.qkv_proj.{kind}"] = tensors.attention(f"{theirs}.self_attn", kind)
+                state[f"{ours}.self_attn.out_proj.{kind}"] = take(f"{theirs}.self_attn.out_proj.{kind}")
+                state[f"{ours}.self_attn_residual.norm.{kind}"] = take(
+                    f"{theirs}.self_attn_layer_norm.{kind}", f"{theirs}.layer_norms.0.{kind}"
+                )
+                state[f"{ours}.ffn.fc1.{kind}"] = take(f"{theirs}.fc1.{kind}")
+                state[f"{ours}.ffn.fc2.{kind}"] = take(f"{theirs}.fc2.{kind}")
+                state[f"{ours}.ffn_residual.norm.{kind}"] = take(
+                    f"{theirs}.final_layer_norm.{kind}", f"{theirs}.layer_norms.1.{kind}"
+                )
+                if side == "decoder":
+                    qkv = tensors.attention(f"{theirs}.encoder_attn", kind)
+                    state[f"{ours}.encoder_attn.q_proj.{kind}"] = qkv[:d]
+                    state[f"{ours}.encoder_attn.kv_proj.{kind}"] = qkv[d:]
+                    state[f"{ours}.encoder_attn.out_proj.{kind}"] = take(f"{theirs}.encoder_attn.out_proj.{kind}")
+                    state[f"{ours}.encoder_attn_residual.norm.{kind}"] = take(
+                        f"{theirs}.encoder_attn_layer_norm.{kind}"
+                    )
+
+
 def marian_vaswani_state_dict(source: dict[str, torch.Tensor], config: VaswaniConfig) -> dict[str, torch.Tensor]:
     """Our parameter names and layouts from a `MarianMTModel` state dict: fused projections, residual-sublayer norms,
     embeddings resolved through Marian's tying (a save stores a tied matrix once). Every source tensor must be used
     (the position tables are checked, not copied); a missing one is a `ConvertError` naming it."""
-    source = dict(source)
-    used: set[str] = set()
-
-    def take(*names: str) -> torch.Tensor:
-        for name in names:
-            if name in source:
-                used.add(name)
-                return source[name]
-        raise ConvertError(f"the Marian weights have no tensor {' or '.join(names)}")
-
+    tensors = SourceTensors(dict(source), "Marian weights")
+    take = tensors.take
     shared = ("model.shared.weight", "model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight")
     state: dict[str, torch.Tensor] = {}
     if config.share_embeddings:
         state["model.shared.weight"] = embedding = take(*shared)
         encoder_embedding = decoder_embedding = embedding
-        used.update(name for name in shared if name in source)  # the same matrix, stored again by an older save
+        tensors.skip(*shared)  # the same matrix, stored again by an older save
     else:  # (an older save of shared embeddings may store only `shared`)
         encoder_embedding = take("model.encoder.embed_tokens.weight", "model.shared.weight")
         decoder_embedding = take("model.decoder.embed_tokens.weight", "model.shared.weight")
-        used.add("model.shared.weight")  # unused by MarianMTModel when the stacks have their own matrices
+        tensors.skip("model.shared.weight")  # unused by MarianMTModel when the stacks have their own matrices
     state["model.encoder.embed_tokens.weight"] = encoder_embedding
     state["model.decoder.embed_tokens.weight"] = decoder_embedding
     if config.tie_word_embeddings:
         state["lm_head.weight"] = decoder_embedding
-        used.add("lm_head.weight")  # a tied copy, if the file has one
+        tensors.skip("lm_head.weight")  # a tied copy, if the file has one
     else:
         state["lm_head.weight"] = take("lm_head.weight")
     if config.final_logits_bias:
         state["lm_head.bias"] = take("final_logits_bias").reshape(-1)
-    used.add("final_logits_bias")  # all zeros when the model has no bias: nothing to add
+    tensors.skip("final_logits_bias")  # all zeros when the model has no bias: nothing to add
 
     for side in ("encoder", "decoder"):
-        check_position_table(source, f"model.{side}.embed_positions.weight", config)
-        used.add(f"model.{side}.embed_positions.weight")
-        for i in range(getattr(config, f"{side}_layers")):
-            theirs = ours = f"model.{side}.layers.{i}"
-            for kind in ("weight", "bias"):
-                state[f"{ours}.self_attn.qkv_proj.{kind}"] = torch.cat(
-                    [take(f"{theirs}.self_attn.{p}_proj.{kind}") for p in ("q", "k", "v")]
-                )
-                state[f"{ours}.self_attn.out_proj.{kind}"] = take(f"{theirs}.self_attn.out_proj.{kind}")
-                state[f"{ours}.self_attn_residual.norm.{kind}"] = take(f"{theirs}.self_attn_layer_norm.{kind}")
-                state[f"{ours}.ffn.fc1.{kind}"] = take(f"{theirs}.fc1.{kind}")
-                state[f"{ours}.ffn.fc2.{kind}"] = take(f"{theirs}.fc2.{kind}")
-                state[f"{ours}.ffn_residual.norm.{kind}"] = take(f"{theirs}.final_layer_norm.{kind}")
-                if side == "decoder":
-                    state[f"{ours}.encoder_attn.q_proj.{kind}"] = take(f"{theirs}.encoder_attn.q_proj.{kind}")
-                    state[f"{ours}.encoder_attn.kv_proj.{kind}"] = torch.cat(
-                        [take(f"{theirs}.encoder_attn.{p}_proj.{kind}") for p in ("k", "v")]
-                    )
-                    state[f"{ours}.encoder_attn.out_proj.{kind}"] = take(f"{theirs}.encoder_attn.out_proj.{kind}")
-                    state[f"{ours}.encoder_attn_residual.norm.{kind}"] = take(
-                        f"{theirs}.encoder_attn_layer_norm.{kind}"
-                    )
-    unused = sorted(set(source) - used)
-    if unused:
-        shown = ", ".join(unused[:5]) + (f" and {len(unused) - 5} more" if len(unused) > 5 else "")
-        raise ConvertError(
-            f"the Marian weights hold tensors the conversion does not know: {shown} (more layers than config.json "
-            "says, or not a MarianMTModel)"
-        )
+        check_position_table(tensors.source, f"model.{side}.embed_positions.weight", config)
+        tensors.skip(f"model.{side}.embed_positions.weight")
+    map_layers(tensors, state, config, prefix="model.")
+    tensors.check_all_used("more layers than config.json says, or not a MarianMTModel")
     return state
 
 
@@ -550,22 +583,10 @@ def fairseq_vaswani_state_dict(source: dict[str, torch.Tensor], config: VaswaniC
     projections (or fairseq < 0.9's `in_proj_weight`, already stacked), learned position tables without fairseq's
     first padding_idx + 1 rows (positions start there), tied matrices resolved. Every tensor must be used; a missing
     one is a `ConvertError` naming it."""
-    used: set[str] = set()
-
-    def take(*names: str) -> torch.Tensor:
-        for name in names:
-            if name in source:
-                used.add(name)
-                return source[name]
-        raise ConvertError(f"the fairseq checkpoint has no tensor {' or '.join(names)}")
-
-    def attention(theirs: str, kind: str) -> torch.Tensor:  # (3d, d) or (3d,): W^Q; W^K; W^V
-        if f"{theirs}.in_proj_{kind}" in source:
-            return take(f"{theirs}.in_proj_{kind}")
-        return torch.cat([take(f"{theirs}.{p}_proj.{kind}") for p in ("q", "k", "v")])
-
+    tensors = SourceTensors(source, "fairseq checkpoint's weights")
+    take = tensors.take
     # fairseq's bookkeeping: version counters and the sinusoids' dummy buffer
-    used.update(name for name in source if name.endswith((".version", "embed_positions._float_tensor")))
+    tensors.skip(*(name for name in source if name.endswith((".version", "embed_positions._float_tensor"))))
     state: dict[str, torch.Tensor] = {}
     encoder_embedding = take("encoder.embed_tokens.weight")
     decoder_embedding = take("decoder.embed_tokens.weight")
@@ -576,7 +597,7 @@ def fairseq_vaswani_state_dict(source: dict[str, torch.Tensor], config: VaswaniC
     state["model.encoder.embed_tokens.weight"] = encoder_embedding
     state["model.decoder.embed_tokens.weight"] = decoder_embedding
     if config.tie_word_embeddings:
-        used.add("decoder.output_projection.weight")  # the tied matrix, stored again by fairseq >= 0.10
+        tensors.skip("decoder.output_projection.weight")  # the tied matrix, stored again by fairseq >= 0.10
         state["lm_head.weight"] = decoder_embedding
     else:
         state["lm_head.weight"] = take("decoder.output_projection.weight", "decoder.embed_out")
@@ -589,34 +610,8 @@ def fairseq_vaswani_state_dict(source: dict[str, torch.Tensor], config: VaswaniC
         if config.norm_position == "pre":
             for kind in ("weight", "bias"):
                 state[f"model.{side}.layer_norm.{kind}"] = take(f"{side}.layer_norm.{kind}")
-        for i in range(getattr(config, f"{side}_layers")):
-            theirs, ours = f"{side}.layers.{i}", f"model.{side}.layers.{i}"
-            for kind in ("weight", "bias"):
-                state[f"{ours}.self_attn.qkv_proj.{kind}"] = attention(f"{theirs}.self_attn", kind)
-                state[f"{ours}.self_attn.out_proj.{kind}"] = take(f"{theirs}.self_attn.out_proj.{kind}")
-                state[f"{ours}.self_attn_residual.norm.{kind}"] = take(
-                    f"{theirs}.self_attn_layer_norm.{kind}", f"{theirs}.layer_norms.0.{kind}"
-                )
-                state[f"{ours}.ffn.fc1.{kind}"] = take(f"{theirs}.fc1.{kind}")
-                state[f"{ours}.ffn.fc2.{kind}"] = take(f"{theirs}.fc2.{kind}")
-                state[f"{ours}.ffn_residual.norm.{kind}"] = take(
-                    f"{theirs}.final_layer_norm.{kind}", f"{theirs}.layer_norms.1.{kind}"
-                )
-                if side == "decoder":
-                    qkv = attention(f"{theirs}.encoder_attn", kind)
-                    state[f"{ours}.encoder_attn.q_proj.{kind}"] = qkv[: config.d_model]
-                    state[f"{ours}.encoder_attn.kv_proj.{kind}"] = qkv[config.d_model :]
-                    state[f"{ours}.encoder_attn.out_proj.{kind}"] = take(f"{theirs}.encoder_attn.out_proj.{kind}")
-                    state[f"{ours}.encoder_attn_residual.norm.{kind}"] = take(
-                        f"{theirs}.encoder_attn_layer_norm.{kind}"
-                    )
-    unused = sorted(set(source) - used)
-    if unused:
-        shown = ", ".join(unused[:5]) + (f" and {len(unused) - 5} more" if len(unused) > 5 else "")
-        raise ConvertError(
-            f"the fairseq checkpoint holds tensors the conversion does not know: {shown} (more layers than its args "
-            "say, or an option vaswani models do not have)"
-        )
+    map_layers(tensors, state, config, prefix="")
+    tensors.check_all_used("more layers than its args say, or an option vaswani models do not have")
     return {name: tensor.contiguous() for name, tensor in state.items()}
 
 
