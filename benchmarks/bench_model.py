@@ -102,6 +102,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)), help="torch intra-op threads")
     parser.add_argument("--attn", choices=("sdpa", "eager"), default="sdpa", help="attention implementation")
     parser.add_argument("--seed", type=int, default=0)
+    common.add_aa_argument(parser, "our model")
     parser.add_argument("--json", metavar="OUT", default=None, help="write all results to this JSON file")
     args = parser.parse_args(argv)
     if args.new_tokens is None:
@@ -125,11 +126,8 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     machine = common.machine_description(torch.get_num_threads())
     machine["model_version"] = common.source_version(REPO_ROOT / "modeling_vaswani")
-    print(
-        f"Model vs MarianMTModel on {machine['cpu']} ({machine['cores_available']} cores available, "
-        f"{machine['threads']} torch threads), torch {machine['torch']}, transformers {machine['transformers']}, "
-        f"{machine['date']}; modeling_vaswani at {machine['model_version']}"
-    )
+    print(f"Model vs MarianMTModel on {common.describe_machine(machine)}; modeling_vaswani at "
+          f"{machine['model_version']}")  # fmt: skip
     print(
         f"attention {args.attn}; training: batch {args.batch_size} pairs, source {args.src_len} / target "
         f"{args.tgt_len} tokens (~5% padding), vocab {args.vocab_size}, Adam(betas=(0.9, 0.98), eps=1e-9), "
@@ -189,6 +187,7 @@ def measure_training_speed(models: dict, args: argparse.Namespace) -> dict:
     batches = make_training_batches(args)
     tokens_per_step = int((batches[0]["labels"] != -100).sum())  # every batch has the same padding pattern
     steps = {name: make_training_step(model, batches)[0] for name, model in models.items()}
+    steps = common.with_aa_copy(steps, "ours") if args.aa else steps
     timings = common.interleave(steps, warmup=args.warmup, repeats=args.repeats, calls=args.steps)
     for model in models.values():
         model.zero_grad(set_to_none=True)
@@ -201,6 +200,7 @@ def measure_generation_speed(models: dict, args: argparse.Namespace) -> dict:
     """Sentences/s of 4-beam search forced to `new_tokens` steps, interleaved rounds; checks equal output shapes."""
     batch = make_generation_batch(args)
     calls = {name: make_generate_call(model, batch, args) for name, model in models.items()}
+    calls = common.with_aa_copy(calls, "ours") if args.aa else calls
     shapes = {name: tuple(call().shape) for name, call in calls.items()}  # also the first warmup call
     expected = (args.gen_batch_size, args.new_tokens + 1)  # decoder start token + new tokens
     if any(shape != expected for shape in shapes.values()):
@@ -219,6 +219,7 @@ def summarise_speed(timings: common.Interleaved, work: float, unit: str) -> dict
         "unit": unit,
         **{name: common.Summary.of(values).to_dict() for name, values in throughput.items()},
         "ratio": common.ratio_summary(throughput["ours"], throughput["marian"]).to_dict(),
+        "aa": (aa.to_dict() if (aa := common.aa_summary(throughput, "ours")) else None),
         "cpu_stalled": {"median": timings.median_stalled(), "max": timings.busiest(), **timings.stalled},
     }
 
@@ -232,7 +233,8 @@ def describe_rounds(result: dict) -> str:
         if stalled["median"] is None
         else f"CPU stalled {stalled['median']:.0%} of the time (median round; max {stalled['max']:.0%})"
     )
-    return f"per-round ratios ours/Marian {ratios}; {contention}"
+    aa = result["aa"] and common.Summary(**{key: result["aa"][key] for key in ("median", "low", "high", "values")})
+    return f"per-round ratios ours/Marian {ratios}; {contention}\n  {common.describe_aa(aa, 'ours')}"
 
 
 def measure_memory(size: str, args: argparse.Namespace) -> dict:
@@ -517,7 +519,8 @@ def print_size_report(result: dict, malloc_modes: list[str]) -> None:
 
 
 def print_verdicts(sizes: dict, malloc_modes: list[str]) -> None:
-    """One line per target: speed ratios >= 1.0, memory ratios <= 1.0 (median ratio, every size).
+    """One line per target: speed ratios >= 1.0, memory ratios <= 1.0, met only where the median ratio and most
+    rounds reach it at every size (`common.verdict`).
 
     Each figure carries its evidence. Speed: in how many rounds ours was ahead and the sign test's p-value, i.e.
     whether a miss is distinguishable from measurement noise (p < 0.05: it is). Memory: the difference itself.
@@ -525,10 +528,8 @@ def print_verdicts(sizes: dict, malloc_modes: list[str]) -> None:
     print("\nTargets (median ratio ours/Marian per size):")
     for label, path, _, higher_is_better in report_rows(malloc_modes):
         entries = {size: lookup(result, path) for size, result in sizes.items()}
-        met = all(
-            entry["ratio"]["median"] >= 1.0 if higher_is_better else entry["ratio"]["median"] <= 1.0
-            for entry in entries.values()
-        )
+        verdicts = {common.verdict(entry["ratio"]["values"], 1.0, higher_is_better) for entry in entries.values()}
+        outcome = "MET" if verdicts == {"MET"} else "MISSED" if verdicts == {"MISSED"} else "UNCLEAR"
         figures = []
         for size, entry in entries.items():
             ratio = entry["ratio"]
@@ -539,7 +540,7 @@ def print_verdicts(sizes: dict, malloc_modes: list[str]) -> None:
                 evidence = format_difference(entry["ours"]["median"] - entry["marian"]["median"])
             figures.append(f"{size} {ratio['median']:.3f} ({evidence})")
         target = ">= 1.0" if higher_is_better else "<= 1.0"
-        print(f"  {'MET   ' if met else 'MISSED'} {label:36s} {target}: {', '.join(figures)}")
+        print(f"  {outcome:7s} {label:36s} {target}: {', '.join(figures)}")
 
 
 def format_difference(mib: float) -> str:

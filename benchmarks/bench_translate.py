@@ -4,7 +4,10 @@ int8), against transformers' `MarianMTModel.generate()` and CTranslate2 running 
 Part 1, a model trained by train.py on a real held-out set (default: ../shared/data/gettext-en-es/test.jsonl):
 sentences/s of `vaswani.translate.Translator` (beam 4, length penalty 0.6, source + 50 cap, length-sorted batches
 of `--batch_tokens`) and BLEU / chrF (sacrebleu) for torch fp32, torch bf16 (autocast), CTranslate2 fp32 and
-CTranslate2 int8 (exported with `vaswani.ctranslate2_export`). Targets: BLEU loss of int8 and bf16 <= 0.5.
+CTranslate2 int8 (exported with `vaswani.ctranslate2_export`). Targets: BLEU loss of int8 and bf16 <= 0.5. Each
+engine runs as `vaswani translate` runs it, so PyTorch's `generate()` and CTranslate2 end their beam searches by their
+own rules and may decode different lengths: part 1 measures what a user gets, not equal work; part 2 is the
+comparison at equal work.
 
 Part 2, random weights of identical dimensions (small: d 256, 3+3; base: d 512, 6+6; vocabulary 8000; ReLU,
 shared embeddings, sinusoidal positions, sqrt(d) scaling): sentences/s of beam-4 search over `--gen_batch_size`
@@ -22,7 +25,8 @@ matrix product; CTranslate2 (ours and Marian's alike) as `vaswani translate` run
 `--parallel_batches` parts decoded at once, each part on threads / parts cores (default: one part per thread, see
 `vaswani.backends.ct2_threads`; `--parallel_batches 1` gives all threads to one batch). Rounds are interleaved
 (A B C, C B A, ...), medians and ranges printed; the CPU pressure (share of time some task waited for a core, Linux
-PSI) is printed with each part. bfloat16 on a CPU without AVX512-BF16/AMX
+PSI) is printed with each part, and so is the A/A noise (the reference engine timed a second time in every round,
+`--no-aa` to skip). bfloat16 on a CPU without AVX512-BF16/AMX
 is refused by `vaswani translate`; here it still runs (emulated by oneDNN) so that its quality and speed can be
 reported, and the report says so.
 
@@ -88,6 +92,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "threads / N cores (default: vaswani translate's, one per thread; 1: the threads inside "
                              "one batch)")  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
+    common.add_aa_argument(parser, "the engine every ratio is taken against (torch fp32 / HF Marian fp32)")
     parser.add_argument("--json", metavar="OUT", help="also write the results to this JSON file")
     args = parser.parse_args(argv)
     try:  # vaswani translate's own check of the two
@@ -111,6 +116,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     native_bf16 = allow_bf16()
     parallel, per_part = ct2_threads("cpu", args.threads, args.parallel_batches)
+    print(f"on {common.describe_machine(common.machine_description(args.threads))}", flush=True)
     print(f"threads: {args.threads} for every engine (torch intra-op; CTranslate2 as vaswani translate runs it: each "
           f"batch in {parallel} part(s) at once, {per_part} thread(s) each); torch "
           f"{torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}, native bf16: "
@@ -168,8 +174,11 @@ def trained_part(args: argparse.Namespace, scratch: Path) -> dict:
 
     print(f"\n== trained model {args.model} on {args.test_file} ({len(sources)} sentences), beam 4, lp 0.6 ==",
           flush=True)  # fmt: skip
-    timings = common.interleave({name: call(name) for name in TRAINED_ENGINES}, warmup=0, repeats=args.repeats)
+    calls = {name: call(name) for name in TRAINED_ENGINES}
+    calls = common.with_aa_copy(calls, "torch fp32") if args.aa else calls
+    timings = common.interleave(calls, warmup=args.warmup, repeats=args.repeats)
     speed = {name: common.rates(seconds, len(sources)) for name, seconds in timings.seconds.items()}
+    aa = common.aa_summary(speed, "torch fp32")
     scores = {
         name: {"bleu": sacrebleu.corpus_bleu(outputs[name], [references]).score,
                "chrf": sacrebleu.corpus_chrf(outputs[name], [references]).score}
@@ -188,8 +197,9 @@ def trained_part(args: argparse.Namespace, scratch: Path) -> dict:
     print(f"targets: BLEU loss <= 0.5 -> int8 {scores['torch fp32']['bleu'] - scores['ct2 int8']['bleu']:.2f}, "
           f"bf16 {scores['torch fp32']['bleu'] - scores['torch bf16']['bleu']:.2f}; CPU stalled (median) "
           f"{_pct(timings.median_stalled())}", flush=True)  # fmt: skip
+    print(common.describe_aa(aa, "torch fp32"), flush=True)
     return {"sentences": len(sources), "speed": speed, "scores": scores, "identical": same,
-            "stalled": timings.median_stalled()}  # fmt: skip
+            "stalled": timings.median_stalled(), "aa": aa and aa.to_dict()}  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -237,6 +247,7 @@ def random_part(size: str, args: argparse.Namespace, scratch: Path) -> dict:
     }  # fmt: skip
     calls = {name: call for name, call in calls.items() if name in args.engines}
     check_forced_lengths(calls, args)
+    calls = common.with_aa_copy(calls, "HF Marian fp32") if args.aa else calls
     if torch.get_num_threads() != args.threads:  # PyTorch's engines must get the threads CTranslate2 gets
         raise RuntimeError(f"PyTorch runs {torch.get_num_threads()} threads, not {args.threads}")
     with torch.inference_mode():
@@ -261,13 +272,17 @@ def random_part(size: str, args: argparse.Namespace, scratch: Path) -> dict:
                        f"{ours_vs_marian.high:.2f}; above 1 in {above}/{count} rounds, p={p_value:.2f}) (>= 1 within "
                        "noise)")  # fmt: skip
     if "ct2 int8" in ratios:
-        targets.append(f"ct2 int8 {ratios['ct2 int8'].median:.2f}x HF Marian (>= 2.3)")
+        verdict = common.verdict(ratios["ct2 int8"].values, 2.3)
+        targets.append(f"ct2 int8 {ratios['ct2 int8'].median:.2f}x HF Marian (>= 2.3: {verdict})")
     if "torch bf16" in ratios:
-        targets.append(f"torch bf16 {ratios['torch bf16'].median:.2f}x (>= 1.5)")
+        verdict = common.verdict(ratios["torch bf16"].values, 1.5)
+        targets.append(f"torch bf16 {ratios['torch bf16'].median:.2f}x (>= 1.5: {verdict})")
     print(f"targets: {'; '.join(targets)}; CPU stalled (median) {_pct(timings.median_stalled())}", flush=True)
+    aa = common.aa_summary(speed, "HF Marian fp32")
+    print(common.describe_aa(aa, "HF Marian fp32"), flush=True)
     return {"speed": speed, "ratios": {name: r.median for name, r in ratios.items()},
             "ours_vs_marian_ct2_int8": ours_vs_marian.median if ours_vs_marian else None,
-            "stalled": timings.median_stalled()}  # fmt: skip
+            "stalled": timings.median_stalled(), "aa": aa and aa.to_dict()}  # fmt: skip
 
 
 def converted(marian):

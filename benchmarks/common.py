@@ -7,6 +7,12 @@ by the median over rounds; per-round ratios (`ratio_summary`) show how stable a 
 records how much of its time some task waited for a CPU (Linux PSI), which tells a quiet measurement from a
 contended one.
 
+The discipline every timing benchmark follows: both sides timed by the same clock with the same boundaries (set-up
+excluded on both), a warm-up per side, at least 5 interleaved rounds by default, median and min-max printed, the
+CPU and its flags (`describe_machine`) in the header, an A/A copy of one side (`with_aa_copy`, `aa_summary`) so that
+"within noise" is a measured number, and a target called met only when the median and most rounds agree
+(`verdict`).
+
 Memory. torch keeps no allocator statistics on CPU, so memory is read from the kernel: `VmRSS` (resident now) and
 `VmHWM` (resident high-water mark) of /proc/self/status. `measure_peak_rss` returns memory to the kernel first
 (`malloc_trim`), resets the high-water mark (`/proc/self/clear_refs`) and reports how far the peak rose above the
@@ -17,6 +23,7 @@ peak. `fix_mmap_threshold` explains why glibc's default makes such peaks vary by
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import ctypes
 import ctypes.util
@@ -126,6 +133,62 @@ def interleave(
             stalled = None if stall_before is None else min(1.0, (stall_after - stall_before) / seconds)
             result.stalled[name].append(stalled)
     return result
+
+
+AA_SUFFIX = " (A/A)"
+
+
+def with_aa_copy(candidates: Mapping[str, Callable[[], object]], name: str) -> dict[str, Callable[[], object]]:
+    """`candidates` plus a second entry for `name` (the same callable, named `name + AA_SUFFIX`), placed right after
+    it: `interleave` then times that side against itself in every round, so the noise of the comparison is a measured
+    number (`aa_summary`) rather than an assumption."""
+    result = {}
+    for key, call in candidates.items():
+        result[key] = call
+        if key == name:
+            result[name + AA_SUFFIX] = call
+    if name not in candidates:
+        raise KeyError(f"no candidate {name!r} to copy for the A/A measurement")
+    return result
+
+
+def add_aa_argument(parser, side: str) -> None:
+    """`--aa` / `--no-aa`: time `side` a second time in every round (on by default; costs one more candidate)."""
+    parser.add_argument("--aa", action=argparse.BooleanOptionalAction, default=True,
+                        help=f"also time {side} against itself in every round: the A/A noise printed next to the "
+                             "figures (default: on; --no-aa saves that time)")  # fmt: skip
+
+
+def aa_summary(per_round: Mapping[str, Sequence[float]], name: str) -> Summary | None:
+    """The per-round ratios of `name` against its A/A copy (seconds or rates: the ratio is the same up to inversion,
+    and noise is symmetric); None when no copy was timed."""
+    copy = per_round.get(name + AA_SUFFIX)
+    return None if copy is None else ratio_summary(per_round[name], copy)
+
+
+def describe_aa(summary: Summary | None, name: str) -> str:
+    """One line: how far the side `name` is from itself (median and range of the per-round ratios)."""
+    if summary is None:
+        return f"A/A: not measured ({name} was not timed against itself; run without --no-aa)"
+    worst = max(abs(summary.low - 1), abs(summary.high - 1))
+    return (
+        f"A/A noise ({name} against itself): median {summary.median:.3f}, rounds {summary.low:.3f}-"
+        f"{summary.high:.3f}: a single round can be {worst:.0%} off, a median {abs(summary.median - 1):.1%}"
+    )
+
+
+def verdict(ratios: Sequence[float], target: float, higher_is_better: bool = True) -> str:
+    """ "MET" only when the median ratio and most rounds (more than half) both reach the target, "MISSED" when
+    neither does, "UNCLEAR" when they disagree (a median carried by a minority of rounds)."""
+    if not ratios:
+        raise ValueError("verdict needs at least one ratio")
+
+    def reaches(value: float) -> bool:
+        return value >= target if higher_is_better else value <= target
+
+    median_ok = reaches(statistics.median(ratios))
+    most_ok = sum(map(reaches, ratios)) * 2 > len(ratios)
+    return "MET" if median_ok and most_ok else "MISSED" if not (median_ok or most_ok) else "UNCLEAR"
 
 
 def rates(seconds: Sequence[float], work: float) -> list[float]:
@@ -327,8 +390,31 @@ def check_data_dir(parser, data_dir: Path) -> None:
 # ----------------------------------------------------------------------------------------------------------------
 # Output
 # ----------------------------------------------------------------------------------------------------------------
+CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16")  # what decides int8 and bf16 speed
+
+
+def cpu_flags() -> list[str]:
+    """Which of `CPU_FLAGS` this CPU has (from /proc/cpuinfo; empty where it cannot be read): AVX2 only means
+    emulated bf16 and slower int8, AVX512-BF16 / AMX native bf16."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            flags = next(line.split(":", 1)[1].split() for line in cpuinfo if line.startswith("flags"))
+    except (OSError, StopIteration):
+        return []
+    return [flag for flag in CPU_FLAGS if flag in flags]
+
+
+def describe_machine(machine: dict) -> str:
+    """The header line every timing benchmark prints: CPU, its flags, cores and threads, library versions, date."""
+    return (
+        f"{machine['cpu']} [{' '.join(machine['cpu_flags']) or 'flags unknown'}], {machine['cores_available']} cores "
+        f"available, {machine['threads']} threads; torch {machine['torch']}, transformers {machine['transformers']}; "
+        f"{machine['date']}"
+    )
+
+
 def machine_description(threads: int) -> dict:
-    """What the figures depend on: CPU, core count, threads used, library versions, date."""
+    """What the figures depend on: CPU and its flags, core count, threads used, library versions, date."""
     import torch  # imported here so that the helpers above stay usable without torch
 
     try:
@@ -345,6 +431,7 @@ def machine_description(threads: int) -> dict:
         pass
     return {
         "cpu": cpu,
+        "cpu_flags": cpu_flags(),
         "cores_available": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "threads": threads,
         "python": platform.python_version(),
