@@ -5,9 +5,13 @@ Both train a model of the same dimensions on the same data with the same tokeniz
 in the same run. What differs is how batches are made: train.py packs length-sorted pairs under a token budget
 (`--max_tokens`, like the paper and fairseq), the Trainer draws a fixed number of random pairs and pads them to the
 longest one (`DataCollatorForSeq2Seq`). The figure is real (non-PAD) target tokens per second of training, measured
-inside each loop after warmup; the ratio train.py / Trainer is reported per interleaved round (target: >= 1.2).
+inside each loop after warmup, the same way on both sides: the wall clock between the ends of every 4 updates
+(train.py's logging windows; the Trainer's `on_step_end`), so each window covers fetching and collating batches,
+forward, backward and the optimizer step, and set-up is excluded on both; each side's rate is the median of its
+windows. The ratio train.py / Trainer is reported per interleaved round (target: >= 1.2, met only when the median
+and most rounds reach it). With `--aa` (the default) train.py runs a second time in every round: the A/A noise.
 
-    python benchmarks/bench_train.py                         # ~20 minutes on 2 cores
+    python benchmarks/bench_train.py                         # ~40 minutes on 2 cores
     python benchmarks/bench_train.py --steps 12 --repeats 1  # smoke run, ~3 minutes
 
 The corpus is synthetic but has the length spread of real parallel data: sentence lengths are log-normal (median
@@ -27,12 +31,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import random
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -84,7 +90,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--max_tokens", type=int, default=4096, help="train.py's token budget per batch")
     parser.add_argument("--steps", type=int, default=40, help="optimizer updates per run")
     parser.add_argument("--warmup_steps", type=int, default=8, help="first updates left out of the timing")
-    parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds (train.py, Trainer)")
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved rounds (train.py, Trainer)")
     parser.add_argument(
         "--trainer_group_by_length", action="store_true", help="Trainer with train_sampling_strategy='group_by_length'"
     )
@@ -97,17 +103,25 @@ def parse_args(argv=None) -> argparse.Namespace:
         "else no; bf16 without AVX512-BF16/AMX is emulated and very slow)",
     )
     parser.add_argument("--seed", type=int, default=0)
+    common.add_aa_argument(parser, "train.py")
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # internal: run the Trainer side from a spec file
     args = parser.parse_args(argv)
     for name in ("pairs", "vocab_size", "max_tokens", "steps", "repeats"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} {getattr(args, name)} is not allowed: use a positive integer")
-    if args.warmup_steps < 0 or args.steps < args.warmup_steps + TRAIN_PY_LOGGING_STEPS:
+    if args.warmup_steps < 0 or args.steps < first_timed_window(args.warmup_steps) + TRAIN_PY_LOGGING_STEPS:
         parser.error(f"--steps {args.steps} with --warmup_steps {args.warmup_steps}: timing needs warmup_steps >= 0 "
-                     f"and at least {TRAIN_PY_LOGGING_STEPS} timed updates (train.py logs its speed every "
-                     f"{TRAIN_PY_LOGGING_STEPS})")  # fmt: skip
+                     f"and one whole window of {TRAIN_PY_LOGGING_STEPS} updates after the warm-up (windows start "
+                     f"at multiples of {TRAIN_PY_LOGGING_STEPS}, never at the first update): --steps at least "
+                     f"{first_timed_window(max(args.warmup_steps, 0)) + TRAIN_PY_LOGGING_STEPS}")  # fmt: skip
     return args
+
+
+def first_timed_window(warmup_steps: int) -> int:
+    """Updates done before the first timed window starts: the first multiple of TRAIN_PY_LOGGING_STEPS (train.py's
+    window boundaries) at or after the warm-up, and never 0 (the first window's clock would include set-up)."""
+    return max(1, math.ceil(warmup_steps / TRAIN_PY_LOGGING_STEPS)) * TRAIN_PY_LOGGING_STEPS
 
 
 # -- data ---------------------------------------------------------------------------------------------------------------
@@ -158,9 +172,9 @@ def pairs_per_batch(tokenizer, dataset, max_tokens: int) -> tuple[float, float]:
 
 
 # -- train.py -------------------------------------------------------------------------------------------------------
-def run_train_py(args, paths, folder: Path, round_index: int, precision: str = "no") -> dict:
+def run_train_py(args, paths, folder: Path, round_index: int, precision: str = "no", tag: str = "") -> dict:
     dims = SIZES[args.size]
-    out = folder / f"train_py_{round_index}_{precision}"
+    out = folder / f"train_py_{round_index}_{precision}{tag}"
     logging_steps = TRAIN_PY_LOGGING_STEPS
     cmd = [
         sys.executable, str(REPO / "train.py"), "--train_file", str(paths["train"]),
@@ -179,7 +193,8 @@ def run_train_py(args, paths, folder: Path, round_index: int, precision: str = "
     if result.returncode != 0:
         raise RuntimeError(f"train.py failed:\n{result.stderr[-3000:]}")
     windows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    windows = [w for w in windows if w["split"] == "train" and w["step"] > args.warmup_steps]
+    start = first_timed_window(args.warmup_steps)
+    windows = [w for w in windows if w["split"] == "train" and w["step"] - logging_steps >= start]
     rates = [w["target_tokens_per_second"] for w in windows]
     return {"target_tokens_per_second": statistics.median(rates), "windows": rates}
 
@@ -245,6 +260,7 @@ def trainer_worker(spec_path: str) -> None:
     train = train.filter(lambda row: max(len(row["input_ids"]), len(row["labels"])) <= MAX_LENGTH)
     collator = DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)
     tokens_per_batch, real, padded = [], 0, 0
+    step_ends = []  # perf_counter at the end of every update: the window clock, as train.py's
 
     def counting_collator(features):
         nonlocal real, padded
@@ -254,14 +270,9 @@ def trainer_worker(spec_path: str) -> None:
         padded += batch["labels"].numel() + batch["attention_mask"].numel()
         return batch
 
-    step_times = []
-
     class StepTimer(TrainerCallback):
-        def on_step_begin(self, args, state, control, **kwargs):
-            self.start = time.perf_counter()
-
         def on_step_end(self, args, state, control, **kwargs):
-            step_times.append(time.perf_counter() - self.start)
+            step_ends.append(time.perf_counter())
 
     arguments = Seq2SeqTrainingArguments(
         output_dir=spec["output_dir"], per_device_train_batch_size=spec["batch_size"], max_steps=spec["steps"],
@@ -273,18 +284,25 @@ def trainer_worker(spec_path: str) -> None:
     )  # fmt: skip
     trainer = Seq2SeqTrainer(model=model, args=arguments, train_dataset=train, data_collator=counting_collator,
                              processing_class=tokenizer, callbacks=[StepTimer()])  # fmt: skip
-    # The timer covers forward, backward and the optimizer step; fetching and collating the batch happens before
-    # on_step_begin, so to be fair the collation time is added back from the wall clock of the whole loop below.
-    start = time.perf_counter()
     trainer.train()
-    wall = time.perf_counter() - start
-    skip = spec["warmup_steps"]
-    timed_tokens = sum(tokens_per_batch[skip : spec["steps"]])
-    loop_time = wall * (sum(step_times[skip:]) / sum(step_times))  # the timed steps' share of the whole loop
+    windows = window_rates(step_ends, tokens_per_batch[: spec["steps"]], spec["warmup_steps"])
     print(json.dumps({
-        "target_tokens_per_second": timed_tokens / loop_time, "padding_efficiency": real / padded,
+        "target_tokens_per_second": statistics.median(windows), "windows": windows,
+        "padding_efficiency": real / padded,
         "mean_target_tokens_per_batch": statistics.mean(tokens_per_batch[: spec["steps"]]),
     }))  # fmt: skip
+
+
+def window_rates(step_ends: list[float], tokens: list[int], warmup_steps: int) -> list[float]:
+    """Target tokens/s of the windows train.py logs and `run_train_py` keeps: TRAIN_PY_LOGGING_STEPS updates each,
+    from `first_timed_window(warmup_steps)` on; the tokens of the window's updates over the wall time from the end of
+    the update before the window to the end of its last one (`step_ends[i]`: when update i + 1 ended)."""
+    rates = []
+    start = first_timed_window(warmup_steps)
+    for first in range(start, len(step_ends) - TRAIN_PY_LOGGING_STEPS + 1, TRAIN_PY_LOGGING_STEPS):
+        last = first + TRAIN_PY_LOGGING_STEPS - 1
+        rates.append(sum(tokens[first : last + 1]) / (step_ends[last] - step_ends[first - 1]))
+    return rates
 
 
 # -- main -------------------------------------------------------------------------------------------------------------
@@ -301,7 +319,7 @@ def main() -> None:
         batch_size = max(1, round(per_batch))
         dims = SIZES[args.size]
         print(
-            f"train.py vs Seq2SeqTrainer(MarianMTModel) on {common.machine_description(0)['cpu']}, "
+            f"train.py vs Seq2SeqTrainer(MarianMTModel) on {common.describe_machine(common.machine_description(len(os.sched_getaffinity(0))))}; "
             f"{args.pairs} pairs (log-normal lengths), vocab {len(tokenizer)}, {args.size}: d_model "
             f"{dims['d_model']}, {dims['layers']}+{dims['layers']} layers; {args.steps} updates per run, first "
             f"{args.warmup_steps} not timed"
@@ -314,16 +332,24 @@ def main() -> None:
         precisions = args.precisions or (["no", "bf16"] if native_bf16("cpu") else ["no"])
         rounds = []
         for r in range(args.repeats):
-            entry = {"train_py": {}, "trainer": {}}
-            for precision in precisions:  # interleaved: train.py, Trainer, at each precision, every round
-                ours = run_train_py(args, paths, folder, r, precision)
-                theirs = run_trainer(args, paths, folder, batch_size, precision)
-                entry["train_py"][precision], entry["trainer"][precision] = ours, theirs
+            entry = {"train_py": {}, "trainer": {}, **({"train_py_aa": {}} if args.aa else {})}
+            for precision in precisions:  # interleaved at each precision, every round, in alternating order
+                runs = {
+                    "train_py": partial(run_train_py, args, paths, folder, r, precision),
+                    "trainer": partial(run_trainer, args, paths, folder, batch_size, precision),
+                }
+                if args.aa:
+                    runs["train_py_aa"] = partial(run_train_py, args, paths, folder, r, precision, "_aa")
+                for side in list(runs) if r % 2 == 0 else reversed(runs):
+                    entry[side][precision] = runs[side]()
+                ours, theirs = entry["train_py"][precision], entry["trainer"][precision]
+                aa = (f", A/A {ours['target_tokens_per_second'] / entry['train_py_aa'][precision]['target_tokens_per_second']:.2f}"
+                      if args.aa else "")  # fmt: skip
                 print(
                     f"round {r + 1}, {precision}: train.py {ours['target_tokens_per_second']:,.0f} target tokens/s, "
                     f"Trainer {theirs['target_tokens_per_second']:,.0f} target tokens/s (padding efficiency "
                     f"{100 * theirs['padding_efficiency']:.1f}%), ratio "
-                    f"{ours['target_tokens_per_second'] / theirs['target_tokens_per_second']:.2f}",
+                    f"{ours['target_tokens_per_second'] / theirs['target_tokens_per_second']:.2f}{aa}",
                     flush=True,
                 )
             rounds.append(entry)
@@ -350,18 +376,23 @@ def summarise(rounds: list[dict], precisions: list[str]) -> None:
             f"{statistics.median(rate(r, 'trainer', precision) for r in rounds):,.0f}", ratio_cell(ratios),
         ])  # fmt: skip
     print(common.format_table(["", "train.py", "Seq2SeqTrainer", "train.py / Trainer"], rows))
+    for precision in precisions:
+        if "train_py_aa" in rounds[0]:
+            aa = common.Summary.of(
+                [rate(r, "train_py", precision) / rate(r, "train_py_aa", precision) for r in rounds]
+            )
+            print(f"{precision}: {common.describe_aa(aa, 'train.py')}")
     if "no" in precisions:
         ratios = [rate(r, "train_py", "no") / rate(r, "trainer", "no") for r in rounds]
-        verdict = "MET" if statistics.median(ratios) >= 1.2 else "MISSED"
-        print(f"{verdict} target train.py / Trainer >= 1.2 (fp32): median {statistics.median(ratios):.2f}")
+        print(f"{common.verdict(ratios, 1.2)} target train.py / Trainer >= 1.2 (fp32): {ratio_cell(ratios)}, "
+              f"{sum(ratio >= 1.2 for ratio in ratios)} of {len(ratios)} rounds")  # fmt: skip
     if {"no", "bf16"} <= set(precisions):
         speedup = [rate(r, "train_py", "bf16") / rate(r, "train_py", "no") for r in rounds]
-        verdict = "MET" if statistics.median(speedup) >= 2.0 else "MISSED"
-        print(f"{verdict} target train.py bf16 / train.py fp32 >= 2: {ratio_cell(speedup)}")
+        print(f"{common.verdict(speedup, 2.0)} target train.py bf16 / train.py fp32 >= 2: {ratio_cell(speedup)}")
         best_peer = max(precisions, key=lambda p: statistics.median(rate(r, "trainer", p) for r in rounds))
         versus = [rate(r, "train_py", "bf16") / rate(r, "trainer", best_peer) for r in rounds]
-        verdict = "MET" if statistics.median(versus) >= 1.3 else "MISSED"
-        print(f"{verdict} target train.py bf16 / Trainer at its best ({best_peer}) >= 1.3: {ratio_cell(versus)}")
+        print(f"{common.verdict(versus, 1.3)} target train.py bf16 / Trainer at its best ({best_peer}) >= 1.3: "
+              f"{ratio_cell(versus)}")  # fmt: skip
 
 
 if __name__ == "__main__":
