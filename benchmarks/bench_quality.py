@@ -21,6 +21,19 @@ once). Each side has its own recipe:
 Both are scored with sacrebleu (BLEU and chrF, default settings; the signatures are printed). Target: train.py
 >= 5 BLEU ahead.
 
+Giving the peer its best shot, and separating what the margin comes from:
+
+    python benchmarks/bench_quality.py --tune_peer --seeds 0,1 --our_recipes small-data,postnorm   # ~3 h on 2 cores
+
+`--tune_peer` trains the Trainer side at every point of a grid (`PEER_GRID`: learning rate 3e-4, 5e-4, 1e-3 x batch
+size 32, 64), each at the same budget, and takes the point with the best mean validation BLEU (the first
+`--max_eval_samples` validation pairs, the recipe's 400 by default; never the test set) as the tuned peer.
+`--seeds` runs every configuration once per seed; mean and range over seeds are printed. `--our_recipes` picks
+train.py's side: `small-data` (the recipe as it is) and `postnorm` (the same recipe with the paper's PostNorm +
+LayerNorm and no FixNorm: Marian's architecture, so the margin it keeps is the training recipe's). Runs go
+`--parallel` at a time (default: one per core), one thread each. The margin of each recipe over the tuned peer is
+given per seed and called met only when the median and most seeds reach +5 BLEU (`common.verdict`).
+
 train.py's final model is chosen among candidates (the last checkpoint, the best evaluated one, the average of the
 window; vaswani/stopping.py) by validation score. Each candidate is also scored on the test set here, with the same
 beam search, to check the choice: the final model's test BLEU should be at least the best of (last, best) - 0.3.
@@ -29,10 +42,14 @@ beam search, to check the choice: the final model's test BLEU should be at least
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import os
+import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -46,6 +63,33 @@ DEFAULT_DATA = REPO.parent / "shared" / "data" / "gettext-en-es"
 RECIPE = REPO / "configs" / "small-data.yaml"
 
 
+# train.py's side: the recipe as it is, and the recipe with Marian's (the paper's) normalization
+OUR_RECIPES = {
+    "small-data": [],
+    "postnorm": ["--norm_position", "post", "--norm_type", "layernorm", "--fixnorm", "false"],
+}
+PEER_DEFAULT = {"learning_rate": 5e-4, "batch_size": 64}  # the hand-chosen recipe (without --tune_peer)
+PEER_GRID = [{"learning_rate": lr, "batch_size": bs} for lr in (3e-4, 5e-4, 1e-3) for bs in (32, 64)]
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: use comma-separated integers, e.g. 0,1") from None
+    if not values:
+        raise argparse.ArgumentTypeError("give at least one seed")
+    return values
+
+
+def _recipe_list(text: str) -> list[str]:
+    recipes = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [recipe for recipe in recipes if recipe not in OUR_RECIPES]
+    if unknown or not recipes:
+        raise argparse.ArgumentTypeError(f"unknown recipe(s) {unknown}; choose from {', '.join(OUR_RECIPES)}")
+    return recipes
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--data_dir", type=Path, default=DEFAULT_DATA, help="train/validation/test .jsonl files")
@@ -56,7 +100,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument(
         "--max_eval_samples", type=int, default=None, help="train.py's validation subset (default: the recipe's)"
     )
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=_int_list, default=[0], help="comma-separated seeds: one run each per side")
+    parser.add_argument("--tune_peer", action="store_true",
+                        help="train the Trainer side at every point of PEER_GRID (learning rate x batch size) and "
+                             "compare against the best on validation")  # fmt: skip
+    parser.add_argument("--our_recipes", type=_recipe_list, default=["small-data"],
+                        help=f"comma-separated train.py recipes, from {', '.join(OUR_RECIPES)}")  # fmt: skip
+    parser.add_argument("--parallel", type=int, default=len(os.sched_getaffinity(0)),
+                        help="runs at a time, one thread each (default: one per core)")  # fmt: skip
     parser.add_argument("--output_dir", type=Path, default=REPO / "runs" / "bench_quality")
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # internal: the Trainer side, from a spec file
@@ -64,6 +115,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.worker is None:
         if args.minutes <= 0:
             parser.error("--minutes must be positive")
+        if args.parallel < 1:
+            parser.error(f"--parallel {args.parallel} is not allowed: use 1 or more")
         common.check_data_dir(parser, args.data_dir)
     return args
 
@@ -89,41 +142,86 @@ def prepare(args) -> tuple[Path, Path, dict]:
     return tokenizer_dir, test_file, recipe
 
 
-def start_train_py(args, tokenizer_dir: Path, test_file: Path) -> tuple[subprocess.Popen, Path]:
-    out = args.output_dir / "train_py"
-    cmd = [
-        sys.executable, str(REPO / "train.py"), "--config", str(RECIPE),
+@dataclass
+class Run:
+    """One training run of either side: its command, output and log; `result` is filled when it has finished."""
+
+    side: str  # "train.py" or "Trainer"
+    config: str  # our recipe name, or the peer's grid point ("lr 5e-04, batch 64")
+    seed: int
+    command: list[str]
+    output: Path  # train.py's output folder, or the Trainer worker's result file
+    log: Path
+    result: dict | None = None
+
+
+def train_py_run(args, tokenizer_dir: Path, test_file: Path, recipe: str, seed: int) -> Run:
+    out = args.output_dir / f"train_py-{recipe}-seed{seed}"
+    command = [
+        sys.executable, str(REPO / "train.py"), "--config", str(RECIPE), *OUR_RECIPES[recipe],
         "--train_file", str(args.data_dir / "train.jsonl"), "--validation_file", str(args.data_dir / "validation.jsonl"),
         "--test_file", str(test_file), "--source_lang", args.source_lang, "--target_lang", args.target_lang,
-        "--tokenizer", str(tokenizer_dir), "--max_train_minutes", str(args.minutes), "--seed", str(args.seed),
+        "--tokenizer", str(tokenizer_dir), "--max_train_minutes", str(args.minutes), "--seed", str(seed),
         "--output_dir", str(out), "--overwrite_output_dir",
         *(["--max_eval_samples", str(args.max_eval_samples)] if args.max_eval_samples else []),
     ]  # fmt: skip
-    log = (args.output_dir / "train_py.log").open("w")
-    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=common.worker_env(threads=1), cwd=REPO), out
+    return Run("train.py", recipe, seed, command, out, out.with_suffix(".log"))
 
 
-def start_trainer(args, tokenizer_dir: Path, test_file: Path, recipe: dict) -> tuple[subprocess.Popen, Path]:
-    spec = args.output_dir / "trainer_spec.json"
-    result = args.output_dir / "trainer_result.json"
+def trainer_run(args, tokenizer_dir: Path, test_file: Path, recipe: dict, peer: dict, seed: int) -> Run:
+    name = f"trainer-lr{peer['learning_rate']:g}-bs{peer['batch_size']}-seed{seed}"
+    spec, result = args.output_dir / f"{name}.spec.json", args.output_dir / f"{name}.result.json"
     result.unlink(missing_ok=True)
     spec.write_text(json.dumps({
-        "train": str(args.data_dir / "train.jsonl"), "test": str(test_file), "tokenizer": str(tokenizer_dir),
-        "source_lang": args.source_lang, "target_lang": args.target_lang, "minutes": args.minutes, "seed": args.seed,
-        "output_dir": str(args.output_dir / "trainer"), "result": str(result),
+        "train": str(args.data_dir / "train.jsonl"), "validation": str(args.data_dir / "validation.jsonl"),
+        "max_eval_samples": args.max_eval_samples or recipe["max_eval_samples"], "test": str(test_file),
+        "tokenizer": str(tokenizer_dir), "source_lang": args.source_lang, "target_lang": args.target_lang,
+        "minutes": args.minutes, "seed": seed, "output_dir": str(args.output_dir / name), "result": str(result),
+        **peer,
         "dims": {k: recipe[k] for k in ("d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads",
                                         "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim", "dropout")},
     }))  # fmt: skip
-    log = (args.output_dir / "trainer.log").open("w")
-    cmd = [sys.executable, __file__, "--worker", str(spec)]
-    return subprocess.Popen(
-        cmd, stdout=log, stderr=subprocess.STDOUT, env=common.worker_env(threads=1), cwd=REPO
-    ), result
+    config = f"lr {peer['learning_rate']:g}, batch {peer['batch_size']}"
+    return Run("Trainer", config, seed, [sys.executable, __file__, "--worker", str(spec)], result,
+               args.output_dir / f"{name}.log")  # fmt: skip
+
+
+def run_all(runs: list[Run], parallel: int) -> None:
+    """Run every run, `parallel` at a time, each with one thread; fill in `result`; stop at the first failure."""
+    waiting, running = list(runs), []
+    while waiting or running:
+        while waiting and len(running) < parallel:
+            run = waiting.pop(0)
+            with run.log.open("w") as log:
+                process = subprocess.Popen(run.command, stdout=log, stderr=subprocess.STDOUT,
+                                           env=common.worker_env(threads=1), cwd=REPO)  # fmt: skip
+            running.append((run, process))
+            print(f"started {run.side} {run.config}, seed {run.seed} (log: {run.log})", flush=True)
+        time.sleep(1)
+        for run, process in list(running):
+            if process.poll() is None:
+                continue
+            running.remove((run, process))
+            if process.returncode != 0:
+                for _, other in running:
+                    other.kill()
+                raise SystemExit(f"{run.side} {run.config} seed {run.seed} failed (exit {process.returncode}); "
+                                 f"see {run.log}")  # fmt: skip
+            run.result = read_result(run)
+            print(f"finished {run.side} {run.config}, seed {run.seed}: {run.result['updates']} updates, validation "
+                  f"BLEU {run.result['validation_bleu']:.2f}, test BLEU {run.result['bleu']:.2f}", flush=True)  # fmt: skip
+
+
+def read_result(run: Run) -> dict:
+    """updates, validation_bleu, bleu, chrf and bleu_signature of a finished run, from either side's files."""
+    if run.side == "Trainer":
+        return json.loads(run.output.read_text())
+    final = json.loads((run.output / "results.json").read_text())
+    return {"updates": final["step"], "validation_bleu": final["validation"]["bleu"], "bleu": final["test"]["bleu"],
+            "chrf": final["test"]["chrf"], "bleu_signature": final["test"]["bleu_signature"]}  # fmt: skip
 
 
 def trainer_worker(spec_path: str) -> None:
-    import sacrebleu
-    import torch
     from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments, TrainerCallback
 
     spec = json.loads(Path(spec_path).read_text())
@@ -144,34 +242,47 @@ def trainer_worker(spec_path: str) -> None:
                 control.should_training_stop = True
 
     arguments = Seq2SeqTrainingArguments(
-        output_dir=spec["output_dir"], per_device_train_batch_size=64, max_steps=10**6, optim="adamw_torch_fused",
-        learning_rate=5e-4, adam_beta1=0.9, adam_beta2=0.98, adam_epsilon=1e-9, weight_decay=0.0, warmup_steps=400,
-        lr_scheduler_type="inverse_sqrt", label_smoothing_factor=0.1, logging_steps=100, save_strategy="no",
-        report_to=[], use_cpu=True, disable_tqdm=True, dataloader_num_workers=0, seed=spec["seed"],
-        train_sampling_strategy="group_by_length",
+        output_dir=spec["output_dir"], per_device_train_batch_size=spec["batch_size"], max_steps=10**6,
+        optim="adamw_torch_fused", learning_rate=spec["learning_rate"], adam_beta1=0.9, adam_beta2=0.98,
+        adam_epsilon=1e-9, weight_decay=0.0, warmup_steps=400, lr_scheduler_type="inverse_sqrt",
+        label_smoothing_factor=0.1, logging_steps=100, save_strategy="no", report_to=[], use_cpu=True,
+        disable_tqdm=True, dataloader_num_workers=0, seed=spec["seed"], train_sampling_strategy="group_by_length",
     )  # fmt: skip
     trainer = Seq2SeqTrainer(model=model, args=arguments, train_dataset=train,
                              data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100),
                              processing_class=tokenizer, callbacks=[TimeBudget()])  # fmt: skip
     trainer.train()
     model.eval()
-    test = [json.loads(line)["translation"] for line in Path(spec["test"]).read_text(encoding="utf-8").splitlines()]
-    order = sorted(range(len(test)), key=lambda i: len(test[i][src]))  # similar lengths per batch: less padding
-    hypotheses = [""] * len(test)
+    validation = read_pairs(Path(spec["validation"]))[: spec["max_eval_samples"]]
+    test = score(model, tokenizer, read_pairs(Path(spec["test"])), src, tgt)
+    Path(spec["result"]).write_text(json.dumps({
+        "updates": steps["done"], "validation_bleu": score(model, tokenizer, validation, src, tgt)["bleu"], **test,
+    }))  # fmt: skip
+
+
+def read_pairs(path: Path) -> list[dict]:
+    return [json.loads(line)["translation"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def score(model, tokenizer, pairs: list[dict], src: str, tgt: str) -> dict:
+    """BLEU and chrF (sacrebleu defaults, as train.py's evaluation) of beam-4 translations (length penalty 0.6)."""
+    import sacrebleu
+    import torch
+
+    order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][src]))  # similar lengths per batch: less padding
+    hypotheses = [""] * len(pairs)
     with torch.no_grad():
         for start in range(0, len(order), 32):
             chunk = order[start : start + 32]
-            batch = tokenizer([test[i][src] for i in chunk], return_tensors="pt", padding=True)
+            batch = tokenizer([pairs[i][src] for i in chunk], return_tensors="pt", padding=True)
             generated = model.generate(**batch, num_beams=4, length_penalty=0.6, max_new_tokens=256)
             for i, text in zip(chunk, tokenizer.batch_decode(generated, skip_special_tokens=True), strict=True):
                 hypotheses[i] = text
-    references = [[pair[tgt] for pair in test]]
-    bleu_metric, chrf_metric = sacrebleu.BLEU(), sacrebleu.CHRF()  # default settings, as train.py's `evaluate`
+    references = [[pair[tgt] for pair in pairs]]
+    bleu_metric, chrf_metric = sacrebleu.BLEU(), sacrebleu.CHRF()
     bleu, chrf = bleu_metric.corpus_score(hypotheses, references), chrf_metric.corpus_score(hypotheses, references)
-    Path(spec["result"]).write_text(json.dumps({
-        "updates": steps["done"], "bleu": bleu.score, "chrf": chrf.score,
-        "bleu_signature": str(bleu_metric.get_signature()), "chrf_signature": str(chrf_metric.get_signature()),
-    }))  # fmt: skip
+    return {"bleu": bleu.score, "chrf": chrf.score, "bleu_signature": str(bleu_metric.get_signature()),
+            "chrf_signature": str(chrf_metric.get_signature())}  # fmt: skip
 
 
 def main(argv=None) -> dict:
@@ -180,31 +291,70 @@ def main(argv=None) -> dict:
         trainer_worker(args.worker)
         return {}
     tokenizer_dir, test_file, recipe = prepare(args)
-    print(f"train.py ({RECIPE.name}) vs Seq2SeqTrainer(MarianMTModel) on {args.data_dir.name}, {args.minutes:g} "
-          f"training minutes each, side by side, one thread each; test pairs: "
-          f"{args.max_test_samples or 'all'}", flush=True)  # fmt: skip
-    ours, ours_dir = start_train_py(args, tokenizer_dir, test_file)
-    theirs, theirs_result = start_trainer(args, tokenizer_dir, test_file, recipe)
-    for name, process in (("train.py", ours), ("Trainer", theirs)):
-        if process.wait() != 0:
-            raise SystemExit(f"{name} failed (exit {process.returncode}); see the logs in {args.output_dir}")
-    final = json.loads((ours_dir / "results.json").read_text())
-    print_candidates(ours_dir, test_file, args, final)
-    rows = {
-        "train.py": {"updates": final["step"], "bleu": final["test"]["bleu"], "chrf": final["test"]["chrf"],
-                     "bleu_signature": final["test"]["bleu_signature"]},
-        "Seq2SeqTrainer": json.loads(theirs_result.read_text()),
-    }  # fmt: skip
-    print("| | updates | test BLEU | test chrF |\n|---|---|---|---|")
-    for name, row in rows.items():
-        print(f"| {name} | {row['updates']} | {row['bleu']:.1f} | {row['chrf']:.1f} |")
+    peers = PEER_GRID if args.tune_peer else [PEER_DEFAULT]
+    print(f"train.py ({RECIPE.name}: {', '.join(args.our_recipes)}) vs Seq2SeqTrainer(MarianMTModel) "
+          f"({'tuned over ' + str(len(peers)) + ' settings' if args.tune_peer else 'one setting'}) on "
+          f"{args.data_dir.name}, {args.minutes:g} training minutes per run, {args.parallel} runs at a time, one "
+          f"thread each; seeds {args.seeds}; test pairs: {args.max_test_samples or 'all'}; "
+          f"{common.describe_machine(common.machine_description(1))}", flush=True)  # fmt: skip
+    runs = []
+    for seed in args.seeds:  # the two sides alternate, so that runs started together are of both sides
+        ours = [train_py_run(args, tokenizer_dir, test_file, name, seed) for name in args.our_recipes]
+        theirs = [trainer_run(args, tokenizer_dir, test_file, recipe, peer, seed) for peer in peers]
+        runs += [run for pair in itertools.zip_longest(ours, theirs) for run in pair if run is not None]
+    run_all(runs, args.parallel)
+    for run in runs:
+        if run.side == "train.py" and run.config == "small-data":
+            print(f"\nFinal-model candidates of train.py small-data, seed {run.seed}:")
+            print_candidates(run.output, test_file, args, json.loads((run.output / "results.json").read_text()))
+    report = summarise(runs)
+    common.write_json_report(args.json, args, runs=[{**vars(run), "command": None, "output": str(run.output),
+                                                     "log": str(run.log)} for run in runs], **report)  # fmt: skip
+    return report
+
+
+def summarise(runs: list[Run]) -> dict:
+    """Every run, the mean and range over seeds of each configuration, the tuned peer (best mean validation BLEU)
+    and each of our recipes' margin over it, per seed; the +5 BLEU target is met when the median and most seeds are."""
     print(
-        f"BLEU signatures: train.py {rows['train.py']['bleu_signature']}; Trainer {rows['Seq2SeqTrainer']['bleu_signature']}"
+        "\n| side | configuration | seed | updates | validation BLEU | test BLEU | test chrF |\n|---|---|---|---|---|---|---|"
     )
-    gap = rows["train.py"]["bleu"] - rows["Seq2SeqTrainer"]["bleu"]
-    print(f"{'MET' if gap >= 5 else 'MISSED'} target train.py >= Trainer + 5 BLEU: {gap:+.1f}")
-    common.write_json_report(args.json, args, rows=rows)
-    return rows
+    for run in runs:
+        r = run.result
+        print(f"| {run.side} | {run.config} | {run.seed} | {r['updates']} | {r['validation_bleu']:.2f} | "
+              f"{r['bleu']:.2f} | {r['chrf']:.2f} |")  # fmt: skip
+    groups: dict[tuple[str, str], list[Run]] = {}
+    for run in runs:
+        groups.setdefault((run.side, run.config), []).append(run)
+
+    def mean_and_range(values: list[float]) -> str:
+        return f"{statistics.mean(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+    print(
+        "\n| side | configuration | seeds | validation BLEU, mean (range) | test BLEU | test chrF |\n|---|---|---|---|---|---|"
+    )
+    for (side, config), group in groups.items():
+        print(f"| {side} | {config} | {len(group)} | {mean_and_range([r.result['validation_bleu'] for r in group])} | "
+              f"{mean_and_range([r.result['bleu'] for r in group])} | "
+              f"{mean_and_range([r.result['chrf'] for r in group])} |")  # fmt: skip
+    peer_groups = {config: group for (side, config), group in groups.items() if side == "Trainer"}
+    best = max(
+        peer_groups, key=lambda config: statistics.mean(r.result["validation_bleu"] for r in peer_groups[config])
+    )
+    peer_by_seed = {r.seed: r.result["bleu"] for r in peer_groups[best]}
+    print(f"\nthe peer's best on validation: {best}" + (" (the only setting)" if len(peer_groups) == 1 else ""))
+    margins = {}
+    for (side, config), group in groups.items():
+        if side != "train.py":
+            continue
+        per_seed = [r.result["bleu"] - peer_by_seed[r.seed] for r in group]
+        margins[config] = per_seed
+        print(f"{common.verdict(per_seed, 5.0)} target train.py {config} >= the peer's best + 5 BLEU: "
+              f"{statistics.mean(per_seed):+.1f} mean, per seed "
+              f"{', '.join(f'{margin:+.1f}' for margin in per_seed)}")  # fmt: skip
+    signatures = {r.result["bleu_signature"] for r in runs}
+    print(f"BLEU signature{'s' if len(signatures) > 1 else ''}: {'; '.join(sorted(signatures))}")
+    return {"peer_best": best, "margins": margins}
 
 
 def print_candidates(run_dir: Path, test_file: Path, args, final: dict) -> None:

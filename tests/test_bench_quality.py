@@ -1,0 +1,82 @@
+"""benchmarks/bench_quality.py: the peer's grid, the choice of its best on validation (never on test), our margin per
+seed, and the options checked up front."""
+
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT
+
+sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
+from bench_quality import OUR_RECIPES, PEER_DEFAULT, PEER_GRID, Run, parse_args, summarise  # noqa: E402
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    for split in ("train", "validation", "test"):
+        (tmp_path / f"{split}.jsonl").write_text("")
+    return tmp_path
+
+
+def test_the_grid_is_three_learning_rates_by_two_batch_sizes_and_holds_the_default():
+    assert len(PEER_GRID) == 6 and PEER_DEFAULT in PEER_GRID
+    assert len({point["learning_rate"] for point in PEER_GRID}) == 3
+    assert len({point["batch_size"] for point in PEER_GRID}) == 2
+
+
+def test_postnorm_is_marians_normalization():
+    assert OUR_RECIPES["small-data"] == []
+    options = dict(zip(OUR_RECIPES["postnorm"][::2], OUR_RECIPES["postnorm"][1::2], strict=True))
+    assert options == {"--norm_position": "post", "--norm_type": "layernorm", "--fixnorm": "false"}
+
+
+def test_the_postnorm_recipe_is_accepted_by_train_py(tmp_path):
+    from vaswani.train import parse_args as train_args
+
+    args = train_args(["--config", str(REPO_ROOT / "configs" / "small-data.yaml"), *OUR_RECIPES["postnorm"],
+                       "--train_file", "x.jsonl", "--output_dir", str(tmp_path / "out"), "--max_train_minutes", "1"])  # fmt: skip
+    assert (args.norm_position, args.norm_type, args.fixnorm) == ("post", "layernorm", False)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--seeds", "0,x"], "use comma-separated integers"),
+        (["--our_recipes", "small-data,big"], "unknown recipe(s) ['big']"),
+        (["--parallel", "0"], "--parallel 0 is not allowed"),
+        (["--minutes", "0"], "--minutes must be positive"),
+    ],
+)
+def test_bad_options_are_refused(argv, message, data_dir, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        parse_args(["--data_dir", str(data_dir), *argv])
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_defaults_are_one_seed_one_peer_setting_and_the_recipe(data_dir):
+    args = parse_args(["--data_dir", str(data_dir)])
+    assert (args.seeds, args.tune_peer, args.our_recipes) == ([0], False, ["small-data"])
+    args = parse_args(["--data_dir", str(data_dir), "--seeds", "0,1", "--tune_peer", "--our_recipes", "postnorm"])
+    assert (args.seeds, args.tune_peer, args.our_recipes) == ([0, 1], True, ["postnorm"])
+
+
+def run(side, config, seed, validation, test):
+    return Run(side, config, seed, [], Path("."), Path("."),
+               {"updates": 10, "validation_bleu": validation, "bleu": test, "chrf": 0.0, "bleu_signature": "s"})  # fmt: skip
+
+
+def test_the_peers_best_is_chosen_on_validation_and_margins_are_per_seed(capsys):
+    runs = [
+        run("train.py", "small-data", 0, 40.0, 44.0),
+        run("train.py", "small-data", 1, 41.0, 42.0),
+        run("Trainer", "lr 0.0003, batch 32", 0, 30.0, 39.0),  # best on test, not on validation
+        run("Trainer", "lr 0.0003, batch 32", 1, 30.0, 39.0),
+        run("Trainer", "lr 0.001, batch 64", 0, 33.0, 36.0),
+        run("Trainer", "lr 0.001, batch 64", 1, 35.0, 38.0),
+    ]
+    report = summarise(runs)
+    printed = capsys.readouterr().out
+    assert report["peer_best"] == "lr 0.001, batch 64"
+    assert report["margins"] == {"small-data": [8.0, 4.0]}
+    assert "UNCLEAR target train.py small-data >= the peer's best + 5 BLEU: +6.0 mean, per seed +8.0, +4.0" in printed
+    assert "| Trainer | lr 0.001, batch 64 | 2 | 34.00 (33.00-35.00) | 37.00 (36.00-38.00) |" in printed
