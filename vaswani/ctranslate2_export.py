@@ -240,13 +240,13 @@ class VaswaniSpecBuilder:
         `ctranslate2.Encoder` (which returns its last hidden states)."""
         from ctranslate2.specs import transformer_spec
 
+        from modeling_vaswani import VaswaniEncoderModel
+
         config = self.config
         encoder_spec = transformer_spec.TransformerEncoderSpec(
             config.encoder_layers, config.encoder_attention_heads, **self._stack_options()
         )
         spec = transformer_spec.TransformerEncoderModelSpec(encoder_spec)  # no pooler: see REFUSED_CLASSES
-        from modeling_vaswani import VaswaniEncoderModel
-
         stack = self.model if isinstance(self.model, VaswaniEncoderModel) else self.model.model  # VaswaniForMaskedLM
         self._set_encoder(encoder_spec, stack)
         spec.register_vocabulary(self._set_special_tokens(spec.config))
