@@ -238,7 +238,8 @@ def test_translate_refuses_a_one_stack_export_and_a_one_stack_model(tmp_path, ca
     err = capsys.readouterr().err
     assert last_line(err).startswith(f"error: {output} is a CTranslate2 export of a VaswaniForCausalLM ('vaswani-decoder'), "
                           "not of a translation model: run it with ctranslate2.Generator")  # fmt: skip
-    assert main(["translate", "--model", str(folder), "--input", str(source), "--no_progress"]) == 2
-    assert "describes a decoder-only language model ('vaswani-decoder'), which this command does not take" in (
-        capsys.readouterr().err
-    )
+    for trust in ([], ["--trust_remote_code"]):  # the folder's own code would load it: refused all the same
+        assert main(["translate", "--model", str(folder), "--input", str(source), "--no_progress", *trust]) == 2
+        assert "describes a decoder-only language model ('vaswani-decoder'), which this command does not take" in (
+            capsys.readouterr().err
+        )

@@ -197,7 +197,9 @@ def load_config(
 ):
     """The configuration in `folder`/config.json (with `overrides`), validated; never runs the folder's code unless
     `trust_remote_code`. Without it, only Vaswani configurations of `model_types` are accepted (by default the
-    encoder-decoder; `VASWANI_MODEL_TYPES` adds the one-stack models, for the commands that take them)."""
+    encoder-decoder; `VASWANI_MODEL_TYPES` adds the one-stack models, for the commands that take them); with it,
+    any model type except one of our families outside `model_types` (their code is ours: it would load a model the
+    command cannot run)."""
     from transformers import AutoConfig
 
     import modeling_vaswani  # noqa: F401  (registers the Vaswani classes with the Auto classes)
@@ -206,7 +208,7 @@ def load_config(
     path = folder / CONFIG_FILE
     values = read_json_object(path)
     model_type = values.get("model_type")
-    if not trust_remote_code and model_type in VASWANI_MODEL_TYPES and model_type not in model_types:
+    if model_type in VASWANI_MODEL_TYPES and model_type not in model_types:  # ours: refused with or without code
         raise ModelFolderError(
             f"{path} describes a {VASWANI_MODEL_TYPES[model_type]} ({model_type!r}), which this command does not "
             f"take; it takes: {', '.join(VASWANI_MODEL_TYPES[t] for t in model_types)}"
