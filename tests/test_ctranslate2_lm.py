@@ -44,6 +44,7 @@ DECODER_VARIANTS = {
     "marian-positions": {"sinusoidal_layout": "concatenated"},
     "fairseq-positions": {"sinusoidal_layout": "fairseq"},
     "gelu-unscaled-untied": {"activation_function": "gelu", "scale_embedding": False, "tie_word_embeddings": False},
+    "pruned": {"decoder_layers": 3, "decoder_layers_to_keep": [0, 2]},  # pruned again when the folder is loaded
 }
 ENCODER_VARIANTS = {
     "post-layernorm": {},
@@ -71,9 +72,10 @@ def trained_causal_lm(variant: str) -> VaswaniForCausalLM:
     """A tiny causal LM (d_model 32, 2 layers) trained for about a second on `SENTENCES`: it continues a two-word
     prompt with the cycle and stops with EOS. Built once per variant; callers must not change it."""
     torch.manual_seed(0)
-    config = VaswaniDecoderConfig(vocab_size=len(tokenizer()), d_model=32, decoder_layers=2, decoder_attention_heads=4,
+    options = {"decoder_layers": 2, **DECODER_VARIANTS[variant]}
+    config = VaswaniDecoderConfig(vocab_size=len(tokenizer()), d_model=32, decoder_attention_heads=4,
                                   decoder_ffn_dim=64, max_position_embeddings=48, dropout=0.0, **special_ids(),
-                                  **DECODER_VARIANTS[variant])  # fmt: skip
+                                  **options)  # fmt: skip
     model = VaswaniForCausalLM(config).train()
     batch = tokenizer()(SENTENCES, padding=True, return_tensors="pt")
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
