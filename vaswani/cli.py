@@ -29,7 +29,8 @@ are). `--backend` picks PyTorch or CTranslate2 (by default: CTranslate2 for an e
 compute type.
 
 `export --format ctranslate2` converts a model folder into a CTranslate2 folder with the tokenizer, optionally with
-quantized weights (`--quantization int8`); see `vaswani.ctranslate2_export`.
+quantized weights (`--quantization int8`): a translation model for `translate`, a causal LM for
+`ctranslate2.Generator`, an encoder-only model for `ctranslate2.Encoder`; see `vaswani.ctranslate2_export`.
 
 `push` uploads a model folder (weights, config, generation config, tokenizer, modeling code for
 `trust_remote_code`, training record and our model card) to the Hub in one commit; see `vaswani.hub`.
@@ -208,7 +209,7 @@ def _check_output_file(path: Path | None, inputs: list[Path | None], model: Path
 # export
 # ----------------------------------------------------------------------------------------------------------------
 def run_export(args: argparse.Namespace) -> int:
-    from vaswani.ctranslate2_export import ExportError, export_ctranslate2
+    from vaswani.ctranslate2_export import ExportError, export_ctranslate2, usage_hint
 
     if args.output.exists() and args.output.resolve() == args.model.resolve():
         raise UsageError("--output must be a new folder, not the model folder itself")
@@ -216,8 +217,7 @@ def run_export(args: argparse.Namespace) -> int:
         output = export_ctranslate2(args.model, args.output, quantization=args.quantization)
     except ExportError as error:
         raise UsageError(str(error)) from None
-    print(f"wrote the CTranslate2 model ({args.quantization}) to {output}; translate with: vaswani translate "
-          f"--model {output}")  # fmt: skip
+    print(f"wrote the CTranslate2 model ({args.quantization}) to {output}; {usage_hint(output)}")
     return 0
 
 
@@ -419,6 +419,54 @@ def _add_model_argument(command: argparse.ArgumentParser, help: str = "the model
     command.add_argument("--model", required=True, type=Path, metavar="DIR", help=help)
 
 
+def _add_export_command(commands) -> None:
+    """`vaswani export`: the three model families, each to the CTranslate2 model that runs it."""
+    export = _add_command(
+        commands, "export", run_export, help="export a model folder for a fast inference engine (CTranslate2)",
+        description="Convert a model folder into a CTranslate2 model folder (with the tokenizer). A translation "
+                    "model (VaswaniForConditionalGeneration) runs with `vaswani translate --model OUT`; a causal LM "
+                    "(VaswaniForCausalLM) becomes a decoder-only model for ctranslate2.Generator, an encoder-only "
+                    "model (VaswaniEncoderModel, VaswaniForMaskedLM: the encoder, without the masked-LM head) an "
+                    "encoder model for ctranslate2.Encoder; VaswaniForSequenceClassification is refused (CTranslate2 "
+                    "cannot run its head). Needs pip install \"vaswani[ct2]\".",
+    )  # fmt: skip
+    _add_model_argument(export)
+    export.add_argument("--output", required=True, type=Path, metavar="OUT", help="the new folder to write")
+    export.add_argument("--format", choices=EXPORT_FORMATS, default="ctranslate2", help="ctranslate2 (the only one)")
+    export.add_argument(
+        "--quantization", choices=QUANTIZATIONS, default="float32",
+        help="weight type of the export: int8 (8-bit weights, float32 elsewhere: the fastest on CPU), int8_float32, "
+             "int16, float16, bfloat16, float32",
+    )  # fmt: skip
+
+
+def _add_convert_command(commands) -> None:
+    """`vaswani convert --from marian|fairseq`."""
+    convert = _add_command(
+        commands, "convert", run_convert,
+        help="convert a pretrained Marian (OPUS-MT) model or fairseq Transformer into a vaswani model folder",
+        description="Convert a local MarianMTModel folder (an OPUS-MT model: config.json, model.safetensors or "
+                    "pytorch_model.bin, source.spm, target.spm, vocab.json) into a vaswani model folder with the same "
+                    "logits and translations, its tokenizer, generation config and a model card naming the source; or a "
+                    "fairseq Transformer checkpoint (--checkpoint) with the dict.LANG.txt files of --data_dir.",
+    )  # fmt: skip
+    convert.add_argument(
+        "--from", dest="source_format", required=True, choices=CONVERT_FORMATS, help="the source model's kind"
+    )
+    convert.add_argument(
+        "--model", type=Path, metavar="DIR", help="--from marian: the model folder (local; download a Hub model first)"
+    )
+    convert.add_argument(
+        "--checkpoint", type=Path, metavar="FILE", help="--from fairseq: the checkpoint (model.pt, checkpoint_best.pt)"
+    )
+    convert.add_argument(
+        "--data_dir", type=Path, metavar="DIR", help="--from fairseq: the folder of its dict.LANG.txt dictionaries"
+    )
+    convert.add_argument(
+        "--output", required=True, type=Path, metavar="OUT", help="the new (or empty) folder to write"
+    )
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every command; the options of `command` (the first argument) are filled in even where they
     need heavy imports, so that `vaswani --help` and the light commands start fast."""
@@ -434,19 +482,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     for flag, settings in TRANSLATE_OPTIONS.items():
         translate.add_argument(flag, **settings)
 
-    export = _add_command(
-        commands, "export", run_export, help="export a model folder for a fast inference engine (CTranslate2)",
-        description="Convert a model folder into a CTranslate2 model folder (with the tokenizer), which `vaswani "
-                    "translate --model OUT` runs with CTranslate2. Needs pip install \"vaswani[ct2]\".",
-    )  # fmt: skip
-    _add_model_argument(export)
-    export.add_argument("--output", required=True, type=Path, metavar="OUT", help="the new folder to write")
-    export.add_argument("--format", choices=EXPORT_FORMATS, default="ctranslate2", help="ctranslate2 (the only one)")
-    export.add_argument(
-        "--quantization", choices=QUANTIZATIONS, default="float32",
-        help="weight type of the export: int8 (8-bit weights, float32 elsewhere: the fastest on CPU), int8_float32, "
-             "int16, float16, bfloat16, float32",
-    )  # fmt: skip
+    _add_export_command(commands)
 
     push = _add_command(
         commands, "push", run_push, help="upload a model folder to the Hugging Face Hub with its model card",
@@ -515,29 +551,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     card.add_argument("--output", type=Path, metavar="FILE", help="where to write the card (default: DIR/README.md)")
     add_trust_remote_code(card)
 
-    convert = _add_command(
-        commands, "convert", run_convert,
-        help="convert a pretrained Marian (OPUS-MT) model or fairseq Transformer into a vaswani model folder",
-        description="Convert a local MarianMTModel folder (an OPUS-MT model: config.json, model.safetensors or "
-                    "pytorch_model.bin, source.spm, target.spm, vocab.json) into a vaswani model folder with the same "
-                    "logits and translations, its tokenizer, generation config and a model card naming the source; or a "
-                    "fairseq Transformer checkpoint (--checkpoint) with the dict.LANG.txt files of --data_dir.",
-    )  # fmt: skip
-    convert.add_argument(
-        "--from", dest="source_format", required=True, choices=CONVERT_FORMATS, help="the source model's kind"
-    )
-    convert.add_argument(
-        "--model", type=Path, metavar="DIR", help="--from marian: the model folder (local; download a Hub model first)"
-    )
-    convert.add_argument(
-        "--checkpoint", type=Path, metavar="FILE", help="--from fairseq: the checkpoint (model.pt, checkpoint_best.pt)"
-    )
-    convert.add_argument(
-        "--data_dir", type=Path, metavar="DIR", help="--from fairseq: the folder of its dict.LANG.txt dictionaries"
-    )
-    convert.add_argument(
-        "--output", required=True, type=Path, metavar="OUT", help="the new (or empty) folder to write"
-    )
+    _add_convert_command(commands)
     return parser
 
 

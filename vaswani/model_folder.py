@@ -71,6 +71,13 @@ SAVED_FILES = {
 MARIAN_TOKENIZER_FILES = ("tokenizer_config.json", "source.spm", "target.spm", "vocab.json")
 MARIAN_TOKENIZER_CLASS = "MarianTokenizer"
 JOURNAL_FILE = ".tmp-model-folder.json"  # inside the staged folder: the names the new save wrote (then removed)
+# The model types of our three families and what each is; most commands take the encoder-decoder only (`SEQ2SEQ`).
+VASWANI_MODEL_TYPES = {
+    "vaswani": "encoder-decoder (translation) model",
+    "vaswani-decoder": "decoder-only language model",
+    "vaswani-encoder": "encoder-only model",
+}
+SEQ2SEQ = ("vaswani",)
 
 
 class ModelFolderError(UserError):
@@ -185,9 +192,14 @@ def read_json_object(path: Path, *, fix: str = "restore it or save the model aga
 # ----------------------------------------------------------------------------------------------------------------
 # Loading
 # ----------------------------------------------------------------------------------------------------------------
-def load_config(folder: str | Path, *, trust_remote_code: bool = False, **overrides):
+def load_config(
+    folder: str | Path, *, trust_remote_code: bool = False, model_types: tuple[str, ...] = SEQ2SEQ, **overrides
+):
     """The configuration in `folder`/config.json (with `overrides`), validated; never runs the folder's code unless
-    `trust_remote_code`. Without it, only Vaswani configurations are accepted."""
+    `trust_remote_code`. Without it, only Vaswani configurations of `model_types` are accepted (by default the
+    encoder-decoder; `VASWANI_MODEL_TYPES` adds the one-stack models, for the commands that take them); with it,
+    any model type except one of our families outside `model_types` (their code is ours: it would load a model the
+    command cannot run)."""
     from transformers import AutoConfig
 
     import modeling_vaswani  # noqa: F401  (registers the Vaswani classes with the Auto classes)
@@ -195,9 +207,15 @@ def load_config(folder: str | Path, *, trust_remote_code: bool = False, **overri
     folder = Path(folder)
     path = folder / CONFIG_FILE
     values = read_json_object(path)
-    if not trust_remote_code and values.get("model_type") != "vaswani":
+    model_type = values.get("model_type")
+    if model_type in VASWANI_MODEL_TYPES and model_type not in model_types:  # ours: refused with or without code
         raise ModelFolderError(
-            f"{path} describes a {values.get('model_type')!r} model, not a Vaswani model; to run the code of another "
+            f"{path} describes a {VASWANI_MODEL_TYPES[model_type]} ({model_type!r}), which this command does not "
+            f"take; it takes: {', '.join(VASWANI_MODEL_TYPES[t] for t in model_types)}"
+        )
+    if not trust_remote_code and model_type not in model_types:
+        raise ModelFolderError(
+            f"{path} describes a {model_type!r} model, not a Vaswani model; to run the code of another "
             "model folder, pass --trust_remote_code (only for folders you trust)"
         )
     try:
@@ -237,8 +255,12 @@ def check_weights_fit(folder: Path, config, *, trust_remote_code: bool = False) 
             raise ModelFolderError(
                 f"{file} is damaged or not a safetensors file ({error}): copy it again or save the model again"
             ) from None
+    one_stack_class = model_class(folder, config)
     with torch.device("meta"):
-        model = AutoModelForSeq2SeqLM.from_config(config, trust_remote_code=trust_remote_code)
+        if one_stack_class is not None:
+            model = one_stack_class(config)
+        else:
+            model = AutoModelForSeq2SeqLM.from_config(config, trust_remote_code=trust_remote_code)
     expected = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
     tied = {name for group in tied_groups(model, {}) if group & shapes.keys() for name in group}
     missing = sorted(expected.keys() - shapes.keys() - tied)
@@ -259,6 +281,27 @@ def check_weights_fit(folder: Path, config, *, trust_remote_code: bool = False) 
         f"decoder_layers {getattr(config, 'decoder_layers', '?')}): {'; '.join(problems)}. The config and the weights "
         "come from different models: restore the config.json saved with these weights, or save the model again"
     )
+
+
+def model_class(folder: Path, config) -> type[PreTrainedModel] | None:
+    """The class of a one-stack model folder: the one its config.json's `architectures` names among the family's
+    (`VaswaniForCausalLM`, `VaswaniForMaskedLM`, ...); None for the encoder-decoder (and for foreign code run with
+    trust_remote_code), which `AutoModelForSeq2SeqLM` loads."""
+    from modeling_vaswani import VaswaniDecoderPreTrainedModel, VaswaniEncoderPreTrainedModel, modeling_vaswani_lm
+
+    families = {family.config_class.model_type: family for family in (VaswaniDecoderPreTrainedModel,
+                                                                      VaswaniEncoderPreTrainedModel)}  # fmt: skip
+    family = families.get(getattr(config, "model_type", None))
+    if family is None:
+        return None
+    names = sorted(family.auto_classes.values())
+    architecture = (getattr(config, "architectures", None) or [None])[0]
+    if architecture not in names:
+        raise ModelFolderError(
+            f"{folder / CONFIG_FILE} names the architecture {architecture!r}; a {config.model_type!r} folder holds "
+            f"one of {', '.join(names)}: save the model again with save_pretrained"
+        )
+    return getattr(modeling_vaswani_lm, architecture)
 
 
 def _some(names: list[str], limit: int = 5) -> str:
@@ -324,12 +367,14 @@ def check_model_files(
     need_tokenizer: bool = True,
     need_weights: bool = True,
     config=None,
+    model_types: tuple[str, ...] = SEQ2SEQ,
 ):
     """Every check of `load_model_folder` without loading the weights (their headers are read): config.json, the
     weights against it (if `need_weights`), the tokenizer against it (if `need_tokenizer`, or if the folder has
     one). Returns (config, tokenizer or None)."""
     folder = check_model_folder(folder, need_tokenizer=need_tokenizer, need_weights=need_weights)
-    config = config if config is not None else load_config(folder, trust_remote_code=trust_remote_code)
+    if config is None:
+        config = load_config(folder, trust_remote_code=trust_remote_code, model_types=model_types)
     if need_weights:
         check_weights_fit(folder, config, trust_remote_code=trust_remote_code)
     tokenizer = None
@@ -345,20 +390,27 @@ def load_model_folder(
     trust_remote_code: bool = False,
     need_tokenizer: bool = True,
     config=None,
+    model_types: tuple[str, ...] = SEQ2SEQ,
     **model_kwargs,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase | None]:
     """The model (and tokenizer) of a local folder, checked as the module docstring says. `config` replaces the
-    folder's config (e.g. with train.py's overrides); `model_kwargs` go to `from_pretrained` (e.g.
-    `encoder_layers_to_keep`). The tokenizer is None when the folder has none and `need_tokenizer` is False."""
+    folder's config (e.g. with train.py's overrides); `model_types`: the Vaswani families accepted (`load_config`;
+    a one-stack folder loads as the class its config names, `model_class`); `model_kwargs` go to `from_pretrained`
+    (e.g. `encoder_layers_to_keep`). The tokenizer is None when the folder has none and `need_tokenizer` is
+    False."""
     from transformers import AutoModelForSeq2SeqLM
 
     config, tokenizer = check_model_files(
-        folder, trust_remote_code=trust_remote_code, need_tokenizer=need_tokenizer, config=config
-    )
+        folder, trust_remote_code=trust_remote_code, need_tokenizer=need_tokenizer, config=config,
+        model_types=model_types,
+    )  # fmt: skip
+    loader = model_class(Path(folder), config)
+    if loader is None:  # the encoder-decoder, or foreign code (trust_remote_code)
+        loader, model_kwargs = AutoModelForSeq2SeqLM, {"trust_remote_code": trust_remote_code, **model_kwargs}
     try:  # safetensors only: transformers never falls back to a pickled pytorch_model.bin
-        model, info = AutoModelForSeq2SeqLM.from_pretrained(
-            folder, config=config, local_files_only=True, trust_remote_code=trust_remote_code,
-            output_loading_info=True, use_safetensors=True, **model_kwargs,
+        model, info = loader.from_pretrained(
+            folder, config=config, local_files_only=True, output_loading_info=True, use_safetensors=True,
+            **model_kwargs,
         )  # fmt: skip
     except (OSError, ValueError, RuntimeError, TypeError, KeyError, pickle.UnpicklingError) as error:
         raise ModelFolderError(f"cannot load the model in {folder}: {error}") from None

@@ -25,6 +25,7 @@ them as above and yields one translation per line.
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -82,6 +83,8 @@ def _choose_backend(model: str | Path, backend: str) -> str:
     if backend not in BACKENDS:
         raise TranslateError(f"unknown backend {backend!r}: use one of {', '.join(BACKENDS)}")
     exported = is_ctranslate2_folder(model)
+    if exported:
+        check_translation_export(Path(model))
     if backend == "torch" and exported:
         raise TranslateError(
             f"{model} is a CTranslate2 export: translate it with --backend ctranslate2 (or auto), or give the "
@@ -93,6 +96,27 @@ def _choose_backend(model: str | Path, backend: str) -> str:
             "--format ctranslate2, or use --backend torch"
         )
     return "ctranslate2" if exported else "torch"
+
+
+def check_translation_export(folder: Path) -> None:
+    """A CTranslate2 export of a decoder-only or encoder-only model (`vaswani export` of a VaswaniForCausalLM, ...)
+    is not a translator: a `TranslateError` that names what it is and what runs it."""
+    from vaswani.ctranslate2_export import EXPORT_INFO_FILE, RUNS_WITH
+
+    path = folder / EXPORT_INFO_FILE
+    try:
+        info = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise TranslateError(f"{path} cannot be read ({error}): export the model again") from None
+    if not isinstance(info, dict):
+        raise TranslateError(f"{path} is not a JSON object: export the model again")
+    runs_with = info.get("runs_with", RUNS_WITH["vaswani"])  # exports made before the one-stack models: Translator
+    if runs_with != RUNS_WITH["vaswani"]:
+        raise TranslateError(
+            f"{folder} is a CTranslate2 export of a {info.get('architecture', 'one-stack model')} "
+            f"({info.get('model_type')!r}), not of a translation model: run it with {runs_with} in Python, or "
+            "translate with the export of a VaswaniForConditionalGeneration"
+        )
 
 
 # ----------------------------------------------------------------------------------------------------------------
