@@ -190,7 +190,9 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
 
     group = parser.add_argument_group("data")
     group.add_argument(
-        "--train_file", help="a .json/.jsonl translation file, a .tsv, or a prefix PATH (PATH.src/.tgt)"
+        "--train_file",
+        help="a .json/.jsonl translation file, a .tsv, or a prefix PATH (PATH.src/.tgt); LM tasks: plain text, one "
+        "text per line, or .json/.jsonl with a --text_column field",
     )
     group.add_argument("--validation_file", help="same formats as --train_file")
     group.add_argument("--test_file", help="same formats as --train_file")
@@ -210,25 +212,6 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         help="processes that tokenize the data (`datasets.map` num_proc; default: one)",
     )  # fmt: skip
     group.add_argument("--cache_dir", help="where `datasets` caches downloads")
-    group.add_argument(
-        "--text_column", default="text",
-        help="LM tasks: the field of a .json/.jsonl line or the `datasets` column that holds the text (a dotted path "
-        "such as translation.en reaches into nested objects); other files are plain text, one text per line",
-    )  # fmt: skip
-    group.add_argument(
-        "--block_size", type=int, default=256,
-        help="LM tasks: tokens per example: packed blocks (--packing yes) or the limit of a line (--packing no)",
-    )  # fmt: skip
-    group.add_argument(
-        "--packing", choices=PACKING_CHOICES, default="yes",
-        help="LM tasks: yes: concatenate the texts and cut blocks of --block_size tokens (run_clm's group_texts); "
-        "no: one example per line, cut to --block_size tokens",
-    )  # fmt: skip
-    group.add_argument(
-        "--mlm_probability", type=float, default=0.15,
-        help="masked_lm: share of tokens to predict (of them 80%% <mask>, 10%% a random token, 10%% unchanged)",
-    )  # fmt: skip
-
     group = parser.add_argument_group("tokenizer")
     group.add_argument("--tokenizer", help="an existing tokenizer folder; without it a shared BPE is trained")
     group.add_argument("--vocab_size", type=int, default=37000, help="BPE vocabulary size (paper: ~37k for EN-DE)")
@@ -352,7 +335,31 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     )
     group.add_argument("--push_to_hub", action="store_true", help="upload the final model with its model card")
     group.add_argument("--hub_model_id", help="the Hub repository, e.g. user/transformer-en-de")
+    add_language_model_options(parser)
     return parser
+
+
+def add_language_model_options(parser: argparse.ArgumentParser) -> None:
+    """The options of --task causal_lm / masked_lm (vaswani/lm_data.py); an error with --task translation."""
+    group = parser.add_argument_group("language-model tasks (--task causal_lm / masked_lm)")
+    group.add_argument(
+        "--text_column", default="text",
+        help="LM tasks: the field of a .json/.jsonl line or the `datasets` column that holds the text (a dotted path "
+        "such as translation.en reaches into nested objects); other files are plain text, one text per line",
+    )  # fmt: skip
+    group.add_argument(
+        "--block_size", type=int, default=256,
+        help="LM tasks: tokens per example: packed blocks (--packing yes) or the limit of a line (--packing no)",
+    )  # fmt: skip
+    group.add_argument(
+        "--packing", choices=PACKING_CHOICES, default="yes",
+        help="LM tasks: yes: concatenate the texts and cut blocks of --block_size tokens (run_clm's group_texts); "
+        "no: one example per line, cut to --block_size tokens",
+    )  # fmt: skip
+    group.add_argument(
+        "--mlm_probability", type=float, default=0.15,
+        help="masked_lm: share of tokens to predict (of them 80%% <mask>, 10%% a random token, 10%% unchanged)",
+    )  # fmt: skip
 
 
 def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argparse.Namespace:
@@ -1152,6 +1159,7 @@ class TranslationTask:
     """The paper's task: sentence pairs, `VaswaniForConditionalGeneration`, BLEU and chrF of beam-search output."""
 
     name = "translation"
+    examples = "pairs"  # what a training example is, for the log
     metrics = ("bleu", "chrf", "loss")  # --metric_for_best, the default first
     model_class = VaswaniForConditionalGeneration
 
@@ -1214,6 +1222,7 @@ class CausalLMTask:
     over every next token of the held-out text."""
 
     name = "causal_lm"
+    examples = "examples (blocks or lines)"
     metrics = ("loss", "perplexity")
     model_class = VaswaniForCausalLM
     config_class = VaswaniDecoderConfig
@@ -1424,8 +1433,8 @@ def set_up(args: argparse.Namespace) -> Run:
     max_steps = None if _unknown_length(args) else (
         args.max_train_steps or math.ceil(args.num_train_epochs * updates_per_epoch))  # fmt: skip
     logger.info(
-        "Training %d pairs in %d batches/epoch/process (padding efficiency %.1f%%), %s, %d processes",
-        len(train), len(sampler), 100 * padding_efficiency(sampler.batches(0), source_lengths, target_lengths),
+        "Training %d %s in %d batches/epoch/process (padding efficiency %.1f%%), %s, %d processes",
+        len(train), task.examples, len(sampler), 100 * padding_efficiency(sampler.batches(0), source_lengths, target_lengths),
         f"{max_steps} updates" if max_steps else "until " + ending_rule(args), accelerator.num_processes,
     )  # fmt: skip
 
