@@ -125,9 +125,12 @@ def test_masked_lm_accuracy_is_far_above_the_most_frequent_token(text_dir, tmp_p
 # Exact resume
 # ---------------------------------------------------------------------------------------------------------------------
 def test_a_stopped_and_resumed_masked_lm_run_equals_an_uninterrupted_one(text_dir, tmp_path):
-    """Same masks, dropout and data order after the resume: the same losses and final weights."""
+    """Same masks, dropout, LayerDrop, scheduled DropHead and data order after the resume: the same losses and final
+    weights."""
     common = ["--task", "masked_lm", *text_args(text_dir), *TINY_LM, *ENCODER, "--max_train_steps", "6",
-              "--eval_steps", "0", "--average_checkpoints", "0"]  # fmt: skip
+              "--eval_steps", "0", "--average_checkpoints", "0", "--encoder_layers", "2", "--encoder_layerdrop", "0.3",
+              "--drophead_p_start", "0.2", "--drophead_p_end", "0.2", "--gradient_accumulation_steps", "2",
+              "--warmup_steps", "4"]  # fmt: skip
     train_in_process([*common, "--output_dir", str(tmp_path / "straight")])
     resumed = tmp_path / "resumed"
     assert train_in_process([*common, "--output_dir", str(resumed), "--stop_after_steps", "3"])["stopped_early"]

@@ -1490,8 +1490,11 @@ def build_schedules(args, model, optimizer, max_steps: int | None) -> tuple[obje
         )  # fmt: skip
         if args.drophead_p_start is None:
             return lr_scheduler, None
+        kinds = args.drophead_kinds
+        if "drophead_kinds" not in getattr(args, "explicit", ()):  # the default: every kind of attention the model has
+            kinds = [kind for kind in kinds if kind in model.drophead_kinds]  # (a one-stack model has one)
         drophead = DropHeadScheduler(
-            model, args.drophead_p_start, args.drophead_p_end, args.warmup_steps, max_steps, kinds=args.drophead_kinds
+            model, args.drophead_p_start, args.drophead_p_end, args.warmup_steps, max_steps, kinds=kinds
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
