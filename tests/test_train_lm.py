@@ -226,6 +226,7 @@ def test_the_docs_command_line_example_runs(text_dir, tmp_path, monkeypatch):
         ("causal_lm", ["--block_size", "1"], "--block_size 1 is not allowed"),
         ("causal_lm", ["--block_size", "64", "--max_tokens", "32"], "--max_tokens 32 is smaller than --block_size"),
         ("causal_lm", ["--packing", "maybe"], "invalid choice: 'maybe'"),
+        ("masked_lm", ["--push_to_hub", "--hub_model_id", "me/lm"], "--push_to_hub is not an option of --task"),
         ("causal_lm", ["--task", "lm"], "invalid choice: 'lm'"),
     ],
 )

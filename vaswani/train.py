@@ -1240,6 +1240,8 @@ class CausalLMTask:
             refuse_options(args, ["mlm_probability"], self.name, "it belongs to --task masked_lm")
         refuse_options(args, ["model_name_or_path"], self.name, "continuing a saved language model is not supported "
                        "yet; train from a preset and the model options")  # fmt: skip
+        refuse_options(args, ["push_to_hub", "hub_model_id"], self.name, "`vaswani push` checks and uploads "
+                       "translation model folders only, so far; upload the saved folder with `hf upload`")  # fmt: skip
         _check_metric(args, self)
 
     def check_lengths(self, args) -> None:
