@@ -8,7 +8,8 @@ model must beat (issue 20, item 3; numbers in benchmarks/README.md, "Language mo
     python benchmarks/bench_train_lm.py --minutes 6 --output runs/bench-lm
 
 Each task is one `train.py` run (a small model for a shared CPU: d_model 128, 2 layers, PreNorm + ScaleNorm +
-FixNorm, 4k BPE, blocks of 64 tokens, 16 per batch) with a time budget; the baselines are computed with the tokenizer that run trained. Prints one JSON object.
+FixNorm, 4k BPE, blocks of 64 tokens, 16 per batch) with a time budget; the baselines are computed with the
+tokenizer that run trained. Prints one JSON object.
 """
 
 from __future__ import annotations

@@ -13,7 +13,9 @@ The module reads straight down:
   5. checkpoints and exact resume: weights, optimizer, schedules and RNGs as safetensors + JSON (nothing unpickled)
   6. the training loop (gradient accumulation through `accelerator.accumulate`, loss normalised per target token)
   7. evaluation: validation loss, BLEU and chrF with beam search through `evaluate`, gathered across processes
-  8. the run in three steps: `set_up` (options to a ready model), `train_loop`, `finish` (the final model chosen
+  8. tasks (`--task`): translation, or a causal / masked language model on text (vaswani/lm_data.py); each is one
+     object chosen at set-up (data, tokenizer, model class, collators, evaluation), so the loop never asks which
+  9. the run in three steps: `set_up` (options to a ready model), `train_loop`, `finish` (the final model chosen
      among the last, the best and the averaged checkpoints, test scores, the `save_pretrained` folder with tokenizer and model card, the upload)
 """
 
@@ -212,6 +214,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         help="processes that tokenize the data (`datasets.map` num_proc; default: one)",
     )  # fmt: skip
     group.add_argument("--cache_dir", help="where `datasets` caches downloads")
+
     group = parser.add_argument_group("tokenizer")
     group.add_argument("--tokenizer", help="an existing tokenizer folder; without it a shared BPE is trained")
     group.add_argument("--vocab_size", type=int, default=37000, help="BPE vocabulary size (paper: ~37k for EN-DE)")
@@ -737,8 +740,9 @@ def load_data(args, accelerator):
 
 def get_tokenizer(args, raw, output_dir: Path, accelerator, config: VaswaniConfig):
     """An existing tokenizer (--tokenizer, or the one this run saved before a resume), or a new shared BPE trained on
-    the training data (`Task.train_tokenizer`: both sides of the pairs, or the text of an LM task). A new tokenizer is staged in output_dir/.tmp-tokenizer/ and moved into
-    output_dir (part of the final model folder) by `start_new_run`, once every check has passed."""
+    the training data (`Task.train_tokenizer`: both sides of the pairs, or the text of an LM task). A new tokenizer
+    is staged in output_dir/.tmp-tokenizer/ and moved into output_dir (part of the final model folder) by
+    `start_new_run`, once every check has passed."""
     source = args.tokenizer or (output_dir if args.resume_from_checkpoint else None)
     if source is not None:
         tokenizer = load_tokenizer(source)  # tokenizer.json checked (a `{}` or garbage file is a clear error)
@@ -1272,8 +1276,8 @@ class CausalLMTask:
 
     def check_tokenizer(self, tokenizer, source) -> None:
         if self.mask_token and tokenizer.mask_token is None:
-            raise UsageError(f"--tokenizer {source} has no mask token, which --task {self.name} needs: train one "
-                             "with `vaswani tokenizer --mask_token`, or leave --tokenizer out to train one.")  # fmt: skip
+            raise UsageError(f"--tokenizer {source} has no mask token, which --task {self.name} needs: train "
+                             "one with `vaswani tokenizer --mask_token`, or leave --tokenizer out.")  # fmt: skip
 
     def model_config(self, config: VaswaniConfig):
         try:
@@ -1436,7 +1440,8 @@ def set_up(args: argparse.Namespace) -> Run:
         args.max_train_steps or math.ceil(args.num_train_epochs * updates_per_epoch))  # fmt: skip
     logger.info(
         "Training %d %s in %d batches/epoch/process (padding efficiency %.1f%%), %s, %d processes",
-        len(train), task.examples, len(sampler), 100 * padding_efficiency(sampler.batches(0), source_lengths, target_lengths),
+        len(train), task.examples, len(sampler),
+        100 * padding_efficiency(sampler.batches(0), source_lengths, target_lengths),
         f"{max_steps} updates" if max_steps else "until " + ending_rule(args), accelerator.num_processes,
     )  # fmt: skip
 
