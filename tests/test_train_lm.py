@@ -255,3 +255,26 @@ def test_bad_text_input_is_one_error_line(text_dir, tmp_path):
                                                    str(tmp_path / "o")])  # fmt: skip
         assert status == 2 and message in stderr and "Traceback" not in stderr, stderr[-2000:]
         assert not (tmp_path / "o" / "run_args.json").exists()
+
+
+def test_a_datasets_folder_with_a_nested_text_column(text_dir, tmp_path, monkeypatch):
+    """--dataset_name (a local `datasets` folder of translation .jsonl files) with --text_column translation.en: the
+    English side, every split the folder has."""
+    import vaswani.train as train
+
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    for split in ("train", "validation", "test"):
+        (folder / f"{split}.jsonl").write_text((text_dir / f"{split}.jsonl").read_text())
+    seen = {}
+    original = train.Run.evaluate
+    monkeypatch.setattr(train.Run, "evaluate", lambda run, *a, **k: seen.setdefault("run", run) and original(
+        run, *a, **k))  # fmt: skip
+    results = train_in_process([
+        "--task", "causal_lm", "--dataset_name", str(folder), "--text_column", "translation.en",
+        "--cache_dir", str(tmp_path / "cache"), *TINY_LM, *DECODER, "--max_train_steps", "1", "--eval_steps", "0",
+        "--output_dir", str(tmp_path / "o"),
+    ])  # fmt: skip
+    raw = seen["run"].raw
+    assert list(raw["test"]["text"]) == english_lines(text_dir / "test.jsonl") and "test" in results
+    assert len(raw["train"]) == 400 and len(raw["validation"]) == 100
