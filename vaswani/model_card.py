@@ -19,6 +19,18 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from modeling_vaswani.configuration_vaswani import ARCHITECTURE_OPTIONS
 
 TRANSLATION_TEMPLATE = Path(__file__).resolve().parent / "model_cards" / "translation.md"  # package data
+LANGUAGE_MODEL_TEMPLATE = TRANSLATION_TEMPLATE.with_name("language_model.md")
+# The one-stack models of `vaswani train --task causal_lm|masked_lm`, by config.json's model_type.
+LANGUAGE_MODELS = {
+    "vaswani-decoder": {"task": "causal_lm", "stack": "decoder", "pipeline_tag": "text-generation",
+                        "description": "A causal (next-token) language model", "accuracy_name": "next-token accuracy",
+                        "usage": 'generate = pipeline("text-generation", model="{repo_id}")\n'
+                                 'print(generate("The", max_new_tokens=20, add_special_tokens=False))'},
+    "vaswani-encoder": {"task": "masked_lm", "stack": "encoder", "pipeline_tag": "fill-mask",
+                        "description": "A masked language model (BERT's objective)",
+                        "accuracy_name": "masked-token accuracy",
+                        "usage": 'fill = pipeline("fill-mask", model="{repo_id}")\nprint(fill("The <mask> is here."))'},
+}  # fmt: skip
 
 LANGUAGE_NAMES = {
     "en": "English", "de": "German", "fr": "French", "es": "Spanish", "it": "Italian", "pt": "Portuguese",
@@ -58,6 +70,9 @@ def render_model_card(
         raise FileNotFoundError(f"{model_dir} has no config.json: not a saved model folder.")
     results = results if results is not None else _read_json(model_dir / "results.json") or {}
     run_args = public_run_args(run_args if run_args is not None else _read_json(model_dir / "run_args.json") or {})
+    if config.get("model_type") in LANGUAGE_MODELS:
+        return render_language_model_card(model_dir, config, results, run_args, repo_id=repo_id or model_dir.name,
+                                          license=license or "apache-2.0")  # fmt: skip
     source, target = run_args.get("source_lang"), run_args.get("target_lang")
     repo_id = repo_id or model_dir.name
     datasets = _dataset_names(run_args)
@@ -97,6 +112,39 @@ def render_model_card(
         intended_use=intended_use or DEFAULT_INTENDED_USE,
         converted_from=converted_from,
     )
+
+
+def render_language_model_card(
+    model_dir: Path, config: dict, results: dict, run_args: dict, *, repo_id: str, license: str
+) -> ModelCard:
+    """The card of a causal or masked language model (`LANGUAGE_MODELS`): its task, pipeline and the loss,
+    perplexity and accuracy of its held-out splits."""
+    kind = LANGUAGE_MODELS[config["model_type"]]
+    side = kind["stack"]
+    datasets = _dataset_names(run_args)
+    eval_results = [
+        EvalResult(task_type=kind["pipeline_tag"], dataset_type=datasets[0] if datasets else "text",
+                   dataset_name=datasets[0] if datasets else "text", dataset_split=split, metric_type=metric,
+                   metric_name=metric, metric_value=round(float(results[split][metric]), 4))
+        for split in ("validation", "test") for metric in ("perplexity", "accuracy")
+        if isinstance(results.get(split, {}).get(metric), (int, float))
+    ]  # fmt: skip
+    card_data = ModelCardData(
+        license=license, library_name="transformers", pipeline_tag=kind["pipeline_tag"], model_name=repo_id,
+        tags=[kind["pipeline_tag"], kind["task"], "transformer", "vaswani", "attention-is-all-you-need"],
+        datasets=datasets or None, metrics=["perplexity", "accuracy"], eval_results=eval_results or None,
+    )  # fmt: skip
+    rows = [{"split": split, **{key: f"{results[split][key]:.4g}" if key in results[split] else "-"
+                                for key in ("loss", "perplexity", "accuracy")}}
+            for split in ("validation", "test") if results.get(split)]  # fmt: skip
+    return ModelCard.from_template(
+        card_data, template_path=str(LANGUAGE_MODEL_TEMPLATE), model_name=repo_id, task=kind["task"], stack=side,
+        description=kind["description"], accuracy_name=kind["accuracy_name"], config=_Namespace(config),
+        layers=config.get(f"{side}_layers"), ffn_dim=config.get(f"{side}_ffn_dim"),
+        heads=config.get(f"{side}_attention_heads"), parameters=_count_parameters(model_dir),
+        normalization=_normalization(config), results_table=rows, training=_training_rows(run_args, results),
+        usage=kind["usage"].format(repo_id=repo_id),
+    )  # fmt: skip
 
 
 def write_model_card(output_dir: str | Path, *, args: dict | None = None, results: dict | None = None,
@@ -242,8 +290,11 @@ def _training_rows(run_args: dict, results: dict) -> list[tuple[str, str]]:
     data = run_args.get("dataset_name") or run_args.get("train_file")
     if data == "demo":
         data = "the built-in demo dataset (numbers, dates, times and quantities in English and German)"
-    rows = [
-        ("Data", f"{data} ({run_args.get('source_lang')} → {run_args.get('target_lang')})"),
+    task = run_args.get("task", "translation")
+    pair = f"{run_args.get('source_lang')} → {run_args.get('target_lang')}"
+    rows = [] if task == "translation" else [("Task", f"{task} (`vaswani train --task {task}`)")]
+    rows += [
+        ("Data", f"{data} ({pair if task == 'translation' else 'text column ' + str(run_args.get('text_column'))})"),
         ("Updates", str(results.get("step", run_args.get("max_train_steps")))),
         ("Batch", f"{run_args.get('max_tokens')} tokens per device x {run_args.get('gradient_accumulation_steps', 1)} "
                   "accumulation steps"),

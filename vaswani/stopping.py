@@ -41,7 +41,7 @@ from vaswani.checkpoints import CheckpointError, weight_files
 
 STATE_FILE = "stopping_state.json"
 BEST_DIR = "best_checkpoint"
-METRICS = {"bleu": "max", "chrf": "max", "loss": "min"}
+METRICS = {"bleu": "max", "chrf": "max", "loss": "min", "perplexity": "min"}  # perplexity: the LM tasks
 FINAL_MODELS = ("auto", "last", "best", "average")  # --final_model; the candidates in order of simplicity after auto
 TIME_BUDGET_SPENT = "time budget spent"  # train_loop's answers (results.json "finished_early")
 

@@ -13,7 +13,9 @@ The module reads straight down:
   5. checkpoints and exact resume: weights, optimizer, schedules and RNGs as safetensors + JSON (nothing unpickled)
   6. the training loop (gradient accumulation through `accelerator.accumulate`, loss normalised per target token)
   7. evaluation: validation loss, BLEU and chrF with beam search through `evaluate`, gathered across processes
-  8. the run in three steps: `set_up` (options to a ready model), `train_loop`, `finish` (the final model chosen
+  8. tasks (`--task`): translation, or a causal / masked language model on text (vaswani/lm_data.py); each is one
+     object chosen at set-up (data, tokenizer, model class, collators, evaluation), so the loop never asks which
+  9. the run in three steps: `set_up` (options to a ready model), `train_loop`, `finish` (the final model chosen
      among the last, the best and the averaged checkpoints, test scores, the `save_pretrained` folder with tokenizer and model card, the upload)
 """
 
@@ -40,7 +42,11 @@ from modeling_vaswani import (
     PRESETS,
     DropHeadScheduler,
     VaswaniConfig,
+    VaswaniDecoderConfig,
+    VaswaniEncoderConfig,
+    VaswaniForCausalLM,
     VaswaniForConditionalGeneration,
+    VaswaniForMaskedLM,
 )
 from modeling_vaswani.configuration_vaswani import ARCHITECTURE_OPTIONS, IMPLEMENTATION_OPTIONS
 from modeling_vaswani.scheduling_vaswani import DROPHEAD_KINDS
@@ -65,6 +71,16 @@ from vaswani.checkpoints import (
 from vaswani.data import DataError, load_translation_splits
 from vaswani.errors import ReportedElsewhere, UsageError, run_command
 from vaswani.hub import PushError, check_repo_id
+from vaswani.lm_data import (
+    PACKING_CHOICES,
+    evaluate_language_model,
+    load_text_splits,
+    mask_held_out,
+    masked_token_targets,
+    next_token_targets,
+    tokenize_texts,
+    training_texts,
+)
 from vaswani.model_card import write_model_card
 from vaswani.model_folder import (
     ModelFolderError,
@@ -99,6 +115,9 @@ logger = logging.getLogger("train")
 # VaswaniConfig arguments exposed as --name value. Vocabulary size and special-token ids come from the tokenizer.
 MODEL_OPTIONS = [*ARCHITECTURE_OPTIONS, *IMPLEMENTATION_OPTIONS]
 
+# --task: the model and objective; each is a `Task` below (section 8), chosen once at set-up.
+TASK_NAMES = ("translation", "causal_lm", "masked_lm")
+
 # Options that define what a run computes: resuming with different values would not continue the same run.
 RUN_DEFINING_OPTIONS = [
     *MODEL_OPTIONS, "model_preset", "model_name_or_path", "train_file", "dataset_name", "dataset_config_name",
@@ -108,6 +127,8 @@ RUN_DEFINING_OPTIONS = [
     "weight_decay", "drophead_p_start", "drophead_p_end", "drophead_kinds",
     # the schedules (linear/cosine LR, DropHead) and the data order depend on these too
     "max_train_steps", "num_train_epochs", "max_grad_norm", "validation_file", "validation_size", "mixed_precision",
+    # the language-model tasks (vaswani/lm_data.py)
+    "task", "text_column", "block_size", "packing", "mlm_probability",
 ]  # fmt: skip
 
 
@@ -146,6 +167,12 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument(
         "--config", help="YAML file of options (same names as the command line); the command line wins"
     )
+    parser.add_argument(
+        "--task", choices=list(TASK_NAMES), default="translation",
+        help="translation: the paper's encoder-decoder on sentence pairs; causal_lm: a decoder-only next-token model "
+        "(VaswaniForCausalLM); masked_lm: an encoder-only masked LM (VaswaniForMaskedLM, BERT's objective). The LM "
+        "tasks read text (--text_column, --block_size, --packing) and build the one stack from the same model options",
+    )  # fmt: skip
 
     group = parser.add_argument_group("model (VaswaniConfig names; unset options keep the preset's value)")
     group.add_argument("--model_preset", choices=sorted(PRESETS), default="base", help="the paper's Table 3 model")
@@ -165,7 +192,9 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
 
     group = parser.add_argument_group("data")
     group.add_argument(
-        "--train_file", help="a .json/.jsonl translation file, a .tsv, or a prefix PATH (PATH.src/.tgt)"
+        "--train_file",
+        help="a .json/.jsonl translation file, a .tsv, or a prefix PATH (PATH.src/.tgt); LM tasks: plain text, one "
+        "text per line, or .json/.jsonl with a --text_column field",
     )
     group.add_argument("--validation_file", help="same formats as --train_file")
     group.add_argument("--test_file", help="same formats as --train_file")
@@ -271,8 +300,9 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     group.add_argument(
         "--metric_for_best",
         choices=sorted(STOPPING_METRICS),
-        default="bleu",
-        help="validation metric of early stopping and of the final model's choice (--final_model auto)",
+        default=None,
+        help="validation metric of early stopping and of the final model's choice (--final_model auto); translation: "
+        "bleu (default), chrf or loss; causal_lm and masked_lm: loss (default) or perplexity",
     )
 
     group = parser.add_argument_group("checkpoints, output and logging")
@@ -308,7 +338,31 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     )
     group.add_argument("--push_to_hub", action="store_true", help="upload the final model with its model card")
     group.add_argument("--hub_model_id", help="the Hub repository, e.g. user/transformer-en-de")
+    add_language_model_options(parser)
     return parser
+
+
+def add_language_model_options(parser: argparse.ArgumentParser) -> None:
+    """The options of --task causal_lm / masked_lm (vaswani/lm_data.py); an error with --task translation."""
+    group = parser.add_argument_group("language-model tasks (--task causal_lm / masked_lm)")
+    group.add_argument(
+        "--text_column", default="text",
+        help="LM tasks: the field of a .json/.jsonl line or the `datasets` column that holds the text (a dotted path "
+        "such as translation.en reaches into nested objects); other files are plain text, one text per line",
+    )  # fmt: skip
+    group.add_argument(
+        "--block_size", type=int, default=256,
+        help="LM tasks: tokens per example: packed blocks (--packing yes) or the limit of a line (--packing no)",
+    )  # fmt: skip
+    group.add_argument(
+        "--packing", choices=PACKING_CHOICES, default="yes",
+        help="LM tasks: yes: concatenate the texts and cut blocks of --block_size tokens (run_clm's group_texts); "
+        "no: one example per line, cut to --block_size tokens",
+    )  # fmt: skip
+    group.add_argument(
+        "--mlm_probability", type=float, default=0.15,
+        help="masked_lm: share of tokens to predict (of them 80%% <mask>, 10%% a random token, 10%% unchanged)",
+    )  # fmt: skip
 
 
 def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argparse.Namespace:
@@ -319,11 +373,14 @@ def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argpar
     from_yaml = _read_yaml_options(parser, config_path) if config_path is not None else {}
     parser.set_defaults(**from_yaml)
     args = parser.parse_args(argv)
+    # Options the user set (YAML or command line), as opposed to defaults; not saved with the run.
+    args.explicit = set(from_yaml) | {a[2:].split("=", 1)[0] for a in argv if a.startswith("--")}
+    TASKS[args.task].check_args(args)
+    if args.metric_for_best is None:  # resolved here, once: run_args.json and a resume see the task's default
+        args.metric_for_best = TASKS[args.task].metrics[0]
     _check_args(args)
     if not (args.train_file or args.dataset_name):  # resolved here, once: run_args.json and a resume see "demo"
         args.dataset_name = "demo"
-    # Options the user set (YAML or command line), as opposed to defaults; not saved with the run.
-    args.explicit = set(from_yaml) | {a[2:].split("=", 1)[0] for a in argv if a.startswith("--")}
     return args
 
 
@@ -406,12 +463,7 @@ def _check_args(args: argparse.Namespace) -> None:
         )
     if args.num_train_epochs is not None and args.num_train_epochs <= 0:
         raise UsageError(f"--num_train_epochs {args.num_train_epochs} is not allowed; use a positive number.")
-    if args.max_tokens < max(args.max_source_length, args.max_target_length):
-        raise UsageError(
-            f"--max_tokens {args.max_tokens} is smaller than the longest allowed pair "
-            f"(--max_source_length {args.max_source_length}, --max_target_length {args.max_target_length}); raise "
-            "--max_tokens or lower the length limits."
-        )
+    TASKS[args.task].check_lengths(args)
     for name in ("warmup_steps", "eval_steps", "logging_steps", "average_checkpoints", "keep_checkpoints"):
         if getattr(args, name) < 0:
             raise UsageError(f"--{name} {getattr(args, name)} is not allowed; use an integer >= 0.")
@@ -688,8 +740,9 @@ def load_data(args, accelerator):
 
 def get_tokenizer(args, raw, output_dir: Path, accelerator, config: VaswaniConfig):
     """An existing tokenizer (--tokenizer, or the one this run saved before a resume), or a new shared BPE trained on
-    both sides of the training data. A new tokenizer is staged in output_dir/.tmp-tokenizer/ and moved into
-    output_dir (part of the final model folder) by `start_new_run`, once every check has passed."""
+    the training data (`Task.train_tokenizer`: both sides of the pairs, or the text of an LM task). A new tokenizer
+    is staged in output_dir/.tmp-tokenizer/ and moved into output_dir (part of the final model folder) by
+    `start_new_run`, once every check has passed."""
     source = args.tokenizer or (output_dir if args.resume_from_checkpoint else None)
     if source is not None:
         tokenizer = load_tokenizer(source)  # tokenizer.json checked (a `{}` or garbage file is a clear error)
@@ -700,6 +753,7 @@ def get_tokenizer(args, raw, output_dir: Path, accelerator, config: VaswaniConfi
             )
         if args.model_name_or_path:
             check_tokenizer_fits(tokenizer, config, where=f"--tokenizer {source}", exact=True)
+        TASKS[args.task].check_tokenizer(tokenizer, source)
         return tokenizer
     if args.model_name_or_path:
         raise UsageError(
@@ -709,11 +763,7 @@ def get_tokenizer(args, raw, output_dir: Path, accelerator, config: VaswaniConfi
     with main_process_first(accelerator):
         if accelerator.is_main_process:
             logger.info("Training a shared BPE tokenizer (vocab_size=%d) on the training data", args.vocab_size)
-            tokenizer = train_bpe_tokenizer(
-                dataset=raw["train"], source_lang=args.source_lang, target_lang=args.target_lang,
-                vocab_size=args.vocab_size, min_frequency=args.min_frequency,
-                special_tokens_layout=args.special_tokens_layout, model_max_length=args.max_position_embeddings or 1024,
-            )  # fmt: skip
+            tokenizer = TASKS[args.task].train_tokenizer(args, raw)
             staged = output_dir / TOKENIZER_STAGING  # moved into output_dir once every check has passed
             if staged.exists():
                 shutil.rmtree(staged)
@@ -798,18 +848,22 @@ def resolve_model_config(args) -> VaswaniConfig:
     return config
 
 
-def build_model(args, config: VaswaniConfig, tokenizer) -> VaswaniForConditionalGeneration:
+def build_model(args, config, tokenizer) -> torch.nn.Module:
+    """The task's model (`Task.model_class`): loaded from --model_name_or_path, or new with the tokenizer's
+    vocabulary size and special-token ids."""
     if args.model_name_or_path:  # weights checked against the config (with the command line's overrides)
         model, _ = load_model_folder(args.model_name_or_path, need_tokenizer=False, config=config)
     else:
         config.vocab_size = len(tokenizer)
         config.pad_token_id, config.bos_token_id = tokenizer.pad_token_id, tokenizer.bos_token_id
-        config.eos_token_id, config.decoder_start_token_id = tokenizer.eos_token_id, tokenizer.bos_token_id
+        config.eos_token_id = tokenizer.eos_token_id
+        if config.is_encoder_decoder:  # the decoder starts from BOS; a one-stack config has no such id
+            config.decoder_start_token_id = tokenizer.bos_token_id
         try:
             config.validate()
         except ValueError as exc:
             raise UsageError(f"the tokenizer does not fit the model configuration: {exc}") from None
-        model = VaswaniForConditionalGeneration(config)
+        model = TASKS[args.task].model_class(config)
     check_tokenizer_fits(tokenizer, model.config, where=f"--tokenizer {args.tokenizer or 'of this run'}", exact=True)
     if args.gradient_checkpointing:
         # transformers renamed it; the old name warns that it goes away in v6 (the new one is not in every 5.x)
@@ -1003,8 +1057,12 @@ def batch_stream(sampler: TokenBatchSampler, progress: TrainingProgress):
         epoch, start = epoch + 1, 0
 
 
+BATCH_COLUMNS = ("input_ids", "attention_mask", "labels")  # an LM's training examples have no labels: its collator
+# makes them (causal: the input ids; masked: the masked tokens)
+
+
 def collate(dataset, indices, collator, device) -> dict:
-    features = dataset.select_columns(["input_ids", "attention_mask", "labels"])[indices]
+    features = dataset.select_columns([c for c in BATCH_COLUMNS if c in dataset.column_names])[indices]
     rows = [dict(zip(features, values, strict=True)) for values in zip(*features.values(), strict=True)]
     batch = collator(rows)
     return {key: value.to(device) for key, value in batch.items()}
@@ -1075,7 +1133,9 @@ def run_evaluation(args, accelerator, model, dataset, raw_split, tokenizer, coll
 
 def log_evaluation(split: str, results: dict, step: int) -> None:
     scores = ", ".join(
-        f"{k} {results[k]:.2f}" for k in ("bleu", "chrf", "loss", "ppl") if isinstance(results.get(k), float)
+        f"{k} {results[k]:.2f}"
+        for k in ("bleu", "chrf", "loss", "ppl", "perplexity", "accuracy")
+        if isinstance(results.get(k), float)
     )
     logger.info("%s @ step %d: %s", split, step, scores)
     for example in results.get("examples", []):
@@ -1085,7 +1145,222 @@ def log_evaluation(split: str, results: dict, step: int) -> None:
 
 
 # ======================================================================================================================
-# 8. The run: set up, train, finish
+# 8. Tasks: what differs between translation and the language models, chosen once (`TASKS[args.task]`)
+# ======================================================================================================================
+LM_OPTIONS = ("text_column", "block_size", "packing", "mlm_probability")  # the LM tasks' own options
+TRANSLATION_OPTIONS = ("source_lang", "target_lang", "max_source_length", "max_target_length", "overlong",
+                       "num_beams", "length_penalty", "num_examples")  # fmt: skip
+
+
+def refuse_options(args, names, task: str, fix: str) -> None:
+    """`error:` for the first of `names` the user set (command line or YAML) that `--task task` does not take."""
+    given = [name for name in names if name in args.explicit]
+    if given:
+        raise UsageError(f"--{given[0]} is not an option of --task {task}: {fix}.")
+
+
+class TranslationTask:
+    """The paper's task: sentence pairs, `VaswaniForConditionalGeneration`, BLEU and chrF of beam-search output."""
+
+    name = "translation"
+    examples = "pairs"  # what a training example is, for the log
+    metrics = ("bleu", "chrf", "loss")  # --metric_for_best, the default first
+    model_class = VaswaniForConditionalGeneration
+
+    def check_args(self, args) -> None:
+        refuse_options(args, LM_OPTIONS, self.name, "it belongs to --task causal_lm / masked_lm")
+        _check_metric(args, self)
+
+    def check_lengths(self, args) -> None:
+        if args.max_tokens < max(args.max_source_length, args.max_target_length):
+            raise UsageError(
+                f"--max_tokens {args.max_tokens} is smaller than the longest allowed pair "
+                f"(--max_source_length {args.max_source_length}, --max_target_length {args.max_target_length}); "
+                "raise --max_tokens or lower the length limits."
+            )
+
+    def load_data(self, args, accelerator) -> tuple[dict, str]:
+        raw, report = load_data(args, accelerator)
+        return raw, report.summary()
+
+    def train_tokenizer(self, args, raw):
+        return train_bpe_tokenizer(
+            dataset=raw["train"], source_lang=args.source_lang, target_lang=args.target_lang,
+            vocab_size=args.vocab_size, min_frequency=args.min_frequency,
+            special_tokens_layout=args.special_tokens_layout, model_max_length=args.max_position_embeddings or 1024,
+        )  # fmt: skip
+
+    def check_tokenizer(self, tokenizer, source) -> None:
+        pass
+
+    def model_config(self, config: VaswaniConfig) -> VaswaniConfig:
+        return config
+
+    def tokenize(self, args, raw, tokenizer, accelerator) -> dict:
+        return tokenize_splits(args, raw, tokenizer, accelerator)
+
+    def lengths(self, dataset) -> tuple:
+        return dataset["source_length"], dataset["target_length"]
+
+    def collators(self, args, tokenizer, model) -> tuple[object, object]:
+        from transformers import DataCollatorForSeq2Seq
+
+        collator = DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)
+        return collator, collator
+
+    def scored_tokens(self, batch: dict) -> int:
+        return int((batch["labels"] != -100).sum())
+
+    def evaluate(self, run: Run, split: str, max_samples: int | None) -> dict:
+        return run_evaluation(
+            run.args, run.accelerator, run.model, run.tokenized[split], run.raw[split], run.tokenizer, run.collator,
+            max_samples=max_samples,
+        )  # fmt: skip
+
+    def usage(self, output_dir: Path) -> str:
+        return f"Translate with it: echo 'Your sentence.' | vaswani translate --model {output_dir}"
+
+
+class CausalLMTask:
+    """A decoder-only next-token model (`VaswaniForCausalLM`) on text (vaswani/lm_data.py): loss and perplexity
+    over every next token of the held-out text."""
+
+    name = "causal_lm"
+    examples = "examples (blocks or lines)"
+    metrics = ("loss", "perplexity")
+    model_class = VaswaniForCausalLM
+    config_class = VaswaniDecoderConfig
+    mask_token = False  # whether its tokenizer needs <mask>
+    targets = staticmethod(next_token_targets)
+
+    def check_args(self, args) -> None:
+        refuse_options(args, TRANSLATION_OPTIONS, self.name, "it belongs to --task translation; an LM reads text "
+                       "(--text_column) in blocks of --block_size tokens")  # fmt: skip
+        other_stack = [name for name in MODEL_OPTIONS if name not in {f.name for f in dataclasses.fields(
+            self.config_class)}]  # fmt: skip
+        refuse_options(args, other_stack, self.name, f"a {self.config_class.side}-only model takes the "
+                       f"{self.config_class.side}_* and shared model options")  # fmt: skip
+        if not self.mask_token:
+            refuse_options(args, ["mlm_probability"], self.name, "it belongs to --task masked_lm")
+        refuse_options(args, ["model_name_or_path"], self.name, "continuing a saved language model is not supported "
+                       "yet; train from a preset and the model options")  # fmt: skip
+        refuse_options(args, ["push_to_hub", "hub_model_id"], self.name, "`vaswani push` checks and uploads "
+                       "translation model folders only, so far; upload the saved folder with `hf upload`")  # fmt: skip
+        _check_metric(args, self)
+
+    def check_lengths(self, args) -> None:
+        if args.block_size < 2:
+            raise UsageError(f"--block_size {args.block_size} is not allowed; use an integer of 2 or more.")
+        if args.max_tokens < args.block_size:
+            raise UsageError(f"--max_tokens {args.max_tokens} is smaller than --block_size {args.block_size}: a block "
+                             "must fit in a batch. Raise --max_tokens or lower --block_size.")  # fmt: skip
+        if not 0 < args.mlm_probability < 1:
+            raise UsageError(f"--mlm_probability {args.mlm_probability} is not allowed; use a fraction in (0, 1).")
+
+    def load_data(self, args, accelerator) -> tuple[dict, str]:
+        with main_process_first(accelerator):  # the main process builds the Arrow cache, the others reuse it
+            raw, summary = load_text_splits(
+                train_file=args.train_file, validation_file=args.validation_file, test_file=args.test_file,
+                dataset_name=args.dataset_name, dataset_config_name=args.dataset_config_name,
+                text_column=args.text_column, validation_size=args.validation_size, seed=args.seed,
+                cache_dir=args.cache_dir,
+            )  # fmt: skip
+        return raw, "\n".join(summary)
+
+    def train_tokenizer(self, args, raw):
+        return train_bpe_tokenizer(
+            iterator=training_texts(raw["train"]), vocab_size=args.vocab_size, min_frequency=args.min_frequency,
+            special_tokens_layout=args.special_tokens_layout, model_max_length=args.max_position_embeddings or 1024,
+            mask_token=self.mask_token,
+        )  # fmt: skip
+
+    def check_tokenizer(self, tokenizer, source) -> None:
+        if self.mask_token and tokenizer.mask_token is None:
+            raise UsageError(f"--tokenizer {source} has no mask token, which --task {self.name} needs: train "
+                             "one with `vaswani tokenizer --mask_token`, or leave --tokenizer out.")  # fmt: skip
+
+    def model_config(self, config: VaswaniConfig):
+        try:
+            return self.config_class.from_seq2seq(config)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+
+    def tokenize(self, args, raw, tokenizer, accelerator) -> dict:
+        with main_process_first(accelerator):
+            return tokenize_texts(raw, tokenizer, block_size=args.block_size, packing=args.packing,
+                                  num_proc=args.preprocessing_num_workers)  # fmt: skip
+
+    def lengths(self, dataset) -> tuple:
+        lengths = dataset["length"]
+        return lengths, lengths  # one sequence: a batch costs examples x its longest
+
+    def collators(self, args, tokenizer, model) -> tuple[object, object]:
+        from transformers import DataCollatorForLanguageModeling
+
+        collator = DataCollatorForLanguageModeling(tokenizer, mlm=False)  # labels = input ids, PAD ignored
+        return collator, collator
+
+    def scored_tokens(self, batch: dict) -> int:
+        return int((batch["labels"][:, 1:] != -100).sum())  # the first token of a row is never predicted
+
+    def evaluate(self, run: Run, split: str, max_samples: int | None) -> dict:
+        args, accelerator, dataset = run.args, run.accelerator, run.tokenized[split]
+        return evaluate_language_model(
+            accelerator.unwrap_model(run.model), dataset,
+            lambda indices: collate(dataset, indices, run.eval_collator, accelerator.device), accelerator,
+            targets=self.targets, max_tokens=args.eval_max_tokens or args.max_tokens, max_samples=max_samples,
+        )  # fmt: skip
+
+    def usage(self, output_dir: Path) -> str:
+        return f"Generate with it: pipeline('text-generation', model='{output_dir}') (docs/language-models.md)"
+
+
+class MaskedLMTask(CausalLMTask):
+    """An encoder-only masked LM (`VaswaniForMaskedLM`, BERT's objective): --mlm_probability of the tokens masked
+    80/10/10 by `DataCollatorForLanguageModeling`; loss, perplexity and accuracy over the masked tokens."""
+
+    name = "masked_lm"
+    model_class = VaswaniForMaskedLM
+    config_class = VaswaniEncoderConfig
+    mask_token = True
+    targets = staticmethod(masked_token_targets)
+
+    def tokenize(self, args, raw, tokenizer, accelerator) -> dict:
+        from transformers import DataCollatorForLanguageModeling
+
+        tokenized = super().tokenize(args, raw, tokenizer, accelerator)
+        for split in ("validation", "test"):  # fixed masks: every evaluation scores the same tokens
+            if split in tokenized:
+                seeded = DataCollatorForLanguageModeling(tokenizer, mlm_probability=args.mlm_probability,
+                                                         seed=args.seed)  # fmt: skip
+                tokenized[split] = mask_held_out(tokenized[split], seeded)
+        return tokenized
+
+    def collators(self, args, tokenizer, model) -> tuple[object, object]:
+        from transformers import DataCollatorForLanguageModeling, DataCollatorForSeq2Seq
+
+        # training masks come from torch's global generator, which checkpoints save: a resume masks the same
+        masking = DataCollatorForLanguageModeling(tokenizer, mlm_probability=args.mlm_probability)
+        return masking, DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=-100)  # held out: masked, padded
+
+    def scored_tokens(self, batch: dict) -> int:
+        return int((batch["labels"] != -100).sum())
+
+    def usage(self, output_dir: Path) -> str:
+        return f"Fill masks with it: pipeline('fill-mask', model='{output_dir}') (docs/language-models.md)"
+
+
+def _check_metric(args, task) -> None:
+    if args.metric_for_best is not None and args.metric_for_best not in task.metrics:
+        raise UsageError(f"--metric_for_best {args.metric_for_best} is not a metric of --task {task.name}; use one "
+                         f"of {', '.join(task.metrics)}.")  # fmt: skip
+
+
+TASKS = {task.name: task for task in (TranslationTask(), CausalLMTask(), MaskedLMTask())}
+
+
+# ======================================================================================================================
+# 9. The run: set up, train, finish
 # ======================================================================================================================
 @dataclasses.dataclass
 class Run:
@@ -1094,10 +1369,12 @@ class Run:
     args: argparse.Namespace  # parsed once by `parse_args`; nothing below changes it
     accelerator: object
     output_dir: Path
-    raw: dict  # split name -> `datasets.Dataset` of {"translation": {src: ..., tgt: ...}}
-    tokenized: dict  # split name -> input_ids, attention_mask, labels, source_length, target_length
+    task: TranslationTask | CausalLMTask  # --task: data, model class, collators, evaluation
+    raw: dict  # split name -> `datasets.Dataset` of {"translation": {src: ..., tgt: ...}} (LM tasks: {"text": ...})
+    tokenized: dict  # split name -> input_ids, attention_mask, labels, source_length, target_length (LM: length)
     tokenizer: object
-    collator: object
+    collator: object  # training batches
+    eval_collator: object  # held-out batches (the masked LM's are masked once, at set-up)
     model: torch.nn.Module  # as prepared by accelerate (DDP-wrapped with several processes)
     training: TrainingState  # the unwrapped model, optimizer, schedules and progress: what a checkpoint holds
     sampler: TokenBatchSampler  # this process's training batches
@@ -1106,10 +1383,7 @@ class Run:
     metrics: MetricsLog
 
     def evaluate(self, split: str, max_samples: int | None = None) -> dict:
-        return run_evaluation(
-            self.args, self.accelerator, self.model, self.tokenized[split], self.raw[split], self.tokenizer,
-            self.collator, max_samples=max_samples,
-        )  # fmt: skip
+        return self.task.evaluate(self, split, max_samples)
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> dict:
@@ -1129,8 +1403,8 @@ def set_up(args: argparse.Namespace) -> Run:
     """Options -> Accelerator, output folder, data, tokenizer, model, optimizer and schedules, restored from a
     checkpoint when resuming. Every check a user can fail happens here, before anything is replaced."""
     from accelerate.utils import set_seed
-    from transformers import DataCollatorForSeq2Seq
 
+    task = TASKS[args.task]
     accelerator, ddp_kwargs, precision_reason = create_accelerator(args)
     setup_logging(accelerator)
     logger.info("Mixed precision: %s (%s)", accelerator.mixed_precision, precision_reason)
@@ -1140,9 +1414,9 @@ def set_up(args: argparse.Namespace) -> Run:
     output_dir, resume_checkpoint = prepare_output_dir(args)
     set_seed(args.seed)  # identical initial weights on every process
 
-    config = resolve_model_config(args)
-    raw, report = load_data(args, accelerator)
-    logger.info("Data:\n%s", report.summary())
+    config = task.model_config(resolve_model_config(args))
+    raw, summary = task.load_data(args, accelerator)
+    logger.info("Data:\n%s", summary)
     tokenizer = get_tokenizer(args, raw, output_dir, accelerator, config)
     model = build_model(args, config, tokenizer)
     if model.uses_layerdrop and accelerator.num_processes > 1:
@@ -1150,23 +1424,24 @@ def set_up(args: argparse.Namespace) -> Run:
             raise UsageError("LayerDrop with gradient checkpointing fails under DDP; turn one of them off.")
         ddp_kwargs.find_unused_parameters = True  # skipped layers get no gradient (every rank skips the same ones)
     # main_process_first in tokenize_splits ended once every process had its tokenizer: the staged one may move now
-    tokenized = tokenize_splits(args, raw, tokenizer, accelerator)
+    tokenized = task.tokenize(args, raw, tokenizer, accelerator)
     with together(accelerator):
         if accelerator.is_main_process and resume_checkpoint is None:
             start_new_run(args, output_dir)  # every check has passed: only now is anything replaced
 
     train = tokenized["train"]
+    source_lengths, target_lengths = task.lengths(train)
     sampler = TokenBatchSampler(
-        train["source_length"], train["target_length"], args.max_tokens, shuffle=True, seed=args.seed,
+        source_lengths, target_lengths, args.max_tokens, shuffle=True, seed=args.seed,
         num_replicas=accelerator.num_processes, rank=accelerator.process_index, max_sentences=args.max_sentences,
     )  # fmt: skip
     updates_per_epoch = max(len(sampler) // args.gradient_accumulation_steps, 1)
     max_steps = None if _unknown_length(args) else (
         args.max_train_steps or math.ceil(args.num_train_epochs * updates_per_epoch))  # fmt: skip
     logger.info(
-        "Training %d pairs in %d batches/epoch/process (padding efficiency %.1f%%), %s, %d processes",
-        len(train), len(sampler), 100 * padding_efficiency(sampler.batches(0), train["source_length"],
-                                                            train["target_length"]),
+        "Training %d %s in %d batches/epoch/process (padding efficiency %.1f%%), %s, %d processes",
+        len(train), task.examples, len(sampler),
+        100 * padding_efficiency(sampler.batches(0), source_lengths, target_lengths),
         f"{max_steps} updates" if max_steps else "until " + ending_rule(args), accelerator.num_processes,
     )  # fmt: skip
 
@@ -1196,9 +1471,10 @@ def set_up(args: argparse.Namespace) -> Run:
     accelerator.init_trackers(
         "vaswani", config={k: v for k, v in vars(args).items() if isinstance(v, (int, float, str, bool))}
     )
+    collator, eval_collator = task.collators(args, tokenizer, model)
     return Run(
-        args=args, accelerator=accelerator, output_dir=output_dir, raw=raw, tokenized=tokenized, tokenizer=tokenizer,
-        collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100), model=prepared,
+        args=args, accelerator=accelerator, output_dir=output_dir, task=task, raw=raw, tokenized=tokenized,
+        tokenizer=tokenizer, collator=collator, eval_collator=eval_collator, model=prepared,
         training=training, sampler=sampler, manager=manager, rules=rules,
         metrics=MetricsLog(accelerator, output_dir / METRICS_FILE),
     )  # fmt: skip
@@ -1221,8 +1497,11 @@ def build_schedules(args, model, optimizer, max_steps: int | None) -> tuple[obje
         )  # fmt: skip
         if args.drophead_p_start is None:
             return lr_scheduler, None
+        kinds = args.drophead_kinds
+        if "drophead_kinds" not in getattr(args, "explicit", ()):  # the default: every kind of attention the model has
+            kinds = [kind for kind in kinds if kind in model.drophead_kinds]  # (a one-stack model has one)
         drophead = DropHeadScheduler(
-            model, args.drophead_p_start, args.drophead_p_end, args.warmup_steps, max_steps, kinds=args.drophead_kinds
+            model, args.drophead_p_start, args.drophead_p_end, args.warmup_steps, max_steps, kinds=kinds
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -1377,7 +1656,7 @@ def train_step(run: Run, stream) -> tuple[torch.Tensor, int]:
     # Normalise by the real target tokens of the whole update (all micro-batches, all processes): each micro-batch
     # contributes its token sum / N. DDP averages over processes and `accelerator.backward` divides by the
     # accumulation steps, so the divisor handed to the model is N / (processes * accumulation steps).
-    local_tokens = sum(int((b["labels"] != -100).sum()) for b in micro_batches)
+    local_tokens = sum(run.task.scored_tokens(b) for b in micro_batches)
     global_tokens = accelerator.reduce(torch.tensor(local_tokens, device=accelerator.device), "sum").item()
     divisor = global_tokens / (accelerator.num_processes * args.gradient_accumulation_steps)
     loss_sum = torch.zeros((), dtype=torch.float64, device=accelerator.device)
@@ -1461,7 +1740,7 @@ def finish(run: Run, finished_early: str | None) -> dict:
             # a kill leaves the previous content or the complete new model; checkpoints/, metrics.jsonl etc. are kept
             write_model_folder(run.output_dir, write, replace=True)
             logger.info("Saved the final model to %s", run.output_dir)
-            logger.info("Translate with it: echo 'Your sentence.' | vaswani translate --model %s", run.output_dir)
+            logger.info(run.task.usage(run.output_dir))
     if args.push_to_hub and accelerator.is_main_process:
         final.update(push(run.output_dir, args.hub_model_id))
     return final
