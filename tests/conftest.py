@@ -222,9 +222,11 @@ def accelerator():
 
 def train_in_process(argv: list[str]) -> dict:
     """`vaswani.train.main(argv)` in this process (fast: no interpreter start), returning its results; Accelerate's
-    process-wide state is reset after it."""
+    process-wide state is reset before it (a Trainer test in this worker leaves it set, with its own precision, which
+    a run that picks bf16 on a CPU with native bf16 could not change) and after it."""
     import vaswani.train
 
+    reset_accelerate_state()
     try:
         return vaswani.train.main(argv)
     finally:
@@ -239,6 +241,7 @@ def train_command_in_process(argv: list[str]) -> tuple[int, str]:
     import vaswani.train
 
     stderr = io.StringIO()
+    reset_accelerate_state()  # as in train_in_process
     with contextlib.redirect_stderr(stderr):
         try:
             status = vaswani.train.run(argv)
