@@ -52,3 +52,26 @@ def test_vaswani_tokenizer_is_python_dash_m_tokenization_train(tmp_path):
     assert (tmp_path / "a" / "tokenizer.json").read_bytes() == (tmp_path / "b" / "tokenizer.json").read_bytes()
     # and the same user errors: exit 2 with `error: ...`
     assert main(["tokenizer", *options, "--output", str(corpus)]) == 2
+
+
+@pytest.mark.parametrize("activated", [True, False], ids=["venv activated", "venv not activated"])
+def test_the_command_the_log_tells_a_user_to_type_works_as_typed(activated, monkeypatch, tmp_path):
+    """After `make demo` the user's shell has not activated .venv: the last log line must then name the script by
+    its path (`vaswani: command not found` otherwise); with the environment activated, plain `vaswani`."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from vaswani.train import vaswani_command
+
+    bin_dir = Path(sys.executable).parent
+    if not (bin_dir / "vaswani").exists():
+        pytest.skip("no vaswani script installed beside this Python (not an installed environment)")
+    path = [part for part in os.environ["PATH"].split(os.pathsep) if Path(part).resolve() != bin_dir.resolve()]
+    monkeypatch.setenv("PATH", os.pathsep.join([str(bin_dir), *path] if activated else path))
+    command = vaswani_command()
+    assert (command == "vaswani") == activated
+    typed = subprocess.run(f"{command} translate --help", shell=True, capture_output=True, text=True,
+                           env={**os.environ, "HF_HUB_OFFLINE": "1"})  # fmt: skip
+    assert typed.returncode == 0 and "--model" in typed.stdout, typed.stderr[-2000:]

@@ -236,7 +236,7 @@ def test_the_docs_command_line_examples_run(text_dir, tmp_path, monkeypatch):
         ("causal_lm", ["--block_size", "1"], "--block_size 1 is not allowed"),
         ("causal_lm", ["--block_size", "64", "--max_tokens", "32"], "--max_tokens 32 is smaller than --block_size"),
         ("causal_lm", ["--packing", "maybe"], "invalid choice: 'maybe'"),
-        ("masked_lm", ["--push_to_hub", "--hub_model_id", "me/lm"], "--push_to_hub is not an option of --task"),
+        ("masked_lm", ["--push_to_hub"], "--push_to_hub needs --hub_model_id"),
         ("causal_lm", ["--task", "lm"], "invalid choice: 'lm'"),
     ],
 )
@@ -288,3 +288,33 @@ def test_a_datasets_folder_with_a_nested_text_column(text_dir, tmp_path, monkeyp
     raw = seen["run"].raw
     assert list(raw["test"]["text"]) == english_lines(text_dir / "test.jsonl") and "test" in results
     assert len(raw["train"]) == 400 and len(raw["validation"]) == 100
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Publishing
+# ---------------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("task", "stack", "auto_class"), [("causal_lm", DECODER, "AutoModelForCausalLM"),
+                                                            ("masked_lm", ENCODER, "AutoModelForMaskedLM")])  # fmt: skip
+def test_push_to_hub_uploads_the_language_model_with_its_card(task, stack, auto_class, text_dir, tmp_path,
+                                                              monkeypatch):  # fmt: skip
+    """--push_to_hub works for the LM tasks as for translation: one commit with the weights, the tokenizer, the
+    one-stack modeling code (so the repo loads with trust_remote_code) and the LM card; `vaswani push` of the same
+    folder uploads the same files."""
+    from test_hub import HubRecorder
+
+    from vaswani.cli import main as vaswani_main
+
+    hub = HubRecorder(monkeypatch)
+    out = tmp_path / "lm"
+    train_in_process(["--task", task, *text_args(text_dir), *TINY_LM, *stack, "--max_train_steps", "2",
+                      "--push_to_hub", "--hub_model_id", "me/tiny-lm", "--output_dir", str(out)])  # fmt: skip
+    assert len(hub.commits) == 1
+    files = hub.commits[0]["files"]
+    assert {"model.safetensors", "tokenizer.json", "README.md", "configuration_vaswani_lm.py",
+            "modeling_vaswani_lm.py"} <= set(files)  # fmt: skip
+    assert auto_class in json.loads(files["config.json"])["auto_map"]
+    assert f"vaswani train --task {task}" in files["README.md"].decode()  # the LM card, not the translation one
+    assert vaswani_main(["push", "--model", str(out), "--repo_id", "me/tiny-lm"]) == 0
+    assert set(hub.commits[1]["files"]) == set(files)
+    (out / "modeling_vaswani_lm.py").unlink()  # a folder that could not load with trust_remote_code is refused
+    assert vaswani_main(["push", "--model", str(out), "--repo_id", "me/tiny-lm"]) == 2 and len(hub.commits) == 2

@@ -7,9 +7,11 @@ Command line: `vaswani push --model runs/base-avg5 --repo_id your-name/transform
 function at the end of a run with `--push_to_hub --hub_model_id ID`.
 
 What is checked before any network call: the repo id (NAME or OWNER/NAME), and that the folder is complete:
-config.json with the `auto_map` and `custom_pipelines` that `trust_remote_code=True` needs, the weights (one
-model.safetensors, or every shard its index lists), tokenizer.json and the modeling code (configuration_vaswani.py,
-modeling_vaswani.py, generation_vaswani.py, pipeline_vaswani.py, which `save_pretrained` copies there).
+config.json with the `auto_map` (and, for translation, `custom_pipelines`) that `trust_remote_code=True` needs, the
+weights (one model.safetensors, or every shard its index lists), tokenizer.json and the modeling code that
+`save_pretrained` copies there (`vaswani.model_folder.code_files`: configuration_vaswani.py, modeling_vaswani.py,
+generation_vaswani.py, pipeline_vaswani.py for a translation model, and the `*_lm.py` files too for the decoder-only
+and encoder-only language models).
 
 What is uploaded: every file of the folder, including the training record (run_args.json with local paths reduced to
 file names, results.json, metrics.jsonl), except the training checkpoints (checkpoints/), the tracker logs (logs/) and hidden or cache files
@@ -51,23 +53,34 @@ def check_repo_id(repo_id: str) -> str:
     return repo_id
 
 
+# The Auto class whose auto_map entry a folder of each family needs to load with trust_remote_code=True
+AUTO_CLASS = {
+    "vaswani": "AutoModelForSeq2SeqLM",
+    "vaswani-decoder": "AutoModelForCausalLM",
+    "vaswani-encoder": "AutoModel",
+}
+
+
 def check_push_folder(folder: str | Path, *, trust_remote_code: bool = False) -> Path:
     """`folder` as a Path if it can be pushed (see the module docstring), else a `PushError` naming what is missing
-    and how to fix it. The model files are checked as for loading (`vaswani.model_folder.check_model_files`)."""
+    and how to fix it. The model files are checked as for loading (`vaswani.model_folder.check_model_files`); any of
+    our three families (translation, decoder-only, encoder-only) can be pushed."""
     folder = Path(folder)
     try:
-        check_model_files(folder, trust_remote_code=trust_remote_code)
+        config, _ = check_model_files(folder, trust_remote_code=trust_remote_code, model_types=tuple(AUTO_CLASS))
     except ModelFolderError as error:
         raise PushError(str(error)) from None
-    missing = [name for name in code_files() if not (folder / name).is_file()]
-    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    auto_map = config.get("auto_map") or {}
-    pipelines = config.get("custom_pipelines") or {}
-    if missing or "AutoModelForSeq2SeqLM" not in auto_map or TASK not in pipelines:
+    model_type = config.model_type if config.model_type in AUTO_CLASS else "vaswani"
+    missing = [name for name in code_files(model_type) if not (folder / name).is_file()]
+    saved = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    auto_map = saved.get("auto_map") or {}
+    pipelines = saved.get("custom_pipelines") or {}
+    needs_pipeline = model_type == "vaswani"  # the LMs use transformers' own text-generation / fill-mask pipelines
+    if missing or AUTO_CLASS[model_type] not in auto_map or (needs_pipeline and TASK not in pipelines):
         lacks = ", ".join(missing) if missing else "the auto_map / custom_pipelines entries in config.json"
         raise PushError(
             f"{folder} lacks {lacks}, which loading with trust_remote_code=True needs: save it again with this "
-            "package (`import modeling_vaswani`, then AutoModelForSeq2SeqLM.from_pretrained(folder)"
+            f"package (`import modeling_vaswani`, then {AUTO_CLASS[model_type]}.from_pretrained(folder)"
             ".save_pretrained(folder))"
         )
     return folder

@@ -92,19 +92,28 @@ def is_weight_file(name: str) -> bool:
     return name in WEIGHT_FILES or WEIGHT_SHARD.fullmatch(name) is not None
 
 
+# The modules whose files `save_pretrained` copies for trust_remote_code, per family: the config, the model and (for
+# translation) the pipeline of config.json's auto_map and custom_pipelines.
+CODE_MODULES = {
+    "vaswani": ("configuration_vaswani", "modeling_vaswani", "pipeline_vaswani"),
+    "vaswani-decoder": ("configuration_vaswani_lm", "modeling_vaswani_lm"),
+    "vaswani-encoder": ("configuration_vaswani_lm", "modeling_vaswani_lm"),
+}
+
+
 @functools.cache
-def code_files() -> tuple[str, ...]:
-    """The modeling files `save_pretrained` copies next to the weights for trust_remote_code, derived the way
-    transformers finds them: the modules of the config, the model and the pipeline (config.json's auto_map and
-    custom_pipelines) and every module they import relatively."""
+def code_files(model_type: str | None = "vaswani") -> tuple[str, ...]:
+    """The modeling files `save_pretrained` copies next to the weights of a `model_type` folder (None: of any of our
+    families) for trust_remote_code, derived the way transformers finds them: the modules of `CODE_MODULES` and
+    every module they import relatively."""
+    import importlib
+
     from transformers.dynamic_module_utils import get_relative_import_files
 
-    import modeling_vaswani.configuration_vaswani as configuration
-    import modeling_vaswani.modeling_vaswani as modeling
-    import modeling_vaswani.pipeline_vaswani as pipeline
-
+    families = CODE_MODULES if model_type is None else {model_type: CODE_MODULES[model_type]}
     files = set()
-    for module in (configuration, modeling, pipeline):
+    for name in {module for modules in families.values() for module in modules}:
+        module = importlib.import_module(f"modeling_vaswani.{name}")
         files |= {module.__file__, *get_relative_import_files(module.__file__)}
     return tuple(sorted(Path(file).name for file in files))
 
@@ -113,7 +122,7 @@ def is_model_file(name: str) -> bool:
     """Whether our model saves write files named `name`: config, generation config, weights (strict names: not e.g.
     a user's model-best.safetensors), the fast tokenizer's files, the card and the modeling code. Everything else in
     a model folder belongs to the user or the run (generic names such as vocab.txt or *.model are the user's)."""
-    return name in SAVED_FILES or is_weight_file(name) or name in code_files()
+    return name in SAVED_FILES or is_weight_file(name) or name in code_files(None)
 
 
 def is_tokenizer_file(path: Path) -> bool:

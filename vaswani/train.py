@@ -1218,7 +1218,21 @@ class TranslationTask:
         )  # fmt: skip
 
     def usage(self, output_dir: Path) -> str:
-        return f"Translate with it: echo 'Your sentence.' | vaswani translate --model {output_dir}"
+        return f"Translate with it: echo 'Your sentence.' | {vaswani_command()} translate --model {output_dir}"
+
+
+def vaswani_command() -> str:
+    """The `vaswani` command as a user can type it: `vaswani` where the shell finds this installation's script, its
+    path otherwise (`.venv/bin/vaswani` after `make demo`, whose environment is not activated in the user's shell),
+    and `python -m vaswani.cli` where no script was installed."""
+    script = Path(sys.executable).parent / "vaswani"
+    found = shutil.which("vaswani")
+    if found and script.exists() and Path(found).resolve() == script.resolve():
+        return "vaswani"
+    if not script.exists():
+        return f"{sys.executable} -m vaswani.cli"
+    relative = os.path.relpath(script)
+    return str(script) if relative.startswith("..") else relative
 
 
 class CausalLMTask:
@@ -1244,8 +1258,6 @@ class CausalLMTask:
             refuse_options(args, ["mlm_probability"], self.name, "it belongs to --task masked_lm")
         refuse_options(args, ["model_name_or_path"], self.name, "continuing a saved language model is not supported "
                        "yet; train from a preset and the model options")  # fmt: skip
-        refuse_options(args, ["push_to_hub", "hub_model_id"], self.name, "`vaswani push` checks and uploads "
-                       "translation model folders only, so far; upload the saved folder with `hf upload`")  # fmt: skip
         _check_metric(args, self)
 
     def check_lengths(self, args) -> None:
