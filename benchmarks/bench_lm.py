@@ -63,7 +63,8 @@ import common  # noqa: E402
 CORPUS = Path("shared", "data", "gettext-en-es", "train.jsonl")
 # The shared data folder sits next to the checkout (or next to the folder of worktrees that holds it).
 DEFAULT_DATA = next((folder / CORPUS for folder in REPO_ROOT.parents if (folder / CORPUS).is_file()), CORPUS)
-OURS, AA = "ours", "ours (A/A)"
+OURS = "ours"
+AA = OURS + common.AA_SUFFIX  # the A/A candidate, named as common's
 PEERS = ("marian", "gpt2")
 LABELS = {
     OURS: "VaswaniForCausalLM",
@@ -91,7 +92,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help=f"comma-separated, from {', '.join(SIZES)}")  # fmt: skip
     parser.add_argument("--peers", type=_peer_list, default=",".join(PEERS),
                         help=f"models timed against ours, comma-separated, from {', '.join(PEERS)}")  # fmt: skip
-    parser.add_argument("--no_aa", dest="aa", action="store_false", help="leave out the A/A candidate")
+    common.add_aa_argument(parser, "our model (a second, identical instance)")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="JSON lines, {'translation': {lang: text}}")
     parser.add_argument("--lang", default="en", help="which side of the translation pairs to read")
     parser.add_argument("--vocab_size", type=int, default=8000, help="BPE vocabulary trained on --data")

@@ -75,7 +75,7 @@ def test_a_tiny_run_reports_every_model_and_writes_its_json(corpus, tmp_path, ca
 
 
 def test_peers_and_the_aa_candidate_are_options(corpus):
-    args = parse_args(["--data", str(corpus), "--peers", "marian", "--no_aa"])
+    args = parse_args(["--data", str(corpus), "--peers", "marian", "--no-aa"])
     assert (args.peers, args.aa) == (["marian"], False)
     assert parse_args(["--data", str(corpus)]).peers == ["marian", "gpt2"]
 
