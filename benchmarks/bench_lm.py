@@ -78,12 +78,7 @@ ADAMW = {"lr": 5e-4, "betas": (0.9, 0.98), "eps": 1e-9, "weight_decay": 0.01}
 MIN_VOCAB_SIZE = 262  # train_bpe_tokenizer: 4 special tokens + 256 byte tokens + at least one more
 
 
-def _peer_list(text: str) -> list[str]:
-    peers = [peer.strip() for peer in text.split(",") if peer.strip()]
-    unknown = [peer for peer in peers if peer not in PEERS]
-    if unknown or not peers or len(set(peers)) != len(peers):
-        raise argparse.ArgumentTypeError(f"{text!r}: give one or more of {', '.join(PEERS)}, each once")
-    return peers
+_peer_list = common.choice_list(PEERS, "peers")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

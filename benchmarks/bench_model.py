@@ -62,12 +62,7 @@ ADAM = {"lr": 1e-4, "betas": (0.9, 0.98), "eps": 1e-9}  # Section 5.3 (constant 
 NUM_TRAIN_BATCHES = 4  # distinct batches, cycled; every model sees the same sequence
 
 
-def _size_list(text: str) -> list[str]:
-    sizes = [size.strip() for size in text.split(",") if size.strip()]
-    unknown = [size for size in sizes if size not in SIZES]
-    if unknown or not sizes:
-        raise argparse.ArgumentTypeError(f"unknown size(s) {unknown}; choose from {list(SIZES)}")
-    return sizes
+_size_list = common.choice_list(SIZES, "sizes")
 
 
 def add_workload_arguments(parser: argparse.ArgumentParser, part: str = "") -> None:

@@ -82,12 +82,7 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
-def _recipe_list(text: str) -> list[str]:
-    recipes = [part.strip() for part in text.split(",") if part.strip()]
-    unknown = [recipe for recipe in recipes if recipe not in OUR_RECIPES]
-    if unknown or not recipes:
-        raise argparse.ArgumentTypeError(f"unknown recipe(s) {unknown}; choose from {', '.join(OUR_RECIPES)}")
-    return recipes
+_recipe_list = common.choice_list(OUR_RECIPES, "recipes")
 
 
 def parse_args(argv=None) -> argparse.Namespace:

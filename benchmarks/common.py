@@ -379,6 +379,23 @@ def worker_env(threads: int | None = None) -> dict[str, str]:
     return env
 
 
+def choice_list(choices: Sequence[str], what: str) -> Callable[[str], list[str]]:
+    """An argparse `type`: a comma-separated list of `what` taken from `choices`, at least one and each once, in the
+    order given; anything else is an argparse error that names the unknown items and the choices."""
+
+    def parse(text: str) -> list[str]:
+        items = [item.strip() for item in text.split(",") if item.strip()]
+        unknown = [item for item in items if item not in choices]
+        if unknown or not items or len(set(items)) != len(items):
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: give one or more {what} from {', '.join(choices)}, each once"
+                + (f" (unknown: {', '.join(unknown)})" if unknown else "")
+            )
+        return items
+
+    return parse
+
+
 def check_data_dir(parser, data_dir: Path) -> None:
     """A --data_dir must hold train.jsonl, validation.jsonl and test.jsonl (train.py's JSON lines); otherwise
     `parser.error` names the missing file."""

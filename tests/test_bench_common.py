@@ -1,6 +1,7 @@
 """benchmarks/common.py's measurement discipline: the A/A copy really is timed in every round, verdicts need the
 median and most rounds, the header names the CPU's flags; and bench_train times both sides by the same windows."""
 
+import re
 import sys
 
 import pytest
@@ -81,3 +82,13 @@ def test_bench_train_defaults_follow_the_discipline():
     args = parse_args([])
     assert args.repeats >= 5 and args.aa
     assert not parse_args(["--no-aa"]).aa
+
+
+def test_choice_list_keeps_the_order_given_and_refuses_unknown_repeated_or_no_items():
+    import argparse
+
+    parse = common.choice_list(("small", "base", "big"), "sizes")
+    assert parse("base, small") == ["base", "small"]
+    for bad, message in (("small,huge", "(unknown: huge)"), ("small,small", "each once"), (" , ", "give one or more")):
+        with pytest.raises(argparse.ArgumentTypeError, match=re.escape(message)):
+            parse(bad)

@@ -90,9 +90,9 @@ def test_peers_and_the_aa_candidate_are_options(corpus):
         (["--warmup", "-1"], "--warmup -1 is not allowed: use 0 or more"),
         (["--max_len", "2"], "--max_len 2 is not allowed"),
         (["--vocab_size", "100"], "--vocab_size 100 is not allowed"),
-        (["--peers", "bert"], "give one or more of marian, gpt2"),
+        (["--peers", "bert"], "give one or more peers from marian, gpt2"),
         (["--peers", "marian,marian"], "each once"),
-        (["--sizes", "huge"], "unknown size(s) ['huge']"),
+        (["--sizes", "huge"], "(unknown: huge)"),
         (["--data", "/nonexistent/train.jsonl"], "is not a file"),
     ],
 )

@@ -42,7 +42,7 @@ def test_the_postnorm_recipe_is_accepted_by_train_py(tmp_path):
     ("argv", "message"),
     [
         (["--seeds", "0,x"], "use comma-separated integers"),
-        (["--our_recipes", "small-data,big"], "unknown recipe(s) ['big']"),
+        (["--our_recipes", "small-data,big"], "recipes from small-data, postnorm, each once (unknown: big)"),
         (["--parallel", "0"], "--parallel 0 is not allowed"),
         (["--minutes", "0"], "--minutes must be positive"),
     ],
