@@ -82,6 +82,21 @@ def decode_step_by_step(model, input_ids, attention_mask, decoder_input_ids):
     return torch.cat(steps, dim=1), cache
 
 
+def assert_static_cache_generate_compiles(model, input_ids, **greedy) -> None:
+    """`generate(**greedy)` with a static cache gives the dynamic cache's tokens, also with `forward` compiled with
+    `fullgraph=True`: with a static cache the past length is a tensor, so no Python branch may depend on it, and a
+    graph break fails; the "eager" backend checks the capture without paying for code generation."""
+    reference = model.generate(input_ids, **greedy)
+    assert torch.equal(model.generate(input_ids, cache_implementation="static", **greedy), reference)
+    torch._dynamo.reset()
+    model.forward = torch.compile(model.forward, fullgraph=True, backend="eager")
+    try:
+        assert torch.equal(model.generate(input_ids, cache_implementation="static", **greedy), reference)
+    finally:
+        del model.forward
+        torch._dynamo.reset()
+
+
 def overfit(model, batch: dict, steps: int, lr: float, stop_below: float | None = None, **adam_options) -> float:
     """Train `model` on the one `batch` (model inputs with labels) with Adam for `steps` updates, or until the loss
     is below `stop_below`; returns the last loss. The tiny models of the tests memorise their data this way."""

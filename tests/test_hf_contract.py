@@ -9,7 +9,7 @@ import threading
 
 import pytest
 import torch
-from conftest import random_batch, tiny_config, tiny_model
+from conftest import assert_static_cache_generate_compiles, random_batch, tiny_config, tiny_model
 from transformers import PreTrainedModel
 
 from modeling_vaswani import VaswaniForConditionalGeneration
@@ -261,20 +261,10 @@ def test_generation_continues_from_a_returned_cache():
 # _can_compile_fullgraph: static-cache decoding compiles as one graph and exports
 # ----------------------------------------------------------------------------------------------------------------
 def test_static_cache_decoding_compiles_as_one_graph():
-    """With a static cache the past length is a tensor; no Python branch may depend on it. `fullgraph=True` fails on
-    any graph break; the "eager" backend checks the capture without paying for code generation."""
-    model = tiny_model(seed=3).eval()
+    """See `assert_static_cache_generate_compiles`."""
     input_ids, attention_mask, _ = random_batch(seed=3)
-    greedy = dict(attention_mask=attention_mask, num_beams=1, do_sample=False, max_new_tokens=4, min_new_tokens=4)
-    reference = model.generate(input_ids, **greedy)
-    assert torch.equal(model.generate(input_ids, cache_implementation="static", **greedy), reference)
-    torch._dynamo.reset()
-    model.forward = torch.compile(model.forward, fullgraph=True, backend="eager")
-    try:
-        assert torch.equal(model.generate(input_ids, cache_implementation="static", **greedy), reference)
-    finally:
-        del model.forward
-        torch._dynamo.reset()
+    assert_static_cache_generate_compiles(tiny_model(seed=3).eval(), input_ids, attention_mask=attention_mask,
+                                          num_beams=1, do_sample=False, max_new_tokens=4, min_new_tokens=4)  # fmt: skip
 
 
 def test_torch_export_of_encoder_and_static_cache_decoder():

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import tiny_model
+from conftest import assert_static_cache_generate_compiles, tiny_model
 from safetensors.torch import load_file
 from test_modeling import _copy_module
 from test_pipeline import PAIRS
@@ -283,20 +283,10 @@ def test_left_padding_with_mask_derived_positions_gives_the_same_last_logits(bac
 
 
 def test_static_cache_decoding_compiles_as_one_graph():
-    """As for the seq2seq model (`_can_compile_fullgraph`): with a static cache the past length is a tensor, and
-    `fullgraph=True` fails on any graph break; the "eager" backend checks the capture without code generation."""
-    model = causal_lm(seed=20)
+    """As for the seq2seq model (`_can_compile_fullgraph`), checked the same way."""
     prompt = random_ids(batch_size=2, length=4, seed=20)
-    greedy = dict(do_sample=False, max_new_tokens=4, min_new_tokens=4)
-    reference = model.generate(prompt, **greedy)
-    assert torch.equal(model.generate(prompt, cache_implementation="static", **greedy), reference)
-    torch._dynamo.reset()
-    model.forward = torch.compile(model.forward, fullgraph=True, backend="eager")
-    try:
-        assert torch.equal(model.generate(prompt, cache_implementation="static", **greedy), reference)
-    finally:
-        del model.forward
-        torch._dynamo.reset()
+    assert_static_cache_generate_compiles(causal_lm(seed=20), prompt, do_sample=False, max_new_tokens=4,
+                                          min_new_tokens=4)  # fmt: skip
 
 
 def test_inputs_embeds_match_input_ids_in_forward_and_generate():
