@@ -362,7 +362,7 @@ def print_candidates(run_dir: Path, test_file: Path, args, final: dict) -> None:
     from vaswani.translate import Translator
 
     torch.set_num_threads(2)
-    rows = [json.loads(line)["translation"] for line in test_file.read_text(encoding="utf-8").splitlines()]
+    rows = read_pairs(test_file)
     sources, references = [r[args.source_lang] for r in rows], [[r[args.target_lang]] for r in rows]
     translator = Translator(run_dir, device="cpu")
     choice, test = final["final_model"], {}

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from modeling_vaswani.pipeline_vaswani import TASK  # the pipeline task name, defined once
 from vaswani.errors import UserError
-from vaswani.model_folder import ModelFolderError, check_model_files, code_files
+from vaswani.model_folder import VASWANI_MODEL_TYPES, ModelFolderError, check_model_files, code_files
 
 EXCLUDED_DIRECTORIES = {"checkpoints", "logs", "__pycache__"}
 CARD_NAME = "README.md"
@@ -67,7 +67,9 @@ def check_push_folder(folder: str | Path, *, trust_remote_code: bool = False) ->
     our three families (translation, decoder-only, encoder-only) can be pushed."""
     folder = Path(folder)
     try:
-        config, _ = check_model_files(folder, trust_remote_code=trust_remote_code, model_types=tuple(AUTO_CLASS))
+        config, _ = check_model_files(
+            folder, trust_remote_code=trust_remote_code, model_types=tuple(VASWANI_MODEL_TYPES)
+        )
     except ModelFolderError as error:
         raise PushError(str(error)) from None
     model_type = config.model_type if config.model_type in AUTO_CLASS else "vaswani"

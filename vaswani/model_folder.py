@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib
 import json
 import os
 import pickle
@@ -106,8 +107,6 @@ def code_files(model_type: str | None = "vaswani") -> tuple[str, ...]:
     """The modeling files `save_pretrained` copies next to the weights of a `model_type` folder (None: of any of our
     families) for trust_remote_code, derived the way transformers finds them: the modules of `CODE_MODULES` and
     every module they import relatively."""
-    import importlib
-
     from transformers.dynamic_module_utils import get_relative_import_files
 
     families = CODE_MODULES if model_type is None else {model_type: CODE_MODULES[model_type]}

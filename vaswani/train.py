@@ -1159,6 +1159,20 @@ def refuse_options(args, names, task: str, fix: str) -> None:
         raise UsageError(f"--{given[0]} is not an option of --task {task}: {fix}.")
 
 
+def vaswani_command() -> str:
+    """The `vaswani` command as a user can type it: `vaswani` where the shell finds this installation's script, its
+    path otherwise (`.venv/bin/vaswani` after `make demo`, whose environment is not activated in the user's shell),
+    and `python -m vaswani.cli` where no script was installed."""
+    script = Path(sys.executable).parent / "vaswani"
+    found = shutil.which("vaswani")
+    if found and script.exists() and Path(found).resolve() == script.resolve():
+        return "vaswani"
+    if not script.exists():
+        return f"{sys.executable} -m vaswani.cli"
+    relative = os.path.relpath(script)
+    return str(script) if relative.startswith("..") else relative
+
+
 class TranslationTask:
     """The paper's task: sentence pairs, `VaswaniForConditionalGeneration`, BLEU and chrF of beam-search output."""
 
@@ -1219,20 +1233,6 @@ class TranslationTask:
 
     def usage(self, output_dir: Path) -> str:
         return f"Translate with it: echo 'Your sentence.' | {vaswani_command()} translate --model {output_dir}"
-
-
-def vaswani_command() -> str:
-    """The `vaswani` command as a user can type it: `vaswani` where the shell finds this installation's script, its
-    path otherwise (`.venv/bin/vaswani` after `make demo`, whose environment is not activated in the user's shell),
-    and `python -m vaswani.cli` where no script was installed."""
-    script = Path(sys.executable).parent / "vaswani"
-    found = shutil.which("vaswani")
-    if found and script.exists() and Path(found).resolve() == script.resolve():
-        return "vaswani"
-    if not script.exists():
-        return f"{sys.executable} -m vaswani.cli"
-    relative = os.path.relpath(script)
-    return str(script) if relative.startswith("..") else relative
 
 
 class CausalLMTask:
