@@ -1,6 +1,7 @@
 """benchmarks/bench_quality.py: the peer's grid, the choice of its best on validation (never on test), our margin per
 seed, and the options checked up front."""
 
+import json
 import sys
 from pathlib import Path
 
@@ -8,7 +9,7 @@ import pytest
 from conftest import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
-from bench_quality import OUR_RECIPES, PEER_DEFAULT, PEER_GRID, Run, parse_args, summarise  # noqa: E402
+from bench_quality import OUR_RECIPES, PEER_DEFAULT, PEER_GRID, Run, parse_args, run_all, summarise  # noqa: E402
 
 
 @pytest.fixture
@@ -45,6 +46,9 @@ def test_the_postnorm_recipe_is_accepted_by_train_py(tmp_path):
         (["--our_recipes", "small-data,big"], "recipes from small-data, postnorm, each once (unknown: big)"),
         (["--parallel", "0"], "--parallel 0 is not allowed"),
         (["--minutes", "0"], "--minutes must be positive"),
+        (["--seeds", "0,1", "--tune_seeds", "1"], "--tune_seeds 1 is not allowed: it needs --tune_peer"),
+        (["--seeds", "0,1", "--tune_peer", "--tune_seeds", "3"], "a number from 1 to the number of --seeds (2)"),
+        (["--tune_peer", "--tune_seeds", "0"], "--tune_seeds 0 is not allowed"),
     ],
 )
 def test_bad_options_are_refused(argv, message, data_dir, capsys):
@@ -80,3 +84,42 @@ def test_the_peers_best_is_chosen_on_validation_and_margins_are_per_seed(capsys)
     assert report["margins"] == {"small-data": [8.0, 4.0]}
     assert "UNCLEAR target train.py small-data >= the peer's best + 5 BLEU: +6.0 mean, per seed +8.0, +4.0" in printed
     assert "| Trainer | lr 0.001, batch 64 | 2 | 34.00 (33.00-35.00) | 37.00 (36.00-38.00) |" in printed
+
+
+def test_with_tune_seeds_the_peers_best_on_the_tuning_seeds_meets_the_other_seeds(capsys):
+    runs = [
+        run("train.py", "small-data", 0, 40.0, 44.0),
+        run("Trainer", "lr 0.0003, batch 32", 0, 30.0, 39.0),
+        run("Trainer", "lr 0.001, batch 64", 0, 33.0, 36.0),  # best on validation at the tuning seed
+        run("train.py", "small-data", 1, 41.0, 46.0),
+        run("Trainer", "lr 0.001, batch 64", 1, 20.0, 35.0),  # the best again at seed 1, worse there: still chosen
+    ]
+    report = summarise(runs)
+    printed = capsys.readouterr().out
+    assert report["peer_best"] == "lr 0.001, batch 64"
+    assert report["margins"] == {"small-data": [8.0, 11.0]}
+    assert "the peer's best on validation (seeds [0]): lr 0.001, batch 64" in printed
+
+
+def test_run_all_queues_the_follow_up_once_the_gate_has_finished(tmp_path, capsys):
+    def trainer(config, seed, bleu):
+        result = tmp_path / f"{config}-{seed}.json"
+        body = {"updates": 1, "validation_bleu": bleu, "bleu": bleu, "chrf": 0.0, "bleu_signature": "s"}
+        command = [
+            sys.executable,
+            "-c",
+            f"import pathlib; pathlib.Path({str(result)!r}).write_text({json.dumps(json.dumps(body))})",
+        ]
+        return Run("Trainer", config, seed, command, result, tmp_path / f"{config}-{seed}.log")
+
+    grid = [trainer("a", 0, 1.0), trainer("b", 0, 2.0)]
+    seen_finished = []
+
+    def then():
+        seen_finished.append(all(run.result is not None for run in grid))
+        return [trainer("b", 1, 3.0)]
+
+    started = run_all(grid, parallel=2, gate=grid, then=then)
+    assert seen_finished == [True]
+    assert [(run.config, run.seed) for run in started] == [("a", 0), ("b", 0), ("b", 1)]
+    assert all(run.result is not None for run in started) and started[2].result["bleu"] == 3.0
