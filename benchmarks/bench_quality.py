@@ -16,7 +16,8 @@ once). Each side has its own recipe:
 - Trainer: the usual Hugging Face fine-tuning recipe adapted to training from scratch: batch size 64,
   `group_by_length`, AdamW (0.9, 0.98) at 5e-4 with 400 warmup steps and inverse square root decay, label smoothing
   0.1, dropout 0.1, fused AdamW; stopped by a callback when the budget is spent; test translations with
-  `generate(num_beams=4)` (length penalty 0.6, as train.py).
+  `generate(num_beams=4)` (length penalty 0.6, as train.py). Mixed precision: train.py's default on this CPU (bf16
+  where the CPU computes bfloat16 natively, AVX512-BF16/AMX; else none) on both sides.
 
 Both are scored with sacrebleu (BLEU and chrF, default settings; the signatures are printed). Target: train.py
 >= 5 BLEU ahead.
@@ -172,6 +173,14 @@ def train_py_run(args, tokenizer_dir: Path, test_file: Path, recipe: str, seed: 
     return Run("train.py", recipe, seed, command, out, out.with_suffix(".log"))
 
 
+def both_sides_precision() -> str:
+    """train.py's default precision on this CPU (bf16 where it computes bfloat16 natively, else fp32), given to the
+    Trainer side too, so that a difference in precision is no part of the margin."""
+    from vaswani.precision import resolve_mixed_precision
+
+    return resolve_mixed_precision(None, "cpu")[0]
+
+
 def trainer_config(peer: dict) -> str:
     return f"lr {peer['learning_rate']:g}, batch {peer['batch_size']}"
 
@@ -184,7 +193,7 @@ def trainer_run(args, tokenizer_dir: Path, test_file: Path, recipe: dict, peer: 
         "train": str(args.data_dir / "train.jsonl"), "validation": str(args.data_dir / "validation.jsonl"),
         "max_eval_samples": args.max_eval_samples or recipe["max_eval_samples"], "test": str(test_file),
         "tokenizer": str(tokenizer_dir), "source_lang": args.source_lang, "target_lang": args.target_lang,
-        "minutes": args.minutes, "seed": seed, "output_dir": str(args.output_dir / name), "result": str(result),
+        "minutes": args.minutes, "seed": seed, "bf16": both_sides_precision() == "bf16", "output_dir": str(args.output_dir / name), "result": str(result),
         **peer,
         "dims": {k: recipe[k] for k in ("d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads",
                                         "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim", "dropout")},
@@ -259,6 +268,7 @@ def trainer_worker(spec_path: str) -> None:
         adam_epsilon=1e-9, weight_decay=0.0, warmup_steps=400, lr_scheduler_type="inverse_sqrt",
         label_smoothing_factor=0.1, logging_steps=100, save_strategy="no", report_to=[], use_cpu=True,
         disable_tqdm=True, dataloader_num_workers=0, seed=spec["seed"], train_sampling_strategy="group_by_length",
+        bf16=spec["bf16"],
     )  # fmt: skip
     trainer = Seq2SeqTrainer(model=model, args=arguments, train_dataset=train,
                              data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100),
@@ -307,7 +317,8 @@ def main(argv=None) -> dict:
     print(f"train.py ({RECIPE.name}: {', '.join(args.our_recipes)}) vs Seq2SeqTrainer(MarianMTModel) "
           f"({'tuned over ' + str(len(peers)) + ' settings' if args.tune_peer else 'one setting'}) on "
           f"{args.data_dir.name}, {args.minutes:g} training minutes per run, {args.parallel} runs at a time, one "
-          f"thread each; seeds {args.seeds}; test pairs: {args.max_test_samples or 'all'}; "
+          f"thread each; seeds {args.seeds}; test pairs: {args.max_test_samples or 'all'}; mixed precision of "
+          f"both sides: {both_sides_precision()}; "
           f"{common.describe_machine(common.machine_description(1))}", flush=True)  # fmt: skip
     tune_seeds = args.seeds[: args.tune_seeds or len(args.seeds)]
     runs, grid = [], []
