@@ -160,7 +160,7 @@ def prepare_tokenizer(paths: dict[str, Path], folder: Path, vocab_size: int):
 
 def pairs_per_batch(tokenizer, dataset, max_tokens: int) -> tuple[float, float]:
     """train.py's average pairs per batch and its padding efficiency on this data (what the Trainer gets too)."""
-    from vaswani.batching import TokenBatchSampler, padding_efficiency
+    from vaswani.data.batching import TokenBatchSampler, padding_efficiency
 
     sources = [t["en"] for t in dataset["translation"]]
     targets = [t["de"] for t in dataset["translation"]]

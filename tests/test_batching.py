@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils.data import DataLoader
 
-from vaswani.batching import TokenBatchSampler, padding_efficiency
+from vaswani.data.batching import TokenBatchSampler, padding_efficiency
 
 
 def varied_lengths(count: int, seed: int = 0, longest: int = 120) -> tuple[list[int], list[int]]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import datasets
 import pytest
 
-from vaswani.data import DataError, DataReport, load_translation_splits
+from vaswani.data.loading import DataError, DataReport, load_translation_splits
 
 PAIRS = [
     ("Hello world.", "Hallo Welt."),

@@ -179,7 +179,7 @@ def test_lm_options_change_what_the_run_computes(text_dir, tmp_path, monkeypatch
 
 def test_packing_yes_cuts_the_token_stream_into_blocks(text_dir, tmp_path, monkeypatch):
     from tokenization import train_bpe_tokenizer
-    from vaswani.lm_data import load_text_splits, tokenize_texts
+    from vaswani.data.text import load_text_splits, tokenize_texts
 
     raw, _ = load_text_splits(train_file=str(text_dir / "train.txt"), validation_file=str(text_dir / "valid.txt"),
                               cache_dir=str(tmp_path))  # fmt: skip

@@ -169,7 +169,7 @@ def test_dataset_name_loads_a_folder_written_by_save_to_disk(corpus, tmp_path):
     run does not use."""
     import datasets
 
-    from vaswani.data import load_translation_splits
+    from vaswani.data.loading import load_translation_splits
 
     splits = {
         split: [{"translation": {"en": en, "de": de, "fr": f"fr {i}"}} for i, (en, de) in enumerate(pairs(path))]

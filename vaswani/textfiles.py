@@ -11,7 +11,7 @@ import os
 
 def count_lines(path: str | os.PathLike) -> int:
     """Number of lines in the file at `path`, in one fast binary pass; a last line without "\\n" counts (as
-    Python's line iteration and `vaswani.data.read_lines` see it)."""
+    Python's line iteration and `vaswani.data.loading.read_lines` see it)."""
     lines, last = 0, b"\n"
     with open(path, "rb") as stream:
         while chunk := stream.read(1 << 24):

@@ -13,7 +13,7 @@ The module reads straight down:
   5. checkpoints and exact resume: weights, optimizer, schedules and RNGs as safetensors + JSON (nothing unpickled)
   6. the training loop (gradient accumulation through `accelerator.accumulate`, loss normalised per target token)
   7. evaluation: validation loss, BLEU and chrF with beam search through `evaluate`, gathered across processes
-  8. tasks (`--task`): translation, or a causal / masked language model on text (vaswani/lm_data.py); each is one
+  8. tasks (`--task`): translation, or a causal / masked language model on text (vaswani/data/text.py); each is one
      object chosen at set-up (data, tokenizer, model class, collators, evaluation), so the loop never asks which
   9. the run in three steps: `set_up` (options to a ready model), `train_loop`, `finish` (the final model chosen
      among the last, the best and the averaged checkpoints, test scores, the `save_pretrained` folder with tokenizer and model card, the upload)
@@ -51,7 +51,7 @@ from modeling_vaswani import (
 from modeling_vaswani.configuration_vaswani import ARCHITECTURE_OPTIONS, IMPLEMENTATION_OPTIONS
 from modeling_vaswani.scheduling_vaswani import DROPHEAD_KINDS
 from tokenization import SPECIAL_TOKEN_LAYOUTS, train_bpe_tokenizer
-from vaswani.batching import TokenBatchSampler, padding_efficiency
+from vaswani.data.batching import TokenBatchSampler, padding_efficiency
 from vaswani.checkpoints import (
     ABANDONED_PREFIX,
     CHECKPOINTS_SUBDIR,
@@ -68,10 +68,10 @@ from vaswani.checkpoints import (
     set_rng_states,
     write_file_atomically,
 )
-from vaswani.data import DataError, load_translation_splits
+from vaswani.data.loading import DataError, load_translation_splits
 from vaswani.errors import ReportedElsewhere, UsageError, run_command
 from vaswani.hub import PushError, check_repo_id
-from vaswani.lm_data import (
+from vaswani.data.text import (
     PACKING_CHOICES,
     evaluate_language_model,
     load_text_splits,
@@ -127,7 +127,7 @@ RUN_DEFINING_OPTIONS = [
     "weight_decay", "drophead_p_start", "drophead_p_end", "drophead_kinds",
     # the schedules (linear/cosine LR, DropHead) and the data order depend on these too
     "max_train_steps", "num_train_epochs", "max_grad_norm", "validation_file", "validation_size", "mixed_precision",
-    # the language-model tasks (vaswani/lm_data.py)
+    # the language-model tasks (vaswani/data/text.py)
     "task", "text_column", "block_size", "packing", "mlm_probability",
 ]  # fmt: skip
 
@@ -343,7 +343,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
 
 
 def add_language_model_options(parser: argparse.ArgumentParser) -> None:
-    """The options of --task causal_lm / masked_lm (vaswani/lm_data.py); an error with --task translation."""
+    """The options of --task causal_lm / masked_lm (vaswani/data/text.py); an error with --task translation."""
     group = parser.add_argument_group("language-model tasks (--task causal_lm / masked_lm)")
     group.add_argument(
         "--text_column", default="text",
@@ -1236,7 +1236,7 @@ class TranslationTask:
 
 
 class CausalLMTask:
-    """A decoder-only next-token model (`VaswaniForCausalLM`) on text (vaswani/lm_data.py): loss and perplexity
+    """A decoder-only next-token model (`VaswaniForCausalLM`) on text (vaswani/data/text.py): loss and perplexity
     over every next token of the held-out text."""
 
     name = "causal_lm"

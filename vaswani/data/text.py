@@ -14,7 +14,7 @@ Examples
     streams are concatenated and cut into blocks of ``--block_size`` tokens (run_clm's ``group_texts``; the last,
     shorter block is kept, so held-out scores cover every token); with ``--packing no`` each line is one example,
     cut to ``--block_size`` tokens (keeping ``</s>`` last). Each example carries its ``length`` for token-budget
-    batching (`vaswani.batching.TokenBatchSampler`).
+    batching (`vaswani.data.batching.TokenBatchSampler`).
 
 Masking
     Training batches of the masked LM are masked when they are collated (`DataCollatorForLanguageModeling`,
@@ -23,7 +23,7 @@ Masking
     uninterrupted one. Held-out splits are masked once, at set-up, with a generator seeded by ``--seed``
     (`mask_held_out`), so that every evaluation scores the same masked tokens.
 
-Bad input raises `vaswani.data.DataError` (``error: ...`` and exit status 2 from train.py).
+Bad input raises `vaswani.data.loading.DataError` (``error: ...`` and exit status 2 from train.py).
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from pathlib import Path
 import datasets
 import torch
 
-from vaswani.batching import TokenBatchSampler
-from vaswani.data import (
+from vaswani.data.batching import TokenBatchSampler
+from vaswani.data.loading import (
     JSON_SUFFIXES,
     NO_TRAINING_DATA,
     SPLITS,

@@ -1,1 +1,0 @@
-"""Conversion (`vaswani convert`): pretrained Marian (OPUS-MT) and fairseq Transformers as Vaswani model folders."""
