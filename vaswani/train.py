@@ -51,7 +51,6 @@ from modeling_vaswani import (
 from modeling_vaswani.configuration_vaswani import ARCHITECTURE_OPTIONS, IMPLEMENTATION_OPTIONS
 from modeling_vaswani.scheduling_vaswani import DROPHEAD_KINDS
 from tokenization import SPECIAL_TOKEN_LAYOUTS, train_bpe_tokenizer
-from vaswani.data.batching import TokenBatchSampler, padding_efficiency
 from vaswani.checkpoints import (
     ABANDONED_PREFIX,
     CHECKPOINTS_SUBDIR,
@@ -68,9 +67,8 @@ from vaswani.checkpoints import (
     set_rng_states,
     write_file_atomically,
 )
+from vaswani.data.batching import TokenBatchSampler, padding_efficiency
 from vaswani.data.loading import DataError, load_translation_splits
-from vaswani.errors import ReportedElsewhere, UsageError, run_command
-from vaswani.hub import PushError, check_repo_id
 from vaswani.data.text import (
     PACKING_CHOICES,
     evaluate_language_model,
@@ -81,6 +79,8 @@ from vaswani.data.text import (
     tokenize_texts,
     training_texts,
 )
+from vaswani.errors import ReportedElsewhere, UsageError, run_command
+from vaswani.hub import PushError, check_repo_id
 from vaswani.model_card import write_model_card
 from vaswani.model_folder import (
     ModelFolderError,
