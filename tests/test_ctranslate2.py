@@ -18,8 +18,8 @@ from modeling_vaswani.modeling_vaswani import ScaleNorm
 from tokenization import train_bpe_tokenizer
 from vaswani.backends import ct2_max_batch_size, ct2_threads
 from vaswani.cli import main
+from vaswani.constants import EXPORT_INFO_FILE
 from vaswani.ctranslate2_export import (
-    EXPORT_INFO_FILE,
     ExportError,
     VaswaniConverter,
     export_ctranslate2,

@@ -24,7 +24,8 @@ from modeling_vaswani import (
 )
 from tokenization import train_bpe_tokenizer
 from vaswani.cli import main
-from vaswani.ctranslate2_export import EXPORT_INFO_FILE, ExportError, VaswaniConverter, export_ctranslate2
+from vaswani.constants import EXPORT_INFO_FILE
+from vaswani.ctranslate2_export import ExportError, VaswaniConverter, export_ctranslate2
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 

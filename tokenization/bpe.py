@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
+from vaswani.constants import TOKENIZER_FILE
+
 from .corpus import Corpus, PathLike, corpus_from_dataset, corpus_from_files, corpus_from_iterator
 from .errors import TokenizerError, TokenizerTrainingError
 
@@ -213,7 +215,7 @@ def load_tokenizer(path: PathLike) -> PreTrainedTokenizerFast:
     path = os.fspath(path)
     if not os.path.isdir(path):
         raise TokenizerError(f"tokenizer folder not found: {path!r}. Train one with `python -m tokenization train`.")
-    if not os.path.isfile(os.path.join(path, "tokenizer.json")):
+    if not os.path.isfile(os.path.join(path, TOKENIZER_FILE)):
         raise TokenizerError(
             f"{path!r} holds no tokenizer (no tokenizer.json): give the folder written by save_pretrained."
         )

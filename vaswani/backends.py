@@ -199,7 +199,8 @@ class CTranslate2Engine:
 
     def __init__(self, folder: Path, tokenizer, device: str = "auto", dtype: str = "float32",
                  threads: int | None = None, parallel_batches: int | None = None):  # fmt: skip
-        from vaswani.ctranslate2_export import EXPORT_INFO_FILE, ExportError, import_ctranslate2
+        from vaswani.constants import EXPORT_INFO_FILE
+        from vaswani.ctranslate2_export import ExportError, import_ctranslate2
 
         try:
             ctranslate2 = import_ctranslate2()

@@ -33,7 +33,6 @@ import argparse
 import fnmatch
 import json
 import os
-import re
 import shutil
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -41,6 +40,19 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from vaswani.constants import (
+    ABANDONED_PREFIX,
+    CHECKPOINTS_SUBDIR,
+    DELETED_PREFIX,
+    FILES_TO_COPY,
+    GENERATION_CONFIG_FILE,
+    MARKER_NAME,
+    REPLACED_PREFIX,
+    SAFE_WEIGHTS_INDEX_NAME,
+    SAFE_WEIGHTS_NAME,
+    STEP_DIR,
+    TMP_PREFIX,
+)
 from vaswani.errors import UserError
 
 if TYPE_CHECKING:
@@ -56,33 +68,6 @@ __all__ = [
     "average_to_folder",
     "run_average",
 ]
-
-MARKER_NAME = "checkpoint.json"  # written last, inside the folder, before the rename that publishes it
-TMP_PREFIX = ".tmp-"  # everything a save or a deletion leaves behind when it is interrupted starts with this
-REPLACED_PREFIX = f"{TMP_PREFIX}replaced-"  # a checkpoint moved aside while a new save of its step replaces it
-DELETED_PREFIX = f"{TMP_PREFIX}deleted-"  # a checkpoint beyond keep_last, moved aside before its files are deleted
-STEP_DIR = re.compile(r"step-(\d+)")
-ABANDONED_PREFIX = "abandoned-"  # later checkpoints set aside when a run resumes from an older one
-CHECKPOINTS_SUBDIR = "checkpoints"  # where train.py keeps the checkpoints of a run: RUN_DIR/checkpoints/step-N
-
-# The weights file(s) of one model, as written by `accelerator.save_state` and `save_pretrained`.
-SAFE_WEIGHTS_NAME = "model.safetensors"
-SAFE_WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
-# Files of a run folder that `save_pretrained` does not write but the averaged model folder needs.
-TOKENIZER_FILE_PATTERNS = (
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "added_tokens.json",
-    "chat_template.jinja",
-    "vocab.json",
-    "vocab.txt",
-    "merges.txt",
-    "*.model",  # sentencepiece
-    "*.spm",
-)
-MODEL_CARD_NAME = "README.md"
-FILES_TO_COPY = (*TOKENIZER_FILE_PATTERNS, MODEL_CARD_NAME)
 
 
 class CheckpointError(UserError):
@@ -711,7 +696,7 @@ def _model_from_config(model_dir: Path, config, trust_remote_code: bool) -> PreT
     from transformers import AutoModelForSeq2SeqLM, GenerationConfig
 
     model = AutoModelForSeq2SeqLM.from_config(config, trust_remote_code=trust_remote_code)
-    if (model_dir / "generation_config.json").is_file():
+    if (model_dir / GENERATION_CONFIG_FILE).is_file():
         try:
             model.generation_config = GenerationConfig.from_pretrained(model_dir, local_files_only=True)
         except (OSError, ValueError, TypeError) as error:

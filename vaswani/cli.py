@@ -56,14 +56,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from vaswani.backends import BACKENDS, DTYPES
-from vaswani.checkpoints import (
-    TOKENIZER_FILE_PATTERNS,
-    add_average_arguments,
-    atomic_output,
-    positive_int,
-    run_average,
-    write_file_atomically,
-)
+from vaswani.checkpoints import add_average_arguments, atomic_output, positive_int, run_average, write_file_atomically
+from vaswani.constants import CONFIG_FILE, MODEL_CARD_FILE, RESULTS_FILE, RUN_ARGS_FILE, TOKENIZER_FILE_PATTERNS
 from vaswani.ctranslate2_export import QUANTIZATIONS
 from vaswani.errors import UsageError, run_command
 from vaswani.model_folder import (
@@ -238,8 +232,8 @@ def run_card(args: argparse.Namespace) -> int:
 
     folder = args.model
     check_model_files(folder, need_tokenizer=False, trust_remote_code=args.trust_remote_code)
-    output = args.output or folder / "README.md"
-    _check_output_file(output, inputs=[folder / name for name in ("config.json", "run_args.json", "results.json")])
+    output = args.output or folder / MODEL_CARD_FILE
+    _check_output_file(output, inputs=[folder / name for name in (CONFIG_FILE, RUN_ARGS_FILE, RESULTS_FILE)])
     card = render_model_card(folder, repo_id=args.repo_id, license=args.license)
     write_file_atomically(output, str(card))
     print(f"wrote the model card to {output}")
@@ -284,9 +278,7 @@ def run_prune(args: argparse.Namespace) -> int:
     def write(folder: Path) -> None:
         model.save_pretrained(folder)
         for file in sorted(source.iterdir()):
-            if file.is_file() and (
-                file.name == "run_args.json" or any(file.match(p) for p in TOKENIZER_FILE_PATTERNS)
-            ):
+            if file.is_file() and (file.name == RUN_ARGS_FILE or any(file.match(p) for p in TOKENIZER_FILE_PATTERNS)):
                 shutil.copy2(file, folder / file.name)
         write_model_card(folder)
 

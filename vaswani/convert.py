@@ -55,21 +55,20 @@ import torch
 
 from modeling_vaswani import VaswaniConfig, VaswaniForConditionalGeneration
 from modeling_vaswani.modeling_vaswani import VaswaniConcatenatedSinusoidalPositionalEmbedding
-from vaswani.checkpoints import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, CheckpointError, weight_files
-from vaswani.errors import UserError
-from vaswani.model_card import write_model_card
-from vaswani.model_folder import (
+from vaswani.checkpoints import CheckpointError, weight_files
+from vaswani.constants import (
     CONFIG_FILE,
     GENERATION_CONFIG_FILE,
     MARIAN_TOKENIZER_FILES,
     MODEL_CARD_FILE,
-    check_output_folder,
-    check_tokenizer_fits,
-    read_json_object,
-    write_model_folder,
+    PICKLED_WEIGHTS_NAME,
+    SAFE_WEIGHTS_INDEX_NAME,
+    SAFE_WEIGHTS_NAME,
 )
+from vaswani.errors import UserError
+from vaswani.model_card import write_model_card
+from vaswani.model_folder import check_output_folder, check_tokenizer_fits, read_json_object, write_model_folder
 
-PICKLED_WEIGHTS_NAME = "pytorch_model.bin"
 # A Hub model id as Marian's config.json records it in `_name_or_path` ("Helsinki-NLP/opus-mt-en-de").
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 # A stored position table further than this from Marian's sinusoids is not Marian's (ours are its exact numbers within

@@ -74,9 +74,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-# The file that marks a folder as our CTranslate2 export (and holds what decoding needs).
-EXPORT_INFO_FILE = "vaswani_ctranslate2.json"
-CT2_MODEL_FILE = "model.bin"
+from vaswani.constants import CT2_MODEL_FILE, EXPORT_INFO_FILE
+
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16")
 
 # What each model family exports as, and which CTranslate2 class runs it.
@@ -390,8 +389,8 @@ def export_ctranslate2(model_dir: str | Path, output_dir: str | Path, quantizati
     `ctranslate2.Generator`, an encoder-only model for `ctranslate2.Encoder` (`runs_with` in its
     `vaswani_ctranslate2.json`). `quantization`: one of `QUANTIZATIONS` (weights stored in that type; "int8" keeps
     float32 for the other computations on CPU). `output_dir` must not exist."""
-    from vaswani.checkpoints import TOKENIZER_FILE_PATTERNS
-    from vaswani.model_folder import VASWANI_MODEL_TYPES, check_model_folder, load_model_folder
+    from vaswani.constants import TOKENIZER_FILE_PATTERNS, VASWANI_MODEL_TYPES
+    from vaswani.model_folder import check_model_folder, load_model_folder
 
     if quantization not in QUANTIZATIONS:
         raise ExportError(f"quantization {quantization!r} is not supported; use one of {', '.join(QUANTIZATIONS)}")

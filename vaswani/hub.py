@@ -27,12 +27,19 @@ import json
 from pathlib import Path
 
 from modeling_vaswani.pipeline_vaswani import TASK  # the pipeline task name, defined once
+from vaswani.constants import (
+    AUTO_CLASS,
+    CHECKPOINTS_SUBDIR,
+    CONFIG_FILE,
+    LOGS_DIR,
+    MODEL_CARD_FILE,
+    RUN_ARGS_FILE,
+    VASWANI_MODEL_TYPES,
+)
 from vaswani.errors import UserError
-from vaswani.model_folder import VASWANI_MODEL_TYPES, ModelFolderError, check_model_files, code_files
+from vaswani.model_folder import ModelFolderError, check_model_files, code_files
 
-EXCLUDED_DIRECTORIES = {"checkpoints", "logs", "__pycache__"}
-CARD_NAME = "README.md"
-RUN_ARGS = "run_args.json"  # uploaded with local paths reduced to file names
+EXCLUDED_DIRECTORIES = {CHECKPOINTS_SUBDIR, LOGS_DIR, "__pycache__"}
 
 
 class PushError(UserError):
@@ -53,14 +60,6 @@ def check_repo_id(repo_id: str) -> str:
     return repo_id
 
 
-# The Auto class whose auto_map entry a folder of each family needs to load with trust_remote_code=True
-AUTO_CLASS = {
-    "vaswani": "AutoModelForSeq2SeqLM",
-    "vaswani-decoder": "AutoModelForCausalLM",
-    "vaswani-encoder": "AutoModel",
-}
-
-
 def check_push_folder(folder: str | Path, *, trust_remote_code: bool = False) -> Path:
     """`folder` as a Path if it can be pushed (see the module docstring), else a `PushError` naming what is missing
     and how to fix it. The model files are checked as for loading (`vaswani.model_folder.check_model_files`); any of
@@ -74,7 +73,7 @@ def check_push_folder(folder: str | Path, *, trust_remote_code: bool = False) ->
         raise PushError(str(error)) from None
     model_type = config.model_type if config.model_type in AUTO_CLASS else "vaswani"
     missing = [name for name in code_files(model_type) if not (folder / name).is_file()]
-    saved = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    saved = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
     auto_map = saved.get("auto_map") or {}
     pipelines = saved.get("custom_pipelines") or {}
     needs_pipeline = model_type == "vaswani"  # the LMs use transformers' own text-generation / fill-mask pipelines
@@ -135,14 +134,18 @@ def push_model_folder(
     check_repo_id(repo_id)
     folder = check_push_folder(folder, trust_remote_code=trust_remote_code)
     operations = [
-        CommitOperationAdd(path_in_repo=name, path_or_fileobj=_public_bytes(path) if name == RUN_ARGS else str(path))
+        CommitOperationAdd(
+            path_in_repo=name, path_or_fileobj=_public_bytes(path) if name == RUN_ARGS_FILE else str(path)
+        )
         for name, path in files_to_push(folder)
     ]
-    if not (folder / CARD_NAME).is_file():
+    if not (folder / MODEL_CARD_FILE).is_file():
         from vaswani.model_card import render_model_card
 
         card = render_model_card(folder, repo_id=repo_id)
-        operations.append(CommitOperationAdd(path_in_repo=CARD_NAME, path_or_fileobj=card.content.encode("utf-8")))
+        operations.append(
+            CommitOperationAdd(path_in_repo=MODEL_CARD_FILE, path_or_fileobj=card.content.encode("utf-8"))
+        )
 
     api = HfApi(token=token)
     try:

@@ -17,6 +17,7 @@ from pathlib import Path
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from modeling_vaswani.configuration_vaswani import ARCHITECTURE_OPTIONS
+from vaswani.constants import CONFIG_FILE, MODEL_CARD_FILE, RESULTS_FILE, RUN_ARGS_FILE
 
 TRANSLATION_TEMPLATE = Path(__file__).resolve().parent / "model_cards" / "translation.md"  # package data
 LANGUAGE_MODEL_TEMPLATE = TRANSLATION_TEMPLATE.with_name("language_model.md")
@@ -65,11 +66,11 @@ def render_model_card(
     the license of the model the weights were converted from (`converted_from`, `vaswani convert`), else
     apache-2.0."""
     model_dir = Path(model_dir)
-    config = _read_json(model_dir / "config.json", fix="restore it or save the model again")
+    config = _read_json(model_dir / CONFIG_FILE, fix="restore it or save the model again")
     if config is None:
         raise FileNotFoundError(f"{model_dir} has no config.json: not a saved model folder.")
-    results = results if results is not None else _read_json(model_dir / "results.json") or {}
-    run_args = public_run_args(run_args if run_args is not None else _read_json(model_dir / "run_args.json") or {})
+    results = results if results is not None else _read_json(model_dir / RESULTS_FILE) or {}
+    run_args = public_run_args(run_args if run_args is not None else _read_json(model_dir / RUN_ARGS_FILE) or {})
     if config.get("model_type") in LANGUAGE_MODELS:
         return render_language_model_card(model_dir, config, results, run_args, repo_id=repo_id or model_dir.name,
                                           license=license or "apache-2.0")  # fmt: skip
@@ -153,7 +154,7 @@ def write_model_card(output_dir: str | Path, *, args: dict | None = None, result
     have it at hand; the card reads config.json from the folder."""
     from vaswani.checkpoints import write_file_atomically
 
-    path = Path(output_dir) / "README.md"
+    path = Path(output_dir) / MODEL_CARD_FILE
     card = render_model_card(output_dir, results=results, run_args=_plain(args) if args else None,
                              repo_id=repo_id or (args or {}).get("hub_model_id"))  # fmt: skip
     write_file_atomically(path, str(card))

@@ -26,59 +26,36 @@ import importlib
 import json
 import os
 import pickle
-import re
 import shutil
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vaswani.checkpoints import (
+from vaswani.checkpoints import fsync_dir, fsync_tree
+from vaswani.constants import (
+    CODE_MODULES,
+    CONFIG_FILE,
+    JOURNAL_FILE,
+    MARIAN_TOKENIZER_CLASS,
+    MARIAN_TOKENIZER_FILES,
+    PICKLED_WEIGHT_SUFFIXES,
+    SAFE_WEIGHT_SHARD,
     SAFE_WEIGHTS_INDEX_NAME,
     SAFE_WEIGHTS_NAME,
+    SAVED_FILES,
+    SEQ2SEQ,
     TMP_PREFIX,
+    TOKENIZER_FILE,
     TOKENIZER_FILE_PATTERNS,
-    fsync_dir,
-    fsync_tree,
+    VASWANI_MODEL_TYPES,
+    WEIGHT_FILES,
+    WEIGHT_SHARD,
 )
 from vaswani.errors import UserError
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
-
-CONFIG_FILE = "config.json"
-GENERATION_CONFIG_FILE = "generation_config.json"
-TOKENIZER_FILE = "tokenizer.json"
-MODEL_CARD_FILE = "README.md"
-# The weights of a save_pretrained folder: one safetensors file, or shards with an index (or the legacy .bin).
-WEIGHT_FILES = (
-    SAFE_WEIGHTS_NAME,
-    SAFE_WEIGHTS_INDEX_NAME,
-    "pytorch_model.bin",
-    "pytorch_model.bin.index.json",
-)
-WEIGHT_SHARD = re.compile(r"(model|pytorch_model)-\d{5}-of-\d{5}\.(safetensors|bin)")
-SAFE_WEIGHT_SHARD = re.compile(r"model-\d{5}-of-\d{5}\.safetensors")
-# Weights stored as pickles (torch.save): never loaded, because unpickling a file can run the code it names.
-PICKLED_WEIGHT_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
-# What our saves write besides weights and code: save_pretrained of the model and of a fast tokenizer, and the card.
-SAVED_FILES = {
-    CONFIG_FILE, GENERATION_CONFIG_FILE, MODEL_CARD_FILE, TOKENIZER_FILE, "tokenizer_config.json",
-    "special_tokens_map.json", "added_tokens.json", "chat_template.jinja",
-}  # fmt: skip
-# The tokenizer of a model folder is a fast tokenizer (tokenizer.json: what vaswani trains), or transformers'
-# MarianTokenizer, which `vaswani convert --from marian` brings along with an OPUS-MT model: two sentencepiece models
-# (source and target language) and one vocabulary, read as data (protobuf and JSON).
-MARIAN_TOKENIZER_FILES = ("tokenizer_config.json", "source.spm", "target.spm", "vocab.json")
-MARIAN_TOKENIZER_CLASS = "MarianTokenizer"
-JOURNAL_FILE = ".tmp-model-folder.json"  # inside the staged folder: the names the new save wrote (then removed)
-# The model types of our three families and what each is; most commands take the encoder-decoder only (`SEQ2SEQ`).
-VASWANI_MODEL_TYPES = {
-    "vaswani": "encoder-decoder (translation) model",
-    "vaswani-decoder": "decoder-only language model",
-    "vaswani-encoder": "encoder-only model",
-}
-SEQ2SEQ = ("vaswani",)
 
 
 class ModelFolderError(UserError):
@@ -91,15 +68,6 @@ class ModelFolderError(UserError):
 def is_weight_file(name: str) -> bool:
     """Whether `name` is a weight file of a save_pretrained folder (not e.g. a user's model-best.safetensors)."""
     return name in WEIGHT_FILES or WEIGHT_SHARD.fullmatch(name) is not None
-
-
-# The modules whose files `save_pretrained` copies for trust_remote_code, per family: the config, the model and (for
-# translation) the pipeline of config.json's auto_map and custom_pipelines.
-CODE_MODULES = {
-    "vaswani": ("configuration_vaswani", "modeling_vaswani", "pipeline_vaswani"),
-    "vaswani-decoder": ("configuration_vaswani_lm", "modeling_vaswani_lm"),
-    "vaswani-encoder": ("configuration_vaswani_lm", "modeling_vaswani_lm"),
-}
 
 
 @functools.cache

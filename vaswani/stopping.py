@@ -38,9 +38,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from vaswani.checkpoints import CheckpointError, weight_files
+from vaswani.constants import BEST_DIR, STOPPING_STATE_FILE
 
-STATE_FILE = "stopping_state.json"
-BEST_DIR = "best_checkpoint"
 METRICS = {"bleu": "max", "chrf": "max", "loss": "min", "perplexity": "min"}  # perplexity: the LM tasks
 FINAL_MODELS = ("auto", "last", "best", "average")  # --final_model; the candidates in order of simplicity after auto
 TIME_BUDGET_SPENT = "time budget spent"  # train_loop's answers (results.json "finished_early")
@@ -210,15 +209,15 @@ def choose(candidates: list[Candidate], metric: str) -> Candidate:
 def save_state(checkpoint: Path, budget_seconds: float, stopper: EarlyStopping | None) -> None:
     """Write `stopping_state.json` into a checkpoint folder being written: temporary name, then rename."""
     state = {"train_loop_seconds": budget_seconds, "early_stopping": stopper.state_dict() if stopper else None}
-    tmp = checkpoint / f".{STATE_FILE}.tmp"
+    tmp = checkpoint / f".{STOPPING_STATE_FILE}.tmp"
     tmp.write_text(json.dumps(state, indent=2))
-    os.replace(tmp, checkpoint / STATE_FILE)
+    os.replace(tmp, checkpoint / STOPPING_STATE_FILE)
 
 
 def load_state(checkpoint: Path) -> dict:
     """The state saved with `checkpoint`; `CheckpointError` naming the file if it is missing or damaged (a resume
     restores everything or stops)."""
-    path = Path(checkpoint) / STATE_FILE
+    path = Path(checkpoint) / STOPPING_STATE_FILE
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
         float(state["train_loop_seconds"])

@@ -52,10 +52,6 @@ from modeling_vaswani.configuration_vaswani import ARCHITECTURE_OPTIONS, IMPLEME
 from modeling_vaswani.scheduling_vaswani import DROPHEAD_KINDS
 from tokenization import SPECIAL_TOKEN_LAYOUTS, train_bpe_tokenizer
 from vaswani.checkpoints import (
-    ABANDONED_PREFIX,
-    CHECKPOINTS_SUBDIR,
-    STEP_DIR,
-    TMP_PREFIX,
     CheckpointError,
     CheckpointManager,
     average_into_model,
@@ -66,6 +62,21 @@ from vaswani.checkpoints import (
     save_state_file,
     set_rng_states,
     write_file_atomically,
+)
+from vaswani.constants import (
+    ABANDONED_PREFIX,
+    BEST_DIR,
+    CHECKPOINTS_SUBDIR,
+    LOGS_DIR,
+    METRICS_FILE,
+    PROGRESS_FILE,
+    RESULTS_FILE,
+    RNG_FILE,
+    RUN_ARGS_FILE,
+    STEP_DIR,
+    TMP_PREFIX,
+    TOKENIZER_STAGING,
+    TRAINING_STATE_FILE,
 )
 from vaswani.data.batching import TokenBatchSampler, padding_efficiency
 from vaswani.data.loading import DataError, load_translation_splits
@@ -95,15 +106,7 @@ from vaswani.model_folder import (
 )
 from vaswani.precision import MIXED_PRECISION_CHOICES, resolve_mixed_precision, training_device_type
 from vaswani.schedules import LR_SCHEDULERS, SCHEDULES_NEEDING_TOTAL, build_lr_scheduler
-from vaswani.stopping import (
-    BEST_DIR,
-    FINAL_MODELS,
-    TIME_BUDGET_SPENT,
-    AveragingWindow,
-    Candidate,
-    StoppingRules,
-    choose,
-)
+from vaswani.stopping import FINAL_MODELS, TIME_BUDGET_SPENT, AveragingWindow, Candidate, StoppingRules, choose
 from vaswani.stopping import METRICS as STOPPING_METRICS
 
 logger = logging.getLogger("train")
@@ -507,14 +510,6 @@ def _unknown_length(args: argparse.Namespace) -> bool:
     return args.max_train_steps is None and args.num_train_epochs is None
 
 
-# ======================================================================================================================
-# 2. Set-up: the output folder, the Accelerator, logging
-# ======================================================================================================================
-RUN_ARGS_FILE = "run_args.json"
-METRICS_FILE = "metrics.jsonl"  # one JSON object per logged row: MetricsLog writes it, a resume cuts it back
-TOKENIZER_STAGING = ".tmp-tokenizer"  # a new run's tokenizer, until every check has passed (see start_new_run)
-
-
 def prepare_output_dir(args: argparse.Namespace) -> tuple[Path, Path | None]:
     """Refuse to mix runs: an output folder holding another run needs --resume_from_checkpoint or
     --overwrite_output_dir. A resumed run must keep the options that define it. Returns the output folder and the
@@ -605,7 +600,7 @@ def remove_previous_run(output_dir: Path) -> list[str]:
         if not any(checkpoints.iterdir()):
             checkpoints.rmdir()
     for entry in sorted(output_dir.iterdir()):
-        ours = entry.name in (METRICS_FILE, "results.json") or is_model_file(entry.name)
+        ours = entry.name in (METRICS_FILE, RESULTS_FILE) or is_model_file(entry.name)
         if ours and (entry.is_symlink() or entry.is_file()):
             entry.unlink()
             removed.append(entry.name)
@@ -641,7 +636,7 @@ def create_accelerator(args: argparse.Namespace):
         mixed_precision=mixed_precision,
         log_with=trackers,
         project_config=ProjectConfiguration(
-            project_dir=args.output_dir, logging_dir=str(Path(args.output_dir) / "logs")
+            project_dir=args.output_dir, logging_dir=str(Path(args.output_dir) / LOGS_DIR)
         ),
         kwargs_handlers=[ddp_kwargs],
     )
@@ -907,11 +902,6 @@ class TrainingProgress:
             setattr(self, key, value)
 
 
-STATE_FILE = "training_state.safetensors"  # optimizer, LR schedule, LayerDrop, DropHead, progress (main process)
-RNG_FILE = "rng_state_{rank}.safetensors"  # each process's random number generators
-PROGRESS_FILE = "trainer_state.json"  # the progress again, for people (not read back)
-
-
 @dataclasses.dataclass
 class TrainingState:
     """Everything a checkpoint holds besides the weights, written with `save_state_file` (safetensors + JSON): a
@@ -982,7 +972,7 @@ def save_checkpoint(
         accelerator.save_model(model, directory)
         save_state_file(directory / RNG_FILE.format(rank=accelerator.process_index), rng_states())
         if accelerator.is_main_process:
-            save_state_file(directory / STATE_FILE, training.state_dict())
+            save_state_file(directory / TRAINING_STATE_FILE, training.state_dict())
             (directory / PROGRESS_FILE).write_text(json.dumps(training.progress.state_dict(), indent=2))
             if write_more is not None:
                 write_more(directory)
@@ -1001,21 +991,21 @@ def load_checkpoint(accelerator, path: Path, training: TrainingState) -> None:
     """Restore a checkpoint written by `save_checkpoint`. Every file is read as safetensors (never unpickled); a
     missing, damaged or tampered file, or one that does not fit this run, raises `CheckpointError` naming it."""
     legacy = sorted(p.name for p in path.glob("*.pkl")) + sorted(p.name for p in path.glob("*.bin"))
-    if not (path / STATE_FILE).is_file() and legacy:
+    if not (path / TRAINING_STATE_FILE).is_file() and legacy:
         raise CheckpointError(
-            f"{path} holds pickle files ({', '.join(legacy)}) and no {STATE_FILE}: it was written by an older train.py "
+            f"{path} holds pickle files ({', '.join(legacy)}) and no {TRAINING_STATE_FILE}: it was written by an older train.py "
             "and is not loaded, because unpickling can run code. Start a new run, or average its weights with "
             "`vaswani average`."
         )
     load_weights_into_model(training.model, load_weights(path), source=str(path))
-    state = load_state_file(path / STATE_FILE)
+    state = load_state_file(path / TRAINING_STATE_FILE)
     try:
-        training.load_state_dict(state, path / STATE_FILE)
+        training.load_state_dict(state, path / TRAINING_STATE_FILE)
     except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as error:
         if isinstance(error, CheckpointError):
             raise
         raise CheckpointError(
-            f"{path / STATE_FILE} does not fit this run ({type(error).__name__}: {error}); resume with the "
+            f"{path / TRAINING_STATE_FILE} does not fit this run ({type(error).__name__}: {error}); resume with the "
             "original options, or from another checkpoint."
         ) from None
     rng_file = path / RNG_FILE.format(rank=accelerator.process_index)
@@ -1746,7 +1736,7 @@ def finish(run: Run, finished_early: str | None) -> dict:
             def write(folder: Path) -> None:
                 unwrapped.save_pretrained(folder)
                 run.tokenizer.save_pretrained(folder)
-                (folder / "results.json").write_text(json.dumps(final, indent=2, ensure_ascii=False))
+                (folder / RESULTS_FILE).write_text(json.dumps(final, indent=2, ensure_ascii=False))
                 write_model_card(folder, args=vars(args), results=final, config=unwrapped.config)
 
             # a kill leaves the previous content or the complete new model; checkpoints/, metrics.jsonl etc. are kept

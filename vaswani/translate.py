@@ -101,7 +101,8 @@ def _choose_backend(model: str | Path, backend: str) -> str:
 def check_translation_export(folder: Path) -> None:
     """A CTranslate2 export of a decoder-only or encoder-only model (`vaswani export` of a VaswaniForCausalLM, ...)
     is not a translator: a `TranslateError` that names what it is and what runs it."""
-    from vaswani.ctranslate2_export import EXPORT_INFO_FILE, RUNS_WITH
+    from vaswani.constants import EXPORT_INFO_FILE
+    from vaswani.ctranslate2_export import RUNS_WITH
 
     path = folder / EXPORT_INFO_FILE
     try:
