@@ -164,7 +164,7 @@ class Fixtures:
     def data(self) -> Path:
         folder = self.root / "data"
         if not (folder / "train.jsonl").is_file():
-            from vaswani.demo_data import write_demo_files
+            from vaswani.data.demo import write_demo_files
 
             write_demo_files(folder, num_train=240, num_validation=16, num_test=16)
             # The same sentences as two aligned text files (for the tokenizer and the PATH.en / PATH.de format).

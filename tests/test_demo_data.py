@@ -18,8 +18,8 @@ import datasets
 import pytest
 from num2words import num2words
 
-from vaswani import demo_data
-from vaswani.demo_data import build_demo_dataset, generate_pairs, write_demo_files
+from vaswani.data import demo as demo_data
+from vaswani.data.demo import build_demo_dataset, generate_pairs, write_demo_files
 
 SMALL = {"num_train": 300, "num_validation": 40, "num_test": 60}
 MONTHS = {
@@ -112,7 +112,7 @@ def test_same_seed_same_dataset_other_seed_other_dataset():
 
 def test_independent_of_pythonhashseed():
     code = (
-        "import json; from vaswani.demo_data import build_demo_dataset; "
+        "import json; from vaswani.data.demo import build_demo_dataset; "
         "d = build_demo_dataset(seed=5, num_train=200, num_validation=10, num_test=10); "
         "print(json.dumps({k: list(v['translation'])[:20] for k, v in d.items()}, ensure_ascii=False))"
     )

@@ -127,7 +127,7 @@ def train_and_push(tmp_path: Path) -> tuple[Path, dict]:
     from conftest import train_in_process
     from test_train_options import QUIET, TINY_MODEL
 
-    from vaswani.demo_data import write_demo_files
+    from vaswani.data.demo import write_demo_files
 
     data = write_demo_files(tmp_path / "data", num_train=40, num_validation=4, num_test=4)
     out = tmp_path / "run"

@@ -12,7 +12,7 @@ import torch
 from conftest import REPO_ROOT, run_command, run_cpu_ranks, train_command_in_process
 from safetensors.torch import load_file
 
-from vaswani.demo_data import write_demo_files
+from vaswani.data.demo import write_demo_files
 
 TINY_RUN = [
     "--vocab_size", "400", "--d_model", "32", "--encoder_layers", "2", "--decoder_layers", "2",

@@ -19,7 +19,7 @@ import torch
 from conftest import REPO_ROOT, train_command_in_process, train_in_process
 from safetensors.torch import load_file
 
-from vaswani.demo_data import write_demo_files
+from vaswani.data.demo import write_demo_files
 
 TINY_LM = [
     "--vocab_size", "400", "--d_model", "32", "--warmup_steps", "10", "--learning_rate", "3e-3",

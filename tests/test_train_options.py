@@ -21,7 +21,7 @@ from conftest import REPO_ROOT, train_in_process
 from safetensors.torch import load_file
 
 import vaswani.train as train  # noqa: E402  (the code of `vaswani train` and train.py)
-from vaswani.demo_data import write_demo_files
+from vaswani.data.demo import write_demo_files
 
 TINY_MODEL = [
     "--d_model", "32", "--encoder_layers", "1", "--decoder_layers", "1", "--encoder_attention_heads", "2",

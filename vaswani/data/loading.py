@@ -514,7 +514,7 @@ def load_named_dataset(
     """The built-in demo dataset ("demo") or `datasets.load_dataset(name, config_name)`, reduced to one column
     "translation" with the two languages; `DataError` if it cannot be loaded or has no such column."""
     if name == "demo":
-        from vaswani.demo_data import build_demo_dataset
+        from vaswani.data.demo import build_demo_dataset
 
         try:
             return build_demo_dataset(source_lang=source_lang, target_lang=target_lang)
