@@ -11,7 +11,7 @@ Sources
       (fairseq's convention: line i of one is the translation of line i of the other).
 
     Or ``--dataset_name`` (with ``--dataset_config_name``): ``"demo"`` for the built-in English-German dataset of
-    `vaswani.demo_data`, any other name goes to `datasets.load_dataset` (the Hub when online, the local cache when
+    `vaswani.data.demo`, any other name goes to `datasets.load_dataset` (the Hub when online, the local cache when
     offline). Files given for a split replace that split of the dataset. Without a validation split, `validation_size`
     random pairs (seeded) are carved out of the training data.
 
