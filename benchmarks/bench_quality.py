@@ -176,7 +176,7 @@ def train_py_run(args, tokenizer_dir: Path, test_file: Path, recipe: str, seed: 
 def both_sides_precision() -> str:
     """train.py's default precision on this CPU (bf16 where it computes bfloat16 natively, else fp32), given to the
     Trainer side too, so that a difference in precision is no part of the margin."""
-    from vaswani.precision import resolve_mixed_precision
+    from vaswani.devices import resolve_mixed_precision
 
     return resolve_mixed_precision(None, "cpu")[0]
 
@@ -414,9 +414,9 @@ def print_candidates(run_dir: Path, test_file: Path, args, final: dict) -> None:
     evaluation) and print them with their validation scores and the check of the choice."""
     import torch
 
-    from vaswani.checkpoints import average_into_model
+    from vaswani.inference.translator import Translator
     from vaswani.metrics import load_metric
-    from vaswani.translate import Translator
+    from vaswani.weights import average_into_model
 
     torch.set_num_threads(2)
     rows = read_pairs(test_file)

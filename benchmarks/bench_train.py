@@ -44,7 +44,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 
-from vaswani.precision import native_bf16  # noqa: E402
+from vaswani.devices import native_bf16  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SIZES = {

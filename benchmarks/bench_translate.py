@@ -2,9 +2,9 @@
 int8), against transformers' `MarianMTModel.generate()` and CTranslate2 running a converted `MarianMTModel`.
 
 Part 1, a model trained by train.py on a real held-out set (default: ../shared/data/gettext-en-es/test.jsonl):
-sentences/s of `vaswani.translate.Translator` (beam 4, length penalty 0.6, source + 50 cap, length-sorted batches
+sentences/s of `vaswani.inference.translator.Translator` (beam 4, length penalty 0.6, source + 50 cap, length-sorted batches
 of `--batch_tokens`) and BLEU / chrF (sacrebleu) for torch fp32, torch bf16 (autocast), CTranslate2 fp32 and
-CTranslate2 int8 (exported with `vaswani.ctranslate2_export`). Targets: BLEU loss of int8 and bf16 <= 0.5. Each
+CTranslate2 int8 (exported with `vaswani.export.ctranslate2`). Targets: BLEU loss of int8 and bf16 <= 0.5. Each
 engine runs as `vaswani translate` runs it, so PyTorch's `generate()` and CTranslate2 end their beam searches by their
 own rules and may decode different lengths: part 1 measures what a user gets, not equal work; part 2 is the
 comparison at equal work.
@@ -23,7 +23,7 @@ the same weights and the same sentences.
 Every engine uses the same number of CPU threads (`--threads`, default: all cores). PyTorch uses them inside each
 matrix product; CTranslate2 (ours and Marian's alike) as `vaswani translate` runs it: each batch cut into
 `--parallel_batches` parts decoded at once, each part on threads / parts cores (default: one part per thread, see
-`vaswani.backends.ct2_threads`; `--parallel_batches 1` gives all threads to one batch). Rounds are interleaved
+`vaswani.inference.engines.ct2_threads`; `--parallel_batches 1` gives all threads to one batch). Rounds are interleaved
 (A B C, C B A, ...), medians and ranges printed; the CPU pressure (share of time some task waited for a core, Linux
 PSI) is printed with each part, and so is the A/A noise (the reference engine timed a second time in every round,
 `--no-aa` to skip). bfloat16 on a CPU without AVX512-BF16/AMX
@@ -55,8 +55,8 @@ sys.path.insert(1, str(REPO_ROOT))
 import bench_model  # noqa: E402
 import common  # noqa: E402
 
-from vaswani.backends import ct2_max_batch_size, ct2_threads, new_ct2_translator  # noqa: E402
-from vaswani.translate import TranslateError  # noqa: E402
+from vaswani.errors import TranslateError  # noqa: E402
+from vaswani.inference.engines import ct2_max_batch_size, ct2_threads, new_ct2_translator  # noqa: E402
 
 DEFAULT_TEST_FILE = REPO_ROOT.parent / "shared" / "data" / "gettext-en-es" / "test.jsonl"
 TRAINED_ENGINES = ("torch fp32", "torch bf16", "ct2 fp32", "ct2 int8")
@@ -134,7 +134,7 @@ def main() -> None:
 
 def allow_bf16() -> bool:
     """Whether this CPU runs bf16 natively; if not, let the benchmark run it anyway (emulated) and say so."""
-    import vaswani.backends as backends
+    import vaswani.inference.engines as backends
 
     native = backends.torch_dtype_supported("bfloat16", "cpu")
     if not native:
@@ -148,8 +148,8 @@ def allow_bf16() -> bool:
 def trained_part(args: argparse.Namespace, scratch: Path) -> dict:
     import sacrebleu
 
-    from vaswani.ctranslate2_export import export_ctranslate2
-    from vaswani.translate import Translator
+    from vaswani.export.ctranslate2 import export_ctranslate2
+    from vaswani.inference.translator import Translator
 
     pairs = [json.loads(line)["translation"] for line in args.test_file.read_text().splitlines() if line.strip()]
     pairs = pairs[: args.limit] if args.limit else pairs
@@ -206,7 +206,7 @@ def trained_part(args: argparse.Namespace, scratch: Path) -> dict:
 def random_part(size: str, args: argparse.Namespace, scratch: Path) -> dict:
     import ctranslate2
 
-    from vaswani.ctranslate2_export import VaswaniConverter
+    from vaswani.export.ctranslate2 import VaswaniConverter
 
     model_args = SimpleNamespace(vocab_size=args.vocab_size, src_len=args.src_len, tgt_len=args.new_tokens,
                                  new_tokens=args.new_tokens, attn="sdpa", seed=args.seed,
@@ -286,7 +286,7 @@ def random_part(size: str, args: argparse.Namespace, scratch: Path) -> dict:
 def converted(marian):
     """`marian` (a MarianMTModel) as the vaswani model `vaswani convert --from marian` makes of it."""
     from modeling_vaswani import VaswaniForConditionalGeneration
-    from vaswani.convert import final_logits_bias_of, marian_vaswani_config, marian_vaswani_state_dict
+    from vaswani.convert.marian import final_logits_bias_of, marian_vaswani_config, marian_vaswani_state_dict
 
     source = marian.state_dict()
     config = marian_vaswani_config(marian.config, final_logits_bias=final_logits_bias_of(source))

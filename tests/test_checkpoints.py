@@ -20,15 +20,10 @@ from safetensors.numpy import load_file as load_numpy
 from safetensors.torch import load_file, save_file, save_model
 
 from modeling_vaswani import VaswaniForConditionalGeneration
-from vaswani.checkpoints import (
-    CheckpointError,
-    CheckpointManager,
-    average_checkpoints,
-    average_into_model,
-    average_run,
-)
+from vaswani.checkpoints import CheckpointManager, average_run
 from vaswani.cli import main
-from vaswani.model_folder import ModelFolderError
+from vaswani.errors import CheckpointError, ModelFolderError
+from vaswani.weights import average_checkpoints, average_into_model
 
 
 def mean_of(states, name):

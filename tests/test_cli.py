@@ -28,7 +28,8 @@ import modeling_vaswani.modeling_vaswani as modeling
 from modeling_vaswani import VaswaniForConditionalGeneration
 from vaswani.checkpoints import CheckpointManager
 from vaswani.cli import main
-from vaswani.translate import Translator, one_line, read_lines
+from vaswani.inference.outputs import one_line
+from vaswani.inference.translator import Translator, read_lines
 
 
 def write_lines(path: Path, lines: list[str], ending: str = "\n") -> Path:

@@ -19,7 +19,9 @@ from transformers import AutoTokenizer, GenerationConfig, MarianConfig, MarianMT
 from modeling_vaswani import VaswaniConfig, VaswaniForConditionalGeneration
 from modeling_vaswani.modeling_vaswani import VaswaniConcatenatedSinusoidalPositionalEmbedding
 from vaswani.cli import CONVERT_FORMATS, main
-from vaswani.convert import CONVERTERS, ConvertError, convert_marian, load_pickled_tensors
+from vaswani.convert import CONVERTERS, convert_marian
+from vaswani.convert.marian import load_pickled_tensors
+from vaswani.errors import ConvertError
 from vaswani.model_folder import load_model_folder
 
 DATA = REPO_ROOT.parent / "shared" / "data" / "gettext-en-es"
@@ -270,7 +272,7 @@ def test_convert_command_says_where_it_wrote_and_the_card_names_the_source(opus_
 
 
 def test_a_converted_folder_can_be_pushed_with_its_tokenizer(opus_folders):
-    from vaswani.hub import check_push_folder, files_to_push
+    from vaswani.hub.push import check_push_folder, files_to_push
 
     _, _, output = opus_folders
     pushed = {name for name, _ in files_to_push(check_push_folder(output))}
@@ -289,7 +291,7 @@ def test_ctranslate2_export_gives_ctranslate2s_own_marian_greedy_tokens(opus_fol
     """Our exporter on the converted folder, run by `vaswani translate`'s CTranslate2 engine, against CTranslate2's
     own Marian converter on the original folder (which drops <pad> from the vocabulary where we suppress it)."""
     ctranslate2 = pytest.importorskip("ctranslate2")
-    from vaswani.translate import Translator
+    from vaswani.inference.translator import Translator
 
     _, source, output = opus_folders
     assert main(["export", "--model", str(output), "--output", str(tmp_path / "ours"), "--format", "ctranslate2"]) == 0

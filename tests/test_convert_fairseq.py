@@ -20,7 +20,9 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 from modeling_vaswani import VaswaniConfig
 from modeling_vaswani.modeling_vaswani import VaswaniFairseqSinusoidalPositionalEmbedding
 from vaswani.cli import main
-from vaswani.convert import ConvertError, convert_fairseq, load_fairseq_checkpoint
+from vaswani.convert import convert_fairseq
+from vaswani.convert.fairseq import load_fairseq_checkpoint
+from vaswani.errors import ConvertError
 
 D, FFN, HEADS, LAYERS, PAD, EOS, UNK = 16, 32, 4, 2, 1, 2, 3
 MAX_POSITIONS = 64
@@ -531,7 +533,7 @@ def test_fairseq_layout_needs_a_width_of_four():
     ],
 )
 def test_the_tokenizer_undoes_the_segmentation_its_dictionary_shows(pieces, text):
-    from vaswani.convert import FAIRSEQ_SPECIAL_TOKENS, fairseq_tokenizer
+    from vaswani.convert.fairseq import FAIRSEQ_SPECIAL_TOKENS, fairseq_tokenizer
 
     tokenizer = fairseq_tokenizer(FAIRSEQ_SPECIAL_TOKENS + pieces, model_max_length=64)
     ids = tokenizer(" ".join(pieces))["input_ids"]

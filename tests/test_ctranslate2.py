@@ -1,4 +1,4 @@
-"""CTranslate2 export (`vaswani export --format ctranslate2`, `vaswani.ctranslate2_export`): every norm / position /
+"""CTranslate2 export (`vaswani export --format ctranslate2`, `vaswani.export.ctranslate2`): every norm / position /
 embedding / pruning / special-token variant gives the same tokens as our `generate()` for greedy and beam search on
 small models trained in the test (a copy task), the same log-probabilities under teacher forcing, every quantization
 stores its type and keeps BLEU on held-out sequences, ScaleNorm equals CTranslate2's RMSNorm with the exported
@@ -16,17 +16,17 @@ from test_pipeline import one_torch_thread, tiny_tokenizer  # noqa: F401  (one_t
 
 from modeling_vaswani.modeling_vaswani import ScaleNorm
 from tokenization import train_bpe_tokenizer
-from vaswani.backends import ct2_max_batch_size, ct2_threads
 from vaswani.cli import main
 from vaswani.constants import EXPORT_INFO_FILE
-from vaswani.ctranslate2_export import (
-    ExportError,
+from vaswani.errors import ExportError, TranslateError
+from vaswani.export.ctranslate2 import (
     VaswaniConverter,
     export_ctranslate2,
     is_ctranslate2_folder,
     scalenorm_as_rmsnorm,
 )
-from vaswani.translate import TranslateError, Translator
+from vaswani.inference.engines import ct2_max_batch_size, ct2_threads
+from vaswani.inference.translator import Translator
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 

@@ -1,4 +1,4 @@
-"""CTranslate2 export of the one-stack models (`vaswani export --format ctranslate2`, `vaswani.ctranslate2_export`):
+"""CTranslate2 export of the one-stack models (`vaswani export --format ctranslate2`, `vaswani.export.ctranslate2`):
 a `VaswaniForCausalLM` runs in `ctranslate2.Generator` with our log-probabilities (1e-4) and our greedy tokens for
 every norm variant (and the position, activation and embedding options of the seq2seq export), on small models
 trained in the test to continue word sequences; the encoder of a `VaswaniEncoderModel` / `VaswaniForMaskedLM` runs
@@ -25,7 +25,8 @@ from modeling_vaswani import (
 from tokenization import train_bpe_tokenizer
 from vaswani.cli import main
 from vaswani.constants import EXPORT_INFO_FILE
-from vaswani.ctranslate2_export import ExportError, VaswaniConverter, export_ctranslate2
+from vaswani.errors import ExportError
+from vaswani.export.ctranslate2 import VaswaniConverter, export_ctranslate2
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 

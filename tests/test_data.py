@@ -13,7 +13,8 @@ from pathlib import Path
 import datasets
 import pytest
 
-from vaswani.data.loading import DataError, DataReport, load_translation_splits
+from vaswani.data.loading import DataReport, load_translation_splits
+from vaswani.errors import DataError
 
 PAIRS = [
     ("Hello world.", "Hallo Welt."),
@@ -454,7 +455,7 @@ def test_data_error_is_a_value_error():
 
 
 def test_count_lines_counts_as_line_iteration_does(tmp_path):
-    from vaswani.textfiles import count_lines
+    from vaswani.fileio import count_lines
 
     for content in [b"", b"a", b"a\n", b"a\nb", b"a\r\nb\r\n", b"\n\n", b"x" * (1 << 24) + b"\ny"]:
         path = tmp_path / "f.txt"

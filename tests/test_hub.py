@@ -18,8 +18,9 @@ from test_pipeline import (  # noqa: F401  (one_torch_thread is an autouse fixtu
 )
 
 from vaswani.cli import main
-from vaswani.hub import PushError, push_model_folder
-from vaswani.model_card import public_run_args, write_model_card
+from vaswani.errors import PushError
+from vaswani.hub.model_card import public_run_args, write_model_card
+from vaswani.hub.push import push_model_folder
 
 REPO_ID = "someone/tiny-vaswani"
 CODE_FILES = {"configuration_vaswani.py", "modeling_vaswani.py", "generation_vaswani.py", "pipeline_vaswani.py"}

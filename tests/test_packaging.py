@@ -23,6 +23,6 @@ def test_wheel_adds_only_our_import_names_and_ships_its_data_files(tmp_path):
     top_level = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
     # modeling_vaswani (import registers the Auto classes) and tokenization are public names; no template package
     assert top_level == {"modeling_vaswani", "tokenization", "vaswani"}
-    assert "vaswani/model_cards/translation.md" in names
-    assert not any(name.startswith("vaswani/model_cards/") and name.endswith(".py") for name in names)
+    assert "vaswani/hub/templates/translation.md" in names
+    assert not any(name.startswith("vaswani/hub/templates/") and name.endswith(".py") for name in names)
     assert {"vaswani/metrics/sacrebleu/sacrebleu.py", "vaswani/metrics/chrf/chrf.py"} <= set(names)

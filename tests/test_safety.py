@@ -16,7 +16,9 @@ import torch
 from conftest import REPO_ROOT, tiny_model
 
 import vaswani.train as train  # noqa: E402  (the code of `vaswani train` and train.py)
-from vaswani.checkpoints import CheckpointError, CheckpointManager, load_state_file, save_state_file
+from vaswani.checkpoints import CheckpointManager
+from vaswani.errors import CheckpointError
+from vaswani.fileio import load_state_file, save_state_file
 
 
 class Payload:
@@ -238,7 +240,7 @@ def test_metrics_are_cut_back_to_the_checkpoint_step(tmp_path):
 
 
 def test_atomic_output_keeps_the_old_file_on_error(tmp_path):
-    from vaswani.checkpoints import atomic_output
+    from vaswani.fileio import atomic_output
 
     path = tmp_path / "out.txt"
     path.write_text("old")
@@ -650,7 +652,8 @@ def test_a_save_without_weights_keeps_the_folders_weights(tmp_path, monkeypatch,
     ],
 )
 def test_train_py_checks_the_model_it_starts_from(good_folder, tmp_path, what, overrides, message):
-    from vaswani.model_folder import ModelFolderError, load_tokenizer
+    from vaswani.errors import ModelFolderError
+    from vaswani.model_folder import load_tokenizer
 
     folder = tmp_path / ("nowhere" if what == "missing" else "model")
     if what != "missing":

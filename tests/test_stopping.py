@@ -12,7 +12,7 @@ from conftest import REPO_ROOT
 from safetensors.torch import load_file
 from test_train import TINY_RUN, data_args, data_dir, expect_error, read_metrics, run_train  # noqa: F401
 
-from vaswani import precision
+from vaswani import devices as precision
 from vaswani.stopping import EarlyStopping, StoppingRules, best_checkpoint
 
 
@@ -68,7 +68,7 @@ def test_time_budget_counts_earlier_invocations(tmp_path):
 def test_a_missing_or_damaged_stopping_state_stops_the_resume(tmp_path):
     """A resume restores everything or stops: a checkpoint without its stopping state (or with a damaged one) is an
     error naming the file, not a silent restart of the time budget."""
-    from vaswani.checkpoints import CheckpointError
+    from vaswani.errors import CheckpointError
 
     checkpoint = tmp_path / "checkpoints" / "step-00000004"
     checkpoint.mkdir(parents=True)

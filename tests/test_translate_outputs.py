@@ -13,9 +13,10 @@ from test_pipeline import (  # noqa: F401  (one_torch_thread is an autouse fixtu
     trained_model_and_tokenizer,
 )
 
-from vaswani.backends import hard_alignment, word_indices
 from vaswani.cli import main
-from vaswani.translate import Translation, format_hypotheses
+from vaswani.inference.engines import hard_alignment, word_indices
+from vaswani.inference.outputs import format_hypotheses
+from vaswani.inference.translator import Translation
 
 
 @pytest.fixture
@@ -107,7 +108,7 @@ def test_alignment_is_the_argmax_of_the_last_layers_averaged_cross_attention(mod
 
 def test_ctranslate2_gives_the_same_nbest_scores_and_alignments(model_folder, source, tmp_path):
     pytest.importorskip("ctranslate2")
-    from vaswani.ctranslate2_export import export_ctranslate2
+    from vaswani.export.ctranslate2 import export_ctranslate2
 
     exported = export_ctranslate2(model_folder, tmp_path / "ct2")
     options = ("--scores", "--alignment", "--format", "jsonl")
@@ -162,9 +163,9 @@ def test_bad_output_options_are_refused(model_folder, source, capsys):
 # --dtype
 # ---------------------------------------------------------------------------------------------------------------
 def test_dtype_is_refused_where_the_cpu_cannot_run_it(model_folder, source, monkeypatch, capsys):
-    import vaswani.precision
+    import vaswani.devices
 
-    monkeypatch.setattr(vaswani.precision, "native_bf16", lambda device_type: False)
+    monkeypatch.setattr(vaswani.devices, "native_bf16", lambda device_type: False)
     monkeypatch.setattr(torch.cpu, "_is_amx_fp16_supported", lambda: False, raising=False)
     argv = ["translate", "--model", str(model_folder), "--input", str(source), "--device", "cpu"]
     for dtype in ("bfloat16", "float16"):
@@ -175,9 +176,9 @@ def test_dtype_is_refused_where_the_cpu_cannot_run_it(model_folder, source, monk
 
 
 def test_bfloat16_runs_under_autocast_and_keeps_the_translations(model_folder, source, tmp_path, monkeypatch):
-    import vaswani.precision
+    import vaswani.devices
 
-    monkeypatch.setattr(vaswani.precision, "native_bf16", lambda device_type: True)  # emulated here, but runs
+    monkeypatch.setattr(vaswani.devices, "native_bf16", lambda device_type: True)  # emulated here, but runs
     from modeling_vaswani import VaswaniForConditionalGeneration
 
     seen = []
@@ -197,10 +198,10 @@ def test_bfloat16_runs_under_autocast_and_keeps_the_translations(model_folder, s
 
 def test_paper_decoding_on_ctranslate2_says_what_differs(model_folder, source, tmp_path, caplog):
     pytest.importorskip("ctranslate2")
-    from vaswani.ctranslate2_export import export_ctranslate2
+    from vaswani.export.ctranslate2 import export_ctranslate2
 
     exported = export_ctranslate2(model_folder, tmp_path / "ct2")
-    with caplog.at_level("WARNING", logger="vaswani.backends"):
+    with caplog.at_level("WARNING", logger="vaswani.inference.engines"):
         lines = run(exported, source, tmp_path, "--paper_decoding", "--num_beams", "1")
     assert "CTranslate2 has no GNMT length penalty" in caplog.text
     assert lines == run(model_folder, source, tmp_path, "--paper_decoding", "--num_beams", "1")  # greedy: the same

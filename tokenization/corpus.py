@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from vaswani.textfiles import count_lines
+from vaswani.fileio import count_lines
 
 from .errors import TokenizerTrainingError
 

@@ -34,11 +34,11 @@ import fnmatch
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 from vaswani.constants import (
     ABANDONED_PREFIX,
@@ -48,30 +48,24 @@ from vaswani.constants import (
     GENERATION_CONFIG_FILE,
     MARKER_NAME,
     REPLACED_PREFIX,
-    SAFE_WEIGHTS_INDEX_NAME,
-    SAFE_WEIGHTS_NAME,
     STEP_DIR,
     TMP_PREFIX,
 )
-from vaswani.errors import UserError
+from vaswani.errors import CheckpointError
+from vaswani.fileio import fsync_dir, fsync_tree
+from vaswani.weights import average_into_model
 
 if TYPE_CHECKING:
-    import torch
     from transformers import PreTrainedModel
 
 __all__ = [
     "CheckpointError",
     "CheckpointManager",
-    "average_checkpoints",
     "average_into_model",
     "average_run",
     "average_to_folder",
     "run_average",
 ]
-
-
-class CheckpointError(UserError):
-    """A checkpoint that is missing, incomplete or does not fit (a user mistake, reported without a traceback)."""
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -295,140 +289,6 @@ def _is_complete(folder: Path) -> bool:
     return isinstance(marker, dict) and marker.get("complete") is True
 
 
-@contextmanager
-def atomic_output(path: str | Path, mode: str = "w", **open_kwargs) -> Iterator[IO]:
-    """Open a temporary file next to `path` for writing; when the block ends without an error it is flushed to disk
-    and renamed to `path` (atomic), otherwise removed. A kill or an error never leaves `path` half-written: it holds
-    the previous content or the complete new one. (A kill can leave a `.tmp-*` file next to it.)"""
-    path = Path(path)
-    tmp = path.parent / f"{TMP_PREFIX}{path.name}-{os.getpid()}"
-    try:
-        with open(tmp, mode, **open_kwargs) as stream:
-            yield stream
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
-
-
-def write_file_atomically(path: str | Path, content: str | bytes) -> None:
-    """Write `content` to `path` through `atomic_output` (text as UTF-8)."""
-    if isinstance(content, bytes):
-        with atomic_output(path, "wb") as stream:
-            stream.write(content)
-    else:
-        with atomic_output(path, "w", encoding="utf-8") as stream:
-            stream.write(content)
-
-
-def fsync_tree(folder: Path) -> None:
-    """Flush every file and folder under `folder` to disk (so the rename after it never publishes lost data)."""
-    for dirpath, _dirnames, filenames in os.walk(folder):
-        for name in filenames:
-            descriptor = os.open(os.path.join(dirpath, name), os.O_RDONLY)
-            try:
-                os.fsync(descriptor)
-            finally:
-                os.close(descriptor)
-        fsync_dir(dirpath)
-
-
-def fsync_dir(folder: str | Path) -> None:
-    """Flush a folder's entries (renames, new files) to disk. Windows cannot open folders and needs no such call."""
-    if os.name == "nt":
-        return
-    descriptor = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Training-state files that cannot run code (no pickle): safetensors tensors plus a JSON skeleton
-# ----------------------------------------------------------------------------------------------------------------
-STATE_METADATA_KEY = "vaswani_state"  # the safetensors metadata entry holding the JSON skeleton
-
-
-def save_state_file(path: str | Path, state) -> None:
-    """Write a nested state (dicts, lists, tuples, numbers, strings, None, torch tensors, numpy arrays) to a
-    `.safetensors` file: the tensors as safetensors tensors, everything else as a JSON skeleton in the file's
-    metadata. Unlike `torch.save`, reading it back (`load_state_file`) cannot execute code.
-
-    Used for what a training checkpoint holds besides the weights: optimizer, LR schedule, LayerDrop generators,
-    DropHead step, progress, and each process's random number generator states."""
-    from safetensors.torch import save_file
-
-    tensors: dict = {}
-    skeleton = _encode_state(state, tensors)
-    save_file(tensors, str(path), metadata={STATE_METADATA_KEY: json.dumps(skeleton)})
-
-
-def load_state_file(path: str | Path):
-    """The state written by `save_state_file`; a `CheckpointError` naming the file if it is missing, not a
-    safetensors file (e.g. a planted pickle), damaged or not written by `save_state_file`."""
-    from safetensors import SafetensorError, safe_open
-
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"{path} is missing: the checkpoint is incomplete; resume from another checkpoint.")
-    try:
-        with safe_open(str(path), framework="pt", device="cpu") as stream:
-            metadata = stream.metadata() or {}
-            tensors = {key: stream.get_tensor(key) for key in stream.keys()}  # noqa: SIM118 (not a mapping)
-        skeleton = json.loads(metadata[STATE_METADATA_KEY])
-        return _decode_state(skeleton, tensors)
-    except (SafetensorError, OSError, ValueError, KeyError, TypeError) as error:
-        raise CheckpointError(
-            f"{path} is damaged or was not written by train.py ({type(error).__name__}: {error}); it is never "
-            "unpickled. Resume from another checkpoint."
-        ) from None
-
-
-def _encode_state(value, tensors: dict):
-    """A JSON-able skeleton of `value`; tensors go into `tensors` under the key the skeleton names."""
-    import numpy as np
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        key = str(len(tensors))
-        tensors[key] = value.detach().cpu().contiguous()
-        return {"__tensor__": key}
-    if isinstance(value, np.ndarray):
-        key = str(len(tensors))
-        tensors[key] = torch.from_numpy(value.astype(np.int64) if value.dtype == np.uint32 else value.copy())
-        return {"__ndarray__": key, "dtype": str(value.dtype)}
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, (list, tuple)):
-        items = [_encode_state(item, tensors) for item in value]
-        return {"__tuple__": items} if isinstance(value, tuple) else items
-    if isinstance(value, dict):
-        return {"__dict__": [[_encode_state(k, tensors), _encode_state(v, tensors)] for k, v in value.items()]}
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    raise TypeError(f"cannot store a {type(value).__name__} in a state file: {value!r}")
-
-
-def _decode_state(value, tensors: dict):
-    if isinstance(value, list):
-        return [_decode_state(item, tensors) for item in value]
-    if isinstance(value, dict):
-        if "__tensor__" in value:
-            return tensors[value["__tensor__"]]
-        if "__ndarray__" in value:
-            import numpy as np
-
-            return tensors[value["__ndarray__"]].numpy().astype(np.dtype(value["dtype"]))
-        if "__tuple__" in value:
-            return tuple(_decode_state(item, tensors) for item in value["__tuple__"])
-        return {_decode_state(k, tensors): _decode_state(v, tensors) for k, v in value["__dict__"]}
-    return value
-
-
 def rng_states() -> dict:
     """This process's random number generator states (Python, NumPy, torch CPU and CUDA), for `save_state_file`."""
     import random
@@ -466,167 +326,6 @@ def set_rng_states(states: dict, source: Path) -> None:
         raise CheckpointError(
             f"{source} holds random number generator states that cannot be restored: {error}."
         ) from None
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Averaging
-# ----------------------------------------------------------------------------------------------------------------
-def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, torch.Tensor]:
-    """The arithmetic mean of each tensor over the checkpoints (fairseq's `scripts/average_checkpoints.py`).
-
-    Each path is a checkpoint folder holding `model.safetensors` (what `accelerator.save_state` and
-    `save_pretrained` write for one model) or a sharded `model.safetensors.index.json`, or a `.safetensors` file.
-    Floating-point tensors are summed in float64 (fp16/bf16 upcast) and the mean is cast back to the tensor's dtype
-    in the first checkpoint; integer and bool tensors (counters) must be identical in all checkpoints. Key sets and
-    shapes must match. Checkpoints are read one at a time.
-    """
-    import torch
-
-    paths = [Path(path) for path in paths]
-    if not paths:
-        raise CheckpointError("no checkpoints to average: give at least one.")
-    first = load_weights(paths[0])
-    dtypes = {name: tensor.dtype for name, tensor in first.items()}
-    sums = {
-        name: tensor.to(torch.float64, copy=True) if tensor.dtype.is_floating_point else tensor
-        for name, tensor in first.items()
-    }
-    del first
-    for path in paths[1:]:
-        state = load_weights(path)
-        _check_same_keys(sums.keys(), paths[0], state.keys(), path)
-        for name, tensor in state.items():
-            if tensor.shape != sums[name].shape:
-                raise CheckpointError(
-                    f"tensor {name!r} has shape {tuple(sums[name].shape)} in {paths[0]} but {tuple(tensor.shape)} "
-                    f"in {path}: these checkpoints are not of the same model."
-                )
-            if dtypes[name].is_floating_point:
-                sums[name] += tensor.to(torch.float64)
-            elif not torch.equal(tensor, sums[name]):
-                raise CheckpointError(
-                    f"integer tensor {name!r} differs between {paths[0]} and {path}: it cannot be averaged."
-                )
-    return {
-        name: (total / len(paths)).to(dtypes[name]) if dtypes[name].is_floating_point else total
-        for name, total in sums.items()
-    }
-
-
-def _check_same_keys(expected: Iterable[str], expected_path: Path, found: Iterable[str], found_path: Path) -> None:
-    expected, found = set(expected), set(found)
-    if expected == found:
-        return
-    differences = []
-    if expected - found:
-        differences.append(f"{found_path} lacks {_names(expected - found)} (present in {expected_path})")
-    if found - expected:
-        differences.append(f"{found_path} has {_names(found - expected)} (absent from {expected_path})")
-    raise CheckpointError("checkpoints hold different tensors: " + "; ".join(differences) + ".")
-
-
-def _names(names: Iterable[str], limit: int = 10) -> str:
-    names = sorted(names)
-    shown = ", ".join(names[:limit])
-    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
-
-
-def load_weights(path: Path) -> dict[str, torch.Tensor]:
-    """All tensors of one checkpoint (a folder or a `.safetensors` file), on the CPU."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
-    state: dict[str, torch.Tensor] = {}
-    for file in weight_files(path):
-        try:
-            state.update(load_file(file, device="cpu"))
-        except (SafetensorError, OSError) as error:
-            raise CheckpointError(f"cannot read the weights in {file}: {error}") from error
-    return state
-
-
-def weight_files(path: Path) -> list[Path]:
-    """The safetensors file(s) holding a checkpoint's model weights."""
-    if path.is_file():
-        if path.suffix != ".safetensors":
-            raise CheckpointError(f"{path} is not a .safetensors file or a checkpoint folder.")
-        return [path]
-    if not path.is_dir():
-        raise CheckpointError(f"no such checkpoint: {path}")
-    if (path / SAFE_WEIGHTS_NAME).is_file():
-        return [path / SAFE_WEIGHTS_NAME]
-    index = path / SAFE_WEIGHTS_INDEX_NAME
-    if index.is_file():
-        try:
-            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-        except (ValueError, KeyError, TypeError) as error:
-            raise CheckpointError(f"{index} is not a safetensors index (no readable weight_map): {error}") from error
-        files = [path / name for name in sorted(set(weight_map.values()))]
-        missing = [file.name for file in files if not file.is_file()]
-        if missing:
-            raise CheckpointError(f"{index} lists shard(s) that are missing: {_names(missing)}.")
-        return files
-    raise CheckpointError(
-        f"{path} holds no model weights: expected {SAFE_WEIGHTS_NAME} (written by accelerator.save_state and "
-        f"save_pretrained with safetensors) or a sharded {SAFE_WEIGHTS_INDEX_NAME}."
-    )
-
-
-def average_into_model(model: PreTrainedModel, paths: Sequence[str | Path]) -> None:
-    """Replace the weights of `model` with the average of the checkpoints.
-
-    Saved state dicts hold tied weights once (`accelerator.save_state` and `save_pretrained` drop the duplicates of
-    `model.shared.weight`), so a key may be missing if it is tied to a key that is present; it receives that
-    tensor. Any other missing or unexpected key, or a shape that does not fit, raises CheckpointError. Tied
-    parameters stay tied (values are copied in place).
-    """
-    load_weights_into_model(model, average_checkpoints(paths), source="the checkpoints")
-
-
-def load_weights_into_model(model: PreTrainedModel, weights: dict[str, torch.Tensor], *, source: str) -> None:
-    """Load `weights` (a saved state dict: tied weights stored once) into `model`, strictly: any missing or
-    unexpected tensor or a shape that does not fit raises `CheckpointError` naming `source`. Tied parameters stay
-    tied (values are copied in place). Resuming a run loads a checkpoint's weights with it."""
-    import torch
-
-    averaged = dict(weights)
-    expected = model.state_dict()
-    unexpected = averaged.keys() - expected.keys()
-    if unexpected:
-        raise CheckpointError(f"{source}: tensors the model does not have: {_names(unexpected)}.")
-    for name, tensor in averaged.items():
-        if tensor.shape != expected[name].shape:
-            raise CheckpointError(
-                f"tensor {name!r} has shape {tuple(tensor.shape)} in {source} but "
-                f"{tuple(expected[name].shape)} in the model."
-            )
-    for group in tied_groups(model, expected):
-        present = sorted(name for name in group if name in averaged)
-        for name in present[1:]:
-            if not torch.equal(averaged[name], averaged[present[0]]):
-                raise CheckpointError(
-                    f"{present[0]} and {name} are tied in the model but differ in {source} "
-                    "(saved from a model without tied weights?)."
-                )
-        if present:
-            averaged.update({name: averaged[present[0]] for name in group if name not in averaged})
-    missing = expected.keys() - averaged.keys()
-    if missing:
-        raise CheckpointError(f"{source}: tensors of the model are missing: {_names(missing)}.")
-    model.load_state_dict(averaged, strict=True)
-
-
-def tied_groups(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> list[set[str]]:
-    """Sets of keys of the model's state dict that are one tensor: declared ties (`all_tied_weights_keys`,
-    {target: source}) and keys whose tensors share memory."""
-    declared: dict[str, set[str]] = {}
-    for target, source in (getattr(model, "all_tied_weights_keys", None) or {}).items():
-        declared.setdefault(source, {source}).add(target)
-    shared_memory: dict[tuple, set[str]] = {}
-    for name, tensor in state.items():
-        if tensor.numel() > 0 and tensor.device.type != "meta":
-            shared_memory.setdefault((tensor.data_ptr(), tensor.dtype, tuple(tensor.shape)), set()).add(name)
-    return [*declared.values(), *(group for group in shared_memory.values() if len(group) > 1)]
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -21,19 +21,19 @@ model folder and `--output` file is written under a temporary name and renamed w
 order to stdout or `--output`, one per line: an empty line gives an empty line, and a line break inside a
 translation becomes a space. Sentences are batched by length; a progress bar on stderr follows `--input` files.
 Inputs longer than `--max_source_length` tokens (default: the model's max_position_embeddings) are truncated, with a
-warning naming the line numbers. See `vaswani.translate`.
+warning naming the line numbers. See `vaswani.inference.translator`.
 
 `--nbest N`, `--scores`, `--alignment` and `--format jsonl` print n-best lists, model scores and word alignments
-(see `vaswani.translate.format_hypotheses` for the line formats and `vaswani.backends` for what scores and alignments
+(see `vaswani.inference.outputs` for the line formats and `vaswani.inference.engines` for what scores and alignments
 are). `--backend` picks PyTorch or CTranslate2 (by default: CTranslate2 for an exported folder), `--dtype` the
 compute type.
 
 `export --format ctranslate2` converts a model folder into a CTranslate2 folder with the tokenizer, optionally with
 quantized weights (`--quantization int8`): a translation model for `translate`, a causal LM for
-`ctranslate2.Generator`, an encoder-only model for `ctranslate2.Encoder`; see `vaswani.ctranslate2_export`.
+`ctranslate2.Generator`, an encoder-only model for `ctranslate2.Encoder`; see `vaswani.export.ctranslate2`.
 
 `push` uploads a model folder (weights, config, generation config, tokenizer, modeling code for
-`trust_remote_code`, training record and our model card) to the Hub in one commit; see `vaswani.hub`.
+`trust_remote_code`, training record and our model card) to the Hub in one commit; see `vaswani.hub.push`.
 `average` averages checkpoints (Section 6.1 of the paper); see `vaswani.checkpoints`.
 `prune` keeps some layers of a model trained with LayerDrop and writes an ordinary smaller model folder.
 `card` renders the model card (README.md) of a folder.
@@ -55,13 +55,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from vaswani.backends import BACKENDS, DTYPES
-from vaswani.checkpoints import add_average_arguments, atomic_output, positive_int, run_average, write_file_atomically
+from vaswani.checkpoints import add_average_arguments, positive_int, run_average
 from vaswani.constants import CONFIG_FILE, MODEL_CARD_FILE, RESULTS_FILE, RUN_ARGS_FILE, TOKENIZER_FILE_PATTERNS
-from vaswani.ctranslate2_export import QUANTIZATIONS
-from vaswani.errors import UsageError, run_command
+from vaswani.devices import DTYPES
+from vaswani.errors import ModelFolderError, UsageError, run_command
+from vaswani.export.ctranslate2 import QUANTIZATIONS
+from vaswani.fileio import atomic_output, write_file_atomically
+from vaswani.inference.engines import BACKENDS
+from vaswani.inference.outputs import OUTPUT_FORMATS
 from vaswani.model_folder import (
-    ModelFolderError,
     add_output_folder_arguments,
     add_trust_remote_code,
     check_model_files,
@@ -71,7 +73,6 @@ from vaswani.model_folder import (
     load_model_folder,
     write_model_folder,
 )
-from vaswani.translate import OUTPUT_FORMATS
 
 EXPORT_FORMATS = ("ctranslate2",)
 CONVERT_FORMATS = ("marian", "fairseq")  # vaswani.convert.CONVERTERS, without importing torch for the parser
@@ -88,8 +89,8 @@ def run_translate(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
     from transformers.utils import logging as hf_logging
 
-    from vaswani.textfiles import count_lines
-    from vaswani.translate import Translator
+    from vaswani.fileio import count_lines
+    from vaswani.inference.translator import Translator
 
     if args.input is not None and not args.input.is_file():
         raise UsageError(f"no such input file: {args.input}")
@@ -127,7 +128,8 @@ def run_translate(args: argparse.Namespace) -> int:
 
 
 def _translate_stream(args: argparse.Namespace, translator, bar, warn_truncated, detailed: bool) -> None:
-    from vaswani.translate import format_hypotheses, one_line, read_lines, translate_lines
+    from vaswani.inference.outputs import format_hypotheses, one_line
+    from vaswani.inference.translator import read_lines, translate_lines
 
     with _open_input(args.input) as source, _open_output(args.output) as sink:
         translations = translate_lines(
@@ -203,7 +205,8 @@ def _check_output_file(path: Path | None, inputs: list[Path | None], model: Path
 # export
 # ----------------------------------------------------------------------------------------------------------------
 def run_export(args: argparse.Namespace) -> int:
-    from vaswani.ctranslate2_export import ExportError, export_ctranslate2, usage_hint
+    from vaswani.errors import ExportError
+    from vaswani.export.ctranslate2 import export_ctranslate2, usage_hint
 
     if args.output.exists() and args.output.resolve() == args.model.resolve():
         raise UsageError("--output must be a new folder, not the model folder itself")
@@ -219,7 +222,7 @@ def run_export(args: argparse.Namespace) -> int:
 # push, card
 # ----------------------------------------------------------------------------------------------------------------
 def run_push(args: argparse.Namespace) -> int:
-    from vaswani.hub import push_model_folder
+    from vaswani.hub.push import push_model_folder
 
     url = push_model_folder(args.model, args.repo_id, private=args.private, commit_message=args.commit_message,
                             trust_remote_code=args.trust_remote_code)  # fmt: skip
@@ -228,7 +231,7 @@ def run_push(args: argparse.Namespace) -> int:
 
 
 def run_card(args: argparse.Namespace) -> int:
-    from vaswani.model_card import render_model_card
+    from vaswani.hub.model_card import render_model_card
 
     folder = args.model
     check_model_files(folder, need_tokenizer=False, trust_remote_code=args.trust_remote_code)
@@ -248,7 +251,7 @@ def run_prune(args: argparse.Namespace) -> int:
     smaller model with the tokenizer, the training arguments and a card that shows the pruning. The source's
     results.json is not copied: its scores belong to the full model."""
     from modeling_vaswani import every_other_layers_to_keep
-    from vaswani.model_card import write_model_card
+    from vaswani.hub.model_card import write_model_card
 
     source = check_model_folder(args.model)
     if args.output_dir.exists() and args.output_dir.resolve() == source.resolve():

@@ -25,7 +25,40 @@ class UsageError(UserError):
 
 class ReportedElsewhere(UserError):
     """Another process of the same multi-process run failed and reports why; this one stops with status 2 without
-    printing anything (`vaswani.train.together` and `main_process_first`)."""
+    printing anything (`vaswani.training.distributed.together` and `main_process_first`)."""
+
+
+# The errors of each stage: where the mistake was found.
+class DataError(UserError):
+    """A mistake in the data or in the data arguments; the message names the file (and line), the problem and the fix.
+
+    train.py prints ``error: <message>`` and exits with status 2, without a traceback.
+    """
+
+
+class CheckpointError(UserError):
+    """A checkpoint that is missing, incomplete or does not fit (a user mistake, reported without a traceback)."""
+
+
+class ModelFolderError(UserError):
+    """A model folder that cannot be used or written as asked; the message names the file and the fix."""
+
+
+class TranslateError(UserError):
+    """A translation cannot run as asked (a bad device or length). The message names the problem and the fix; the
+    command line prints it without a traceback."""
+
+
+class ExportError(ValueError):
+    """The model cannot be exported as asked; the message names what and why."""
+
+
+class PushError(UserError):
+    """A model folder cannot be pushed (bad repo id, incomplete folder) or the Hub refused the upload."""
+
+
+class ConvertError(UserError):
+    """A model folder that cannot be converted; the message names the file or field and why."""
 
 
 # Besides our own errors, a file that cannot be read or written (OSError) or decoded (UnicodeError) is the user's to

@@ -32,7 +32,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vaswani.checkpoints import fsync_dir, fsync_tree
 from vaswani.constants import (
     CODE_MODULES,
     CONFIG_FILE,
@@ -52,14 +51,11 @@ from vaswani.constants import (
     WEIGHT_FILES,
     WEIGHT_SHARD,
 )
-from vaswani.errors import UserError
+from vaswani.errors import ModelFolderError
+from vaswani.fileio import fsync_dir, fsync_tree
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
-
-
-class ModelFolderError(UserError):
-    """A model folder that cannot be used or written as asked; the message names the file and the fix."""
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -212,7 +208,8 @@ def check_weights_fit(folder: Path, config, *, trust_remote_code: bool = False) 
     from safetensors import SafetensorError, safe_open
     from transformers import AutoModelForSeq2SeqLM
 
-    from vaswani.checkpoints import CheckpointError, tied_groups, weight_files
+    from vaswani.errors import CheckpointError
+    from vaswani.weights import tied_groups, weight_files
 
     check_safetensors_weights(folder)  # never a pickled .bin (check_model_folder refuses those)
     try:

@@ -37,8 +37,9 @@ import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from vaswani.checkpoints import CheckpointError, weight_files
 from vaswani.constants import BEST_DIR, STOPPING_STATE_FILE
+from vaswani.errors import CheckpointError
+from vaswani.weights import weight_files
 
 METRICS = {"bleu": "max", "chrf": "max", "loss": "min", "perplexity": "min"}  # perplexity: the LM tasks
 FINAL_MODELS = ("auto", "last", "best", "average")  # --final_model; the candidates in order of simplicity after auto

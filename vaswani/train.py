@@ -51,18 +51,7 @@ from modeling_vaswani import (
 from modeling_vaswani.configuration_vaswani import ARCHITECTURE_OPTIONS, IMPLEMENTATION_OPTIONS
 from modeling_vaswani.scheduling_vaswani import DROPHEAD_KINDS
 from tokenization import SPECIAL_TOKEN_LAYOUTS, train_bpe_tokenizer
-from vaswani.checkpoints import (
-    CheckpointError,
-    CheckpointManager,
-    average_into_model,
-    load_state_file,
-    load_weights,
-    load_weights_into_model,
-    rng_states,
-    save_state_file,
-    set_rng_states,
-    write_file_atomically,
-)
+from vaswani.checkpoints import CheckpointManager, rng_states, set_rng_states
 from vaswani.constants import (
     ABANDONED_PREFIX,
     BEST_DIR,
@@ -79,7 +68,7 @@ from vaswani.constants import (
     TRAINING_STATE_FILE,
 )
 from vaswani.data.batching import TokenBatchSampler, padding_efficiency
-from vaswani.data.loading import DataError, load_translation_splits
+from vaswani.data.loading import load_translation_splits
 from vaswani.data.text import (
     PACKING_CHOICES,
     evaluate_language_model,
@@ -90,11 +79,20 @@ from vaswani.data.text import (
     tokenize_texts,
     training_texts,
 )
-from vaswani.errors import ReportedElsewhere, UsageError, run_command
-from vaswani.hub import PushError, check_repo_id
-from vaswani.model_card import write_model_card
-from vaswani.model_folder import (
+from vaswani.devices import MIXED_PRECISION_CHOICES, resolve_mixed_precision, training_device_type
+from vaswani.errors import (
+    CheckpointError,
+    DataError,
     ModelFolderError,
+    PushError,
+    ReportedElsewhere,
+    UsageError,
+    run_command,
+)
+from vaswani.fileio import load_state_file, save_state_file, write_file_atomically
+from vaswani.hub.model_card import write_model_card
+from vaswani.hub.push import check_repo_id
+from vaswani.model_folder import (
     check_model_folder,
     check_tokenizer_fits,
     is_model_file,
@@ -104,10 +102,10 @@ from vaswani.model_folder import (
     recover_model_folder,
     write_model_folder,
 )
-from vaswani.precision import MIXED_PRECISION_CHOICES, resolve_mixed_precision, training_device_type
 from vaswani.schedules import LR_SCHEDULERS, SCHEDULES_NEEDING_TOTAL, build_lr_scheduler
 from vaswani.stopping import FINAL_MODELS, TIME_BUDGET_SPENT, AveragingWindow, Candidate, StoppingRules, choose
 from vaswani.stopping import METRICS as STOPPING_METRICS
+from vaswani.weights import average_into_model, load_weights, load_weights_into_model
 
 logger = logging.getLogger("train")
 
@@ -1807,7 +1805,7 @@ def _from_main_process(accelerator, compute: Callable[[], object]) -> object:
 def push(output_dir: Path, repo_id: str) -> dict:
     """Upload the saved model; on failure the model is safe on disk and the log says how to retry. Returns what
     results.json gains: nothing, or the push error."""
-    from vaswani.hub import push_model_folder
+    from vaswani.hub.push import push_model_folder
 
     try:
         logger.info("Pushed to %s", push_model_folder(output_dir, repo_id))

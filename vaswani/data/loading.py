@@ -45,8 +45,8 @@ import datasets
 import numpy as np
 import pyarrow.compute as pc
 
-from vaswani.errors import UserError
-from vaswani.textfiles import count_lines
+from vaswani.errors import DataError
+from vaswani.fileio import count_lines
 
 SPLITS = ("train", "validation", "test")
 JSON_SUFFIXES = (".json", ".jsonl")
@@ -59,13 +59,6 @@ JSON_LAYOUT = 'one JSON object per line, {"translation": {"%s": "...", "%s": "..
 NO_TRAINING_DATA = (
     "no training data: pass --train_file or --dataset_name (or --dataset_name demo for the built-in dataset)"
 )
-
-
-class DataError(UserError):
-    """A mistake in the data or in the data arguments; the message names the file (and line), the problem and the fix.
-
-    train.py prints ``error: <message>`` and exits with status 2, without a traceback.
-    """
 
 
 # ---------------------------------------------------------------------------------------------------------------------

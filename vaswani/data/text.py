@@ -43,12 +43,12 @@ from vaswani.data.loading import (
     JSON_SUFFIXES,
     NO_TRAINING_DATA,
     SPLITS,
-    DataError,
     carve_validation,
     is_empty,
     load_named_dataset,
     read_lines,
 )
+from vaswani.errors import DataError
 
 TEXT_READER_VERSION = 1
 """Part of the cache key of text datasets built from files: bump it when the reading rules change."""

@@ -1,6 +1,6 @@
 """Upload a model folder to the Hugging Face Hub in one commit, with our model card.
 
-    from vaswani.hub import push_model_folder
+    from vaswani.hub.push import push_model_folder
     url = push_model_folder("runs/base-avg5", "your-name/transformer-en-de")
 
 Command line: `vaswani push --model runs/base-avg5 --repo_id your-name/transformer-en-de`; train.py calls the same
@@ -16,7 +16,7 @@ and encoder-only language models).
 What is uploaded: every file of the folder, including the training record (run_args.json with local paths reduced to
 file names, results.json, metrics.jsonl), except the training checkpoints (checkpoints/), the tracker logs (logs/) and hidden or cache files
 (.tmp-* leftovers, __pycache__). The folder's README.md is the model card, uploaded as it is; a folder without one gets
-a card rendered for `repo_id` (`vaswani.model_card.render_model_card`). Everything goes in a single
+a card rendered for `repo_id` (`vaswani.hub.model_card.render_model_card`). Everything goes in a single
 `HfApi.create_commit`, after `HfApi.create_repo(exist_ok=True)`; transformers' `push_to_hub` is not used because it
 replaces the card with an auto-generated one.
 """
@@ -36,14 +36,10 @@ from vaswani.constants import (
     RUN_ARGS_FILE,
     VASWANI_MODEL_TYPES,
 )
-from vaswani.errors import UserError
-from vaswani.model_folder import ModelFolderError, check_model_files, code_files
+from vaswani.errors import ModelFolderError, PushError
+from vaswani.model_folder import check_model_files, code_files
 
 EXCLUDED_DIRECTORIES = {CHECKPOINTS_SUBDIR, LOGS_DIR, "__pycache__"}
-
-
-class PushError(UserError):
-    """A model folder cannot be pushed (bad repo id, incomplete folder) or the Hub refused the upload."""
 
 
 def check_repo_id(repo_id: str) -> str:
@@ -103,8 +99,8 @@ def files_to_push(folder: str | Path) -> list[tuple[str, Path]]:
 
 
 def _public_bytes(run_args_file: Path) -> bytes:
-    """run_args.json as published: local paths reduced to file names (`vaswani.model_card.public_run_args`)."""
-    from vaswani.model_card import public_run_args
+    """run_args.json as published: local paths reduced to file names (`vaswani.hub.model_card.public_run_args`)."""
+    from vaswani.hub.model_card import public_run_args
 
     try:
         run_args = json.loads(run_args_file.read_text(encoding="utf-8"))
@@ -140,7 +136,7 @@ def push_model_folder(
         for name, path in files_to_push(folder)
     ]
     if not (folder / MODEL_CARD_FILE).is_file():
-        from vaswani.model_card import render_model_card
+        from vaswani.hub.model_card import render_model_card
 
         card = render_model_card(folder, repo_id=repo_id)
         operations.append(

@@ -1,6 +1,6 @@
 """Export a trained model to CTranslate2: the engine of `vaswani export --format ctranslate2`.
 
-    from vaswani.ctranslate2_export import export_ctranslate2
+    from vaswani.export.ctranslate2 import export_ctranslate2
 
     export_ctranslate2("runs/base-avg5", "runs/base-ct2", quantization="int8")
 
@@ -75,6 +75,7 @@ import tempfile
 from pathlib import Path
 
 from vaswani.constants import CT2_MODEL_FILE, EXPORT_INFO_FILE
+from vaswani.errors import ExportError
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16")
 
@@ -126,10 +127,6 @@ ACTIVATIONS = {
     "tanh": "Tanh",
     "sigmoid": "Sigmoid",
 }
-
-
-class ExportError(ValueError):
-    """The model cannot be exported as asked; the message names what and why."""
 
 
 def is_ctranslate2_folder(folder: str | Path) -> bool:

@@ -32,12 +32,12 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vaswani.translate import TranslateError
+from vaswani.devices import _refuse_dtype, check_dtype, torch_dtype_supported
+from vaswani.errors import TranslateError
 
 logger = logging.getLogger(__name__)
 
 BACKENDS = ("auto", "torch", "ctranslate2")
-DTYPES = ("float32", "bfloat16", "float16")
 WORD_START = "\u2581"  # "▁": the tokenizer's word-boundary mark (SentencePiece style)
 
 
@@ -46,38 +46,6 @@ class Hypothesis:
     ids: list[int]
     score: float | None = None
     attention: list[list[float]] | None = field(default=None, repr=False)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Devices and data types
-# ----------------------------------------------------------------------------------------------------------------
-def check_dtype(dtype: str) -> str:
-    if dtype not in DTYPES:
-        raise TranslateError(f"unknown dtype {dtype!r}: use one of {', '.join(DTYPES)}")
-    return dtype
-
-
-def torch_dtype_supported(dtype: str, device: str) -> bool:
-    """Whether PyTorch runs `dtype` natively on `device`: bfloat16 as `vaswani.precision.native_bf16` says (the
-    check training uses too); float16 on every CUDA GPU, and on CPUs with AMX-FP16 (torch exposes that check only as
-    `torch.cpu._is_amx_fp16_supported`)."""
-    import torch
-
-    from vaswani.precision import native_bf16
-
-    device_type = torch.device(device).type
-    if dtype == "float32":
-        return True
-    if dtype == "bfloat16":
-        return native_bf16(device_type)
-    return device_type == "cuda" or bool(getattr(torch.cpu, "_is_amx_fp16_supported", lambda: False)())
-
-
-def _refuse_dtype(dtype: str, device: str, backend: str) -> TranslateError:
-    return TranslateError(
-        f"--dtype {dtype} cannot run natively on {device} with {backend} (this CPU lacks the instructions for it); "
-        "use --dtype float32, or a GPU / a CPU with AVX512-BF16 or AMX"
-    )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -200,7 +168,8 @@ class CTranslate2Engine:
     def __init__(self, folder: Path, tokenizer, device: str = "auto", dtype: str = "float32",
                  threads: int | None = None, parallel_batches: int | None = None):  # fmt: skip
         from vaswani.constants import EXPORT_INFO_FILE
-        from vaswani.ctranslate2_export import ExportError, import_ctranslate2
+        from vaswani.errors import ExportError
+        from vaswani.export.ctranslate2 import import_ctranslate2
 
         try:
             ctranslate2 = import_ctranslate2()
@@ -383,7 +352,6 @@ def _until(ids: list[int], stop: set[int]) -> list[int]:
 
 __all__ = [
     "BACKENDS",
-    "DTYPES",
     "CTranslate2Engine",
     "Hypothesis",
     "TorchEngine",

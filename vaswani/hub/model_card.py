@@ -1,4 +1,4 @@
-"""Model cards for trained Vaswani models, rendered from `vaswani/model_cards/translation.md` with huggingface_hub.
+"""Model cards for trained Vaswani models, rendered from `vaswani/hub/templates/translation.md` with huggingface_hub.
 
 The card's metadata (`ModelCardData`) carries the language pair, license, datasets, `pipeline_tag: translation`,
 `library_name: transformers` and a model-index with BLEU and chrF (with the SacreBLEU signatures). The body lists the
@@ -19,7 +19,7 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from modeling_vaswani.configuration_vaswani import ARCHITECTURE_OPTIONS
 from vaswani.constants import CONFIG_FILE, MODEL_CARD_FILE, RESULTS_FILE, RUN_ARGS_FILE
 
-TRANSLATION_TEMPLATE = Path(__file__).resolve().parent / "model_cards" / "translation.md"  # package data
+TRANSLATION_TEMPLATE = Path(__file__).resolve().parent / "templates" / "translation.md"  # package data
 LANGUAGE_MODEL_TEMPLATE = TRANSLATION_TEMPLATE.with_name("language_model.md")
 # The one-stack models of `vaswani train --task causal_lm|masked_lm`, by config.json's model_type.
 LANGUAGE_MODELS = {
@@ -152,7 +152,7 @@ def write_model_card(output_dir: str | Path, *, args: dict | None = None, result
                      config=None, repo_id: str | None = None) -> Path:  # fmt: skip
     """Render the card of the model in `output_dir` and save it as README.md. `config` is accepted for callers that
     have it at hand; the card reads config.json from the folder."""
-    from vaswani.checkpoints import write_file_atomically
+    from vaswani.fileio import write_file_atomically
 
     path = Path(output_dir) / MODEL_CARD_FILE
     card = render_model_card(output_dir, results=results, run_args=_plain(args) if args else None,

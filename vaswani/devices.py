@@ -1,0 +1,120 @@
+"""Devices and data types: the one place that decides where and in which precision training and inference run.
+
+Training (`resolve_mixed_precision`, decided once before the Accelerator is created): bf16 autocast (weights,
+gradients, optimizer state and checkpoints stay float32; matrix products run in bfloat16; the label-smoothed loss is
+computed from float32 logits) pays only where the hardware multiplies bfloat16 natively: CUDA GPUs from Ampere on,
+and CPUs with AVX512-BF16 or AMX (oneDNN's bf16 path). On other CPUs torch emulates bfloat16 and a training step gets
+much slower, so there the default stays float32 and an explicit `bf16` gets a warning. fp16 needs a loss scaler and a
+GPU; on CPU Accelerate would silently train in float32, so it is refused.
+
+Inference (`resolve_device`, `check_dtype`, `torch_dtype_supported`): "auto" picks a visible GPU, else the CPU;
+`--dtype bfloat16/float16` runs only where the device computes it natively (the same `native_bf16` check), else it is
+refused with the fix.
+
+torch is imported by the functions that need it, so that the command line's parser and its errors start fast.
+"""
+
+from __future__ import annotations
+
+import os
+
+from vaswani.errors import TranslateError
+
+MIXED_PRECISION_CHOICES = ("no", "fp16", "bf16")
+
+
+def native_bf16(device_type: str) -> bool:
+    """Whether `device_type` ("cpu", "cuda", ...) multiplies bfloat16 in hardware."""
+    import torch
+
+    if device_type == "cuda":
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False)
+    if device_type == "cpu":
+        # oneDNN's own check for AVX512-BF16 / AMX (torch has no public CPU-feature API for this).
+        return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    return False
+
+
+def training_device_type(use_cpu: bool = False) -> str:
+    """The device type Accelerate will train on in this process: CUDA when visible (and not forced off), else CPU."""
+    import torch
+
+    forced_cpu = use_cpu or os.environ.get("ACCELERATE_USE_CPU", "").lower() in {"1", "true", "yes"}
+    return "cuda" if torch.cuda.is_available() and not forced_cpu else "cpu"
+
+
+def resolve_mixed_precision(requested: str | None, device_type: str) -> tuple[str, str]:
+    """(mixed precision to use, why) for `--mixed_precision requested` on `device_type`.
+
+    None means: the value `accelerate launch` / `accelerate config` passes (ACCELERATE_MIXED_PRECISION) if any,
+    else bf16 where the device runs it natively, else "no". Raises ValueError for fp16 on CPU.
+    """
+    if requested is None and os.environ.get("ACCELERATE_MIXED_PRECISION"):
+        requested, source = os.environ["ACCELERATE_MIXED_PRECISION"], "from the accelerate configuration"
+    elif requested is None:
+        if native_bf16(device_type):
+            return "bf16", f"default: this {device_type.upper()} computes bfloat16 natively"
+        return "no", f"default: this {device_type.upper()} has no native bfloat16 (it would be slower than float32)"
+    else:
+        source = "--mixed_precision"
+    if requested not in MIXED_PRECISION_CHOICES:
+        raise ValueError(f"mixed precision {requested!r} ({source}) is not one of {list(MIXED_PRECISION_CHOICES)}.")
+    if requested == "fp16" and device_type == "cpu":
+        raise ValueError(
+            "--mixed_precision fp16 is not supported on CPU (it would silently train in float32); use "
+            "--mixed_precision bf16 (fast on CPUs with AVX512-BF16/AMX) or no."
+        )
+    if requested == "bf16" and not native_bf16(device_type):
+        return "bf16", f"{source}; WARNING: this {device_type.upper()} has no native bfloat16, expect slower training"
+    return requested, source
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Devices
+# ----------------------------------------------------------------------------------------------------------------
+def resolve_device(device: str) -> str:
+    """The device to run on: "auto" gives "cuda" if a GPU is visible, else "cpu"; or a torch device ("cuda:1")."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        kind = torch.device(device).type
+    except RuntimeError:
+        raise TranslateError(f"unknown device {device!r}: use auto, cpu, cuda or cuda:N") from None
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise TranslateError(f"device {device!r} was requested but no CUDA GPU is available: use --device cpu")
+    return device
+
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Devices and data types
+# ----------------------------------------------------------------------------------------------------------------
+def check_dtype(dtype: str) -> str:
+    if dtype not in DTYPES:
+        raise TranslateError(f"unknown dtype {dtype!r}: use one of {', '.join(DTYPES)}")
+    return dtype
+
+
+def torch_dtype_supported(dtype: str, device: str) -> bool:
+    """Whether PyTorch runs `dtype` natively on `device`: bfloat16 as `vaswani.devices.native_bf16` says (the
+    check training uses too); float16 on every CUDA GPU, and on CPUs with AMX-FP16 (torch exposes that check only as
+    `torch.cpu._is_amx_fp16_supported`)."""
+    import torch
+
+    device_type = torch.device(device).type
+    if dtype == "float32":
+        return True
+    if dtype == "bfloat16":
+        return native_bf16(device_type)
+    return device_type == "cuda" or bool(getattr(torch.cpu, "_is_amx_fp16_supported", lambda: False)())
+
+
+def _refuse_dtype(dtype: str, device: str, backend: str) -> TranslateError:
+    return TranslateError(
+        f"--dtype {dtype} cannot run natively on {device} with {backend} (this CPU lacks the instructions for it); "
+        "use --dtype float32, or a GPU / a CPU with AVX512-BF16 or AMX"
+    )

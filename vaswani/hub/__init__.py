@@ -1,0 +1,1 @@
+"""The Hugging Face Hub (`vaswani push`, `vaswani card`): publishing a model folder with its model card."""
