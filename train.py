@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Train the Transformer with the paper's recipe: the script form of `vaswani train` (the same options and code,
-in `vaswani/train.py`), for `accelerate launch`:
+in `vaswani/training/`), for `accelerate launch`:
 
     python train.py --config configs/demo.yaml
     accelerate launch --num_processes 2 train.py --config configs/small-data.yaml ...
@@ -10,7 +10,7 @@ in `vaswani/train.py`), for `accelerate launch`:
 
 import sys
 
-from vaswani.train import run
+from vaswani.training.loop import run
 
 if __name__ == "__main__":
     sys.exit(run())

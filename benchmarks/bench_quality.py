@@ -39,7 +39,7 @@ LayerNorm and no FixNorm: Marian's architecture, so the margin it keeps is the t
 given per seed and called met only when the median and most seeds reach +5 BLEU (`common.verdict`).
 
 train.py's final model is chosen among candidates (the last checkpoint, the best evaluated one, the average of the
-window; vaswani/stopping.py) by validation score. Each candidate is also scored on the test set here, with the same
+window; vaswani/training/stopping.py) by validation score. Each candidate is also scored on the test set here, with the same
 beam search, to check the choice: the final model's test BLEU should be at least the best of (last, best) - 0.3.
 """
 

@@ -27,6 +27,9 @@ ARCHITECTURE_OPTIONS = (  # the paper's choices (Table 3, Sections 3-5) and our 
     "decoder_layerdrop", "encoder_drophead", "decoder_drophead", "cross_drophead",
 )  # fmt: skip
 IMPLEMENTATION_OPTIONS = ("max_position_embeddings", "init_std", "layer_norm_eps", "layerdrop_seed")  # no paper value
+# Every VaswaniConfig argument a command line exposes as --name value (vocabulary size and special-token ids come
+# from the tokenizer).
+MODEL_OPTIONS = (*ARCHITECTURE_OPTIONS, *IMPLEMENTATION_OPTIONS)
 
 # Table 3 of the paper. "base" is the default of every argument; presets only list what differs.
 PRESETS = {

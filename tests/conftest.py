@@ -236,30 +236,30 @@ def accelerator():
 
 
 def train_in_process(argv: list[str]) -> dict:
-    """`vaswani.train.main(argv)` in this process (fast: no interpreter start), returning its results; Accelerate's
+    """`vaswani.training.loop.main(argv)` in this process (fast: no interpreter start), returning its results; Accelerate's
     process-wide state is reset before it (a Trainer test in this worker leaves it set, with its own precision, which
     a run that picks bf16 on a CPU with native bf16 could not change) and after it."""
-    import vaswani.train
+    from vaswani.training import loop
 
     reset_accelerate_state()
     try:
-        return vaswani.train.main(argv)
+        return loop.main(argv)
     finally:
         reset_accelerate_state()
 
 
 def train_command_in_process(argv: list[str]) -> tuple[int, str]:
-    """`vaswani train ARGV` as the command runs it (`vaswani.train.run`: `error: ...` and status 2 for a user
+    """`vaswani train ARGV` as the command runs it (`vaswani.training.loop.run`: `error: ...` and status 2 for a user
     mistake), in this process: its exit status and what it wrote to stderr."""
     import io
 
-    import vaswani.train
+    from vaswani.training import loop
 
     stderr = io.StringIO()
     reset_accelerate_state()  # as in train_in_process
     with contextlib.redirect_stderr(stderr):
         try:
-            status = vaswani.train.run(argv)
+            status = loop.run(argv)
         except SystemExit as exit:  # argparse's own errors
             status = exit.code
         finally:

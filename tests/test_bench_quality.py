@@ -32,7 +32,7 @@ def test_postnorm_is_marians_normalization():
 
 
 def test_the_postnorm_recipe_is_accepted_by_train_py(tmp_path):
-    from vaswani.train import parse_args as train_args
+    from vaswani.training.options import parse_args as train_args
 
     args = train_args(["--config", str(REPO_ROOT / "configs" / "small-data.yaml"), *OUR_RECIPES["postnorm"],
                        "--train_file", "x.jsonl", "--output_dir", str(tmp_path / "out"), "--max_train_minutes", "1"])  # fmt: skip

@@ -20,9 +20,10 @@ from safetensors.numpy import load_file as load_numpy
 from safetensors.torch import load_file, save_file, save_model
 
 from modeling_vaswani import VaswaniForConditionalGeneration
-from vaswani.checkpoints import CheckpointManager, average_run
 from vaswani.cli import main
 from vaswani.errors import CheckpointError, ModelFolderError
+from vaswani.export.average import average_run
+from vaswani.training.checkpoints import CheckpointManager
 from vaswani.weights import average_checkpoints, average_into_model
 
 
@@ -469,7 +470,7 @@ SAVING_PROCESS = textwrap.dedent(
     import numpy as np
     from safetensors.numpy import save_file
 
-    from vaswani.checkpoints import CheckpointManager
+    from vaswani.training.checkpoints import CheckpointManager
 
     root, stage, signal_file = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
     manager = CheckpointManager(root)

@@ -26,10 +26,10 @@ from test_pipeline import (  # noqa: F401  (one_torch_thread is an autouse fixtu
 
 import modeling_vaswani.modeling_vaswani as modeling
 from modeling_vaswani import VaswaniForConditionalGeneration
-from vaswani.checkpoints import CheckpointManager
 from vaswani.cli import main
 from vaswani.inference.outputs import one_line
 from vaswani.inference.translator import Translator, read_lines
+from vaswani.training.checkpoints import CheckpointManager
 
 
 def write_lines(path: Path, lines: list[str], ending: str = "\n") -> Path:

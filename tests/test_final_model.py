@@ -12,9 +12,9 @@ from conftest import random_batch, tiny_model, train_command_in_process, train_i
 from safetensors.torch import load_file, save_file
 from test_train import TINY_RUN, data_args, data_dir, run_train  # noqa: F401
 
-from vaswani.checkpoints import CheckpointManager
-from vaswani.stopping import AveragingWindow, Candidate, StoppingRules, TimeBudget, choose, save_state
-from vaswani.train import choose_final_model, run_fraction
+from vaswani.training.checkpoints import CheckpointManager
+from vaswani.training.loop import choose_final_model, run_fraction
+from vaswani.training.stopping import AveragingWindow, Candidate, StoppingRules, TimeBudget, choose, save_state
 from vaswani.weights import average_checkpoints
 
 

@@ -29,7 +29,7 @@ def test_the_vaswani_command_has_every_life_cycle_command(capsys):
 @pytest.mark.parametrize("command", LIFE_CYCLE)
 def test_every_option_of_every_command_is_documented(command, capsys):
     if command == "train":
-        from vaswani.train import build_parser as build_train_parser
+        from vaswani.training.options import build_parser as build_train_parser
 
         parser = build_train_parser(prog="vaswani train")
     else:
@@ -63,7 +63,7 @@ def test_the_command_the_log_tells_a_user_to_type_works_as_typed(activated, monk
     import sys
     from pathlib import Path
 
-    from vaswani.train import vaswani_command
+    from vaswani.training.tasks import vaswani_command
 
     bin_dir = Path(sys.executable).parent
     if not (bin_dir / "vaswani").exists():

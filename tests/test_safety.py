@@ -15,10 +15,15 @@ import pytest
 import torch
 from conftest import REPO_ROOT, tiny_model
 
-import vaswani.train as train  # noqa: E402  (the code of `vaswani train` and train.py)
-from vaswani.checkpoints import CheckpointManager
+from vaswani import errors as training_errors  # noqa: E402  (the code of `vaswani train` and train.py)
+from vaswani import model_folder as training_model_folder
 from vaswani.errors import CheckpointError
 from vaswani.fileio import load_state_file, save_state_file
+from vaswani.training import checkpoints as training_checkpoints
+from vaswani.training import loop
+from vaswani.training import options as training_options
+from vaswani.training import run_dir as training_run_dir
+from vaswani.training.checkpoints import CheckpointManager
 
 
 class Payload:
@@ -83,15 +88,15 @@ def test_unreadable_state_files_are_errors_naming_the_file(tmp_path, content):
 # ---------------------------------------------------------------------------------------------------------------
 def training_state(accelerator, max_steps=10):
     from modeling_vaswani import DropHeadScheduler
-    from vaswani.schedules import build_lr_scheduler
+    from vaswani.training.schedules import build_lr_scheduler
 
     model = tiny_model(seed=0, encoder_layerdrop=0.3, decoder_layerdrop=0.3)
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0)
     scheduler = build_lr_scheduler("noam", optimizer, warmup_steps=4, total_steps=max_steps, d_model=16)
     drophead = DropHeadScheduler(model, 0.1, 0.3, 4, max_steps)
     model, optimizer = accelerator.prepare(model, optimizer)
-    progress = train.TrainingProgress()
-    state = train.TrainingState(accelerator, accelerator.unwrap_model(model), optimizer, scheduler, drophead,
+    progress = training_checkpoints.TrainingProgress()
+    state = training_checkpoints.TrainingState(accelerator, accelerator.unwrap_model(model), optimizer, scheduler, drophead,
                                 progress, max_steps)  # fmt: skip
     return model, state
 
@@ -143,7 +148,7 @@ def saved_checkpoint(tmp_path, accelerator):
     train_step(model, state)
     train_step(model, state)
     manager = CheckpointManager(tmp_path / "checkpoints")
-    path = train.save_checkpoint(accelerator, manager, model, state)
+    path = training_checkpoints.save_checkpoint(accelerator, manager, model, state)
     return model, state, path
 
 
@@ -159,7 +164,7 @@ def test_resume_restores_every_state_and_the_next_steps_bit_for_bit(tmp_path, ac
     after = snapshot(model, state)
     assert after["progress"] != saved["progress"]
 
-    train.load_checkpoint(accelerator, path, state)
+    training_checkpoints.load_checkpoint(accelerator, path, state)
     assert_same(saved, snapshot(model, state))
     assert [train_step(model, state) for _ in range(2)] == continued  # same dropout, LayerDrop, DropHead, LR
     assert_same(after, snapshot(model, state))
@@ -173,10 +178,10 @@ def test_a_planted_pickle_in_any_checkpoint_file_never_runs(tmp_path, accelerato
     marker = tmp_path / "executed"
     plant_pickle(path / name, marker)
     if name == "trainer_state.json":  # for people only: never read back, so resuming still works
-        train.load_checkpoint(accelerator, path, state)
+        training_checkpoints.load_checkpoint(accelerator, path, state)
     else:
         with pytest.raises(CheckpointError, match=name):
-            train.load_checkpoint(accelerator, path, state)
+            training_checkpoints.load_checkpoint(accelerator, path, state)
     assert not marker.exists()
 
 
@@ -193,7 +198,7 @@ def test_an_old_pickle_checkpoint_is_refused_not_unpickled(tmp_path, accelerator
     (path / "training_state.safetensors").unlink()
     plant_pickle(path / "custom_checkpoint_0.pkl", tmp_path / "executed")
     with pytest.raises(CheckpointError, match=r"custom_checkpoint_0\.pkl.*older train\.py"):
-        train.load_checkpoint(accelerator, path, state)
+        training_checkpoints.load_checkpoint(accelerator, path, state)
     assert not (tmp_path / "executed").exists()
 
 
@@ -202,17 +207,17 @@ def test_a_damaged_rng_file_stops_the_resume(tmp_path, accelerator):
     rng = path / "rng_state_0.safetensors"
     rng.write_bytes(rng.read_bytes()[:-50])  # truncated
     with pytest.raises(CheckpointError, match="rng_state_0.safetensors"):
-        train.load_checkpoint(accelerator, path, state)
+        training_checkpoints.load_checkpoint(accelerator, path, state)
     rng.unlink()
     with pytest.raises(CheckpointError, match=r"rng_state_0.safetensors is missing"):
-        train.load_checkpoint(accelerator, path, state)
+        training_checkpoints.load_checkpoint(accelerator, path, state)
 
 
 def test_a_checkpoint_of_another_schedule_length_is_refused(tmp_path, accelerator):
     _, _, path = saved_checkpoint(tmp_path, accelerator)
     _, other = training_state(accelerator, max_steps=20)
     with pytest.raises(CheckpointError, match=r"10 updates but this run would make 20"):
-        train.load_checkpoint(accelerator, path, other)
+        training_checkpoints.load_checkpoint(accelerator, path, other)
 
 
 def test_mismatched_weights_in_a_checkpoint_are_an_error(tmp_path, accelerator):
@@ -223,7 +228,7 @@ def test_mismatched_weights_in_a_checkpoint_are_an_error(tmp_path, accelerator):
     weights.pop(next(k for k in weights if "fc1" in k))
     save_file(weights, path / "model.safetensors")
     with pytest.raises(CheckpointError, match="missing"):
-        train.load_checkpoint(accelerator, path, state)
+        training_checkpoints.load_checkpoint(accelerator, path, state)
 
 
 def test_metrics_are_cut_back_to_the_checkpoint_step(tmp_path):
@@ -232,10 +237,10 @@ def test_metrics_are_cut_back_to_the_checkpoint_step(tmp_path):
     rows.insert(2, {"split": "validation", "step": 2, "bleu": 3.0})
     rows.append({"split": "final_validation", "step": 2, "bleu": 4.0})
     path.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"split": "tra')  # a kill mid-line
-    assert train.truncate_metrics(path, 2) == 4
+    assert training_run_dir.truncate_metrics(path, 2) == 4
     kept = [json.loads(line) for line in path.read_text().splitlines()]
     assert kept == rows[:3]
-    assert train.truncate_metrics(path, 2) == 0
+    assert training_run_dir.truncate_metrics(path, 2) == 0
     assert not list(tmp_path.glob(".tmp-*"))
 
 
@@ -505,8 +510,8 @@ def new_run_folder(tmp_path, *extra):
     """A folder as a stopped train.py run leaves it (run_args.json and one complete checkpoint), without data
     options (the built-in demo set)."""
     out = tmp_path / "out"
-    args = train.parse_args(["--output_dir", str(out), "--max_train_steps", "10", *extra])
-    train.start_new_run(args, out)
+    args = training_options.parse_args(["--output_dir", str(out), "--max_train_steps", "10", *extra])
+    training_run_dir.start_new_run(args, out)
     CheckpointManager(out / "checkpoints").save(5, lambda folder: (folder / "model.safetensors").write_text("w"))
     return out
 
@@ -514,10 +519,10 @@ def new_run_folder(tmp_path, *extra):
 def test_a_demo_run_can_be_resumed(tmp_path):
     out = new_run_folder(tmp_path)
     assert json.loads((out / "run_args.json").read_text())["dataset_name"] == "demo"
-    args = train.parse_args(
+    args = training_options.parse_args(
         ["--output_dir", str(out), "--max_train_steps", "10", "--resume_from_checkpoint", "latest"]
     )
-    assert train.prepare_output_dir(args) == (out, out / "checkpoints" / "step-00000005")
+    assert training_run_dir.prepare_output_dir(args) == (out, out / "checkpoints" / "step-00000005")
 
 
 @pytest.mark.parametrize(
@@ -530,9 +535,9 @@ def test_a_demo_run_can_be_resumed(tmp_path):
 )
 def test_options_the_schedules_depend_on_cannot_change_on_resume(tmp_path, change, shown):
     out = new_run_folder(tmp_path)
-    args = train.parse_args(["--output_dir", str(out), *change, "--resume_from_checkpoint", "latest"])
-    with pytest.raises(train.UsageError, match=re.escape(shown)):
-        train.prepare_output_dir(args)
+    args = training_options.parse_args(["--output_dir", str(out), *change, "--resume_from_checkpoint", "latest"])
+    with pytest.raises(training_errors.UsageError, match=re.escape(shown)):
+        training_run_dir.prepare_output_dir(args)
 
 
 def previous_run(tmp_path):
@@ -548,10 +553,10 @@ def previous_run(tmp_path):
 
 def test_overwrite_output_dir_removes_only_what_a_run_created(tmp_path):
     out = previous_run(tmp_path)
-    args = train.parse_args(["--output_dir", str(out), "--max_train_steps", "3", "--overwrite_output_dir"])
-    assert train.prepare_output_dir(args) == (out, None)
+    args = training_options.parse_args(["--output_dir", str(out), "--max_train_steps", "3", "--overwrite_output_dir"])
+    assert training_run_dir.prepare_output_dir(args) == (out, None)
     assert (out / "checkpoints" / "step-00000005").is_dir()  # the checks delete nothing
-    train.start_new_run(args, out)
+    training_run_dir.start_new_run(args, out)
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == [
         "checkpoints", "checkpoints/my-notes.txt", "model-best.safetensors", "notes.txt", "run_args.json",
     ]  # fmt: skip
@@ -563,16 +568,16 @@ def test_overwrite_output_dir_refuses_links_and_folders_of_other_things(tmp_path
     elsewhere = tmp_path / "old-checkpoints"
     shutil.move(out / "checkpoints", elsewhere)
     (out / "checkpoints").symlink_to(elsewhere)
-    args = train.parse_args(["--output_dir", str(out), "--max_train_steps", "3", "--overwrite_output_dir"])
-    with pytest.raises(train.UsageError, match="is a symbolic link .*nothing was deleted"):
-        train.prepare_output_dir(args)
+    args = training_options.parse_args(["--output_dir", str(out), "--max_train_steps", "3", "--overwrite_output_dir"])
+    with pytest.raises(training_errors.UsageError, match="is a symbolic link .*nothing was deleted"):
+        training_run_dir.prepare_output_dir(args)
     assert (elsewhere / "step-00000005").is_dir()
     user = tmp_path / "user"
     user.mkdir()
     (user / "thesis.tex").write_text("mine")
-    args = train.parse_args(["--output_dir", str(user), "--max_train_steps", "3", "--overwrite_output_dir"])
-    with pytest.raises(train.UsageError, match=r"holds files and no run \(run_args.json is missing\)"):
-        train.prepare_output_dir(args)
+    args = training_options.parse_args(["--output_dir", str(user), "--max_train_steps", "3", "--overwrite_output_dir"])
+    with pytest.raises(training_errors.UsageError, match=r"holds files and no run \(run_args.json is missing\)"):
+        training_run_dir.prepare_output_dir(args)
 
 
 def test_overwrite_output_dir_keeps_everything_when_a_later_check_fails(tmp_path):
@@ -660,19 +665,19 @@ def test_train_py_checks_the_model_it_starts_from(good_folder, tmp_path, what, o
         shutil.copytree(good_folder, folder)
         if what:
             damage(folder, what)
-    args = train.parse_args(["--output_dir", str(tmp_path / "out"), "--max_train_steps", "2",
+    args = training_options.parse_args(["--output_dir", str(tmp_path / "out"), "--max_train_steps", "2",
                              "--model_name_or_path", str(folder), "--tokenizer", str(good_folder), *overrides])  # fmt: skip
-    with pytest.raises((train.UsageError, ModelFolderError), match=message):
-        config = train.resolve_model_config(args)
+    with pytest.raises((training_errors.UsageError, ModelFolderError), match=message):
+        config = loop.resolve_model_config(args)
         tokenizer = load_tokenizer(good_folder)
-        train.check_tokenizer_fits(tokenizer, config, where="--tokenizer", exact=True)
-        train.build_model(args, config, tokenizer)
+        training_model_folder.check_tokenizer_fits(tokenizer, config, where="--tokenizer", exact=True)
+        loop.build_model(args, config, tokenizer)
 
 
 def test_a_config_file_that_is_not_utf8_is_a_clear_error(tmp_path, capsys):
     config = tmp_path / "run.yaml"
     config.write_bytes("# r\xe9glages\nwarmup_steps: 4\n".encode("latin-1"))
-    assert train.run(["--config", str(config), "--output_dir", str(tmp_path / "out")]) == 2
+    assert loop.run(["--config", str(config), "--output_dir", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert f"error: --config {config} is not UTF-8 text (invalid continuation byte at byte 3)" in err, err
     assert not (tmp_path / "out").exists()

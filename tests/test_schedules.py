@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from vaswani.schedules import build_lr_scheduler, noam_learning_rate, noam_peak_learning_rate
+from vaswani.training.schedules import build_lr_scheduler, noam_learning_rate, noam_peak_learning_rate
 
 
 def test_noam_matches_equation_3_and_the_papers_peak():

@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 from test_train import TINY_RUN, data_args, data_dir, expect_error, read_metrics, run_train  # noqa: F401
 
 from vaswani import devices as precision
-from vaswani.stopping import EarlyStopping, StoppingRules, best_checkpoint
+from vaswani.training.stopping import EarlyStopping, StoppingRules, best_checkpoint
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -253,7 +253,8 @@ def test_early_stopping_keeps_the_best_checkpoint_and_survives_a_resume(data_dir
 def test_small_data_recipe_loads_and_sets_what_it_says(tmp_path):
     import yaml
 
-    from vaswani.train import parse_args, resolve_model_config
+    from vaswani.training.loop import resolve_model_config
+    from vaswani.training.options import parse_args
 
     path = REPO_ROOT / "configs" / "small-data.yaml"
     recipe = yaml.safe_load(path.read_text())

@@ -14,7 +14,7 @@ from conftest import REPO_ROOT, run_command, train_command_in_process, train_in_
 from test_train import read_metrics
 from test_train_options import TINY_MODEL, corpus  # noqa: F401  (corpus is a fixture)
 
-import vaswani.train as train
+from vaswani.training import loop
 
 QUIET = ["--eval_steps", "0", "--logging_steps", "1", "--num_beams", "1", "--num_examples", "0",
          "--report_to", "none", "--max_tokens", "400", "--max_source_length", "48", "--max_target_length", "48",
@@ -35,20 +35,20 @@ def checkpoint_steps(out) -> list[int]:
 # ---------------------------------------------------------------------------------------------------------------------
 @pytest.fixture
 def minute_per_update(monkeypatch):
-    """`time` as vaswani.train sees it, with a `monotonic()` that runs one minute ahead more after every update
+    """`time` as vaswani.training.loop sees it, with a `monotonic()` that runs one minute ahead more after every update
     (train_step wrapped); everything else about time is real."""
     minutes = [0]
     clock = types.SimpleNamespace(**{name: getattr(time, name) for name in dir(time) if not name.startswith("_")})
     clock.monotonic = lambda: time.monotonic() + 60 * minutes[0]
-    monkeypatch.setattr(train, "time", clock)
-    original = train.train_step
+    monkeypatch.setattr(loop, "time", clock)
+    original = loop.train_step
 
     def one_minute_step(run, stream):
         result = original(run, stream)
         minutes[0] += 1
         return result
 
-    monkeypatch.setattr(train, "train_step", one_minute_step)
+    monkeypatch.setattr(loop, "train_step", one_minute_step)
     return minutes
 
 
@@ -84,7 +84,7 @@ def test_gradient_checkpointing_recomputes_the_layers_and_keeps_the_losses(corpu
     micro-batch (again in the backward pass: its feed-forward sublayer is called twice), and the run computes the
     same losses as without it."""
     calls, losses = {}, {}
-    original = train.build_model
+    original = loop.build_model
 
     def counting_build_model(*args, **kwargs):
         model = original(*args, **kwargs)
@@ -93,7 +93,7 @@ def test_gradient_checkpointing_recomputes_the_layers_and_keeps_the_losses(corpu
             layer.ffn.register_forward_hook(lambda module, inputs, output: counter.append(module.training))
         return model
 
-    monkeypatch.setattr(train, "build_model", counting_build_model)
+    monkeypatch.setattr(loop, "build_model", counting_build_model)
     for flag in ("false", "true"):
         out = tmp_path / flag
         argv = run_args(corpus, out, "--max_train_steps", "3", "--checkpoint_minutes", "60", "--average_checkpoints",

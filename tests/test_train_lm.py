@@ -150,11 +150,11 @@ def test_a_stopped_and_resumed_masked_lm_run_equals_an_uninterrupted_one(text_di
 def test_lm_options_change_what_the_run_computes(text_dir, tmp_path, monkeypatch):
     """--text_column (a .jsonl field), --packing no, --block_size, --mlm_probability, --metric_for_best perplexity
     with early stopping and a time budget, seen from inside the run."""
-    import vaswani.train as train
+    from vaswani.training import tasks as training_tasks
 
     seen = {}
-    original = train.Run.evaluate
-    monkeypatch.setattr(train.Run, "evaluate", lambda run, *a, **k: seen.setdefault("run", run) and original(
+    original = training_tasks.Run.evaluate
+    monkeypatch.setattr(training_tasks.Run, "evaluate", lambda run, *a, **k: seen.setdefault("run", run) and original(
         run, *a, **k))  # fmt: skip
     data = ["--train_file", str(text_dir / "train.body.jsonl"), "--validation_file", str(text_dir / "valid.body.jsonl"),
             "--text_column", "body"]  # fmt: skip
@@ -270,15 +270,15 @@ def test_bad_text_input_is_one_error_line(text_dir, tmp_path):
 def test_a_datasets_folder_with_a_nested_text_column(text_dir, tmp_path, monkeypatch):
     """--dataset_name (a local `datasets` folder of translation .jsonl files) with --text_column translation.en: the
     English side, every split the folder has."""
-    import vaswani.train as train
+    from vaswani.training import tasks as training_tasks
 
     folder = tmp_path / "corpus"
     folder.mkdir()
     for split in ("train", "validation", "test"):
         (folder / f"{split}.jsonl").write_text((text_dir / f"{split}.jsonl").read_text())
     seen = {}
-    original = train.Run.evaluate
-    monkeypatch.setattr(train.Run, "evaluate", lambda run, *a, **k: seen.setdefault("run", run) and original(
+    original = training_tasks.Run.evaluate
+    monkeypatch.setattr(training_tasks.Run, "evaluate", lambda run, *a, **k: seen.setdefault("run", run) and original(
         run, *a, **k))  # fmt: skip
     results = train_in_process([
         "--task", "causal_lm", "--dataset_name", str(folder), "--text_column", "translation.en",

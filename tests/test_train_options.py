@@ -20,8 +20,10 @@ import torch
 from conftest import REPO_ROOT, train_in_process
 from safetensors.torch import load_file
 
-import vaswani.train as train  # noqa: E402  (the code of `vaswani train` and train.py)
+from vaswani import errors
 from vaswani.data.demo import write_demo_files
+from vaswani.training import evaluation, loop, tasks
+from vaswani.training import options as training_options
 
 TINY_MODEL = [
     "--d_model", "32", "--encoder_layers", "1", "--decoder_layers", "1", "--encoder_attention_heads", "2",
@@ -69,9 +71,13 @@ class Recorder:
         self.updates = []  # per optimizer update: lr per group, params/grads before, gradients before clipping
         self.after = []  # per optimizer update: params after
         self.tokenized = self.model = self.initial_weights = self.optimizer = None
-        for name in ("collate", "tokenize_splits", "build_model", "build_optimizer"):
-            original = getattr(train, name)
-            monkeypatch.setattr(train, name, getattr(self, name).__get__(self)(original))
+        # each function where train.py's code looks it up (its module's namespace)
+        patched = {"collate": (loop, tasks, evaluation), "tokenize_splits": (tasks,), "build_model": (loop,),
+                   "build_optimizer": (loop,)}  # fmt: skip
+        for name, modules in patched.items():
+            wrapper = getattr(self, name).__get__(self)(getattr(modules[0], name))
+            for module in modules:
+                monkeypatch.setattr(module, name, wrapper)
 
     def collate(self, original):
         def wrapper(dataset, indices, collator, device):
@@ -329,7 +335,7 @@ def test_linear_lr_scheduler_values_per_update(options_run):
 
 @pytest.mark.parametrize("name", ["inverse_sqrt", "linear", "cosine", "constant_with_warmup", "constant"])
 def test_other_lr_schedulers_follow_their_formulas(name):
-    from vaswani.schedules import build_lr_scheduler
+    from vaswani.training.schedules import build_lr_scheduler
 
     warmup, total, peak = 4, 20, 0.5
     formulas = {  # transformers' get_scheduler definitions, written out
@@ -497,7 +503,7 @@ def test_held_out_pairs_over_the_evaluation_budget_are_refused_before_training_o
     ]  # fmt: skip
     try:
         results = train_in_process(argv)
-    except train.UsageError as error:  # a clear error is fine, if it comes before any training
+    except errors.UsageError as error:  # a clear error is fine, if it comes before any training
         assert "max_tokens" in str(error)
         assert not list(out.glob("checkpoints/step-*"))
         return
@@ -509,9 +515,9 @@ def test_every_option_of_every_command_has_a_help_text():
     import argparse
 
     from tokenization.__main__ import add_tokenizer_arguments
-    from vaswani.checkpoints import add_average_arguments
+    from vaswani.export.average import add_average_arguments
 
-    parsers = {"train.py": train.build_parser()}
+    parsers = {"train.py": training_options.build_parser()}
     for name, add in (("tokenizer", add_tokenizer_arguments), ("average", add_average_arguments)):
         parsers[name] = argparse.ArgumentParser()
         add(parsers[name])

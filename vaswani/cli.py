@@ -34,7 +34,7 @@ quantized weights (`--quantization int8`): a translation model for `translate`, 
 
 `push` uploads a model folder (weights, config, generation config, tokenizer, modeling code for
 `trust_remote_code`, training record and our model card) to the Hub in one commit; see `vaswani.hub.push`.
-`average` averages checkpoints (Section 6.1 of the paper); see `vaswani.checkpoints`.
+`average` averages checkpoints (Section 6.1 of the paper); see `vaswani.training.checkpoints`.
 `prune` keeps some layers of a model trained with LayerDrop and writes an ordinary smaller model folder.
 `card` renders the model card (README.md) of a folder.
 `convert --from marian` turns a local MarianMTModel folder (OPUS-MT) into a vaswani model folder that computes the
@@ -55,10 +55,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from vaswani.checkpoints import add_average_arguments, positive_int, run_average
 from vaswani.constants import CONFIG_FILE, MODEL_CARD_FILE, RESULTS_FILE, RUN_ARGS_FILE, TOKENIZER_FILE_PATTERNS
 from vaswani.devices import DTYPES
 from vaswani.errors import ModelFolderError, UsageError, run_command
+from vaswani.export.average import add_average_arguments, positive_int, run_average
 from vaswani.export.ctranslate2 import QUANTIZATIONS
 from vaswani.fileio import atomic_output, write_file_atomically
 from vaswani.inference.engines import BACKENDS
@@ -554,7 +554,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (2 with an `error: ...` line for a user mistake)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["train"]:
-        from vaswani.train import run as run_train
+        from vaswani.training.loop import run as run_train
 
         try:
             return run_train(argv[1:], prog=f"{PROG} train")

@@ -1,4 +1,4 @@
-"""Each rank runs a few blocks under `vaswani.train.main_process_first` and `together`, and one checkpoint save,
+"""Each rank runs a few blocks under `vaswani.training.distributed.main_process_first` and `together`, and one checkpoint save,
 with a failure planted on one rank in some of them, and writes what happened to OUT.rank<R>.json: per case, the
 error each rank raised (its type and message) and when its block ran.
 
@@ -13,9 +13,9 @@ from pathlib import Path
 
 from accelerate import Accelerator
 
-from vaswani.checkpoints import CheckpointManager
 from vaswani.errors import UsageError
-from vaswani.train import main_process_first, together
+from vaswani.training.checkpoints import CheckpointManager
+from vaswani.training.distributed import main_process_first, together
 
 CASES = {  # name: (context, the rank whose block fails, or None)
     "main first, nobody fails": (main_process_first, None),

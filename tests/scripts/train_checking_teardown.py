@@ -2,7 +2,7 @@
 per rank on stderr: `teardown: rank R: DDP models alive at end_training: N`).
 
 None may be: a DDP reducer that outlives the Python references to the gloo process group destroys the group itself,
-joining gloo's worker threads while holding the GIL, and a process can hang at exit (`vaswani.train.close`)."""
+joining gloo's worker threads while holding the GIL, and a process can hang at exit (`vaswani.training.loop.close`)."""
 
 import gc
 import sys
@@ -10,7 +10,7 @@ import sys
 import accelerate
 import torch
 
-import vaswani.train
+from vaswani.training import loop
 
 end_training = accelerate.Accelerator.end_training
 
@@ -23,4 +23,4 @@ def checked_end_training(self):
 
 
 accelerate.Accelerator.end_training = checked_end_training
-sys.exit(vaswani.train.run(sys.argv[1:]))
+sys.exit(loop.run(sys.argv[1:]))

@@ -253,3 +253,13 @@ def _check_positive(**values: int) -> None:
     for name, value in values.items():
         if not (isinstance(value, int | np.integer) and not isinstance(value, bool) and value >= 1):
             raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+
+
+BATCH_COLUMNS = ("input_ids", "attention_mask", "labels")  # an LM's training examples have no labels: its collator
+
+
+def collate(dataset, indices, collator, device) -> dict:
+    features = dataset.select_columns([c for c in BATCH_COLUMNS if c in dataset.column_names])[indices]
+    rows = [dict(zip(features, values, strict=True)) for values in zip(*features.values(), strict=True)]
+    batch = collator(rows)
+    return {key: value.to(device) for key, value in batch.items()}

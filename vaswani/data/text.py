@@ -31,14 +31,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from itertools import chain
 from pathlib import Path
 
 import datasets
 import torch
 
-from vaswani.data.batching import TokenBatchSampler
 from vaswani.data.loading import (
     JSON_SUFFIXES,
     NO_TRAINING_DATA,
@@ -266,42 +265,3 @@ def next_token_targets(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torc
 def masked_token_targets(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Masked LM: each position's logits (B, T, V) against its own label (B, T), -100 where nothing is masked."""
     return logits, labels
-
-
-@torch.no_grad()
-def evaluate_language_model(
-    model,
-    dataset: datasets.Dataset,
-    collate: Callable[[list[int]], dict],
-    accelerator,
-    *,
-    targets: Callable,
-    max_tokens: int,
-    max_samples: int | None = None,
-) -> dict:
-    """loss (mean cross-entropy per scored token, the whole split token-weighted), perplexity = exp(loss) and
-    accuracy (the share of scored tokens whose argmax is right) of `model` on (the first `max_samples` examples of)
-    `dataset`, split across processes. `collate(indices)` makes a batch; `targets` aligns logits and labels."""
-    was_training = model.training
-    model.eval()
-    count = len(dataset) if max_samples is None else min(max_samples, len(dataset))
-    lengths = dataset.select(range(count))["length"]
-    sampler = TokenBatchSampler(
-        lengths, lengths, max_tokens, shuffle=False, num_replicas=accelerator.num_processes,
-        rank=accelerator.process_index, even_batches=False, oversized_alone=True,
-    )  # fmt: skip
-    totals = torch.zeros(3, dtype=torch.float64, device=accelerator.device)  # loss sum, right guesses, tokens
-    for indices in sampler.batches(0):
-        batch = collate(indices)
-        with accelerator.autocast():
-            logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-        logits, labels = targets(logits.float(), batch["labels"])  # (B, T', V), (B, T')
-        scored = labels != -100  # (B, T')
-        totals[0] += torch.nn.functional.cross_entropy(logits[scored], labels[scored], reduction="sum").double()
-        totals[1] += (logits[scored].argmax(-1) == labels[scored]).sum()
-        totals[2] += scored.sum()
-    totals = accelerator.reduce(totals, reduction="sum")
-    model.train(was_training)
-    loss = (totals[0] / totals[2].clamp(min=1)).item()
-    return {"loss": loss, "perplexity": float(torch.tensor(min(loss, 50.0)).exp()),
-            "accuracy": (totals[1] / totals[2].clamp(min=1)).item(), "tokens": int(totals[2].item())}  # fmt: skip

@@ -1,70 +1,63 @@
-"""Training checkpoints that survive a kill, and checkpoint averaging (Vaswani et al. 2017, Section 6.1).
+"""Training checkpoints that survive a kill, and exact resume (Vaswani et al. 2017, Section 6.1: a checkpoint every
+10 minutes; averaging them is `vaswani.weights`).
 
-The paper wrote a checkpoint every 10 minutes and averaged the last 5 (base) or 20 (big) into the final model.
-This module does both halves for `train.py`:
-
-- `CheckpointManager` writes each checkpoint (the files train.py's `save_checkpoint` writes) into a
-  hidden `root/.tmp-step-00000123/` folder, makes it durable (fsync), marks it complete with `checkpoint.json`
-  and only then renames it to `root/step-00000123/` in one atomic step. A crash or SIGKILL at any moment
-  therefore leaves every previously completed checkpoint intact; the only leftovers are `.tmp-*` folders, which
-  `remove_incomplete()` cleans at the next start. It keeps the last K checkpoints and resolves
-  `--resume_from_checkpoint` ("latest" or a path).
-- `save_state_file` / `load_state_file`: what a checkpoint holds besides the weights (optimizer, schedules, random
-  generators) as safetensors tensors plus a JSON skeleton, so that resuming reads nothing that can execute code
-  (no pickle); `rng_states` / `set_rng_states` for the random generators. `atomic_output` writes any file through
-  a temporary name and a rename.
-- `average_checkpoints` follows fairseq's `scripts/average_checkpoints.py`: the arithmetic mean of every tensor
-  (accumulated in float64, cast back to the tensor's dtype), key sets and shapes must match.
-  `average_into_model` loads the average into a model (tied weights are saved once), `average_run` writes the
-  averaged model of a finished run as a complete `save_pretrained` folder.
-
-Command line (the standalone step; its options are defined here, `vaswani.cli` runs it):
-
-    vaswani average --run_dir runs/base --last 5 --output_dir runs/base-avg5
-    vaswani average --checkpoints CKPT [CKPT ...] --model runs/base --output_dir OUT
-
-`CheckpointManager` needs only the standard library; torch and transformers are imported by the averaging
-functions that use them, so that `train.py` helpers and the command line's error messages start fast.
+- `CheckpointManager` writes each checkpoint (the files `save_checkpoint` writes) into a hidden
+  `root/.tmp-step-00000123/` folder, makes it durable (fsync), marks it complete with `checkpoint.json` and only then
+  renames it to `root/step-00000123/` in one atomic step. A crash or SIGKILL at any moment therefore leaves every
+  previously completed checkpoint intact; the only leftovers are `.tmp-*` folders, which `remove_incomplete()`
+  cleans at the next start. It keeps the last K checkpoints and resolves `--resume_from_checkpoint` ("latest" or a
+  path).
+- `TrainingState`: what a checkpoint holds besides the weights (optimizer, LR schedule, LayerDrop, DropHead,
+  progress), saved with `vaswani.fileio.save_state_file` (safetensors + JSON, no pickle); `rng_states` /
+  `set_rng_states` for each process's random generators; `save_checkpoint` / `load_checkpoint` for the whole.
 """
 
 from __future__ import annotations
 
-import argparse
-import fnmatch
+import dataclasses
+import functools
 import json
+import logging
 import os
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import torch
+
+from modeling_vaswani import (
+    DropHeadScheduler,
+)
 from vaswani.constants import (
     ABANDONED_PREFIX,
-    CHECKPOINTS_SUBDIR,
     DELETED_PREFIX,
-    FILES_TO_COPY,
-    GENERATION_CONFIG_FILE,
     MARKER_NAME,
+    PROGRESS_FILE,
     REPLACED_PREFIX,
+    RNG_FILE,
     STEP_DIR,
     TMP_PREFIX,
+    TRAINING_STATE_FILE,
 )
-from vaswani.errors import CheckpointError
-from vaswani.fileio import fsync_dir, fsync_tree
-from vaswani.weights import average_into_model
+from vaswani.errors import (
+    CheckpointError,
+)
+from vaswani.fileio import fsync_dir, fsync_tree, load_state_file, save_state_file
+from vaswani.training.distributed import together
+from vaswani.weights import average_into_model, load_weights, load_weights_into_model
+
+logger = logging.getLogger("train")  # one logger for the whole training run
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedModel
+    pass
 
 __all__ = [
     "CheckpointError",
     "CheckpointManager",
     "average_into_model",
-    "average_run",
-    "average_to_folder",
-    "run_average",
 ]
 
 
@@ -328,126 +321,129 @@ def set_rng_states(states: dict, source: Path) -> None:
         ) from None
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# The averaged model as a save_pretrained folder (the standalone step)
-# ----------------------------------------------------------------------------------------------------------------
-def average_run(
-    run_dir: str | Path, last: int, output_dir: str | Path, *, overwrite: bool = False, trust_remote_code: bool = False
+@dataclasses.dataclass
+class TrainingProgress:
+    """Where the run is; saved in every checkpoint (`TrainingState`) so a resume continues exactly."""
+
+    step: int = 0  # optimizer updates done
+    epoch: int = 0  # epoch of the next batch
+    batch_in_epoch: int = 0  # index (for this rank) of the next batch within its epoch
+    target_tokens: int = 0  # real target tokens trained on, all processes
+    train_seconds: float = 0.0
+
+    def state_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def load_state_dict(self, state: dict) -> None:
+        for key, value in state.items():
+            setattr(self, key, value)
+
+
+@dataclasses.dataclass
+class TrainingState:
+    """Everything a checkpoint holds besides the weights, written with `save_state_file` (safetensors + JSON): a
+    resume reads nothing that can execute code, and restores all of it or stops with an error."""
+
+    accelerator: object
+    model: torch.nn.Module  # the unwrapped model (its LayerDrop generators)
+    optimizer: torch.optim.Optimizer
+    lr_scheduler: object
+    drophead: DropHeadScheduler | None
+    progress: TrainingProgress
+    max_steps: int
+
+    def state_dict(self) -> dict:
+        scaler = self.accelerator.scaler
+        return {
+            "progress": self.progress.state_dict(),
+            "max_steps": self.max_steps,
+            "num_processes": self.accelerator.num_processes,
+            "accelerator_step": self.accelerator.step,
+            "optimizer": self.optimizer.state_dict(),
+            "lr_scheduler": self.lr_scheduler.state_dict(),
+            "layerdrop": self.model.layerdrop_state_dict(),
+            "drophead": self.drophead.state_dict() if self.drophead is not None else None,
+            "grad_scaler": scaler.state_dict() if scaler is not None else None,
+        }
+
+    def load_state_dict(self, state: dict, source: Path) -> None:
+        """Restore `state` (read from `source`); a `CheckpointError` naming `source` when it does not fit this run."""
+        if state["num_processes"] != self.accelerator.num_processes:
+            raise CheckpointError(
+                f"{source} was written by {state['num_processes']} process(es) but this run has "
+                f"{self.accelerator.num_processes}: resume with the same number of processes."
+            )
+        if state["max_steps"] != self.max_steps:
+            raise CheckpointError(
+                f"{source} belongs to a run of {state['max_steps']} updates but this run would make "
+                f"{self.max_steps}: the LR and DropHead schedules depend on it. Resume with the original "
+                "--max_train_steps / --num_train_epochs."
+            )
+        if (state["drophead"] is None) != (self.drophead is None):
+            raise CheckpointError(f"{source} and the options disagree on scheduled DropHead.")
+        if (state["grad_scaler"] is None) != (self.accelerator.scaler is None):
+            raise CheckpointError(f"{source} and --mixed_precision disagree on fp16 loss scaling.")
+        self.progress.load_state_dict(state["progress"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.lr_scheduler.load_state_dict(state["lr_scheduler"])
+        self.model.load_layerdrop_state_dict(state["layerdrop"])
+        if self.drophead is not None:
+            self.drophead.load_state_dict(state["drophead"])
+        if self.accelerator.scaler is not None:
+            self.accelerator.scaler.load_state_dict(state["grad_scaler"])
+        self.accelerator.step = state["accelerator_step"]
+
+
+def save_checkpoint(
+    accelerator,
+    manager: CheckpointManager,
+    model,
+    training: TrainingState,
+    write_more: Callable[[Path], None] | None = None,
 ) -> Path:
-    """Average the last `last` complete checkpoints of a run into a complete model folder.
+    """The weights (`model.safetensors`, through `accelerator.save_model`), the training state, every process's
+    random number generators and what `write_more(folder)` writes (main process: the time budget and early-stopping
+    state), published atomically by the CheckpointManager."""
 
-    `run_dir` is the final model folder train.py writes (config, generation config, tokenizer files), with the
-    checkpoints under `run_dir/checkpoints/`. The output gets the model's `save_pretrained` files with the averaged
-    weights, plus the tokenizer files and README.md of `run_dir`. `output_dir` may be `run_dir` itself: its model
-    files are then replaced (`vaswani.model_folder.write_model_folder`) and everything else in it is kept. Any
-    other non-empty `output_dir` needs `overwrite`.
-    """
-    from vaswani.model_folder import check_model_folder
+    def write(directory: Path) -> None:
+        accelerator.save_model(model, directory)
+        save_state_file(directory / RNG_FILE.format(rank=accelerator.process_index), rng_states())
+        if accelerator.is_main_process:
+            save_state_file(directory / TRAINING_STATE_FILE, training.state_dict())
+            (directory / PROGRESS_FILE).write_text(json.dumps(training.progress.state_dict(), indent=2))
+            if write_more is not None:
+                write_more(directory)
 
-    run_dir = check_model_folder(run_dir, need_tokenizer=False, need_weights=False)
-    if last < 1:
-        raise CheckpointError(f"the number of checkpoints to average is {last}; it must be at least 1.")
-    checkpoint_root = run_dir / CHECKPOINTS_SUBDIR
-    available = CheckpointManager(checkpoint_root).checkpoints()
-    if len(available) < last:
+    path = manager.save(
+        training.progress.step,
+        write,
+        is_main_process=accelerator.is_main_process,
+        together=functools.partial(together, accelerator),
+    )
+    logger.info("Saved checkpoint %s", path)
+    return path
+
+
+def load_checkpoint(accelerator, path: Path, training: TrainingState) -> None:
+    """Restore a checkpoint written by `save_checkpoint`. Every file is read as safetensors (never unpickled); a
+    missing, damaged or tampered file, or one that does not fit this run, raises `CheckpointError` naming it."""
+    legacy = sorted(p.name for p in path.glob("*.pkl")) + sorted(p.name for p in path.glob("*.bin"))
+    if not (path / TRAINING_STATE_FILE).is_file() and legacy:
         raise CheckpointError(
-            f"cannot average the last {last} checkpoint(s): {checkpoint_root} has {len(available)} complete "
-            f"checkpoint(s)."
+            f"{path} holds pickle files ({', '.join(legacy)}) and no {TRAINING_STATE_FILE}: it was written by an older train.py "
+            "and is not loaded, because unpickling can run code. Start a new run, or average its weights with "
+            "`vaswani average`."
         )
-    in_place = Path(output_dir).exists() and Path(output_dir).resolve() == run_dir.resolve()
-    return average_to_folder(
-        available[-last:], run_dir, output_dir, overwrite=overwrite or in_place, trust_remote_code=trust_remote_code
-    )
-
-
-def average_to_folder(
-    paths: Sequence[str | Path],
-    model_dir: str | Path,
-    output_dir: str | Path,
-    *,
-    overwrite: bool = False,
-    trust_remote_code: bool = False,
-) -> Path:
-    """Average the checkpoints into the model described by `model_dir` (its config, generation config, tokenizer
-    files and README.md; its weights are not read) and write a complete `save_pretrained` folder to `output_dir`
-    (a new or empty folder, or any folder with `overwrite`: its model files are replaced, other files kept)."""
-    from vaswani.model_folder import check_model_files, check_output_folder, write_model_folder
-
-    model_dir = Path(model_dir)
-    check_output_folder(output_dir, replace=overwrite)
-    config, _ = check_model_files(
-        model_dir, need_tokenizer=False, need_weights=False, trust_remote_code=trust_remote_code
-    )
-    model = _model_from_config(model_dir, config, trust_remote_code)
-    average_into_model(model, paths)
-
-    def write(folder: Path) -> None:
-        model.save_pretrained(folder)
-        for file in sorted(model_dir.iterdir()):
-            if file.is_file() and any(fnmatch.fnmatch(file.name, pattern) for pattern in FILES_TO_COPY):
-                shutil.copy2(file, folder / file.name)
-
-    return write_model_folder(output_dir, write, replace=overwrite)
-
-
-def _model_from_config(model_dir: Path, config, trust_remote_code: bool) -> PreTrainedModel:
-    """A freshly initialized model of `config`, with the folder's generation config."""
-    from transformers import AutoModelForSeq2SeqLM, GenerationConfig
-
-    model = AutoModelForSeq2SeqLM.from_config(config, trust_remote_code=trust_remote_code)
-    if (model_dir / GENERATION_CONFIG_FILE).is_file():
-        try:
-            model.generation_config = GenerationConfig.from_pretrained(model_dir, local_files_only=True)
-        except (OSError, ValueError, TypeError) as error:
-            raise CheckpointError(f"{model_dir / 'generation_config.json'} cannot be read: {error}") from None
-    return model
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Command line
-# ----------------------------------------------------------------------------------------------------------------
-def positive_int(text: str) -> int:
-    """argparse type for counts: a whole number, at least 1."""
+    load_weights_into_model(training.model, load_weights(path), source=str(path))
+    state = load_state_file(path / TRAINING_STATE_FILE)
     try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def add_average_arguments(average: argparse.ArgumentParser) -> None:
-    """The options of `vaswani average` (checkpoint averaging)."""
-    from vaswani.model_folder import add_output_folder_arguments, add_trust_remote_code
-
-    source = average.add_mutually_exclusive_group(required=True)
-    source.add_argument("--run_dir", type=Path, metavar="DIR", help="a run's final model folder, with checkpoints/")
-    source.add_argument(
-        "--checkpoints", type=Path, nargs="+", metavar="CKPT", help="checkpoint folders or .safetensors files"
-    )
-    average.add_argument(
-        "--last", type=positive_int, metavar="N", help="with --run_dir: average the last N checkpoints (paper: 5, 20)"
-    )
-    average.add_argument(
-        "--model", type=Path, metavar="DIR", help="with --checkpoints: the model folder (config, tokenizer files)"
-    )
-    add_output_folder_arguments(average, "the model", exempt=" (other than --run_dir)")
-    add_trust_remote_code(average)
-
-
-def run_average(args: argparse.Namespace) -> int:
-    """`vaswani average`: write the averaged model folder and say where."""
-    from vaswani.errors import UsageError
-
-    if args.run_dir is not None and (args.last is None or args.model is not None):
-        raise UsageError("--run_dir needs --last N (and takes no --model: the run folder is the model)")
-    if args.checkpoints is not None and (args.model is None or args.last is not None):
-        raise UsageError("--checkpoints needs --model DIR (and takes no --last)")
-    options = {"overwrite": args.overwrite, "trust_remote_code": args.trust_remote_code}
-    if args.run_dir is not None:
-        output = average_run(args.run_dir, args.last, args.output_dir, **options)
-    else:
-        output = average_to_folder(args.checkpoints, args.model, args.output_dir, **options)
-    print(f"wrote the averaged model to {output}")
-    return 0
+        training.load_state_dict(state, path / TRAINING_STATE_FILE)
+    except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as error:
+        if isinstance(error, CheckpointError):
+            raise
+        raise CheckpointError(
+            f"{path / TRAINING_STATE_FILE} does not fit this run ({type(error).__name__}: {error}); resume with the "
+            "original options, or from another checkpoint."
+        ) from None
+    rng_file = path / RNG_FILE.format(rank=accelerator.process_index)
+    set_rng_states(load_state_file(rng_file), rng_file)

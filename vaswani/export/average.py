@@ -1,0 +1,152 @@
+"""`vaswani average`: the averaged model of a finished run (or of given checkpoints) written as a complete
+`save_pretrained` folder (Vaswani et al. 2017, Section 6.1; fairseq's `scripts/average_checkpoints.py`). The
+averaging itself is `vaswani.weights.average_checkpoints`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from vaswani.constants import (
+    CHECKPOINTS_SUBDIR,
+    FILES_TO_COPY,
+    GENERATION_CONFIG_FILE,
+)
+from vaswani.errors import (
+    CheckpointError,
+)
+from vaswani.training.checkpoints import CheckpointManager
+from vaswani.weights import average_into_model
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The averaged model as a save_pretrained folder (the standalone step)
+# ----------------------------------------------------------------------------------------------------------------
+def average_run(
+    run_dir: str | Path, last: int, output_dir: str | Path, *, overwrite: bool = False, trust_remote_code: bool = False
+) -> Path:
+    """Average the last `last` complete checkpoints of a run into a complete model folder.
+
+    `run_dir` is the final model folder train.py writes (config, generation config, tokenizer files), with the
+    checkpoints under `run_dir/checkpoints/`. The output gets the model's `save_pretrained` files with the averaged
+    weights, plus the tokenizer files and README.md of `run_dir`. `output_dir` may be `run_dir` itself: its model
+    files are then replaced (`vaswani.model_folder.write_model_folder`) and everything else in it is kept. Any
+    other non-empty `output_dir` needs `overwrite`.
+    """
+    from vaswani.model_folder import check_model_folder
+
+    run_dir = check_model_folder(run_dir, need_tokenizer=False, need_weights=False)
+    if last < 1:
+        raise CheckpointError(f"the number of checkpoints to average is {last}; it must be at least 1.")
+    checkpoint_root = run_dir / CHECKPOINTS_SUBDIR
+    available = CheckpointManager(checkpoint_root).checkpoints()
+    if len(available) < last:
+        raise CheckpointError(
+            f"cannot average the last {last} checkpoint(s): {checkpoint_root} has {len(available)} complete "
+            f"checkpoint(s)."
+        )
+    in_place = Path(output_dir).exists() and Path(output_dir).resolve() == run_dir.resolve()
+    return average_to_folder(
+        available[-last:], run_dir, output_dir, overwrite=overwrite or in_place, trust_remote_code=trust_remote_code
+    )
+
+
+def average_to_folder(
+    paths: Sequence[str | Path],
+    model_dir: str | Path,
+    output_dir: str | Path,
+    *,
+    overwrite: bool = False,
+    trust_remote_code: bool = False,
+) -> Path:
+    """Average the checkpoints into the model described by `model_dir` (its config, generation config, tokenizer
+    files and README.md; its weights are not read) and write a complete `save_pretrained` folder to `output_dir`
+    (a new or empty folder, or any folder with `overwrite`: its model files are replaced, other files kept)."""
+    from vaswani.model_folder import check_model_files, check_output_folder, write_model_folder
+
+    model_dir = Path(model_dir)
+    check_output_folder(output_dir, replace=overwrite)
+    config, _ = check_model_files(
+        model_dir, need_tokenizer=False, need_weights=False, trust_remote_code=trust_remote_code
+    )
+    model = _model_from_config(model_dir, config, trust_remote_code)
+    average_into_model(model, paths)
+
+    def write(folder: Path) -> None:
+        model.save_pretrained(folder)
+        for file in sorted(model_dir.iterdir()):
+            if file.is_file() and any(fnmatch.fnmatch(file.name, pattern) for pattern in FILES_TO_COPY):
+                shutil.copy2(file, folder / file.name)
+
+    return write_model_folder(output_dir, write, replace=overwrite)
+
+
+def _model_from_config(model_dir: Path, config, trust_remote_code: bool) -> PreTrainedModel:
+    """A freshly initialized model of `config`, with the folder's generation config."""
+    from transformers import AutoModelForSeq2SeqLM, GenerationConfig
+
+    model = AutoModelForSeq2SeqLM.from_config(config, trust_remote_code=trust_remote_code)
+    if (model_dir / GENERATION_CONFIG_FILE).is_file():
+        try:
+            model.generation_config = GenerationConfig.from_pretrained(model_dir, local_files_only=True)
+        except (OSError, ValueError, TypeError) as error:
+            raise CheckpointError(f"{model_dir / 'generation_config.json'} cannot be read: {error}") from None
+    return model
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Command line
+# ----------------------------------------------------------------------------------------------------------------
+def positive_int(text: str) -> int:
+    """argparse type for counts: a whole number, at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def add_average_arguments(average: argparse.ArgumentParser) -> None:
+    """The options of `vaswani average` (checkpoint averaging)."""
+    from vaswani.model_folder import add_output_folder_arguments, add_trust_remote_code
+
+    source = average.add_mutually_exclusive_group(required=True)
+    source.add_argument("--run_dir", type=Path, metavar="DIR", help="a run's final model folder, with checkpoints/")
+    source.add_argument(
+        "--checkpoints", type=Path, nargs="+", metavar="CKPT", help="checkpoint folders or .safetensors files"
+    )
+    average.add_argument(
+        "--last", type=positive_int, metavar="N", help="with --run_dir: average the last N checkpoints (paper: 5, 20)"
+    )
+    average.add_argument(
+        "--model", type=Path, metavar="DIR", help="with --checkpoints: the model folder (config, tokenizer files)"
+    )
+    add_output_folder_arguments(average, "the model", exempt=" (other than --run_dir)")
+    add_trust_remote_code(average)
+
+
+def run_average(args: argparse.Namespace) -> int:
+    """`vaswani average`: write the averaged model folder and say where."""
+    from vaswani.errors import UsageError
+
+    if args.run_dir is not None and (args.last is None or args.model is not None):
+        raise UsageError("--run_dir needs --last N (and takes no --model: the run folder is the model)")
+    if args.checkpoints is not None and (args.model is None or args.last is not None):
+        raise UsageError("--checkpoints needs --model DIR (and takes no --last)")
+    options = {"overwrite": args.overwrite, "trust_remote_code": args.trust_remote_code}
+    if args.run_dir is not None:
+        output = average_run(args.run_dir, args.last, args.output_dir, **options)
+    else:
+        output = average_to_folder(args.checkpoints, args.model, args.output_dir, **options)
+    print(f"wrote the averaged model to {output}")
+    return 0

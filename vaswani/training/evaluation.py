@@ -1,0 +1,129 @@
+"""Evaluation during and after training: validation/test loss, BLEU and chrF of beam-search translations through
+`evaluate` (the local metric scripts of `vaswani.metrics`), gathered across processes; a language model's loss,
+perplexity and accuracy.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+
+import datasets
+import torch
+
+from vaswani.data.batching import TokenBatchSampler, collate
+
+logger = logging.getLogger("train")  # one logger for the whole training run
+
+
+@torch.no_grad()
+def run_evaluation(args, accelerator, model, dataset, raw_split, tokenizer, collator, *, max_samples=None):
+    """Validation loss (label-smoothed, per target token) and perplexity; BLEU and chrF of beam-search translations
+    against the raw references. Work is split across processes and gathered by example index."""
+    from accelerate.utils import gather_object
+
+    from vaswani.metrics import load_metric
+
+    unwrapped = accelerator.unwrap_model(model)
+    was_training = unwrapped.training
+    unwrapped.eval()
+    indices = list(range(len(dataset) if max_samples is None else min(max_samples, len(dataset))))
+    subset = dataset.select(indices)
+    budget = args.eval_max_tokens or args.max_tokens
+    sampler = TokenBatchSampler(
+        subset["source_length"], subset["target_length"], budget, shuffle=False,
+        num_replicas=accelerator.num_processes, rank=accelerator.process_index, even_batches=False,
+        oversized_alone=True,  # held-out pairs are never filtered: one longer than the budget is scored on its own
+    )  # fmt: skip
+    loss_sum = torch.zeros((), dtype=torch.float64, device=accelerator.device)
+    nll_sum = torch.zeros((), dtype=torch.float64, device=accelerator.device)
+    tokens = torch.zeros((), dtype=torch.float64, device=accelerator.device)
+    predictions = []
+    for batch_indices in sampler.batches(0):
+        batch = collate(subset, batch_indices, collator, accelerator.device)
+        with accelerator.autocast():
+            out = unwrapped(**batch)
+        mask = batch["labels"] != -100
+        count = mask.sum()
+        loss_sum += out.loss.double() * count
+        nll_sum += torch.nn.functional.cross_entropy(
+            out.logits.float()[mask], batch["labels"][mask], reduction="sum"
+        ).double()
+        tokens += count
+        with accelerator.autocast():
+            generated = unwrapped.generate(
+                input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                num_beams=args.num_beams, length_penalty=args.length_penalty,
+            )  # fmt: skip
+        texts = tokenizer.batch_decode(generated, skip_special_tokens=True)
+        predictions.extend(zip((indices[i] for i in batch_indices), texts, strict=True))
+    totals = accelerator.reduce(torch.stack([loss_sum, nll_sum, tokens]), reduction="sum")
+    results = {"loss": (totals[0] / totals[2]).item(), "nll": (totals[1] / totals[2]).item()}
+    results["ppl"] = math.exp(min(results["nll"], 50.0))
+    gathered = sorted(gather_object(predictions))
+    hypotheses = [text for _, text in gathered]
+    references = [raw_split[i]["translation"][args.target_lang] for i, _ in gathered]
+    if accelerator.is_main_process:
+        bleu = load_metric("sacrebleu").compute(predictions=hypotheses, references=[[r] for r in references])
+        chrf = load_metric("chrf").compute(predictions=hypotheses, references=[[r] for r in references])
+        results.update(bleu=bleu["score"], chrf=chrf["score"], bleu_signature=bleu["signature"],
+                       chrf_signature=chrf["signature"])  # fmt: skip
+    results["examples"] = [
+        {"source": raw_split[i]["translation"][args.source_lang], "reference": ref, "translation": hyp}
+        for (i, hyp), ref in zip(gathered[: args.num_examples], references, strict=False)
+    ]
+    unwrapped.train(was_training)
+    return results
+
+
+def log_evaluation(split: str, results: dict, step: int) -> None:
+    scores = ", ".join(
+        f"{k} {results[k]:.2f}"
+        for k in ("bleu", "chrf", "loss", "ppl", "perplexity", "accuracy")
+        if isinstance(results.get(k), float)
+    )
+    logger.info("%s @ step %d: %s", split, step, scores)
+    for example in results.get("examples", []):
+        logger.info("  source:      %s", example["source"])
+        logger.info("  reference:   %s", example["reference"])
+        logger.info("  translation: %s", example["translation"])
+
+
+@torch.no_grad()
+def evaluate_language_model(
+    model,
+    dataset: datasets.Dataset,
+    collate: Callable[[list[int]], dict],
+    accelerator,
+    *,
+    targets: Callable,
+    max_tokens: int,
+    max_samples: int | None = None,
+) -> dict:
+    """loss (mean cross-entropy per scored token, the whole split token-weighted), perplexity = exp(loss) and
+    accuracy (the share of scored tokens whose argmax is right) of `model` on (the first `max_samples` examples of)
+    `dataset`, split across processes. `collate(indices)` makes a batch; `targets` aligns logits and labels."""
+    was_training = model.training
+    model.eval()
+    count = len(dataset) if max_samples is None else min(max_samples, len(dataset))
+    lengths = dataset.select(range(count))["length"]
+    sampler = TokenBatchSampler(
+        lengths, lengths, max_tokens, shuffle=False, num_replicas=accelerator.num_processes,
+        rank=accelerator.process_index, even_batches=False, oversized_alone=True,
+    )  # fmt: skip
+    totals = torch.zeros(3, dtype=torch.float64, device=accelerator.device)  # loss sum, right guesses, tokens
+    for indices in sampler.batches(0):
+        batch = collate(indices)
+        with accelerator.autocast():
+            logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        logits, labels = targets(logits.float(), batch["labels"])  # (B, T', V), (B, T')
+        scored = labels != -100  # (B, T')
+        totals[0] += torch.nn.functional.cross_entropy(logits[scored], labels[scored], reduction="sum").double()
+        totals[1] += (logits[scored].argmax(-1) == labels[scored]).sum()
+        totals[2] += scored.sum()
+    totals = accelerator.reduce(totals, reduction="sum")
+    model.train(was_training)
+    loss = (totals[0] / totals[2].clamp(min=1)).item()
+    return {"loss": loss, "perplexity": float(torch.tensor(min(loss, 50.0)).exp()),
+            "accuracy": (totals[1] / totals[2].clamp(min=1)).item(), "tokens": int(totals[2].item())}  # fmt: skip

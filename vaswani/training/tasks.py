@@ -1,0 +1,407 @@
+"""`--task`: what differs between translation and the language models, chosen once at set-up (`TASKS[args.task]`),
+so that the loop never asks which: the options each task takes, its data and tokenizer, its model class, collators
+and evaluation, the log line that tells the user what to do with the model. `Run` holds what `set_up` builds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import torch
+
+from modeling_vaswani import (
+    VaswaniConfig,
+    VaswaniDecoderConfig,
+    VaswaniEncoderConfig,
+    VaswaniForCausalLM,
+    VaswaniForConditionalGeneration,
+    VaswaniForMaskedLM,
+)
+from modeling_vaswani.configuration_vaswani import MODEL_OPTIONS
+from tokenization import train_bpe_tokenizer
+from vaswani.constants import (
+    TOKENIZER_STAGING,
+)
+from vaswani.data.batching import TokenBatchSampler, collate
+from vaswani.data.loading import load_translation_splits
+from vaswani.data.text import (
+    load_text_splits,
+    mask_held_out,
+    masked_token_targets,
+    next_token_targets,
+    tokenize_texts,
+    training_texts,
+)
+from vaswani.errors import (
+    DataError,
+    UsageError,
+)
+from vaswani.model_folder import (
+    check_tokenizer_fits,
+    load_tokenizer,
+)
+from vaswani.training.checkpoints import CheckpointManager, TrainingState
+from vaswani.training.distributed import main_process_first
+from vaswani.training.evaluation import evaluate_language_model, run_evaluation
+from vaswani.training.run_dir import MetricsLog
+from vaswani.training.stopping import (
+    StoppingRules,
+)
+
+logger = logging.getLogger("train")  # one logger for the whole training run
+
+
+def load_data(args, accelerator):
+    if args.dataset_name == "demo":
+        logger.info("Using the built-in demo dataset (numbers, dates, quantities): no --train_file or --dataset_name.")
+    with main_process_first(accelerator):  # the main process builds the Arrow cache, the others reuse it
+        return load_translation_splits(
+            train_file=args.train_file, validation_file=args.validation_file, test_file=args.test_file,
+            dataset_name=args.dataset_name, dataset_config_name=args.dataset_config_name,
+            source_lang=args.source_lang, target_lang=args.target_lang, validation_size=args.validation_size,
+            seed=args.seed, cache_dir=args.cache_dir,
+        )  # fmt: skip
+
+
+def get_tokenizer(args, raw, output_dir: Path, accelerator, config: VaswaniConfig):
+    """An existing tokenizer (--tokenizer, or the one this run saved before a resume), or a new shared BPE trained on
+    the training data (`Task.train_tokenizer`: both sides of the pairs, or the text of an LM task). A new tokenizer
+    is staged in output_dir/.tmp-tokenizer/ and moved into output_dir (part of the final model folder) by
+    `start_new_run`, once every check has passed."""
+    source = args.tokenizer or (output_dir if args.resume_from_checkpoint else None)
+    if source is not None:
+        tokenizer = load_tokenizer(source)  # tokenizer.json checked (a `{}` or garbage file is a clear error)
+        if args.tokenizer and "vocab_size" in args.explicit and len(tokenizer) != args.vocab_size:
+            raise UsageError(
+                f"--tokenizer {args.tokenizer} has {len(tokenizer)} tokens but --vocab_size is {args.vocab_size}: the "
+                "model's vocabulary must match the tokenizer. Drop --vocab_size or use a matching tokenizer."
+            )
+        if args.model_name_or_path:
+            check_tokenizer_fits(tokenizer, config, where=f"--tokenizer {source}", exact=True)
+        TASKS[args.task].check_tokenizer(tokenizer, source)
+        return tokenizer
+    if args.model_name_or_path:
+        raise UsageError(
+            "--model_name_or_path needs the tokenizer the model was trained with: pass --tokenizer (a saved model "
+            "folder holds its tokenizer, e.g. --tokenizer " + str(args.model_name_or_path) + ")."
+        )
+    with main_process_first(accelerator):
+        if accelerator.is_main_process:
+            logger.info("Training a shared BPE tokenizer (vocab_size=%d) on the training data", args.vocab_size)
+            tokenizer = TASKS[args.task].train_tokenizer(args, raw)
+            staged = output_dir / TOKENIZER_STAGING  # moved into output_dir once every check has passed
+            if staged.exists():
+                shutil.rmtree(staged)
+            staged.mkdir(parents=True)
+            tokenizer.save_pretrained(staged)
+        else:
+            tokenizer = load_tokenizer(output_dir / TOKENIZER_STAGING)
+    return tokenizer
+
+
+def tokenize_splits(args, raw, tokenizer, accelerator):
+    """input_ids and labels (EOS appended) per pair, over-long pairs dropped or truncated, lengths for batching."""
+    src, tgt = args.source_lang, args.target_lang
+    limits = {"input_ids": args.max_source_length, "labels": args.max_target_length}
+
+    def preprocess(batch):
+        pairs = batch["translation"]
+        encoded = tokenizer([p[src] for p in pairs], text_target=[p[tgt] for p in pairs])
+        overlong = [
+            len(s) > limits["input_ids"] or len(t) > limits["labels"]
+            for s, t in zip(encoded["input_ids"], encoded["labels"], strict=True)
+        ]
+        if args.overlong == "truncate":
+            eos = tokenizer.eos_token_id
+            for key, limit in limits.items():
+                encoded[key] = [ids if len(ids) <= limit else ids[: limit - 1] + [eos] for ids in encoded[key]]
+            encoded["attention_mask"] = [[1] * len(ids) for ids in encoded["input_ids"]]
+        encoded["overlong"] = overlong
+        encoded["source_length"] = [len(ids) for ids in encoded["input_ids"]]
+        encoded["target_length"] = [len(ids) for ids in encoded["labels"]]
+        return encoded
+
+    tokenized = {}
+    with main_process_first(accelerator):
+        for split, dataset in raw.items():
+            mapped = dataset.map(
+                preprocess, batched=True, remove_columns=dataset.column_names,
+                num_proc=args.preprocessing_num_workers, desc=f"Tokenizing {split}",
+            )  # fmt: skip
+            count = sum(mapped["overlong"])
+            if count:
+                if args.overlong == "drop" and split == "train":
+                    mapped = mapped.filter(
+                        lambda flags: [not f for f in flags], input_columns="overlong", batched=True
+                    )
+                    logger.info("%s: dropped %d over-long pairs (limits %s)", split, count, limits)
+                else:  # held-out pairs are never dropped: scores must cover the whole split
+                    logger.info(
+                        "%s: %d pairs exceed the limits %s and were %s",
+                        split,
+                        count,
+                        limits,
+                        "truncated" if args.overlong == "truncate" else "kept for evaluation",
+                    )
+            if split == "train" and len(mapped) == 0:
+                raise DataError(
+                    "every training pair is over the length limits; raise --max_source_length/--max_target_length."
+                )
+            tokenized[split] = mapped.remove_columns("overlong")
+    return tokenized
+
+
+def vaswani_command() -> str:
+    """The `vaswani` command as a user can type it: `vaswani` where the shell finds this installation's script, its
+    path otherwise (`.venv/bin/vaswani` after `make demo`, whose environment is not activated in the user's shell),
+    and `python -m vaswani.cli` where no script was installed."""
+    script = Path(sys.executable).parent / "vaswani"
+    found = shutil.which("vaswani")
+    if found and script.exists() and Path(found).resolve() == script.resolve():
+        return "vaswani"
+    if not script.exists():
+        return f"{sys.executable} -m vaswani.cli"
+    relative = os.path.relpath(script)
+    return str(script) if relative.startswith("..") else relative
+
+
+class TranslationTask:
+    """The paper's task: sentence pairs, `VaswaniForConditionalGeneration`, BLEU and chrF of beam-search output."""
+
+    name = "translation"
+    examples = "pairs"  # what a training example is, for the log
+    metrics = ("bleu", "chrf", "loss")  # --metric_for_best, the default first
+    model_class = VaswaniForConditionalGeneration
+
+    def check_args(self, args) -> None:
+        refuse_options(args, LM_OPTIONS, self.name, "it belongs to --task causal_lm / masked_lm")
+        _check_metric(args, self)
+
+    def check_lengths(self, args) -> None:
+        if args.max_tokens < max(args.max_source_length, args.max_target_length):
+            raise UsageError(
+                f"--max_tokens {args.max_tokens} is smaller than the longest allowed pair "
+                f"(--max_source_length {args.max_source_length}, --max_target_length {args.max_target_length}); "
+                "raise --max_tokens or lower the length limits."
+            )
+
+    def load_data(self, args, accelerator) -> tuple[dict, str]:
+        raw, report = load_data(args, accelerator)
+        return raw, report.summary()
+
+    def train_tokenizer(self, args, raw):
+        return train_bpe_tokenizer(
+            dataset=raw["train"], source_lang=args.source_lang, target_lang=args.target_lang,
+            vocab_size=args.vocab_size, min_frequency=args.min_frequency,
+            special_tokens_layout=args.special_tokens_layout, model_max_length=args.max_position_embeddings or 1024,
+        )  # fmt: skip
+
+    def check_tokenizer(self, tokenizer, source) -> None:
+        pass
+
+    def model_config(self, config: VaswaniConfig) -> VaswaniConfig:
+        return config
+
+    def tokenize(self, args, raw, tokenizer, accelerator) -> dict:
+        return tokenize_splits(args, raw, tokenizer, accelerator)
+
+    def lengths(self, dataset) -> tuple:
+        return dataset["source_length"], dataset["target_length"]
+
+    def collators(self, args, tokenizer, model) -> tuple[object, object]:
+        from transformers import DataCollatorForSeq2Seq
+
+        collator = DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)
+        return collator, collator
+
+    def scored_tokens(self, batch: dict) -> int:
+        return int((batch["labels"] != -100).sum())
+
+    def evaluate(self, run: Run, split: str, max_samples: int | None) -> dict:
+        return run_evaluation(
+            run.args, run.accelerator, run.model, run.tokenized[split], run.raw[split], run.tokenizer, run.collator,
+            max_samples=max_samples,
+        )  # fmt: skip
+
+    def usage(self, output_dir: Path) -> str:
+        return f"Translate with it: echo 'Your sentence.' | {vaswani_command()} translate --model {output_dir}"
+
+
+class CausalLMTask:
+    """A decoder-only next-token model (`VaswaniForCausalLM`) on text (vaswani/data/text.py): loss and perplexity
+    over every next token of the held-out text."""
+
+    name = "causal_lm"
+    examples = "examples (blocks or lines)"
+    metrics = ("loss", "perplexity")
+    model_class = VaswaniForCausalLM
+    config_class = VaswaniDecoderConfig
+    mask_token = False  # whether its tokenizer needs <mask>
+    targets = staticmethod(next_token_targets)
+
+    def check_args(self, args) -> None:
+        refuse_options(args, TRANSLATION_OPTIONS, self.name, "it belongs to --task translation; an LM reads text "
+                       "(--text_column) in blocks of --block_size tokens")  # fmt: skip
+        other_stack = [name for name in MODEL_OPTIONS if name not in {f.name for f in dataclasses.fields(
+            self.config_class)}]  # fmt: skip
+        refuse_options(args, other_stack, self.name, f"a {self.config_class.side}-only model takes the "
+                       f"{self.config_class.side}_* and shared model options")  # fmt: skip
+        if not self.mask_token:
+            refuse_options(args, ["mlm_probability"], self.name, "it belongs to --task masked_lm")
+        refuse_options(args, ["model_name_or_path"], self.name, "continuing a saved language model is not supported "
+                       "yet; train from a preset and the model options")  # fmt: skip
+        _check_metric(args, self)
+
+    def check_lengths(self, args) -> None:
+        if args.block_size < 2:
+            raise UsageError(f"--block_size {args.block_size} is not allowed; use an integer of 2 or more.")
+        if args.max_tokens < args.block_size:
+            raise UsageError(f"--max_tokens {args.max_tokens} is smaller than --block_size {args.block_size}: a block "
+                             "must fit in a batch. Raise --max_tokens or lower --block_size.")  # fmt: skip
+        if not 0 < args.mlm_probability < 1:
+            raise UsageError(f"--mlm_probability {args.mlm_probability} is not allowed; use a fraction in (0, 1).")
+
+    def load_data(self, args, accelerator) -> tuple[dict, str]:
+        with main_process_first(accelerator):  # the main process builds the Arrow cache, the others reuse it
+            raw, summary = load_text_splits(
+                train_file=args.train_file, validation_file=args.validation_file, test_file=args.test_file,
+                dataset_name=args.dataset_name, dataset_config_name=args.dataset_config_name,
+                text_column=args.text_column, validation_size=args.validation_size, seed=args.seed,
+                cache_dir=args.cache_dir,
+            )  # fmt: skip
+        return raw, "\n".join(summary)
+
+    def train_tokenizer(self, args, raw):
+        return train_bpe_tokenizer(
+            iterator=training_texts(raw["train"]), vocab_size=args.vocab_size, min_frequency=args.min_frequency,
+            special_tokens_layout=args.special_tokens_layout, model_max_length=args.max_position_embeddings or 1024,
+            mask_token=self.mask_token,
+        )  # fmt: skip
+
+    def check_tokenizer(self, tokenizer, source) -> None:
+        if self.mask_token and tokenizer.mask_token is None:
+            raise UsageError(f"--tokenizer {source} has no mask token, which --task {self.name} needs: train "
+                             "one with `vaswani tokenizer --mask_token`, or leave --tokenizer out.")  # fmt: skip
+
+    def model_config(self, config: VaswaniConfig):
+        try:
+            return self.config_class.from_seq2seq(config)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+
+    def tokenize(self, args, raw, tokenizer, accelerator) -> dict:
+        with main_process_first(accelerator):
+            return tokenize_texts(raw, tokenizer, block_size=args.block_size, packing=args.packing,
+                                  num_proc=args.preprocessing_num_workers)  # fmt: skip
+
+    def lengths(self, dataset) -> tuple:
+        lengths = dataset["length"]
+        return lengths, lengths  # one sequence: a batch costs examples x its longest
+
+    def collators(self, args, tokenizer, model) -> tuple[object, object]:
+        from transformers import DataCollatorForLanguageModeling
+
+        collator = DataCollatorForLanguageModeling(tokenizer, mlm=False)  # labels = input ids, PAD ignored
+        return collator, collator
+
+    def scored_tokens(self, batch: dict) -> int:
+        return int((batch["labels"][:, 1:] != -100).sum())  # the first token of a row is never predicted
+
+    def evaluate(self, run: Run, split: str, max_samples: int | None) -> dict:
+        args, accelerator, dataset = run.args, run.accelerator, run.tokenized[split]
+        return evaluate_language_model(
+            accelerator.unwrap_model(run.model), dataset,
+            lambda indices: collate(dataset, indices, run.eval_collator, accelerator.device), accelerator,
+            targets=self.targets, max_tokens=args.eval_max_tokens or args.max_tokens, max_samples=max_samples,
+        )  # fmt: skip
+
+    def usage(self, output_dir: Path) -> str:
+        return f"Generate with it: pipeline('text-generation', model='{output_dir}') (docs/language-models.md)"
+
+
+class MaskedLMTask(CausalLMTask):
+    """An encoder-only masked LM (`VaswaniForMaskedLM`, BERT's objective): --mlm_probability of the tokens masked
+    80/10/10 by `DataCollatorForLanguageModeling`; loss, perplexity and accuracy over the masked tokens."""
+
+    name = "masked_lm"
+    model_class = VaswaniForMaskedLM
+    config_class = VaswaniEncoderConfig
+    mask_token = True
+    targets = staticmethod(masked_token_targets)
+
+    def tokenize(self, args, raw, tokenizer, accelerator) -> dict:
+        from transformers import DataCollatorForLanguageModeling
+
+        tokenized = super().tokenize(args, raw, tokenizer, accelerator)
+        for split in ("validation", "test"):  # fixed masks: every evaluation scores the same tokens
+            if split in tokenized:
+                seeded = DataCollatorForLanguageModeling(tokenizer, mlm_probability=args.mlm_probability,
+                                                         seed=args.seed)  # fmt: skip
+                tokenized[split] = mask_held_out(tokenized[split], seeded)
+        return tokenized
+
+    def collators(self, args, tokenizer, model) -> tuple[object, object]:
+        from transformers import DataCollatorForLanguageModeling, DataCollatorForSeq2Seq
+
+        # training masks come from torch's global generator, which checkpoints save: a resume masks the same
+        masking = DataCollatorForLanguageModeling(tokenizer, mlm_probability=args.mlm_probability)
+        return masking, DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=-100)  # held out: masked, padded
+
+    def scored_tokens(self, batch: dict) -> int:
+        return int((batch["labels"] != -100).sum())
+
+    def usage(self, output_dir: Path) -> str:
+        return f"Fill masks with it: pipeline('fill-mask', model='{output_dir}') (docs/language-models.md)"
+
+
+def _check_metric(args, task) -> None:
+    if args.metric_for_best is not None and args.metric_for_best not in task.metrics:
+        raise UsageError(f"--metric_for_best {args.metric_for_best} is not a metric of --task {task.name}; use one "
+                         f"of {', '.join(task.metrics)}.")  # fmt: skip
+
+
+TASKS = {task.name: task for task in (TranslationTask(), CausalLMTask(), MaskedLMTask())}
+
+
+LM_OPTIONS = ("text_column", "block_size", "packing", "mlm_probability")  # the LM tasks' own options
+
+
+TRANSLATION_OPTIONS = ("source_lang", "target_lang", "max_source_length", "max_target_length", "overlong",
+                       "num_beams", "length_penalty", "num_examples")  # fmt: skip
+
+
+def refuse_options(args, names, task: str, fix: str) -> None:
+    """`error:` for the first of `names` the user set (command line or YAML) that `--task task` does not take."""
+    given = [name for name in names if name in args.explicit]
+    if given:
+        raise UsageError(f"--{given[0]} is not an option of --task {task}: {fix}.")
+
+
+@dataclasses.dataclass
+class Run:
+    """Everything `set_up` builds for `train_loop` and `finish`."""
+
+    args: argparse.Namespace  # parsed once by `parse_args`; nothing below changes it
+    accelerator: object
+    output_dir: Path
+    task: TranslationTask | CausalLMTask  # --task: data, model class, collators, evaluation
+    raw: dict  # split name -> `datasets.Dataset` of {"translation": {src: ..., tgt: ...}} (LM tasks: {"text": ...})
+    tokenized: dict  # split name -> input_ids, attention_mask, labels, source_length, target_length (LM: length)
+    tokenizer: object
+    collator: object  # training batches
+    eval_collator: object  # held-out batches (the masked LM's are masked once, at set-up)
+    model: torch.nn.Module  # as prepared by accelerate (DDP-wrapped with several processes)
+    training: TrainingState  # the unwrapped model, optimizer, schedules and progress: what a checkpoint holds
+    sampler: TokenBatchSampler  # this process's training batches
+    manager: CheckpointManager
+    rules: StoppingRules  # time budget and early stopping
+    metrics: MetricsLog
+
+    def evaluate(self, split: str, max_samples: int | None = None) -> dict:
+        return self.task.evaluate(self, split, max_samples)
