@@ -18,7 +18,8 @@ from transformers import AutoTokenizer, GenerationConfig, MarianConfig, MarianMT
 
 from modeling_vaswani import VaswaniConfig, VaswaniForConditionalGeneration
 from modeling_vaswani.modeling_vaswani import VaswaniConcatenatedSinusoidalPositionalEmbedding
-from vaswani.cli import CONVERT_FORMATS, main
+from vaswani.cli import main
+from vaswani.cli.convert import CONVERT_FORMATS
 from vaswani.convert import CONVERTERS, convert_marian
 from vaswani.convert.marian import load_pickled_tensors
 from vaswani.errors import ConvertError

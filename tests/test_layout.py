@@ -29,6 +29,11 @@ LAYERS = ("modeling", "core", "tokenization", "stages", "cli")
 MAX_FUNCTION_LINES = 100
 MAX_MODULE_LINES = 900
 LONG_MODULES_ALLOWED = {"modeling_vaswani.modeling_vaswani"}  # one modeling file per model: the Hugging Face rule
+# Imports inside functions for another reason than start-up time, each with the reason.
+INNER_IMPORTS_ALLOWED = {
+    ("modeling_vaswani.modeling_vaswani", "modeling_vaswani.pipeline_vaswani"): "only the encoder-decoder's "
+    "save_pretrained carries the pipeline file (transformers copies the files a model's module imports)",
+}
 
 
 def layer_of(module: str) -> str:
@@ -169,7 +174,8 @@ def test_imports_inside_functions_say_they_buy_start_up_time(graph):
     for module, edges in graph.items():
         lines = modules[module].read_text(encoding="utf-8").splitlines()
         for target, line, inner in edges:
-            if inner and "start-up" not in lines[line - 1] and "start-up" not in lines[line - 2]:
+            explained = "start-up" in lines[line - 1] or "start-up" in lines[line - 2]
+            if inner and not explained and (module, target) not in INNER_IMPORTS_ALLOWED:
                 unexplained.append(f"{module} line {line} imports {target} inside a function")
     assert unexplained == []
 

@@ -514,11 +514,10 @@ def test_every_option_of_every_command_has_a_help_text():
     """`--help` documents every option of train.py, of the tokenizer command and of checkpoint averaging."""
     import argparse
 
-    from tokenization.__main__ import add_tokenizer_arguments
-    from vaswani.export.average import add_average_arguments
+    from vaswani.cli import average, tokenizer
 
     parsers = {"train.py": training_options.build_parser()}
-    for name, add in (("tokenizer", add_tokenizer_arguments), ("average", add_average_arguments)):
+    for name, add in (("tokenizer", tokenizer.add_arguments), ("average", average.add_arguments)):
         parsers[name] = argparse.ArgumentParser()
         add(parsers[name])
     for name, parser in parsers.items():

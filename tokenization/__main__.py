@@ -1,103 +1,23 @@
-"""Command line: train the shared BPE vocabulary and save it as a `transformers` tokenizer folder.
-
-    vaswani tokenizer --files train.en train.de --vocab_size 37000 --output tokenizer/
-    python -m tokenization train --files train.en train.de --vocab_size 37000 --output tokenizer/   (the same)
-
-Mistakes in the arguments or the corpus print `error: <what is wrong and how to fix it>` and exit with status 2.
-"""
+"""`python -m tokenization train ...`: the same command as `vaswani tokenizer ...` (`vaswani.cli.tokenizer`)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from .bpe import SPECIAL_TOKEN_LAYOUTS, UNICODE_NORMALIZERS, train_bpe_tokenizer
-from .errors import TokenizerError
-
-
-def add_tokenizer_arguments(train: argparse.ArgumentParser) -> None:
-    """The options of `vaswani tokenizer` (and `python -m tokenization train`)."""
-    train.add_argument("--files", nargs="+", required=True, help="UTF-8 text files, one sentence per line")
-    train.add_argument("--output", required=True, help="folder to write tokenizer.json and tokenizer_config.json")
-    train.add_argument("--vocab_size", type=int, default=37000, help="final vocabulary size (default: 37000)")
-    train.add_argument("--min_frequency", type=int, default=2, help="minimum count of a merged pair (default: 2)")
-    train.add_argument(
-        "--special_tokens_layout",
-        choices=sorted(SPECIAL_TOKEN_LAYOUTS),
-        default="paper",
-        help="paper: <pad>=0 <s>=1 </s>=2 <unk>=3; fairseq: <s>=0 <pad>=1 </s>=2 <unk>=3 (default: paper)",
-    )
-    train.add_argument(
-        "--normalization",
-        choices=list(UNICODE_NORMALIZERS),
-        default="NFKC",
-        help="Unicode normalization (default: NFKC)",
-    )
-    train.add_argument("--model_max_length", type=int, default=1024, help="maximum sequence length (default: 1024)")
-    train.add_argument(
-        "--limit_alphabet", type=int, default=None, help="keep this many most frequent characters; the rest as bytes"
-    )
-    train.add_argument(
-        "--ignore_merges",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="look words of the vocabulary up whole instead of replaying the merges: same ids, faster encoding "
-        "(default: on; --no-ignore_merges replays the merges for every word)",
-    )
-    train.add_argument(
-        "--mask_token",
-        action="store_true",
-        help="add the special token <mask> (masked language modelling, fill-mask) with the id after all others, so "
-        "every other id is the one a tokenizer without it gets; such a tokenizer recognises its special tokens in "
-        "text (default: no mask token)",
-    )
-    train.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="show progress bars (default: only for corpora over 10 MB)",
-    )
-
-
-def run_tokenizer(args: argparse.Namespace) -> int:
-    """Train the tokenizer the options describe and write its folder (never over files it did not create)."""
-    from vaswani.model_folder import check_tokenizer_output_folder, write_model_folder
-
-    # Only a new or empty folder, or one holding nothing but an earlier tokenizer, is written (the latter replaced);
-    # a model folder or the user's files are refused before anything is touched.
-    output = check_tokenizer_output_folder(args.output)
-    if any(output.resolve() == Path(file).resolve() for file in args.files):
-        raise TokenizerError(f"--output {output} is one of the --files: give a new folder")
-    tokenizer = train_bpe_tokenizer(
-        files=args.files,
-        vocab_size=args.vocab_size,
-        min_frequency=args.min_frequency,
-        special_tokens_layout=args.special_tokens_layout,
-        normalization=args.normalization,
-        model_max_length=args.model_max_length,
-        limit_alphabet=args.limit_alphabet,
-        ignore_merges=args.ignore_merges,
-        show_progress=args.progress,
-        mask_token=args.mask_token,
-    )
-    # written to a temporary sibling folder and swapped in: a kill never leaves a half-written tokenizer
-    write_model_folder(output, tokenizer.save_pretrained, replace=True)
-    ids = ", ".join(f"{token}={tokenizer.convert_tokens_to_ids(token)}" for token in tokenizer.all_special_tokens)
-    print(f"saved a BPE tokenizer with {len(tokenizer)} tokens ({ids}) to {args.output}")
-    return 0
+from vaswani.cli import tokenizer
+from vaswani.errors import run_command
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m tokenization train ...`: the same command as `vaswani tokenizer ...`."""
-    from vaswani.cli import TOKENIZER_HELP
-    from vaswani.errors import run_command
-
-    parser = argparse.ArgumentParser(prog="python -m tokenization", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m tokenization",
+        description="Command line: train the shared BPE vocabulary and save it as a `transformers` tokenizer folder.",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
-    add_tokenizer_arguments(commands.add_parser("train", help=TOKENIZER_HELP, description=TOKENIZER_HELP))
+    tokenizer.add_arguments(commands.add_parser("train", help=tokenizer.HELP, description=tokenizer.HELP))
     args = parser.parse_args(argv)
-    return run_command(lambda: run_tokenizer(args))
+    return run_command(lambda: tokenizer.run(args))
 
 
 if __name__ == "__main__":

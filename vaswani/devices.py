@@ -113,7 +113,7 @@ def torch_dtype_supported(dtype: str, device: str) -> bool:
     return device_type == "cuda" or bool(getattr(torch.cpu, "_is_amx_fp16_supported", lambda: False)())
 
 
-def _refuse_dtype(dtype: str, device: str, backend: str) -> TranslateError:
+def refuse_dtype(dtype: str, device: str, backend: str) -> TranslateError:
     return TranslateError(
         f"--dtype {dtype} cannot run natively on {device} with {backend} (this CPU lacks the instructions for it); "
         "use --dtype float32, or a GPU / a CPU with AVX512-BF16 or AMX"

@@ -51,8 +51,9 @@ from vaswani.constants import (
     WEIGHT_FILES,
     WEIGHT_SHARD,
 )
-from vaswani.errors import ModelFolderError
+from vaswani.errors import CheckpointError, ModelFolderError
 from vaswani.fileio import fsync_dir, fsync_tree
+from vaswani.weights import tied_groups, weight_files
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -174,6 +175,7 @@ def load_config(
     command cannot run)."""
     from transformers import AutoConfig
 
+    # start-up: torch and transformers load only when a model is loaded
     import modeling_vaswani  # noqa: F401  (registers the Vaswani classes with the Auto classes)
 
     folder = Path(folder)
@@ -207,9 +209,6 @@ def check_weights_fit(folder: Path, config, *, trust_remote_code: bool = False) 
     import torch
     from safetensors import SafetensorError, safe_open
     from transformers import AutoModelForSeq2SeqLM
-
-    from vaswani.errors import CheckpointError
-    from vaswani.weights import tied_groups, weight_files
 
     check_safetensors_weights(folder)  # never a pickled .bin (check_model_folder refuses those)
     try:
@@ -260,6 +259,7 @@ def model_class(folder: Path, config) -> type[PreTrainedModel] | None:
     """The class of a one-stack model folder: the one its config.json's `architectures` names among the family's
     (`VaswaniForCausalLM`, `VaswaniForMaskedLM`, ...); None for the encoder-decoder (and for foreign code run with
     trust_remote_code), which `AutoModelForSeq2SeqLM` loads."""
+    # start-up: torch and transformers load only when a model is loaded
     from modeling_vaswani import VaswaniDecoderPreTrainedModel, VaswaniEncoderPreTrainedModel, modeling_vaswani_lm
 
     families = {family.config_class.model_type: family for family in (VaswaniDecoderPreTrainedModel,

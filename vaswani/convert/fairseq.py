@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from modeling_vaswani import VaswaniConfig, VaswaniForConditionalGeneration
+from tokenization.bpe import PortableTokenizerFast, _append_eos
 from vaswani.convert.marian import SourceTensors, map_layers
 from vaswani.errors import ConvertError
 from vaswani.hub.model_card import write_model_card
@@ -297,8 +298,6 @@ def fairseq_tokenizer(vocabulary: list[str], model_max_length: int):
     subword-nmt's "@@ " continuation marks are removed, sentencepiece's "▁" becomes a space; other pieces are joined
     by spaces."""
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
-
-    from tokenization.bpe import PortableTokenizerFast, _append_eos
 
     tokenizer = Tokenizer(models.WordLevel({token: i for i, token in enumerate(vocabulary)}, unk_token="<unk>"))
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()

@@ -507,6 +507,7 @@ def load_named_dataset(
     """The built-in demo dataset ("demo") or `datasets.load_dataset(name, config_name)`, reduced to one column
     "translation" with the two languages; `DataError` if it cannot be loaded or has no such column."""
     if name == "demo":
+        # start-up: Babel and num2words load only for the demo dataset
         from vaswani.data.demo import build_demo_dataset
 
         try:

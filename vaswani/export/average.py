@@ -5,7 +5,6 @@ averaging itself is `vaswani.weights.average_checkpoints`.
 
 from __future__ import annotations
 
-import argparse
 import fnmatch
 import shutil
 from collections.abc import Sequence
@@ -20,6 +19,7 @@ from vaswani.constants import (
 from vaswani.errors import (
     CheckpointError,
 )
+from vaswani.model_folder import check_model_files, check_model_folder, check_output_folder, write_model_folder
 from vaswani.training.checkpoints import CheckpointManager
 from vaswani.weights import average_into_model
 
@@ -41,8 +41,6 @@ def average_run(
     files are then replaced (`vaswani.model_folder.write_model_folder`) and everything else in it is kept. Any
     other non-empty `output_dir` needs `overwrite`.
     """
-    from vaswani.model_folder import check_model_folder
-
     run_dir = check_model_folder(run_dir, need_tokenizer=False, need_weights=False)
     if last < 1:
         raise CheckpointError(f"the number of checkpoints to average is {last}; it must be at least 1.")
@@ -70,8 +68,6 @@ def average_to_folder(
     """Average the checkpoints into the model described by `model_dir` (its config, generation config, tokenizer
     files and README.md; its weights are not read) and write a complete `save_pretrained` folder to `output_dir`
     (a new or empty folder, or any folder with `overwrite`: its model files are replaced, other files kept)."""
-    from vaswani.model_folder import check_model_files, check_output_folder, write_model_folder
-
     model_dir = Path(model_dir)
     check_output_folder(output_dir, replace=overwrite)
     config, _ = check_model_files(
@@ -105,48 +101,3 @@ def _model_from_config(model_dir: Path, config, trust_remote_code: bool) -> PreT
 # ----------------------------------------------------------------------------------------------------------------
 # Command line
 # ----------------------------------------------------------------------------------------------------------------
-def positive_int(text: str) -> int:
-    """argparse type for counts: a whole number, at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def add_average_arguments(average: argparse.ArgumentParser) -> None:
-    """The options of `vaswani average` (checkpoint averaging)."""
-    from vaswani.model_folder import add_output_folder_arguments, add_trust_remote_code
-
-    source = average.add_mutually_exclusive_group(required=True)
-    source.add_argument("--run_dir", type=Path, metavar="DIR", help="a run's final model folder, with checkpoints/")
-    source.add_argument(
-        "--checkpoints", type=Path, nargs="+", metavar="CKPT", help="checkpoint folders or .safetensors files"
-    )
-    average.add_argument(
-        "--last", type=positive_int, metavar="N", help="with --run_dir: average the last N checkpoints (paper: 5, 20)"
-    )
-    average.add_argument(
-        "--model", type=Path, metavar="DIR", help="with --checkpoints: the model folder (config, tokenizer files)"
-    )
-    add_output_folder_arguments(average, "the model", exempt=" (other than --run_dir)")
-    add_trust_remote_code(average)
-
-
-def run_average(args: argparse.Namespace) -> int:
-    """`vaswani average`: write the averaged model folder and say where."""
-    from vaswani.errors import UsageError
-
-    if args.run_dir is not None and (args.last is None or args.model is not None):
-        raise UsageError("--run_dir needs --last N (and takes no --model: the run folder is the model)")
-    if args.checkpoints is not None and (args.model is None or args.last is not None):
-        raise UsageError("--checkpoints needs --model DIR (and takes no --last)")
-    options = {"overwrite": args.overwrite, "trust_remote_code": args.trust_remote_code}
-    if args.run_dir is not None:
-        output = average_run(args.run_dir, args.last, args.output_dir, **options)
-    else:
-        output = average_to_folder(args.checkpoints, args.model, args.output_dir, **options)
-    print(f"wrote the averaged model to {output}")
-    return 0

@@ -74,8 +74,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from vaswani.constants import CT2_MODEL_FILE, EXPORT_INFO_FILE
+from vaswani.constants import CT2_MODEL_FILE, EXPORT_INFO_FILE, TOKENIZER_FILE_PATTERNS, VASWANI_MODEL_TYPES
 from vaswani.errors import ExportError
+from vaswani.model_folder import check_model_folder, load_model_folder
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16")
 
@@ -236,6 +237,7 @@ class VaswaniSpecBuilder:
         `ctranslate2.Encoder` (which returns its last hidden states)."""
         from ctranslate2.specs import transformer_spec
 
+        # start-up: the command line's parser imports this module; torch loads only for an export
         from modeling_vaswani import VaswaniEncoderModel
 
         config = self.config
@@ -386,8 +388,6 @@ def export_ctranslate2(model_dir: str | Path, output_dir: str | Path, quantizati
     `ctranslate2.Generator`, an encoder-only model for `ctranslate2.Encoder` (`runs_with` in its
     `vaswani_ctranslate2.json`). `quantization`: one of `QUANTIZATIONS` (weights stored in that type; "int8" keeps
     float32 for the other computations on CPU). `output_dir` must not exist."""
-    from vaswani.constants import TOKENIZER_FILE_PATTERNS, VASWANI_MODEL_TYPES
-    from vaswani.model_folder import check_model_folder, load_model_folder
 
     if quantization not in QUANTIZATIONS:
         raise ExportError(f"quantization {quantization!r} is not supported; use one of {', '.join(QUANTIZATIONS)}")

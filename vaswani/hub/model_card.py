@@ -16,8 +16,11 @@ from pathlib import Path
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from modeling_vaswani import VaswaniConfig
 from modeling_vaswani.configuration_vaswani import ARCHITECTURE_OPTIONS
 from vaswani.constants import CONFIG_FILE, MODEL_CARD_FILE, RESULTS_FILE, RUN_ARGS_FILE
+from vaswani.fileio import write_file_atomically
+from vaswani.model_folder import read_json_object
 
 TRANSLATION_TEMPLATE = Path(__file__).resolve().parent / "templates" / "translation.md"  # package data
 LANGUAGE_MODEL_TEMPLATE = TRANSLATION_TEMPLATE.with_name("language_model.md")
@@ -152,8 +155,6 @@ def write_model_card(output_dir: str | Path, *, args: dict | None = None, result
                      config=None, repo_id: str | None = None) -> Path:  # fmt: skip
     """Render the card of the model in `output_dir` and save it as README.md. `config` is accepted for callers that
     have it at hand; the card reads config.json from the folder."""
-    from vaswani.fileio import write_file_atomically
-
     path = Path(output_dir) / MODEL_CARD_FILE
     card = render_model_card(output_dir, results=results, run_args=_plain(args) if args else None,
                              repo_id=repo_id or (args or {}).get("hub_model_id"))  # fmt: skip
@@ -184,8 +185,6 @@ def _read_json(
     path: Path, fix: str = "restore it from the run, or remove it to write the card without it"
 ) -> dict | None:
     """The object in `path` (None when there is no such file); damaged JSON is a `ModelFolderError` naming it."""
-    from vaswani.model_folder import read_json_object
-
     return read_json_object(path, fix=fix) if path.exists() else None
 
 
@@ -257,8 +256,6 @@ def _normalization(config: dict) -> str:
 
 
 def _differences(config: dict) -> list[dict]:
-    from modeling_vaswani import VaswaniConfig
-
     paper = VaswaniConfig().to_dict()
     rows = [
         {"name": name, "value": config.get(name), "paper": paper[name]}

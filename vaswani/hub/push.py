@@ -37,6 +37,7 @@ from vaswani.constants import (
     VASWANI_MODEL_TYPES,
 )
 from vaswani.errors import ModelFolderError, PushError
+from vaswani.hub.model_card import public_run_args, render_model_card
 from vaswani.model_folder import check_model_files, code_files
 
 EXCLUDED_DIRECTORIES = {CHECKPOINTS_SUBDIR, LOGS_DIR, "__pycache__"}
@@ -100,8 +101,6 @@ def files_to_push(folder: str | Path) -> list[tuple[str, Path]]:
 
 def _public_bytes(run_args_file: Path) -> bytes:
     """run_args.json as published: local paths reduced to file names (`vaswani.hub.model_card.public_run_args`)."""
-    from vaswani.hub.model_card import public_run_args
-
     try:
         run_args = json.loads(run_args_file.read_text(encoding="utf-8"))
         if not isinstance(run_args, dict):
@@ -136,8 +135,6 @@ def push_model_folder(
         for name, path in files_to_push(folder)
     ]
     if not (folder / MODEL_CARD_FILE).is_file():
-        from vaswani.hub.model_card import render_model_card
-
         card = render_model_card(folder, repo_id=repo_id)
         operations.append(
             CommitOperationAdd(path_in_repo=MODEL_CARD_FILE, path_or_fileobj=card.content.encode("utf-8"))

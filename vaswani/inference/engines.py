@@ -32,8 +32,10 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vaswani.devices import _refuse_dtype, check_dtype, torch_dtype_supported
-from vaswani.errors import TranslateError
+from vaswani.constants import EXPORT_INFO_FILE
+from vaswani.devices import check_dtype, refuse_dtype, torch_dtype_supported
+from vaswani.errors import ExportError, TranslateError
+from vaswani.export.ctranslate2 import import_ctranslate2
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +62,7 @@ class TorchEngine:
         self.model, self.tokenizer, self.device = model, tokenizer, device
         self.dtype = check_dtype(dtype)
         if not torch_dtype_supported(dtype, device):
-            raise _refuse_dtype(dtype, device, "PyTorch")
+            raise refuse_dtype(dtype, device, "PyTorch")
         self.autocast_dtype = None if dtype == "float32" else getattr(torch, dtype)
         config = model.config
         # Learned positions end at the table; the decoder's start token takes position 0.
@@ -134,6 +136,7 @@ class TorchEngine:
         last decoder layer's encoder-decoder attention averaged over heads, (B * n, T, S)."""
         import torch
 
+        # start-up: the command line's parser imports this module; torch loads only to translate
         from modeling_vaswani.generation_vaswani import gnmt_length_penalty
 
         config = self.model.config
@@ -167,9 +170,6 @@ class CTranslate2Engine:
 
     def __init__(self, folder: Path, tokenizer, device: str = "auto", dtype: str = "float32",
                  threads: int | None = None, parallel_batches: int | None = None):  # fmt: skip
-        from vaswani.constants import EXPORT_INFO_FILE
-        from vaswani.errors import ExportError
-        from vaswani.export.ctranslate2 import import_ctranslate2
 
         try:
             ctranslate2 = import_ctranslate2()
@@ -207,7 +207,7 @@ class CTranslate2Engine:
         else:
             wanted = dtype
         if wanted != "default" and wanted not in supported:
-            raise _refuse_dtype(dtype, self.device, f"CTranslate2 (it supports {', '.join(sorted(supported))} here)")
+            raise refuse_dtype(dtype, self.device, f"CTranslate2 (it supports {', '.join(sorted(supported))} here)")
         return wanted
 
     def generate(self, sources: list[list[int]], *, num_beams: int = 4, length_penalty: float = 0.6,

@@ -32,8 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from vaswani.constants import EXPORT_INFO_FILE
 from vaswani.devices import resolve_device
 from vaswani.errors import TranslateError
+from vaswani.export.ctranslate2 import RUNS_WITH, is_ctranslate2_folder
+from vaswani.inference.engines import BACKENDS, CTranslate2Engine, TorchEngine, hard_alignment
 from vaswani.model_folder import check_model_folder, load_model_folder, load_tokenizer
 
 if TYPE_CHECKING:
@@ -55,8 +58,6 @@ class Translation:
 def _choose_backend(model: str | Path, backend: str) -> str:
     """ "torch" or "ctranslate2": "auto" picks CTranslate2 for a folder written by `vaswani export --format
     ctranslate2` and PyTorch otherwise; a forced backend must fit the folder."""
-    from vaswani.export.ctranslate2 import is_ctranslate2_folder
-    from vaswani.inference.engines import BACKENDS
 
     if backend not in BACKENDS:
         raise TranslateError(f"unknown backend {backend!r}: use one of {', '.join(BACKENDS)}")
@@ -79,8 +80,6 @@ def _choose_backend(model: str | Path, backend: str) -> str:
 def check_translation_export(folder: Path) -> None:
     """A CTranslate2 export of a decoder-only or encoder-only model (`vaswani export` of a VaswaniForCausalLM, ...)
     is not a translator: a `TranslateError` that names what it is and what runs it."""
-    from vaswani.constants import EXPORT_INFO_FILE
-    from vaswani.export.ctranslate2 import RUNS_WITH
 
     path = folder / EXPORT_INFO_FILE
     try:
@@ -119,8 +118,6 @@ class Translator:
         dtype: str = "float32",
         parallel_batches: int | None = None,
     ):
-        from vaswani.inference.engines import TorchEngine
-
         if _choose_backend(check_model_folder(model, need_weights=False), backend) == "ctranslate2":
             self._init_ctranslate2(Path(model), device, max_source_length, dtype, parallel_batches)
             return
@@ -146,8 +143,6 @@ class Translator:
         """A folder written by `vaswani export --format ctranslate2`: CTranslate2 decodes, our tokenizer (saved in
         the folder) encodes and decodes; each batch in `parallel_batches` parts at once (default: one per CPU
         thread; see `vaswani.inference.engines.ct2_threads`)."""
-
-        from vaswani.inference.engines import CTranslate2Engine
 
         self.folder, self.model, self.backend = folder, None, "ctranslate2"
         self.tokenizer = load_tokenizer(folder)  # checked: present, loadable, a real tokenizer
@@ -188,8 +183,8 @@ class Translator:
 
         `progress(n)` is called as n more sentences are done; `on_truncated(indices)` gets the (0-based) indices of
         the sentences that were truncated to `max_source_length` (default: a logged warning)."""
+        # start-up: torch and transformers load only when a model is loaded
         from modeling_vaswani.pipeline_vaswani import is_blank  # the pipeline's rule, so both agree
-        from vaswani.inference.engines import hard_alignment
 
         if nbest > num_beams:
             raise TranslateError(f"nbest={nbest} needs at least as many beams: use --num_beams {nbest} or more")
@@ -220,6 +215,7 @@ class Translator:
         self, texts: list[str], indices: list[int], on_truncated: Callable[[list[int]], None] | None
     ) -> dict[int, list[int]]:
         """Token ids (with EOS) of each sentence by its index, truncated to `max_source_length`."""
+        # start-up: torch and transformers load only when a model is loaded
         from modeling_vaswani.pipeline_vaswani import truncate_source  # the pipeline's rule, so both agree
 
         encoded = self.tokenizer(texts)["input_ids"]

@@ -13,6 +13,7 @@ import datasets
 import torch
 
 from vaswani.data.batching import TokenBatchSampler, collate
+from vaswani.metrics import load_metric
 
 logger = logging.getLogger("train")  # one logger for the whole training run
 
@@ -22,8 +23,6 @@ def run_evaluation(args, accelerator, model, dataset, raw_split, tokenizer, coll
     """Validation loss (label-smoothed, per target token) and perplexity; BLEU and chrF of beam-search translations
     against the raw references. Work is split across processes and gathered by example index."""
     from accelerate.utils import gather_object
-
-    from vaswani.metrics import load_metric
 
     unwrapped = accelerator.unwrap_model(model)
     was_training = unwrapped.training

@@ -45,6 +45,7 @@ from vaswani.errors import (
     run_command,
 )
 from vaswani.hub.model_card import write_model_card
+from vaswani.hub.push import push_model_folder
 from vaswani.model_folder import (
     check_model_folder,
     check_tokenizer_fits,
@@ -548,8 +549,6 @@ def choose_final_model(run: Run, finished_early: str | None) -> tuple[Candidate,
 def push(output_dir: Path, repo_id: str) -> dict:
     """Upload the saved model; on failure the model is safe on disk and the log says how to retry. Returns what
     results.json gains: nothing, or the push error."""
-    from vaswani.hub.push import push_model_folder
-
     try:
         logger.info("Pushed to %s", push_model_folder(output_dir, repo_id))
         return {}

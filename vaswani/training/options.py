@@ -67,7 +67,8 @@ def optional_float(value: str) -> float | None:
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
-    """The options of `vaswani train` / `train.py` (`prog`: the command named in the usage line)."""
+    """The options of `vaswani train` / `train.py` (`prog`: the command named in the usage line), composed of the
+    argument groups below (sockeye's `arguments.py`), in the order `--help` lists them."""
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Train the Transformer of 'Attention Is All You Need' with the paper's recipe.",
@@ -83,7 +84,18 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         "(VaswaniForCausalLM); masked_lm: an encoder-only masked LM (VaswaniForMaskedLM, BERT's objective). The LM "
         "tasks read text (--text_column, --block_size, --packing) and build the one stack from the same model options",
     )  # fmt: skip
+    add_model_options(parser)
+    add_data_options(parser)
+    add_tokenizer_options(parser)
+    add_optimization_options(parser)
+    add_evaluation_options(parser)
+    add_checkpoint_options(parser)
+    add_language_model_options(parser)
+    return parser
 
+
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    """The model: a preset, a saved model or each VaswaniConfig option."""
     group = parser.add_argument_group("model (VaswaniConfig names; unset options keep the preset's value)")
     group.add_argument("--model_preset", choices=sorted(PRESETS), default="base", help="the paper's Table 3 model")
     group.add_argument("--model_name_or_path", help="start from a saved Vaswani model folder instead of a preset")
@@ -100,6 +112,9 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         group.add_argument(f"--{name}", type=kind, default=None, help=f"VaswaniConfig.{name}")
     group.add_argument("--gradient_checkpointing", type=str2bool, default=False, help="trade compute for memory")
 
+
+def add_data_options(parser: argparse.ArgumentParser) -> None:
+    """The data: files or a `datasets` source, languages, lengths."""
     group = parser.add_argument_group("data")
     group.add_argument(
         "--train_file",
@@ -125,6 +140,9 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     )  # fmt: skip
     group.add_argument("--cache_dir", help="where `datasets` caches downloads")
 
+
+def add_tokenizer_options(parser: argparse.ArgumentParser) -> None:
+    """The tokenizer: an existing one, or the BPE to train."""
     group = parser.add_argument_group("tokenizer")
     group.add_argument("--tokenizer", help="an existing tokenizer folder; without it a shared BPE is trained")
     group.add_argument("--vocab_size", type=int, default=37000, help="BPE vocabulary size (paper: ~37k for EN-DE)")
@@ -134,6 +152,9 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         help="ids of the trained BPE's special tokens; paper: <pad>=0 <s>=1 </s>=2 <unk>=3, fairseq: <s>=0 <pad>=1",
     )  # fmt: skip
 
+
+def add_optimization_options(parser: argparse.ArgumentParser) -> None:
+    """The batching, the length of the run, Adam and the learning rate, precision, DropHead."""
     group = parser.add_argument_group("batching and optimization")
     group.add_argument("--max_tokens", type=int, default=4096, help="per device and batch: sentences x longest side")
     group.add_argument("--max_sentences", type=int, default=None, help="optional cap on pairs per batch")
@@ -190,6 +211,9 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     group.add_argument("--drophead_p_end", type=float, default=None, help="scheduled DropHead: rate at the end")
     group.add_argument("--drophead_kinds", type=str_list, default=list(DROPHEAD_KINDS), help="encoder,decoder,cross")
 
+
+def add_evaluation_options(parser: argparse.ArgumentParser) -> None:
+    """The evaluation: how often, on what, with which beam search; early stopping."""
     group = parser.add_argument_group("evaluation")
     group.add_argument("--eval_steps", type=int, default=1000, help="evaluate every N updates (0: only at the end)")
     group.add_argument("--max_eval_samples", type=int, default=None, help="BLEU on at most N validation pairs")
@@ -215,6 +239,9 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         "bleu (default), chrf or loss; causal_lm and masked_lm: loss (default) or perplexity",
     )
 
+
+def add_checkpoint_options(parser: argparse.ArgumentParser) -> None:
+    """The checkpoints, averaging, the final model, output, logging and the Hub."""
     group = parser.add_argument_group("checkpoints, output and logging")
     group.add_argument("--output_dir", help="where the run and the final model go (required)")
     group.add_argument("--overwrite_output_dir", action="store_true", help="replace a previous run in output_dir")
@@ -248,8 +275,6 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     )
     group.add_argument("--push_to_hub", action="store_true", help="upload the final model with its model card")
     group.add_argument("--hub_model_id", help="the Hub repository, e.g. user/transformer-en-de")
-    add_language_model_options(parser)
-    return parser
 
 
 def add_language_model_options(parser: argparse.ArgumentParser) -> None:

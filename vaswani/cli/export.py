@@ -1,0 +1,47 @@
+"""`vaswani export --format ctranslate2`: a model folder as a CTranslate2 folder with the tokenizer, optionally with
+quantized weights (`--quantization int8`): a translation model for `vaswani translate`, a causal LM for
+`ctranslate2.Generator`, an encoder-only model for `ctranslate2.Encoder` (`vaswani.export.ctranslate2`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from vaswani.cli.common import add_model_argument
+from vaswani.errors import ExportError, UsageError
+from vaswani.export.ctranslate2 import QUANTIZATIONS, export_ctranslate2, usage_hint
+
+EXPORT_FORMATS = ("ctranslate2",)
+
+HELP = "export a model folder for a fast inference engine (CTranslate2)"
+DESCRIPTION = (
+    "Convert a model folder into a CTranslate2 model folder (with the tokenizer). A translation model "
+    "(VaswaniForConditionalGeneration) runs with `vaswani translate --model OUT`; a causal LM (VaswaniForCausalLM) "
+    "becomes a decoder-only model for ctranslate2.Generator, an encoder-only model (VaswaniEncoderModel, "
+    "VaswaniForMaskedLM: the encoder, without the masked-LM head) an encoder model for ctranslate2.Encoder; "
+    "VaswaniForSequenceClassification is refused (CTranslate2 cannot run its head). Needs pip install "
+    '"vaswani[ct2]".'
+)
+
+
+def add_arguments(export: argparse.ArgumentParser) -> None:
+    add_model_argument(export)
+    export.add_argument("--output", required=True, type=Path, metavar="OUT", help="the new folder to write")
+    export.add_argument("--format", choices=EXPORT_FORMATS, default="ctranslate2", help="ctranslate2 (the only one)")
+    export.add_argument(
+        "--quantization", choices=QUANTIZATIONS, default="float32",
+        help="weight type of the export: int8 (8-bit weights, float32 elsewhere: the fastest on CPU), int8_float32, "
+             "int16, float16, bfloat16, float32",
+    )  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> int:
+
+    if args.output.exists() and args.output.resolve() == args.model.resolve():
+        raise UsageError("--output must be a new folder, not the model folder itself")
+    try:
+        output = export_ctranslate2(args.model, args.output, quantization=args.quantization)
+    except ExportError as error:
+        raise UsageError(str(error)) from None
+    print(f"wrote the CTranslate2 model ({args.quantization}) to {output}; {usage_hint(output)}")
+    return 0

@@ -1,0 +1,190 @@
+"""`vaswani translate`: sentences from stdin or --input, one per line (UTF-8), translated in the same order to stdout
+or --output, one per line: an empty line gives an empty line, and a line break inside a translation becomes a space.
+Sentences are batched by length; a progress bar on stderr follows `--input` files. Inputs longer than
+`--max_source_length` tokens (default: the model's max_position_embeddings) are truncated, with a warning naming the
+line numbers. The engine is `vaswani.inference` (translator.py, engines.py); `--nbest N`, `--scores`, `--alignment`
+and `--format jsonl` print n-best lists, model scores and word alignments in the formats of
+`vaswani.inference.outputs`. `--backend` picks PyTorch or CTranslate2 (by default: CTranslate2 for an exported folder),
+`--dtype` the compute type.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from vaswani.cli.common import add_model_argument, check_output_file, positive_int
+from vaswani.devices import DTYPES
+from vaswani.errors import UsageError
+from vaswani.fileio import atomic_output, count_lines
+from vaswani.inference.engines import BACKENDS
+from vaswani.inference.outputs import OUTPUT_FORMATS, format_hypotheses, one_line
+from vaswani.inference.translator import Translator, read_lines, translate_lines
+from vaswani.model_folder import add_trust_remote_code
+
+HELP = "translate sentences, one per line"
+DESCRIPTION = "Translate sentences from stdin or --input (one per line, UTF-8) into the same number of lines."
+
+# The options of `vaswani translate` after --model and --trust_remote_code, in the order --help lists them.
+TRANSLATE_OPTIONS = {
+    "--input": dict(type=Path, metavar="FILE", help="read sentences from FILE (default: stdin)"),
+    "--output": dict(type=Path, metavar="FILE", help="write translations to FILE (default: stdout)"),
+    "--num_beams": dict(type=positive_int, default=4, metavar="K", help="beam size (paper: 4)"),
+    "--length_penalty": dict(type=float, default=0.6, metavar="ALPHA", help="paper: 0.6"),
+    "--max_new_tokens": dict(type=positive_int, metavar="N", help="at most N output tokens (default: source + 50)"),
+    "--paper_decoding": dict(
+        action="store_true",
+        help="the paper's beam search: the GNMT length penalty ((5 + |Y|) / 6) ** alpha (generate()'s length_penalty "
+             "divides by |Y| ** alpha) and a cap of source length + 50 per sentence",
+    ),
+    "--device": dict(default="auto", help="auto (a GPU if there is one), cpu, cuda or cuda:N"),
+    "--threads": dict(
+        type=positive_int, metavar="N",
+        help="CPU threads for decoding (default: PyTorch's, one per core unless OMP_NUM_THREADS says otherwise)",
+    ),
+    "--batch_tokens": dict(type=positive_int, default=4096, metavar="N", help="source tokens per batch, padding included"),
+    "--max_source_length": dict(
+        type=positive_int, metavar="N",
+        help="truncate longer inputs to N tokens, with a warning (default: the model's max_position_embeddings)",
+    ),
+    "--buffer_lines": dict(
+        type=positive_int, default=10000, metavar="N", help="lines read, sorted by length and translated at a time"
+    ),
+    "--no_progress": dict(action="store_true", help="no progress bar for --input files"),
+    "--backend": dict(
+        choices=BACKENDS, default="auto",
+        help="auto: CTranslate2 for a folder written by `vaswani export --format ctranslate2`, PyTorch otherwise",
+    ),
+    "--dtype": dict(
+        choices=DTYPES, default="float32",
+        help="compute type: bfloat16/float16 run PyTorch under autocast and CTranslate2 in that type; refused where "
+             "the device has no native support (on CPU: bfloat16 needs AVX512-BF16 or AMX)",
+    ),
+    "--parallel_batches": dict(
+        type=positive_int, metavar="N",
+        help="ctranslate2 backend: decode each batch as N parts at once, each on threads / N cores (default: one part "
+             "per core on CPU, CTranslate2's throughput setting; 1 on GPU)",
+    ),
+    "--nbest": dict(
+        type=positive_int, default=1, metavar="N",
+        help="print the N best translations of each line (needs --num_beams >= N), as `LINE ||| TRANSLATION` lines",
+    ),
+    "--scores": dict(
+        action="store_true",
+        help="add each translation's score: sum of token log-probabilities / length ** length_penalty "
+             "(`LINE ||| TRANSLATION ||| SCORE`)",
+    ),
+    "--alignment": dict(
+        action="store_true",
+        help="add word alignments `i-j` (source word i, target word j, from 0) from the last decoder layer's "
+             "encoder-decoder attention averaged over heads (each target subword -> its most attended source subword)",
+    ),
+    "--format": dict(
+        choices=OUTPUT_FORMATS, default="text",
+        help="text (one line per translation, or ` ||| `-separated fields with --nbest/--scores/--alignment) or "
+             "jsonl (one JSON object per input line: {line, hypotheses: [{text, score, alignment}]})",
+    ),
+}  # fmt: skip
+
+
+def add_arguments(translate: argparse.ArgumentParser) -> None:
+    add_model_argument(translate, help="a saved model folder with its tokenizer (local)")
+    add_trust_remote_code(translate)
+    for flag, settings in TRANSLATE_OPTIONS.items():
+        translate.add_argument(flag, **settings)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tqdm.auto import tqdm
+    from transformers.utils import logging as hf_logging
+
+    if args.input is not None and not args.input.is_file():
+        raise UsageError(f"no such input file: {args.input}")
+    check_output_file(args.output, inputs=[args.input], model=Path(args.model))
+    hf_logging.disable_progress_bar()  # no "Loading weights" bar: the progress bar on stderr is ours
+    if args.threads is not None:
+        import torch
+
+        torch.set_num_threads(args.threads)  # PyTorch's intra-op threads; CTranslate2 gets the same budget
+    if args.nbest > args.num_beams:
+        raise UsageError(f"--nbest {args.nbest} needs at least as many beams: add --num_beams {args.nbest}")
+    translator = Translator(args.model, device=args.device, max_source_length=args.max_source_length,
+                            trust_remote_code=args.trust_remote_code, backend=args.backend,
+                            dtype=args.dtype, parallel_batches=args.parallel_batches)  # fmt: skip
+    # n-best lists, scores, alignments or JSON lines: the formatted output of `format_hypotheses`
+    detailed = args.nbest > 1 or args.scores or args.alignment or args.format == "jsonl"
+
+    show_progress = args.input is not None and not args.no_progress
+    bar = tqdm(total=count_lines(args.input) if show_progress else None, unit="line", file=sys.stderr,
+               disable=not show_progress)  # fmt: skip
+
+    def warn_truncated(line_numbers: list[int]) -> None:
+        shown = ", ".join(map(str, line_numbers[:20])) + (" ..." if len(line_numbers) > 20 else "")
+        message = (f"warning: line(s) {shown} are longer than {translator.max_source_length} tokens and were "
+                   "truncated (see --max_source_length)")  # fmt: skip
+        tqdm.write(message, file=sys.stderr)
+
+    # The input is decoded line by line (an error names the line); the output goes to a temporary file renamed
+    # when complete, so an error or a kill never leaves a half-written --output.
+    try:
+        _translate_stream(args, translator, bar, warn_truncated, detailed)
+    finally:
+        bar.close()  # first, so that an `error: ...` starts a line of its own
+    return 0
+
+
+def _translate_stream(args: argparse.Namespace, translator, bar, warn_truncated, detailed: bool) -> None:
+
+    with _open_input(args.input) as source, _open_output(args.output) as sink:
+        translations = translate_lines(
+            translator,
+            read_lines(source, name=str(args.input or "stdin")),
+            buffer_lines=args.buffer_lines,
+            progress=bar.update,
+            on_truncated_lines=warn_truncated,
+            num_beams=args.num_beams,
+            length_penalty=args.length_penalty,
+            max_new_tokens=args.max_new_tokens,
+            paper_decoding=args.paper_decoding,
+            batch_tokens=args.batch_tokens,
+            **({"hypotheses": True, "nbest": args.nbest, "scores": args.scores, "alignment": args.alignment}
+               if detailed else {}),
+        )  # fmt: skip
+        for index, translation in enumerate(translations):
+            if detailed:
+                for line in format_hypotheses(index, translation, args.format, scores=args.scores,
+                                              alignment=args.alignment):  # fmt: skip
+                    sink.write(line + "\n")
+            else:
+                sink.write(one_line(translation) + "\n")
+
+
+@contextmanager
+def _open_input(path: Path | None) -> Iterator[io.BufferedIOBase]:
+    """The bytes of `path`, or of stdin when it is None (decoded line by line by `read_lines`)."""
+    if path is None:
+        yield sys.stdin.buffer
+        return
+    with open(path, "rb") as stream:
+        yield stream
+
+
+@contextmanager
+def _open_output(path: Path | None) -> Iterator[io.TextIOBase]:
+    """A UTF-8 text stream with "\\n" line breaks: to a temporary file renamed to `path` when the block completes
+    (`atomic_output`), or to stdout when `path` is None."""
+    if path is not None:
+        with atomic_output(path, "w", encoding="utf-8", newline="\n") as stream:
+            yield stream
+        return
+    sys.stdout.flush()  # whatever was printed before comes first
+    stream = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", newline="\n")
+    try:
+        yield stream
+    finally:
+        stream.flush()
+        stream.detach()  # leave sys.stdout open

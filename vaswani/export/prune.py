@@ -1,0 +1,65 @@
+"""Pruning a model trained with LayerDrop (Fan et al. 2019): load it keeping only some layers of each stack and save
+it as an ordinary smaller model folder with the tokenizer, the training arguments and a card that shows the
+pruning. The source's results.json is not copied: its scores belong to the full model."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from modeling_vaswani import every_other_layers_to_keep
+from vaswani.constants import RUN_ARGS_FILE, TOKENIZER_FILE_PATTERNS
+from vaswani.errors import ModelFolderError, UsageError
+from vaswani.hub.model_card import write_model_card
+from vaswani.model_folder import (
+    check_model_folder,
+    check_output_folder,
+    load_config,
+    load_model_folder,
+    write_model_folder,
+)
+
+
+def prune_model_folder(
+    model: str | Path, output_dir: str | Path, *, encoder_layers_to_keep: list[int] | None = None,
+    decoder_layers_to_keep: list[int] | None = None, every_other: float | None = None,
+    stacks: list[str] | None = None, overwrite: bool = False, trust_remote_code: bool = False,
+) -> tuple[Path, dict[str, tuple[list[int] | None, int]]]:  # fmt: skip
+    """Write the pruned model of `model` to `output_dir`: the given layers of each stack, or the paper's "every
+    other" layers for LayerDrop rate `every_other` (of `stacks`, default both). Returns the output folder and, per
+    stack, (the layers kept or None for all, the number of layers it had)."""
+    source = check_model_folder(model)
+    output_dir = Path(output_dir)
+    if output_dir.exists() and output_dir.resolve() == source.resolve():
+        raise UsageError("--output_dir must be a new folder, not the model folder itself")
+    output = check_output_folder(output_dir, replace=overwrite)
+    explicit = encoder_layers_to_keep is not None or decoder_layers_to_keep is not None
+    if explicit == (every_other is not None):
+        raise UsageError(
+            "give either --every_other P or --encoder_layers_to_keep / --decoder_layers_to_keep (a comma list)"
+        )
+    if stacks is not None and every_other is None:
+        raise UsageError("--stacks goes with --every_other")
+
+    config = load_config(source, trust_remote_code=trust_remote_code)
+    keep = {"encoder": encoder_layers_to_keep, "decoder": decoder_layers_to_keep}
+    if every_other is not None:
+        for stack in stacks or ["encoder", "decoder"]:
+            keep[stack] = every_other_layers_to_keep(getattr(config, f"{stack}_layers"), every_other)
+    pruning = {f"{stack}_layers_to_keep": layers for stack, layers in keep.items() if layers is not None}
+    try:
+        pruned, _ = load_model_folder(source, trust_remote_code=trust_remote_code, **pruning)
+    except ModelFolderError:
+        raise
+    except ValueError as error:  # layer indices outside the model
+        raise UsageError(str(error)) from None
+
+    def write(folder: Path) -> None:
+        pruned.save_pretrained(folder)
+        for file in sorted(source.iterdir()):
+            if file.is_file() and (file.name == RUN_ARGS_FILE or any(file.match(p) for p in TOKENIZER_FILE_PATTERNS)):
+                shutil.copy2(file, folder / file.name)
+        write_model_card(folder)
+
+    write_model_folder(output, write, replace=overwrite)
+    return output, {stack: (layers, getattr(config, f"{stack}_layers")) for stack, layers in keep.items()}
