@@ -18,11 +18,11 @@ from tokenizers import normalizers
 
 from tokenization import (
     SPECIAL_TOKEN_LAYOUTS,
-    TokenizerError,
     TokenizerTrainingError,
     load_tokenizer,
     train_bpe_tokenizer,
 )
+from vaswani.errors import ModelFolderError
 
 # --- a small English-German corpus -----------------------------------------------------------------------------
 
@@ -377,10 +377,10 @@ def test_load_tokenizer(tokenizer, tmp_path):
     tokenizer.save_pretrained(tmp_path / "tok")
     loaded = load_tokenizer(tmp_path / "tok")
     assert loaded("Das Haus ist klein.")["input_ids"] == tokenizer("Das Haus ist klein.")["input_ids"]
-    with pytest.raises(TokenizerError, match="not found"):
+    with pytest.raises(ModelFolderError, match="no such tokenizer folder"):
         load_tokenizer(tmp_path / "missing")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(TokenizerError, match="no tokenizer"):
+    with pytest.raises(ModelFolderError, match="holds no tokenizer"):
         load_tokenizer(tmp_path / "empty")
 
 

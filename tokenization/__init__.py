@@ -7,13 +7,15 @@
 Command line: `python -m tokenization train --files train.en train.de --vocab_size 37000 --output tokenizer/`.
 """
 
+# One loader for every tokenizer folder (checked: present, readable, a real tokenizer), the model folders' own.
+from vaswani.model_folder import load_tokenizer
+
 from .bpe import (
     BYTE_FALLBACK_TOKENS,
     SPECIAL_TOKEN_LAYOUTS,
     UNICODE_NORMALIZERS,
     PortableTokenizerFast,
     build_bpe_pipeline,
-    load_tokenizer,
     train_bpe_tokenizer,
 )
 from .errors import TokenizerError, TokenizerTrainingError

@@ -28,12 +28,10 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-from transformers import AutoTokenizer, PreTrainedTokenizerFast
-
-from vaswani.constants import TOKENIZER_FILE
+from transformers import PreTrainedTokenizerFast
 
 from .corpus import Corpus, PathLike, corpus_from_dataset, corpus_from_files, corpus_from_iterator
-from .errors import TokenizerError, TokenizerTrainingError
+from .errors import TokenizerTrainingError
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -208,18 +206,6 @@ class PortableTokenizerFast(PreTrainedTokenizerFast):
                 with open(path, "w", encoding="utf-8") as stream:
                     stream.write(json.dumps(config, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
         return super()._save_pretrained(save_directory, file_names, *args, **kwargs)
-
-
-def load_tokenizer(path: PathLike) -> PreTrainedTokenizerFast:
-    """Load a tokenizer folder written by `save_pretrained` (with `AutoTokenizer`, offline)."""
-    path = os.fspath(path)
-    if not os.path.isdir(path):
-        raise TokenizerError(f"tokenizer folder not found: {path!r}. Train one with `python -m tokenization train`.")
-    if not os.path.isfile(os.path.join(path, TOKENIZER_FILE)):
-        raise TokenizerError(
-            f"{path!r} holds no tokenizer (no tokenizer.json): give the folder written by save_pretrained."
-        )
-    return AutoTokenizer.from_pretrained(path, local_files_only=True)
 
 
 # --- helpers -------------------------------------------------------------------------------------------------

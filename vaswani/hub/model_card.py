@@ -21,6 +21,7 @@ from modeling_vaswani.configuration_vaswani import ARCHITECTURE_OPTIONS
 from vaswani.constants import CONFIG_FILE, MODEL_CARD_FILE, RESULTS_FILE, RUN_ARGS_FILE
 from vaswani.fileio import write_file_atomically
 from vaswani.model_folder import read_json_object
+from vaswani.training.checkpoints import step_of
 
 TRANSLATION_TEMPLATE = Path(__file__).resolve().parent / "templates" / "translation.md"  # package data
 LANGUAGE_MODEL_TEMPLATE = TRANSLATION_TEMPLATE.with_name("language_model.md")
@@ -324,7 +325,7 @@ def _final_model_text(choice: dict) -> str:
 
     def what(candidate: dict) -> str:
         if candidate["name"] == "average":
-            first = int(candidate["checkpoints"][0].split("-", 1)[1])
+            first = step_of(candidate["checkpoints"][0])
             return f"the average of {len(candidate['checkpoints'])} checkpoints (steps {first}-{candidate['step']})"
         return f"the {names[candidate['name']]} (step {candidate['step']})"
 

@@ -61,6 +61,14 @@ __all__ = [
 ]
 
 
+def step_of(path: str | Path) -> int:
+    """The step of a checkpoint folder named `step-N` (`STEP_DIR`)."""
+    match = STEP_DIR.fullmatch(Path(path).name)
+    if match is None:
+        raise CheckpointError(f"{path} is not a checkpoint folder name: expected step-<number>, e.g. step-00000100.")
+    return int(match.group(1))
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Writing, listing and resolving checkpoints
 # ----------------------------------------------------------------------------------------------------------------
@@ -85,15 +93,7 @@ class CheckpointManager:
         """`step-00000123`: zero-padded, so that names sort like steps."""
         return f"step-{step:08d}"
 
-    @staticmethod
-    def step_of(path: str | Path) -> int:
-        """The step of a checkpoint folder named `step-N`."""
-        match = STEP_DIR.fullmatch(Path(path).name)
-        if match is None:
-            raise CheckpointError(
-                f"{path} is not a checkpoint folder name: expected step-<number>, e.g. step-00000100."
-            )
-        return int(match.group(1))
+    step_of = staticmethod(step_of)
 
     # -- saving -----------------------------------------------------------------------------------------------------
     def save(

@@ -39,6 +39,7 @@ from pathlib import Path
 
 from vaswani.constants import BEST_DIR, STOPPING_STATE_FILE
 from vaswani.errors import CheckpointError
+from vaswani.training.checkpoints import CheckpointManager, step_of
 from vaswani.weights import weight_files
 
 METRICS = {"bleu": "max", "chrf": "max", "loss": "min", "perplexity": "min"}  # perplexity: the LM tasks
@@ -174,7 +175,7 @@ class AveragingWindow:
         if self.count < 2:
             return checkpoints[-1:]
         if end_seconds is None:
-            inside = [p for p in checkpoints if step_of_name(p) >= end_step * (1 - self.fraction)]
+            inside = [p for p in checkpoints if step_of(p) >= end_step * (1 - self.fraction)]
         else:
             inside = [p for p in checkpoints if training_seconds(p) >= end_seconds * (1 - self.fraction)]
         return inside[-self.count :]
@@ -190,7 +191,7 @@ class Candidate:
 
     @property
     def step(self) -> int:
-        return step_of_name(self.checkpoints[-1])
+        return step_of(self.checkpoints[-1])
 
     def describe(self) -> dict:
         return {"name": self.name, "step": self.step, "checkpoints": [p.name for p in self.checkpoints],
@@ -290,12 +291,12 @@ class StoppingRules:
         if self.stopper is not None and state["early_stopping"] is not None:
             self.stopper.load_state_dict(state["early_stopping"])
         best = best_checkpoint(self.output_dir)
-        if best is not None and (self.stopper is None or self.stopper.best_step != step_of_name(best)):
+        if best is not None and (self.stopper is None or self.stopper.best_step != step_of(best)):
             shutil.rmtree(best)  # a best kept after the checkpoint resumed from: not part of this run's history
             best = None
         if best is None and self.stopper is not None and self.stopper.best_step is not None:
             # a kill between publishing the best checkpoint and copying it: copy it now, if it is still kept
-            kept = Path(checkpoint).parent / f"step-{self.stopper.best_step:08d}"
+            kept = Path(checkpoint).parent / CheckpointManager.dirname(self.stopper.best_step)
             if kept.is_dir():
                 keep_best(kept, self.output_dir)
         return (
@@ -336,22 +337,17 @@ class StoppingRules:
         the run ended before its last update (train_loop's answer)."""
         last = kept[-1]
         recorded = self.stopper.score_at if self.stopper is not None else lambda step: None
-        found = [Candidate("last", [last], recorded(step_of_name(last)))]
+        found = [Candidate("last", [last], recorded(step_of(last)))]
         best = best_checkpoint(self.output_dir) if self.stopper is not None else None
-        if best is not None and step_of_name(best) != step_of_name(last):
+        if best is not None and step_of(best) != step_of(last):
             found.append(Candidate("best", [best], self.stopper.best_value))
         if best is not None and self.stopper.should_stop:  # early stopping: the window ends at the best
-            before = [p for p in kept if step_of_name(p) < step_of_name(best)]
-            window = self.window.select([*before, best], step_of_name(best), None)
+            before = [p for p in kept if step_of(p) < step_of(best)]
+            window = self.window.select([*before, best], step_of(best), None)
         else:
             # a run the budget ended: the window is the last part of the budget (an evaluation can overrun it)
             end_seconds = self.budget.seconds if finished_early == TIME_BUDGET_SPENT else None
-            window = self.window.select(kept, step_of_name(last), end_seconds)
+            window = self.window.select(kept, step_of(last), end_seconds)
         if len(window) >= 2:
             found.append(Candidate("average", window))
         return found
-
-
-def step_of_name(path: Path) -> int:
-    """The step of a `step-N` checkpoint folder."""
-    return int(Path(path).name.split("-", 1)[1])
