@@ -221,3 +221,13 @@ def test_vaswani_has_a_subpackage_per_stage_and_a_small_core():
     package = REPO_ROOT / "vaswani"
     assert {p.name for p in package.iterdir() if (p / "__init__.py").is_file()} >= {*STAGES, "cli"}
     assert len([p for p in package.glob("*.py") if p.name != "__init__.py"]) <= 10
+
+
+def test_the_old_home_of_translator_still_works():
+    """`from vaswani.translate import Translator` (the documented name before the layout) is the Translator."""
+    from vaswani import translate
+    from vaswani.inference import outputs, translator
+
+    assert translate.Translator is translator.Translator
+    assert translate.format_hypotheses is outputs.format_hypotheses
+    assert set(translate.__all__) <= set(dir(translate))

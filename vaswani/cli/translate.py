@@ -22,7 +22,7 @@ from vaswani.devices import DTYPES
 from vaswani.errors import UsageError
 from vaswani.fileio import atomic_output, count_lines
 from vaswani.inference.engines import BACKENDS
-from vaswani.inference.outputs import OUTPUT_FORMATS, format_hypotheses, one_line
+from vaswani.inference.outputs import OUTPUT_FORMATS, one_line, output_handler
 from vaswani.inference.translator import Translator, read_lines, translate_lines
 from vaswani.model_folder import add_trust_remote_code
 
@@ -115,8 +115,9 @@ def run(args: argparse.Namespace) -> int:
     translator = Translator(args.model, device=args.device, max_source_length=args.max_source_length,
                             trust_remote_code=args.trust_remote_code, backend=args.backend,
                             dtype=args.dtype, parallel_batches=args.parallel_batches)  # fmt: skip
-    # n-best lists, scores, alignments or JSON lines: the formatted output of `format_hypotheses`
+    # n-best lists, scores, alignments or JSON lines: the lines of an output handler (vaswani.inference.outputs)
     detailed = args.nbest > 1 or args.scores or args.alignment or args.format == "jsonl"
+    output = output_handler(args.format, scores=args.scores, alignment=args.alignment) if detailed else None
 
     show_progress = args.input is not None and not args.no_progress
     bar = tqdm(total=count_lines(args.input) if show_progress else None, unit="line", file=sys.stderr,
@@ -131,14 +132,14 @@ def run(args: argparse.Namespace) -> int:
     # The input is decoded line by line (an error names the line); the output goes to a temporary file renamed
     # when complete, so an error or a kill never leaves a half-written --output.
     try:
-        _translate_stream(args, translator, bar, warn_truncated, detailed)
+        _translate_stream(args, translator, bar, warn_truncated, output)
     finally:
         bar.close()  # first, so that an `error: ...` starts a line of its own
     return 0
 
 
-def _translate_stream(args: argparse.Namespace, translator, bar, warn_truncated, detailed: bool) -> None:
-
+def _translate_stream(args: argparse.Namespace, translator, bar, warn_truncated, output) -> None:
+    """Translate the input line by line into the output: plain lines, or `output`'s lines (n-best, scores, ...)."""
     with _open_input(args.input) as source, _open_output(args.output) as sink:
         translations = translate_lines(
             translator,
@@ -152,12 +153,11 @@ def _translate_stream(args: argparse.Namespace, translator, bar, warn_truncated,
             paper_decoding=args.paper_decoding,
             batch_tokens=args.batch_tokens,
             **({"hypotheses": True, "nbest": args.nbest, "scores": args.scores, "alignment": args.alignment}
-               if detailed else {}),
+               if output is not None else {}),
         )  # fmt: skip
         for index, translation in enumerate(translations):
-            if detailed:
-                for line in format_hypotheses(index, translation, args.format, scores=args.scores,
-                                              alignment=args.alignment):  # fmt: skip
+            if output is not None:
+                for line in output.lines(index, translation):
                     sink.write(line + "\n")
             else:
                 sink.write(one_line(translation) + "\n")
