@@ -169,14 +169,22 @@ def serve(path: str) -> None:
             pass
 
     signal.signal(signal.SIGCHLD, reap)
+    parent = os.getppid()
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path + ".tmp")
     server.listen(8)
+    server.settimeout(2.0)  # to notice a test process that died without stopping the server
     os.rename(path + ".tmp", path)  # the client may connect from now on
     sys.stdout.flush()
     sys.stderr.flush()
     while True:
-        connection, _ = server.accept()
+        try:
+            connection, _ = server.accept()
+        except TimeoutError:
+            if os.getppid() != parent:
+                return
+            continue
+        connection.settimeout(None)
         _, fds, _, _ = socket.recv_fds(connection, 1, 3)
         message = b""
         while chunk := connection.recv(65536):
@@ -237,7 +245,7 @@ def command_env(tmp_path_factory):
     tests = str(Path(__file__).parent)
     process = subprocess.Popen(
         [sys.executable, "-c", f"import sys; sys.path.insert(0, {tests!r}); import test_docs; test_docs.serve({path!r})"],
-        env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     deadline = time.monotonic() + 300
     while not os.path.exists(path):
