@@ -418,6 +418,8 @@ def test_every_fence_has_a_language_and_every_mark_a_reason():
                 assert block.not_run, f"{block.where}: `<!-- not run: REASON -->` needs its reason"
                 assert block.language in RUN_LANGUAGES, f"{block.where}: a not-run mark on a block that is never run"
         text = page.read_text(encoding="utf-8")
+        hidden = re.findall(r"^(?:[ \t]+```|~~~).*$", text, flags=re.MULTILINE)
+        assert not hidden, f"{page_id(page)}: indented or ~~~ fences, which this test would not run: {hidden}"
         marks = len(re.findall(r"^<!--\s*not run", text, flags=re.MULTILINE))
         assert marks == sum(b.not_run is not None for b in blocks(page)), f"{page}: a not-run mark not before a fence"
 
