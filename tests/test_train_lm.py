@@ -9,14 +9,12 @@ and every option that does not belong to a task is an `error:` line before any t
 
 import json
 import math
-import re
-import shlex
 from collections import Counter
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO_ROOT, train_command_in_process, train_in_process
+from conftest import train_command_in_process, train_in_process
 from safetensors.torch import load_file
 
 from vaswani.data.demo import write_demo_files
@@ -188,33 +186,6 @@ def test_packing_yes_cuts_the_token_stream_into_blocks(text_dir, tmp_path, monke
     stream = [t for ids in tokenizer(list(raw["validation"]["text"]))["input_ids"] for t in ids]
     assert [t for row in blocks["input_ids"] for t in row] == stream  # every token once, in order
     assert set(blocks["length"][:-1]) == {16} and 0 < blocks["length"][-1] <= 16
-
-
-def test_the_docs_command_line_examples_run(text_dir, tmp_path, monkeypatch):
-    """The ```bash blocks of docs/language-models.md, in order, on the tiny text: the training commands (shortened to
-    a few updates), then the CTranslate2 exports of the two models they trained."""
-    from vaswani.cli import main as vaswani_main
-
-    doc = (REPO_ROOT / "docs" / "language-models.md").read_text(encoding="utf-8")
-    train_block, export_block = re.findall(r"^```bash\n(.*?)^```", doc, flags=re.DOTALL | re.MULTILINE)
-    commands = [shlex.split(c) for c in train_block.replace("\\\n", " ").splitlines() if c.startswith("vaswani ")]
-    assert [c[2:4] for c in commands] == [["--task", "causal_lm"], ["--task", "masked_lm"]]
-    monkeypatch.chdir(tmp_path)
-    for name in ("train.txt", "valid.txt"):
-        (tmp_path / name).write_text((text_dir / name).read_text())
-    for command in commands:
-        status, stderr = train_command_in_process([*command[2:], *TINY_LM, "--max_train_steps", "2",
-                                                   "--eval_steps", "0"])  # fmt: skip
-        assert status == 0, stderr[-3000:]
-    assert (tmp_path / "runs" / "my-causal-lm" / "model.safetensors").exists()
-    assert (tmp_path / "runs" / "my-masked-lm" / "model.safetensors").exists()
-    exports = [shlex.split(c) for c in export_block.splitlines() if c.startswith("vaswani ")]
-    assert [c[1] for c in exports] == ["export", "export"]
-    for command in exports:
-        assert vaswani_main(command[1:]) == 0
-    assert (tmp_path / "my-causal-lm-ct2" / "model.bin").exists() and (
-        tmp_path / "my-masked-lm-ct2" / "model.bin"
-    ).exists()
 
 
 # ---------------------------------------------------------------------------------------------------------------------
