@@ -34,7 +34,7 @@ def check_output_file(path: Path | None, inputs: list[Path | None], model: Path 
     if path.is_dir():
         raise UsageError(f"cannot write {path}: it is a folder; give a file name")
     for source in inputs:
-        if source is not None and path.exists() and os.path.samefile(source, path):
+        if source is not None and source.exists() and path.exists() and os.path.samefile(source, path):
             raise UsageError(
                 f"--output {path} is the input file {source}: writing it would destroy the input; give another file"
             )
