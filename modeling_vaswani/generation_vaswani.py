@@ -167,7 +167,9 @@ def _next_token_log_probs(
     return log_probs
 
 
-def _best_extensions(beam_scores: torch.Tensor, log_probs: torch.Tensor, eos_ids: torch.Tensor):
+def _best_extensions(
+    beam_scores: torch.Tensor, log_probs: torch.Tensor, eos_ids: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Expanding the beams: the 2K best one-token extensions of the K live beams of each sentence (enough to keep K
     live ones whatever ends in EOS). beam_scores (B, K), log_probs (B, K, V) -> their cumulative log-probabilities,
     the beams they extend, their tokens and whether they end (a finite EOS extension), each (B, 2K)."""
