@@ -1702,7 +1702,10 @@ def run_kills(workdir: Path, kills: int = 20, seed: int = 0, steps: int = 200, c
     `moments`) and resumed after each, then resumed to its end and compared with the reference. A kill meant for a
     save that left none of the save's temporary entries behind (it came before the save's first write or after its
     last rename) is still a kill survived, but its moment is tried again in the next invocation, at half its place in
-    the window, up to `retries` times. Returns the summary (JSON-able)."""
+    the window, up to `retries` times. Returns the summary (JSON-able).
+
+    The steps: `measure_reference` (the uninterrupted run, which sizes the kill windows), `kill_and_resume` (the
+    killed run, one invocation per moment) and `summarize_kills` (the comparison and the figures)."""
     fixtures = fixtures or Fixtures(workdir / "fixtures")
     options = [*fixtures.data_args()[:2], *TINY_TRAIN, *KILL_RUN_EXTRA, "--max_train_steps", str(steps),
                "--checkpoint_steps", str(checkpoint_steps), "--average_checkpoints", str(average),
@@ -1720,65 +1723,119 @@ def run_kills(workdir: Path, kills: int = 20, seed: int = 0, steps: int = 200, c
     timeline.step *= checkpoint_steps  # a training kill lands anywhere between two saves (see wait_for_moment)
 
     moments = moments if moments is not None else plan_kills(kills, steps, random.Random(seed))
-    records, verified, corrupt, mixed, failure, checkpointed = [], {}, set(), [], None, False
+    found = kill_and_resume(fixtures.launcher, options, workdir, run, steps, timeline, moments, retries, log)
+    return summarize_kills(found, moments, reference, run, workdir, started, options)
+
+
+@dataclasses.dataclass
+class KillFindings:
+    """What the invocations of a killed run found (`kill_and_resume`), in order."""
+
+    records: list[dict] = dataclasses.field(default_factory=list)  # one per invocation
+    verified: dict = dataclasses.field(default_factory=dict)  # checkpoint files already checked (corrupt_checkpoints)
+    corrupt: set[str] = dataclasses.field(default_factory=set)  # corrupt checkpoint files
+    mixed: list[str] = dataclasses.field(default_factory=list)  # final folders a kill left half written
+    missed: list[dict] = dataclasses.field(default_factory=list)  # in-save moments that never landed inside a save
+    failure: str | None = None  # an invocation that failed on its own, or ended before its kill moment
+
+
+def kill_and_resume(launcher: Launcher, options: list[str], workdir: Path, run: Path, steps: int, timeline: Timeline,
+                    moments: list[KillMoment], retries: int, log=print) -> KillFindings:  # fmt: skip
+    """The killed run: one train.py invocation per moment, killed at it and inspected (`inspect_invocation`), each
+    resuming from the last complete checkpoint (or starting anew before the first one), then a last invocation
+    resumed to the end. A save kill that did not land inside its save is tried again first, half as far into its
+    window, up to `retries` times. Stops at the first invocation that was not killed."""
+    found = KillFindings()
     next_args = ["--output_dir", str(run)]
     queue = [(moment, 0) for moment in [*moments, None]]  # (moment, tries so far); None: resumed to the end
-    missed = []  # in-save moments that never landed inside a save
-    number = 0
+    number, checkpointed = 0, False
     while queue:
         (moment, tries), number = queue.pop(0), number + 1
-        if (
-            moment is not None
-            and moment.kind in {"training", "checkpoint-save"}
-            and steps in _complete_steps(run / "checkpoints")
-        ):  # training is over: a moment meant for it goes to the final save instead
-            moment = dataclasses.replace(moment, kind="final-save", after_step=steps)
+        moment = _moment_for_now(moment, run, steps)
         log_file = workdir / "logs" / f"invocation-{number}.log"  # not next to the run: see _final_snapshot
-        invocation = start_train(fixtures.launcher, [*options, *next_args], workdir, log_file)
+        invocation = start_train(launcher, [*options, *next_args], workdir, log_file)
         killed = moment is not None and wait_for_moment(invocation, moment, run, timeline) and invocation.kill()
         status = invocation.wait(900)
-        complete = _complete_steps(run / "checkpoints")
-        problems = corrupt_checkpoints(run, verified)
-        corrupt.update(problems)
-        mixed_problem = mixed_final_folder(run) if killed else None
-        if mixed_problem:
-            mixed.append(f"kill {number}: {mixed_problem}")
-        left_behind = _temporary_entries(run)
-        landed = landed_inside_save(moment.kind, left_behind) if killed else None
-        records.append({
-            "moment": moment and dataclasses.asdict(moment), "killed": killed, "status": status,
-            "seconds": round(time.monotonic() - invocation.start, 2), "latest_checkpoint": complete[-1:] or None,
-            "corrupt": problems, "final_folder": mixed_problem, "left_behind": left_behind, "landed": landed,
-            "retry": tries,
-        })  # fmt: skip
-        if landed is False and tries < retries:  # earlier in the next save's window
+        record = inspect_invocation(run, number, moment, tries, invocation, killed, status, found)
+        if record["landed"] is False and tries < retries:  # earlier in the next save's window
             queue.insert(0, (dataclasses.replace(moment, fraction=moment.fraction / 2), tries + 1))
-        elif landed is False:
-            missed.append(dataclasses.asdict(moment))
-        what = (
-            f"{number:2d}/{number + len(queue) - 1} {moment.kind:15s} "
-            f"step>={moment.after_step:<4d}{f' (retry {tries})' if tries else ''}"
-            if moment
-            else "last: resume to the end"
-        )
-        log(f"kills: {what} {'killed' if killed else f'exit {status}'} after "
-            f"{records[-1]['seconds']:.1f} s; latest checkpoint {complete[-1] if complete else None}"
-            f"{'; left ' + ', '.join(left_behind) if killed and left_behind else ''}"
-            f"{'; NOT inside the save' if landed is False else ''}"
-            f"{'; CORRUPT ' + '; '.join(problems) if problems else ''}"
-            f"{'; MIXED ' + mixed_problem if mixed_problem else ''}")  # fmt: skip
+        elif record["landed"] is False:
+            found.missed.append(dataclasses.asdict(moment))
+        log(_invocation_line(number, len(queue), moment, tries, record))
         if not killed:
             if status != 0:
-                failure = f"invocation {number} failed on its own (exit {status}):\n{invocation.tail()}"
+                found.failure = f"invocation {number} failed on its own (exit {status}):\n{invocation.tail()}"
             elif moment is not None:
-                failure = f"invocation {number} ended before its kill moment ({moment.kind})"
+                found.failure = f"invocation {number} ended before its kill moment ({moment.kind})"
             break
         # What a user does next: resume; a run killed before its first complete checkpoint starts again. (Not judged
         # by what the folder shows now: a kill inside the final save may leave checkpoints/ inside a folder aside.)
-        checkpointed = checkpointed or bool(complete)
+        checkpointed = checkpointed or bool(record["latest_checkpoint"])
         next_args = ["--output_dir", str(run), *(["--resume_from_checkpoint", "latest"] if checkpointed
                                                  else ["--overwrite_output_dir"])]  # fmt: skip
+    return found
 
+
+def _moment_for_now(moment: KillMoment | None, run: Path, steps: int) -> KillMoment | None:
+    """The moment, except that once training is over (its last checkpoint is complete) a moment meant for training
+    or a checkpoint save goes to the final save instead."""
+    if (
+        moment is not None
+        and moment.kind in {"training", "checkpoint-save"}
+        and steps in _complete_steps(run / "checkpoints")
+    ):
+        return dataclasses.replace(moment, kind="final-save", after_step=steps)
+    return moment
+
+
+def inspect_invocation(run: Path, number: int, moment: KillMoment | None, tries: int, invocation: Started,
+                       killed: bool, status: int | None, found: KillFindings) -> dict:  # fmt: skip
+    """What invocation `number` left behind: every complete checkpoint checked (corrupt files go to `found`), the
+    final folder after a kill (half written: to `found`), the temporary entries and, for a save kill, whether it
+    landed inside its save. Returns the invocation's record, also appended to `found.records`."""
+    complete = _complete_steps(run / "checkpoints")
+    problems = corrupt_checkpoints(run, found.verified)
+    found.corrupt.update(problems)
+    mixed_problem = mixed_final_folder(run) if killed else None
+    if mixed_problem:
+        found.mixed.append(f"kill {number}: {mixed_problem}")
+    left_behind = _temporary_entries(run)
+    landed = landed_inside_save(moment.kind, left_behind) if killed else None
+    found.records.append({
+        "moment": moment and dataclasses.asdict(moment), "killed": killed, "status": status,
+        "seconds": round(time.monotonic() - invocation.start, 2), "latest_checkpoint": complete[-1:] or None,
+        "corrupt": problems, "final_folder": mixed_problem, "left_behind": left_behind, "landed": landed,
+        "retry": tries,
+    })  # fmt: skip
+    return found.records[-1]
+
+
+def _invocation_line(number: int, queued: int, moment: KillMoment | None, tries: int, record: dict) -> str:
+    """The progress line of invocation `number`, from its record; `queued` invocations are still queued, the last
+    of them the resume to the end."""
+    what = (
+        f"{number:2d}/{number + queued - 1} {moment.kind:15s} "
+        f"step>={moment.after_step:<4d}{f' (retry {tries})' if tries else ''}"
+        if moment
+        else "last: resume to the end"
+    )
+    killed, status, left_behind = record["killed"], record["status"], record["left_behind"]
+    problems, mixed_problem = record["corrupt"], record["final_folder"]
+    latest = record["latest_checkpoint"][-1] if record["latest_checkpoint"] else None
+    return (f"kills: {what} {'killed' if killed else f'exit {status}'} after "
+            f"{record['seconds']:.1f} s; latest checkpoint {latest}"
+            f"{'; left ' + ', '.join(left_behind) if killed and left_behind else ''}"
+            f"{'; NOT inside the save' if record['landed'] is False else ''}"
+            f"{'; CORRUPT ' + '; '.join(problems) if problems else ''}"
+            f"{'; MIXED ' + mixed_problem if mixed_problem else ''}")  # fmt: skip
+
+
+def summarize_kills(found: KillFindings, moments: list[KillMoment], reference: Path, run: Path, workdir: Path,
+                    started: float, options: list[str]) -> dict:  # fmt: skip
+    """The kill part's figures (JSON-able): kills done and survived, by kind; save kills inside their saves,
+    retried, missed; corrupt checkpoints and half-written final folders; and, when the run got to its end, its final
+    weights and training losses against the reference run's."""
+    records, failure = found.records, found.failure
     done = sum(1 for r in records if r["killed"])
     # A kill is survived when the run went on after it; after a failure, the kill before the failing invocation was
     # not survived (and the kills not reached were not tried).
@@ -1797,10 +1854,10 @@ def run_kills(workdir: Path, kills: int = 20, seed: int = 0, steps: int = 200, c
             kind: sum(1 for r in records if r["landed"] and r["moment"]["kind"] == kind) for kind in SAVE_LEFTOVERS
         },
         "save_kills_retried": sum(1 for r in records if r["landed"] is False),
-        "save_moments_missed": missed,
+        "save_moments_missed": found.missed,
         "invocations": len(records),
-        "corrupt_checkpoints": sorted(corrupt),
-        "mixed_final_folders": mixed,
+        "corrupt_checkpoints": sorted(found.corrupt),
+        "mixed_final_folders": found.mixed,
         "final_weights_identical": identical,
         "final_weights_max_abs_diff": largest,
         "final_weights_detail": detail,

@@ -252,96 +252,29 @@ class VaswaniConfig(PretrainedConfig):
     # values overridden through `from_pretrained(path, dropout=...)` are checked too).
     # ----------------------------------------------------------------------------------------------------------
     def validate(self) -> None:
-        """Raise `ValueError` naming the first invalid argument, its value and what is allowed."""
-        for name in (
-            "vocab_size",
-            "d_model",
-            "encoder_layers",
-            "decoder_layers",
-            "encoder_attention_heads",
-            "decoder_attention_heads",
-            "encoder_ffn_dim",
-            "decoder_ffn_dim",
-            "max_position_embeddings",
-        ):
-            _check_positive_int(name, getattr(self, name))
-        for side in ("encoder", "decoder"):
-            heads = getattr(self, f"{side}_attention_heads")
-            if self.d_model % heads:
-                raise ValueError(
-                    f"d_model={self.d_model} is not divisible by {side}_attention_heads={heads}; choose a number "
-                    f"of heads that divides d_model (e.g. {_divisors_hint(self.d_model)})."
-                )
-        for name in (
-            "dropout",
-            "attention_dropout",
-            "activation_dropout",
-            "label_smoothing",
-            "encoder_layerdrop",
-            "decoder_layerdrop",
-            "encoder_drophead",
-            "decoder_drophead",
-            "cross_drophead",
-        ):
-            _check_rate(name, getattr(self, name))
+        """Raise `ValueError` naming the first invalid argument, its value and what is allowed.
+
+        The groups, in this order: dimensions, dropout rates (with LayerDrop and DropHead), the options chosen from a
+        list, switches, the other numbers, special-token ids, pruning and the records, and last the combinations
+        that contradict each other."""
+        _check_dimensions(self, _SIZES, sides=("encoder", "decoder"))
+        _check_rates(self, _RATES)
         _check_choice("activation_function", self.activation_function, sorted(ACT2FN))
         _check_choice("position_embedding_type", self.position_embedding_type, POSITION_EMBEDDING_TYPES)
         _check_choice("sinusoidal_layout", self.sinusoidal_layout, SINUSOIDAL_LAYOUTS)
         _check_choice("norm_position", self.norm_position, NORM_POSITIONS)
         _check_choice("norm_type", self.norm_type, NORM_TYPES)
-        for name in (
-            "scale_embedding",
-            "share_embeddings",
-            "tie_word_embeddings",
-            "final_logits_bias",
-            "fixnorm",
-            "use_cache",
-        ):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name}={getattr(self, name)!r} is not allowed; use True or False.")
+        _check_flags(self, _FLAGS)
         if not self.is_encoder_decoder:
             raise ValueError("is_encoder_decoder=False is not allowed: the Transformer is an encoder-decoder model.")
-        if self.init_std is not None and not (_is_number(self.init_std) and self.init_std > 0):
-            raise ValueError(
-                f"init_std={self.init_std!r} is not allowed; use a positive float or None (d_model**-0.5)."
-            )
-        if not (_is_number(self.layer_norm_eps) and self.layer_norm_eps > 0):
-            raise ValueError(f"layer_norm_eps={self.layer_norm_eps!r} is not allowed; use a positive float.")
-        if not isinstance(self.layerdrop_seed, int) or isinstance(self.layerdrop_seed, bool):
-            raise ValueError(f"layerdrop_seed={self.layerdrop_seed!r} is not allowed; use an integer.")
-        for name in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
-            value = getattr(self, name)
-            if value is None and name in ("pad_token_id", "eos_token_id", "decoder_start_token_id"):
-                raise ValueError(f"{name}=None is not allowed; the model needs it (an id in [0, {self.vocab_size})).")
-            if value is not None and not (
-                isinstance(value, int) and not isinstance(value, bool) and 0 <= value < self.vocab_size
-            ):
-                raise ValueError(f"{name}={value!r} is not allowed; use an id in [0, vocab_size={self.vocab_size}).")
-        for side in ("encoder", "decoder"):
-            _check_layers_to_keep(
-                f"{side}_layers_to_keep", getattr(self, f"{side}_layers_to_keep"), getattr(self, f"{side}_layers")
-            )
+        _check_numbers(self)
+        _check_token_ids(self, _TOKEN_IDS, required=("pad_token_id", "eos_token_id", "decoder_start_token_id"))
+        _check_pruning(self, sides=("encoder", "decoder"))
+        _check_converted_from(self.converted_from)
+        self._validate_combinations()
 
-        if self.pruned_layers is not None and not (
-            isinstance(self.pruned_layers, dict)
-            and set(self.pruned_layers) <= {"encoder", "decoder"}
-            and all(isinstance(v, list) and all(isinstance(i, int) for i in v) for v in self.pruned_layers.values())
-        ):
-            raise ValueError(
-                f"pruned_layers={self.pruned_layers!r} is not allowed; it is a record written by pruning: "
-                '{"encoder": [kept indices], "decoder": [kept indices]} or None.'
-            )
-
-        if self.converted_from is not None and not (
-            isinstance(self.converted_from, dict)
-            and all(isinstance(k, str) and isinstance(v, (str, type(None))) for k, v in self.converted_from.items())
-        ):
-            raise ValueError(
-                f"converted_from={self.converted_from!r} is not allowed; it is a record written by `vaswani convert`: "
-                '{"format": ..., "source": ..., "model_id": ..., "license": ...} (strings or None), or None.'
-            )
-
-        # Contradictory combinations
+    def _validate_combinations(self) -> None:
+        """Raise `ValueError` for valid arguments that contradict each other (positions, FixNorm)."""
         if self.sinusoidal_layout == "fairseq" and self.d_model < 4:
             raise ValueError(
                 f"sinusoidal_layout='fairseq' needs d_model >= 4 (it is {self.d_model}): fairseq's frequencies divide "
@@ -353,15 +286,115 @@ class VaswaniConfig(PretrainedConfig):
                 f"{self.position_embedding_type!r}): the layout places the sines and cosines of sinusoidal positions. "
                 "Leave sinusoidal_layout at 'interleaved' with learned positions."
             )
-        if self.fixnorm and not self.tie_word_embeddings:
+        _check_fixnorm(self, rows="target embedding rows")
+
+
+# The arguments of each group of `VaswaniConfig.validate`, in the order they are checked.
+_SIZES = (
+    "vocab_size", "d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads", "decoder_attention_heads",
+    "encoder_ffn_dim", "decoder_ffn_dim", "max_position_embeddings",
+)  # fmt: skip
+_RATES = (
+    "dropout", "attention_dropout", "activation_dropout", "label_smoothing", "encoder_layerdrop", "decoder_layerdrop",
+    "encoder_drophead", "decoder_drophead", "cross_drophead",
+)  # fmt: skip
+_FLAGS = ("scale_embedding", "share_embeddings", "tie_word_embeddings", "final_logits_bias", "fixnorm", "use_cache")
+_TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The checks, shared with the one-stack configurations (configuration_vaswani_lm.py): each raises `ValueError` naming
+# the argument, its value and what is allowed.
+# ----------------------------------------------------------------------------------------------------------------
+def _check_dimensions(config: PretrainedConfig, names: tuple[str, ...], sides: tuple[str, ...]) -> None:
+    """Sizes and counts (`names`) are positive integers, and each stack's number of heads divides d_model."""
+    for name in names:
+        _check_positive_int(name, getattr(config, name))
+    for side in sides:
+        heads = getattr(config, f"{side}_attention_heads")
+        if config.d_model % heads:
             raise ValueError(
-                "fixnorm=True needs tie_word_embeddings=True: FixNorm computes the output logits with the unit-length "
-                "target embedding rows."
+                f"d_model={config.d_model} is not divisible by {side}_attention_heads={heads}; choose a number "
+                f"of heads that divides d_model (e.g. {_divisors_hint(config.d_model)})."
             )
-        if self.fixnorm and not self.scale_embedding:
-            raise ValueError(
-                "fixnorm=True needs scale_embedding=True: FixNorm's input is the unit-length row times sqrt(d_model)."
-            )
+
+
+def _check_rates(config: PretrainedConfig, names: tuple[str, ...]) -> None:
+    """Dropout, label smoothing, LayerDrop and DropHead probabilities are in [0, 1)."""
+    for name in names:
+        _check_rate(name, getattr(config, name))
+
+
+def _check_flags(config: PretrainedConfig, names: tuple[str, ...]) -> None:
+    """Switches are True or False (not 0, 1 or a string)."""
+    for name in names:
+        if not isinstance(getattr(config, name), bool):
+            raise ValueError(f"{name}={getattr(config, name)!r} is not allowed; use True or False.")
+
+
+def _check_numbers(config: PretrainedConfig) -> None:
+    """`init_std` is positive or None, `layer_norm_eps` positive, `layerdrop_seed` an integer."""
+    if config.init_std is not None and not (_is_number(config.init_std) and config.init_std > 0):
+        raise ValueError(f"init_std={config.init_std!r} is not allowed; use a positive float or None (d_model**-0.5).")
+    if not (_is_number(config.layer_norm_eps) and config.layer_norm_eps > 0):
+        raise ValueError(f"layer_norm_eps={config.layer_norm_eps!r} is not allowed; use a positive float.")
+    if not isinstance(config.layerdrop_seed, int) or isinstance(config.layerdrop_seed, bool):
+        raise ValueError(f"layerdrop_seed={config.layerdrop_seed!r} is not allowed; use an integer.")
+
+
+def _check_token_ids(config: PretrainedConfig, names: tuple[str, ...], required: tuple[str, ...]) -> None:
+    """Special-token ids are ids of the vocabulary; those in `required` may not be None."""
+    for name in names:
+        value = getattr(config, name)
+        if value is None and name in required:
+            raise ValueError(f"{name}=None is not allowed; the model needs it (an id in [0, {config.vocab_size})).")
+        if value is not None and not (
+            isinstance(value, int) and not isinstance(value, bool) and 0 <= value < config.vocab_size
+        ):
+            raise ValueError(f"{name}={value!r} is not allowed; use an id in [0, vocab_size={config.vocab_size}).")
+
+
+def _check_pruning(config: PretrainedConfig, sides: tuple[str, ...]) -> None:
+    """`{side}_layers_to_keep` are layers of the stack, and `pruned_layers` is pruning's record for these stacks."""
+    for side in sides:
+        _check_layers_to_keep(
+            f"{side}_layers_to_keep", getattr(config, f"{side}_layers_to_keep"), getattr(config, f"{side}_layers")
+        )
+    pruned = config.pruned_layers
+    if pruned is not None and not (
+        isinstance(pruned, dict)
+        and set(pruned) <= set(sides)
+        and all(isinstance(v, list) and all(isinstance(i, int) for i in v) for v in pruned.values())
+    ):
+        layout = ", ".join(f'"{side}": [kept indices]' for side in sides)
+        raise ValueError(
+            f"pruned_layers={pruned!r} is not allowed; it is a record written by pruning: {{{layout}}} or None."
+        )
+
+
+def _check_converted_from(converted_from) -> None:
+    """`converted_from` is the record of `vaswani convert`: a dict of strings (or None values), or None."""
+    if converted_from is not None and not (
+        isinstance(converted_from, dict)
+        and all(isinstance(k, str) and isinstance(v, (str, type(None))) for k, v in converted_from.items())
+    ):
+        raise ValueError(
+            f"converted_from={converted_from!r} is not allowed; it is a record written by `vaswani convert`: "
+            '{"format": ..., "source": ..., "model_id": ..., "license": ...} (strings or None), or None.'
+        )
+
+
+def _check_fixnorm(config: PretrainedConfig, rows: str) -> None:
+    """FixNorm needs the tied output projection (its logits use the unit-length `rows`) and the scaled input."""
+    if config.fixnorm and not config.tie_word_embeddings:
+        raise ValueError(
+            "fixnorm=True needs tie_word_embeddings=True: FixNorm computes the output logits with the unit-length "
+            f"{rows}."
+        )
+    if config.fixnorm and not config.scale_embedding:
+        raise ValueError(
+            "fixnorm=True needs scale_embedding=True: FixNorm's input is the unit-length row times sqrt(d_model)."
+        )
 
 
 def _is_number(value) -> bool:

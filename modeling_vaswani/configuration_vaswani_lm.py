@@ -39,11 +39,14 @@ from .configuration_vaswani import (
     SINUSOIDAL_LAYOUTS,
     VaswaniConfig,
     _check_choice,
-    _check_layers_to_keep,
-    _check_positive_int,
+    _check_dimensions,
+    _check_fixnorm,
+    _check_flags,
+    _check_numbers,
+    _check_pruning,
     _check_rate,
-    _divisors_hint,
-    _is_number,
+    _check_rates,
+    _check_token_ids,
 )
 
 
@@ -109,29 +112,30 @@ class VaswaniSingleStackConfig(PretrainedConfig):
     side: ClassVar[str] = ""
     keys_to_ignore_at_inference = ["past_key_values"]
 
-    vocab_size: int = 37000
-    d_model: int = 512
-    activation_function: str = "relu"
-    dropout: float = 0.1
-    attention_dropout: float = 0.0
-    activation_dropout: float = 0.0
-    max_position_embeddings: int = 1024
-    position_embedding_type: str = "sinusoidal"
-    sinusoidal_layout: str = "interleaved"
-    init_std: float | None = None
-    scale_embedding: bool = True
-    tie_word_embeddings: bool = True
-    norm_position: str = "post"
-    norm_type: str = "layernorm"
-    layer_norm_eps: float = 1e-5
-    fixnorm: bool = False
-    layerdrop_seed: int = 0
-    pruned_layers: dict | None = None
-    use_cache: bool = True
+    # The defaults of the encoder-decoder model (Table 3, base), read from `VaswaniConfig`.
+    vocab_size: int = VaswaniConfig.vocab_size
+    d_model: int = VaswaniConfig.d_model
+    activation_function: str = VaswaniConfig.activation_function
+    dropout: float = VaswaniConfig.dropout
+    attention_dropout: float = VaswaniConfig.attention_dropout
+    activation_dropout: float = VaswaniConfig.activation_dropout
+    max_position_embeddings: int = VaswaniConfig.max_position_embeddings
+    position_embedding_type: str = VaswaniConfig.position_embedding_type
+    sinusoidal_layout: str = VaswaniConfig.sinusoidal_layout
+    init_std: float | None = VaswaniConfig.init_std
+    scale_embedding: bool = VaswaniConfig.scale_embedding
+    tie_word_embeddings: bool = VaswaniConfig.tie_word_embeddings
+    norm_position: str = VaswaniConfig.norm_position
+    norm_type: str = VaswaniConfig.norm_type
+    layer_norm_eps: float = VaswaniConfig.layer_norm_eps
+    fixnorm: bool = VaswaniConfig.fixnorm
+    layerdrop_seed: int = VaswaniConfig.layerdrop_seed
+    pruned_layers: dict | None = VaswaniConfig.pruned_layers
+    use_cache: bool = VaswaniConfig.use_cache
     is_encoder_decoder: bool = False
-    pad_token_id: int | None = 0
-    bos_token_id: int | None = 1
-    eos_token_id: int | None = 2
+    pad_token_id: int | None = VaswaniConfig.pad_token_id
+    bos_token_id: int | None = VaswaniConfig.bos_token_id
+    eos_token_id: int | None = VaswaniConfig.eos_token_id
 
     def __post_init__(self, **kwargs):
         # An option of the encoder-decoder model that this one lacks (the other stack's, cross-attention's,
@@ -158,19 +162,14 @@ class VaswaniSingleStackConfig(PretrainedConfig):
         return cls(**{**settings, **overrides})
 
     def validate(self) -> None:
-        """Raise `ValueError` naming the first invalid argument, its value and what is allowed."""
+        """Raise `ValueError` naming the first invalid argument, its value and what is allowed: the checks of
+        `VaswaniConfig.validate`, for this model's one stack."""
         side = self.side
-        for name in ("vocab_size", "d_model", f"{side}_layers", f"{side}_attention_heads", f"{side}_ffn_dim",
-                     "max_position_embeddings"):  # fmt: skip
-            _check_positive_int(name, getattr(self, name))
-        heads = getattr(self, f"{side}_attention_heads")
-        if self.d_model % heads:
-            raise ValueError(
-                f"d_model={self.d_model} is not divisible by {side}_attention_heads={heads}; choose a number of heads "
-                f"that divides d_model (e.g. {_divisors_hint(self.d_model)})."
-            )
-        for name in ("dropout", "attention_dropout", "activation_dropout", f"{side}_layerdrop", f"{side}_drophead"):
-            _check_rate(name, getattr(self, name))
+        stack_sizes = (f"{side}_layers", f"{side}_attention_heads", f"{side}_ffn_dim")
+        _check_dimensions(self, ("vocab_size", "d_model", *stack_sizes, "max_position_embeddings"), sides=(side,))
+        _check_rates(
+            self, ("dropout", "attention_dropout", "activation_dropout", f"{side}_layerdrop", f"{side}_drophead")
+        )
         _check_choice("activation_function", self.activation_function, sorted(ACT2FN))
         _check_choice("position_embedding_type", self.position_embedding_type, POSITION_EMBEDDING_TYPES)
         _check_choice("sinusoidal_layout", self.sinusoidal_layout, SINUSOIDAL_LAYOUTS)
@@ -183,51 +182,18 @@ class VaswaniSingleStackConfig(PretrainedConfig):
             )
         _check_choice("norm_position", self.norm_position, NORM_POSITIONS)
         _check_choice("norm_type", self.norm_type, NORM_TYPES)
-        for name in ("scale_embedding", "tie_word_embeddings", "fixnorm", "use_cache"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name}={getattr(self, name)!r} is not allowed; use True or False.")
+        _check_flags(self, ("scale_embedding", "tie_word_embeddings", "fixnorm", "use_cache"))
         if self.is_encoder_decoder:
             raise ValueError(
                 f"is_encoder_decoder=True is not allowed for {type(self).__name__}, a {side}-only model; use "
                 "VaswaniConfig for the encoder-decoder Transformer."
             )
-        if self.init_std is not None and not (_is_number(self.init_std) and self.init_std > 0):
-            raise ValueError(
-                f"init_std={self.init_std!r} is not allowed; use a positive float or None (d_model**-0.5)."
-            )
-        if not (_is_number(self.layer_norm_eps) and self.layer_norm_eps > 0):
-            raise ValueError(f"layer_norm_eps={self.layer_norm_eps!r} is not allowed; use a positive float.")
-        if not isinstance(self.layerdrop_seed, int) or isinstance(self.layerdrop_seed, bool):
-            raise ValueError(f"layerdrop_seed={self.layerdrop_seed!r} is not allowed; use an integer.")
-        for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
-            value = getattr(self, name)
-            if value is None and name in ("pad_token_id", "eos_token_id"):
-                raise ValueError(f"{name}=None is not allowed; the model needs it (an id in [0, {self.vocab_size})).")
-            if value is not None and not (
-                isinstance(value, int) and not isinstance(value, bool) and 0 <= value < self.vocab_size
-            ):
-                raise ValueError(f"{name}={value!r} is not allowed; use an id in [0, vocab_size={self.vocab_size}).")
-        _check_layers_to_keep(
-            f"{side}_layers_to_keep", getattr(self, f"{side}_layers_to_keep"), getattr(self, f"{side}_layers")
+        _check_numbers(self)
+        _check_token_ids(
+            self, ("pad_token_id", "bos_token_id", "eos_token_id"), required=("pad_token_id", "eos_token_id")
         )
-        if self.pruned_layers is not None and not (
-            isinstance(self.pruned_layers, dict)
-            and set(self.pruned_layers) <= {side}
-            and all(isinstance(v, list) and all(isinstance(i, int) for i in v) for v in self.pruned_layers.values())
-        ):
-            raise ValueError(
-                f"pruned_layers={self.pruned_layers!r} is not allowed; it is a record written by pruning: "
-                f'{{"{side}": [kept indices]}} or None.'
-            )
-        if self.fixnorm and not self.tie_word_embeddings:
-            raise ValueError(
-                "fixnorm=True needs tie_word_embeddings=True: FixNorm computes the output logits with the unit-length "
-                "embedding rows."
-            )
-        if self.fixnorm and not self.scale_embedding:
-            raise ValueError(
-                "fixnorm=True needs scale_embedding=True: FixNorm's input is the unit-length row times sqrt(d_model)."
-            )
+        _check_pruning(self, sides=(side,))
+        _check_fixnorm(self, rows="embedding rows")
 
 
 class VaswaniDecoderConfig(VaswaniSingleStackConfig):
@@ -261,12 +227,12 @@ class VaswaniDecoderConfig(VaswaniSingleStackConfig):
         "intermediate_size": "decoder_ffn_dim",
     }
 
-    decoder_layers: int = 6
-    decoder_attention_heads: int = 8
-    decoder_ffn_dim: int = 2048
-    decoder_layerdrop: float = 0.0
-    decoder_layers_to_keep: list[int] | None = None
-    decoder_drophead: float = 0.0
+    decoder_layers: int = VaswaniConfig.decoder_layers
+    decoder_attention_heads: int = VaswaniConfig.decoder_attention_heads
+    decoder_ffn_dim: int = VaswaniConfig.decoder_ffn_dim
+    decoder_layerdrop: float = VaswaniConfig.decoder_layerdrop
+    decoder_layers_to_keep: list[int] | None = VaswaniConfig.decoder_layers_to_keep
+    decoder_drophead: float = VaswaniConfig.decoder_drophead
 
 
 class VaswaniEncoderConfig(VaswaniSingleStackConfig):
@@ -303,12 +269,12 @@ class VaswaniEncoderConfig(VaswaniSingleStackConfig):
         "intermediate_size": "encoder_ffn_dim",
     }
 
-    encoder_layers: int = 6
-    encoder_attention_heads: int = 8
-    encoder_ffn_dim: int = 2048
-    encoder_layerdrop: float = 0.0
-    encoder_layers_to_keep: list[int] | None = None
-    encoder_drophead: float = 0.0
+    encoder_layers: int = VaswaniConfig.encoder_layers
+    encoder_attention_heads: int = VaswaniConfig.encoder_attention_heads
+    encoder_ffn_dim: int = VaswaniConfig.encoder_ffn_dim
+    encoder_layerdrop: float = VaswaniConfig.encoder_layerdrop
+    encoder_layers_to_keep: list[int] | None = VaswaniConfig.encoder_layers_to_keep
+    encoder_drophead: float = VaswaniConfig.encoder_drophead
     classifier_dropout: float = 0.0
 
     def validate(self) -> None:

@@ -48,6 +48,11 @@ def paper_beam_search(
     model_kwargs hold `encoder_outputs` and `attention_mask` (B * K, S), expanded the same way, and
     `past_key_values`.
     Returns (B * num_return_sequences, P + T) token ids, best first per sentence, padded with PAD.
+
+    Each step: score the live beams' next tokens (`_next_token_log_probs`), take the 2K best extensions
+    (`_best_extensions`), add those that end to the finished hypotheses (`_keep_finished`), continue the K best
+    others (`_continue_live`), and stop a sentence once nothing can improve it (`_sentences_done`); at the end,
+    `_best_finished` picks the output.
     """
     config = generation_config
     num_beams, alpha = config.num_beams, float(config.length_penalty)
@@ -61,18 +66,9 @@ def paper_beam_search(
     pad_id = config.pad_token_id if config.pad_token_id is not None else int(eos_ids[0])
     flat_size, prompt_len = input_ids.shape
     batch_size = flat_size // num_beams
-
-    # Per-sentence output caps: source length + 50, and the global max_length.
-    attention_mask = model_kwargs.get("attention_mask")
-    if attention_mask is not None:
-        # (B * K, S): the K copies of a sentence have the same mask
-        source_lengths = attention_mask.view(batch_size, -1, attention_mask.shape[-1])[:, 0].sum(-1)  # (B,)
-    elif inputs_tensor is not None:
-        source_lengths = (inputs_tensor != pad_id).sum(-1)
-    else:
-        source_lengths = torch.full((batch_size,), model_kwargs["encoder_outputs"][0].shape[1], device=device)
-    max_new = torch.clamp(source_lengths + max_new_tokens_over_source, max=config.max_length - prompt_len)
-    max_new = max_new.clamp(min=1).to(device)  # (B,)
+    max_new = _output_caps(
+        config, model_kwargs, inputs_tensor, batch_size, prompt_len, pad_id, max_new_tokens_over_source, device
+    )  # (B,)
     max_steps = int(max_new.max())
 
     # Live beams: tokens (B, K, P + t), cumulative log-probabilities (B, K); only beam 0 is live at first.
@@ -90,76 +86,174 @@ def paper_beam_search(
 
     for step in range(max_steps):
         length = step + 1  # generated tokens after this step, EOS included
-        flat_tokens = tokens.reshape(flat_size, -1)
-        outputs = model(
-            encoder_outputs=model_kwargs["encoder_outputs"],
-            attention_mask=attention_mask,
-            decoder_input_ids=flat_tokens[:, -1:] if use_cache else flat_tokens,
-            past_key_values=cache if use_cache else None,
-            use_cache=use_cache,
-            return_dict=True,
-        )
-        log_probs = torch.log_softmax(outputs.logits[:, -1].float(), dim=-1)  # (B*K, V)
-        if logits_processor is not None:
-            log_probs = logits_processor(flat_tokens, log_probs)
-        vocab_size = log_probs.shape[-1]
-        log_probs = log_probs.view(batch_size, num_beams, vocab_size)
         at_cap = length >= max_new  # (B,): only EOS may follow
-        if at_cap.any():
-            only_eos = torch.full_like(log_probs[0, 0], float("-inf"))
-            only_eos[eos_ids] = 0.0
-            log_probs = torch.where(at_cap[:, None, None], log_probs + only_eos, log_probs)
-
-        # The 2K best extensions of the live beams (enough to keep K live ones whatever ends in EOS).
-        candidates = (beam_scores[:, :, None] + log_probs).view(batch_size, -1)  # (B, K*V)
-        top_scores, top_index = candidates.topk(2 * num_beams, dim=-1)  # (B, 2K)
-        top_beam, top_token = top_index // vocab_size, top_index % vocab_size
-        ends = torch.isin(top_token, eos_ids) & torch.isfinite(top_scores)
-
-        # Hypotheses that end here join the finished ones, scored log P(Y) / lp(Y).
-        new_finished = torch.where(ends & ~done[:, None], top_scores / gnmt_length_penalty(length, alpha), -torch.inf)
-        new_tokens = torch.full((batch_size, 2 * num_beams, finished_tokens.shape[-1]), pad_id, dtype=torch.long,
-                                device=device)  # fmt: skip
-        new_tokens[:, :, : prompt_len + step] = tokens.gather(1, top_beam[:, :, None].expand(-1, -1, tokens.shape[-1]))
-        new_tokens[:, :, prompt_len + step] = top_token
-        merged_scores = torch.cat([finished_scores, new_finished], dim=1)  # (B, 3K)
-        keep = merged_scores.topk(num_beams, dim=-1).indices  # (B, K)
-        finished_scores = merged_scores.gather(1, keep)
-        merged_tokens = torch.cat([finished_tokens, new_tokens], dim=1)
-        finished_tokens = merged_tokens.gather(1, keep[:, :, None].expand(-1, -1, merged_tokens.shape[-1]))
-
-        # The K best extensions that do not end continue as live beams.
-        live_scores = torch.where(ends, -torch.inf, top_scores)
-        live_scores, live = live_scores.topk(num_beams, dim=-1)  # (B, K)
-        origin = top_beam.gather(1, live)
-        tokens = torch.cat(
-            [
-                tokens.gather(1, origin[:, :, None].expand(-1, -1, tokens.shape[-1])),
-                top_token.gather(1, live)[:, :, None],
-            ],
-            dim=-1,
+        log_probs = _next_token_log_probs(
+            model, tokens, model_kwargs, cache if use_cache else None, logits_processor, at_cap, eos_ids
+        )  # (B, K, V)
+        top_scores, top_beam, top_token, ends = _best_extensions(beam_scores, log_probs, eos_ids)
+        penalty = gnmt_length_penalty(length, alpha)  # lp(Y) of the hypotheses that end here
+        ending = ends & ~done[:, None]  # (B, 2K): a sentence that is done takes no more hypotheses
+        finished_scores, finished_tokens = _keep_finished(
+            finished_scores, finished_tokens, tokens, top_scores, top_beam, top_token, ending, penalty, pad_id
         )
-        beam_scores = live_scores
+        tokens, beam_scores, origin = _continue_live(tokens, top_scores, top_beam, top_token, ends)
         if use_cache:
             cache.reorder_cache((origin + batch_offsets).view(-1))
-
-        # tensor2tensor's stopping rule: a sentence is done when K hypotheses are finished and the best live beam,
-        # even at the longest allowed length, cannot beat the worst of them (exact for alpha >= 0), or at its cap.
-        best_possible = beam_scores[:, 0] / gnmt_length_penalty(max_new.float(), alpha)
-        worst_kept = finished_scores[:, -1]
-        can_improve = (best_possible > worst_kept) | (alpha < 0)
-        done = done | at_cap | (torch.isfinite(worst_kept) & ~can_improve) | ~torch.isfinite(beam_scores[:, 0])
+        done = _sentences_done(done, at_cap, beam_scores, finished_scores, max_new, alpha)
         if bool(done.all()):
             break
 
-    # The best `num_return` finished hypotheses per sentence, trimmed to the longest one.
-    sequences = finished_tokens[:, :num_return].reshape(batch_size * num_return, -1)
-    scores = finished_scores[:, :num_return].reshape(-1)
-    last = int((sequences != pad_id).long().cumsum(-1).argmax(-1).max()) + 1 if sequences.numel() else 0
-    sequences = sequences[:, : max(last, prompt_len + 1)]
+    sequences, scores = _best_finished(finished_tokens, finished_scores, num_return, prompt_len, pad_id)
     if config.return_dict_in_generate:
         return GenerateBeamEncoderDecoderOutput(sequences=sequences, sequences_scores=scores)
     return sequences
+
+
+def _output_caps(
+    config,
+    model_kwargs: dict,
+    inputs_tensor: torch.Tensor | None,
+    batch_size: int,
+    prompt_len: int,
+    pad_id: int,
+    max_new_tokens_over_source: int,
+    device: torch.device,
+) -> torch.Tensor:
+    """Per-sentence caps on the generated tokens, (B,): the source length (its non-PAD tokens) +
+    `max_new_tokens_over_source` (Section 6.1: input length + 50), within `generation_config.max_length`, at least 1.
+    The source length comes from the attention mask, else from the source ids, else from the encoder output."""
+    attention_mask = model_kwargs.get("attention_mask")
+    if attention_mask is not None:
+        # (B * K, S): the K copies of a sentence have the same mask
+        source_lengths = attention_mask.view(batch_size, -1, attention_mask.shape[-1])[:, 0].sum(-1)  # (B,)
+    elif inputs_tensor is not None:
+        source_lengths = (inputs_tensor != pad_id).sum(-1)
+    else:
+        source_lengths = torch.full((batch_size,), model_kwargs["encoder_outputs"][0].shape[1], device=device)
+    max_new = torch.clamp(source_lengths + max_new_tokens_over_source, max=config.max_length - prompt_len)
+    return max_new.clamp(min=1).to(device)  # (B,)
+
+
+def _next_token_log_probs(
+    model,
+    tokens: torch.Tensor,
+    model_kwargs: dict,
+    cache,
+    logits_processor,
+    at_cap: torch.Tensor,
+    eos_ids: torch.Tensor,
+) -> torch.Tensor:
+    """Scoring a step: log P(next token | source, beam) for every live beam, (B, K, V), from one decoder forward
+    (only the last token with a `cache`), through the logits processors; a sentence at its cap (`at_cap`, (B,))
+    may only end, every token but EOS gets -inf."""
+    batch_size, num_beams = tokens.shape[:2]
+    flat_tokens = tokens.reshape(batch_size * num_beams, -1)  # (B*K, P + t)
+    outputs = model(
+        encoder_outputs=model_kwargs["encoder_outputs"],
+        attention_mask=model_kwargs.get("attention_mask"),
+        decoder_input_ids=flat_tokens[:, -1:] if cache is not None else flat_tokens,
+        past_key_values=cache,
+        use_cache=cache is not None,
+        return_dict=True,
+    )
+    log_probs = torch.log_softmax(outputs.logits[:, -1].float(), dim=-1)  # (B*K, V)
+    if logits_processor is not None:
+        log_probs = logits_processor(flat_tokens, log_probs)
+    log_probs = log_probs.view(batch_size, num_beams, log_probs.shape[-1])  # (B, K, V)
+    if at_cap.any():
+        only_eos = torch.full_like(log_probs[0, 0], float("-inf"))
+        only_eos[eos_ids] = 0.0
+        log_probs = torch.where(at_cap[:, None, None], log_probs + only_eos, log_probs)
+    return log_probs
+
+
+def _best_extensions(
+    beam_scores: torch.Tensor, log_probs: torch.Tensor, eos_ids: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Expanding the beams: the 2K best one-token extensions of the K live beams of each sentence (enough to keep K
+    live ones whatever ends in EOS). beam_scores (B, K), log_probs (B, K, V) -> their cumulative log-probabilities,
+    the beams they extend, their tokens and whether they end (a finite EOS extension), each (B, 2K)."""
+    batch_size, num_beams, vocab_size = log_probs.shape
+    candidates = (beam_scores[:, :, None] + log_probs).view(batch_size, -1)  # (B, K*V)
+    top_scores, top_index = candidates.topk(2 * num_beams, dim=-1)  # (B, 2K)
+    top_beam, top_token = top_index // vocab_size, top_index % vocab_size
+    ends = torch.isin(top_token, eos_ids) & torch.isfinite(top_scores)
+    return top_scores, top_beam, top_token, ends
+
+
+def _keep_finished(
+    finished_scores: torch.Tensor,
+    finished_tokens: torch.Tensor,
+    tokens: torch.Tensor,
+    top_scores: torch.Tensor,
+    top_beam: torch.Tensor,
+    top_token: torch.Tensor,
+    ends: torch.Tensor,
+    length_penalty: float,
+    pad_id: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The finished-hypothesis bookkeeping: the extensions that end here (`ends`, (B, 2K), false for sentences
+    already done) join the finished hypotheses scored log P(Y) / lp(Y), and the K best of old and new are kept.
+    finished_scores (B, K) and finished_tokens (B, K, P + max_steps) -> the same, updated; tokens (B, K, P + t)."""
+    batch_size, num_beams, width = tokens.shape
+    new_finished = torch.where(ends, top_scores / length_penalty, -torch.inf)  # (B, 2K)
+    new_tokens = torch.full((batch_size, 2 * num_beams, finished_tokens.shape[-1]), pad_id, dtype=torch.long,
+                            device=tokens.device)  # fmt: skip
+    new_tokens[:, :, :width] = tokens.gather(1, top_beam[:, :, None].expand(-1, -1, width))
+    new_tokens[:, :, width] = top_token
+    merged_scores = torch.cat([finished_scores, new_finished], dim=1)  # (B, 3K)
+    keep = merged_scores.topk(num_beams, dim=-1).indices  # (B, K)
+    merged_tokens = torch.cat([finished_tokens, new_tokens], dim=1)  # (B, 3K, P + max_steps)
+    finished_tokens = merged_tokens.gather(1, keep[:, :, None].expand(-1, -1, merged_tokens.shape[-1]))
+    return merged_scores.gather(1, keep), finished_tokens
+
+
+def _continue_live(
+    tokens: torch.Tensor, top_scores: torch.Tensor, top_beam: torch.Tensor, top_token: torch.Tensor, ends: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The K best extensions that do not end continue as live beams: tokens (B, K, P + t) -> (B, K, P + t + 1), their
+    scores (B, K), and the beam each one extends (B, K), by which the caller reorders the key/value cache."""
+    num_beams = tokens.shape[1]
+    live_scores = torch.where(ends, -torch.inf, top_scores)
+    live_scores, live = live_scores.topk(num_beams, dim=-1)  # (B, K)
+    origin = top_beam.gather(1, live)
+    tokens = torch.cat(
+        [
+            tokens.gather(1, origin[:, :, None].expand(-1, -1, tokens.shape[-1])),
+            top_token.gather(1, live)[:, :, None],
+        ],
+        dim=-1,
+    )
+    return tokens, live_scores, origin
+
+
+def _sentences_done(
+    done: torch.Tensor,
+    at_cap: torch.Tensor,
+    beam_scores: torch.Tensor,
+    finished_scores: torch.Tensor,
+    max_new: torch.Tensor,
+    alpha: float,
+) -> torch.Tensor:
+    """tensor2tensor's stopping rule, (B,): a sentence is done when K hypotheses are finished and the best live beam,
+    even at the longest allowed length, cannot beat the worst of them (exact for alpha >= 0), when no live beam is
+    left, or at its cap."""
+    best_possible = beam_scores[:, 0] / gnmt_length_penalty(max_new.float(), alpha)
+    worst_kept = finished_scores[:, -1]
+    can_improve = (best_possible > worst_kept) | (alpha < 0)
+    return done | at_cap | (torch.isfinite(worst_kept) & ~can_improve) | ~torch.isfinite(beam_scores[:, 0])
+
+
+def _best_finished(
+    finished_tokens: torch.Tensor, finished_scores: torch.Tensor, num_return: int, prompt_len: int, pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The final pick: the best `num_return` finished hypotheses per sentence, best first, trimmed to the longest one:
+    sequences (B * num_return, P + T) and their scores (B * num_return,)."""
+    batch_size = finished_tokens.shape[0]
+    sequences = finished_tokens[:, :num_return].reshape(batch_size * num_return, -1)
+    scores = finished_scores[:, :num_return].reshape(-1)
+    last = int((sequences != pad_id).long().cumsum(-1).argmax(-1).max()) + 1 if sequences.numel() else 0
+    return sequences[:, : max(last, prompt_len + 1)], scores
 
 
 __all__ = ["gnmt_length_penalty", "paper_beam_search"]

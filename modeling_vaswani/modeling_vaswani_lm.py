@@ -53,6 +53,30 @@ def pad_labels_ignored(labels: torch.Tensor, pad_token_id: int) -> torch.Tensor:
     return labels.masked_fill(labels == pad_token_id, -100)
 
 
+class VaswaniLMHeadMixin:
+    """What the two language models share, [`VaswaniForCausalLM`] and [`VaswaniForMaskedLM`]: their one-stack base
+    model under `model` (the class named by `base_model_class`) and the pre-softmax projection `lm_head` of
+    `output_projection`, tied to the token embedding with `tie_word_embeddings` (Section 3.4). Listed first among
+    the bases, so that its `__init__` and output-embedding accessors are the ones used; each model keeps an
+    `__init__` typed with its own config class (its public signature), which calls this one."""
+
+    base_model_class: type[PreTrainedModel]
+
+    def __init__(self, config: VaswaniDecoderConfig | VaswaniEncoderConfig):
+        config.validate()
+        super().__init__(config)
+        self.model = self.base_model_class(config)
+        self.lm_head = output_projection(config)
+        self._tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"} if config.tie_word_embeddings else {}
+        self.post_init()
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
+        self.lm_head = new_embeddings
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Decoder-only: the language model
 # ----------------------------------------------------------------------------------------------------------------
@@ -130,7 +154,7 @@ class VaswaniDecoderModel(VaswaniDecoderPreTrainedModel, VaswaniDecoder):
         )
 
 
-class VaswaniForCausalLM(VaswaniDecoderPreTrainedModel, GenerationMixin):
+class VaswaniForCausalLM(VaswaniLMHeadMixin, VaswaniDecoderPreTrainedModel, GenerationMixin):
     """The decoder-only Transformer as a next-token language model: the decoder stack and the pre-softmax projection
     tied to the token embedding (Section 3.4; FixNorm-aware). Labels are shifted inside the model (GPT-2's and the
     `Trainer`'s convention): `labels=input_ids` trains position t to predict token t + 1, which is what
@@ -142,19 +166,10 @@ class VaswaniForCausalLM(VaswaniDecoderPreTrainedModel, GenerationMixin):
     `pipeline("text-generation", model=folder)(prompt, add_special_tokens=False)` (transformers 5's pipeline uses
     the tokenizer's defaults)."""
 
+    base_model_class = VaswaniDecoderModel
+
     def __init__(self, config: VaswaniDecoderConfig):
-        config.validate()
-        super().__init__(config)
-        self.model = VaswaniDecoderModel(config)
-        self.lm_head = output_projection(config)
-        self._tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"} if config.tie_word_embeddings else {}
-        self.post_init()
-
-    def get_output_embeddings(self) -> nn.Linear:
-        return self.lm_head
-
-    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
-        self.lm_head = new_embeddings
+        super().__init__(config)  # VaswaniLMHeadMixin: the decoder under `model`, the output projection `lm_head`
 
     @can_return_tuple
     def forward(
@@ -249,25 +264,16 @@ class VaswaniEncoderModel(VaswaniEncoderPreTrainedModel, VaswaniEncoder):
         self.prune_layers(encoder_layers_to_keep=config.encoder_layers_to_keep)
 
 
-class VaswaniForMaskedLM(VaswaniEncoderPreTrainedModel):
+class VaswaniForMaskedLM(VaswaniLMHeadMixin, VaswaniEncoderPreTrainedModel):
     """The encoder with a masked-language-model head (BERT's objective): the pre-softmax projection tied to the
     token embedding (Section 3.4; FixNorm-aware), applied to the encoder's last hidden states. Unlike BERT there is
     no extra dense + norm transform before it: the paper's output layer is the tied projection alone, and the
     encoder output is already normalized (PostNorm's last norm, or PreNorm's final norm)."""
 
+    base_model_class = VaswaniEncoderModel
+
     def __init__(self, config: VaswaniEncoderConfig):
-        config.validate()
-        super().__init__(config)
-        self.model = VaswaniEncoderModel(config)
-        self.lm_head = output_projection(config)
-        self._tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"} if config.tie_word_embeddings else {}
-        self.post_init()
-
-    def get_output_embeddings(self) -> nn.Linear:
-        return self.lm_head
-
-    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
-        self.lm_head = new_embeddings
+        super().__init__(config)  # VaswaniLMHeadMixin: the encoder under `model`, the output projection `lm_head`
 
     @can_return_tuple
     def forward(
