@@ -473,7 +473,7 @@ def test_an_existing_output_is_never_overwritten(opus_folders, tmp_path, capsys)
 
 
 def test_an_interrupted_conversion_leaves_no_folder(opus_folders, tmp_path, monkeypatch):
-    import vaswani.convert
+    import vaswani.convert.marian
 
     _, source, _ = opus_folders
 
@@ -481,7 +481,7 @@ def test_an_interrupted_conversion_leaves_no_folder(opus_folders, tmp_path, monk
         assert (folder / "model.safetensors").is_file()  # killed after the weights were written
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(vaswani.convert, "write_model_card", fail)
+    monkeypatch.setattr(vaswani.convert.marian, "write_model_card", fail)
     with pytest.raises(KeyboardInterrupt):
         convert_marian(source, tmp_path / "out")
     assert list(tmp_path.iterdir()) == []

@@ -499,7 +499,7 @@ def test_an_existing_output_is_never_overwritten(tmp_path, capsys):
 
 
 def test_an_interrupted_conversion_leaves_no_folder(tmp_path, monkeypatch):
-    import vaswani.convert
+    import vaswani.convert.fairseq
 
     checkpoint = write_checkpoint(tmp_path / "model.pt", fairseq_args())
     data = write_dictionaries(tmp_path / "data")
@@ -508,7 +508,7 @@ def test_an_interrupted_conversion_leaves_no_folder(tmp_path, monkeypatch):
         assert (folder / "model.safetensors").is_file()  # killed after the weights were written
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(vaswani.convert, "write_model_card", fail)
+    monkeypatch.setattr(vaswani.convert.fairseq, "write_model_card", fail)
     with pytest.raises(KeyboardInterrupt):
         convert_fairseq(checkpoint, data, tmp_path / "out")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "model.pt"]
