@@ -20,7 +20,6 @@
 
 from __future__ import annotations
 
-import argparse
 import functools
 import importlib
 import json
@@ -545,8 +544,6 @@ def _replace_file_by_file(output_dir: Path, staging: Path, written: set[str]) ->
 
 
 __all__ = [
-    "ModelFolderError",
-    "WEIGHT_FILES",
     "check_model_files",
     "check_model_folder",
     "check_output_folder",
@@ -565,23 +562,3 @@ __all__ = [
     "recover_model_folder",
     "write_model_folder",
 ]
-
-
-def add_trust_remote_code(parser: argparse.ArgumentParser) -> None:
-    """--trust_remote_code: off by default, so a model folder's own Python code never runs (and transformers never
-    asks "[y/N]" on stdin, which `translate` reads sentences from)."""
-    parser.add_argument(
-        "--trust_remote_code", action="store_true",
-        help="run the Python code of a model folder that is not a Vaswani model (only for folders you trust)",
-    )  # fmt: skip
-
-
-def add_output_folder_arguments(parser: argparse.ArgumentParser, what: str, exempt: str = "") -> None:
-    """`--output_dir OUT` (required) and `--overwrite`, for the commands that write a model folder: the pair that
-    `check_output_folder(args.output_dir, replace=args.overwrite)` checks. `exempt` names a folder that may be
-    written without --overwrite."""
-    parser.add_argument("--output_dir", required=True, type=Path, metavar="OUT", help=f"where to write {what}")
-    parser.add_argument(
-        "--overwrite", action="store_true",
-        help=f"write into a non-empty --output_dir{exempt}: its model files are replaced, other files are kept",
-    )  # fmt: skip

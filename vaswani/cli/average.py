@@ -6,9 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from vaswani.cli.common import positive_int
+from vaswani.cli.common import add_output_folder_arguments, add_trust_remote_code, positive_int
 from vaswani.errors import UsageError
-from vaswani.model_folder import add_output_folder_arguments, add_trust_remote_code
 
 HELP = "average the last checkpoints of a run into a model folder (paper: 5 for base, 20 for big)"
 DESCRIPTION = (

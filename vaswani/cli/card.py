@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from vaswani.cli.common import add_model_argument, check_output_file
+from vaswani.cli.common import add_model_argument, add_trust_remote_code, check_output_file
 from vaswani.constants import CONFIG_FILE, MODEL_CARD_FILE, RESULTS_FILE, RUN_ARGS_FILE
 from vaswani.fileio import write_file_atomically
-from vaswani.model_folder import add_trust_remote_code, check_model_files
+from vaswani.model_folder import check_model_files
 
 HELP = "render the model card (README.md) of a model folder"
 DESCRIPTION = "Render the model card from the folder's config.json, run_args.json and results.json."

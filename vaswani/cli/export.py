@@ -36,7 +36,7 @@ def add_arguments(export: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-
+    """Export the model folder and say how to run the export."""
     if args.output.exists() and args.output.resolve() == args.model.resolve():
         raise UsageError("--output must be a new folder, not the model folder itself")
     try:

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from vaswani.cli.common import add_model_argument
-from vaswani.model_folder import add_output_folder_arguments, add_trust_remote_code
+from vaswani.cli.common import add_model_argument, add_output_folder_arguments, add_trust_remote_code
 
 HELP = "keep some layers of a LayerDrop model (a smaller model folder)"
 DESCRIPTION = (

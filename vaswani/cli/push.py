@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from vaswani.cli.common import add_model_argument
-from vaswani.model_folder import add_trust_remote_code
+from vaswani.cli.common import add_model_argument, add_trust_remote_code
 
 HELP = "upload a model folder to the Hugging Face Hub with its model card"
 DESCRIPTION = (

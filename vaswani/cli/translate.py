@@ -17,14 +17,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from vaswani.cli.common import add_model_argument, check_output_file, positive_int
+from vaswani.cli.common import add_model_argument, add_trust_remote_code, check_output_file, positive_int
 from vaswani.devices import DTYPES
 from vaswani.errors import UsageError
 from vaswani.fileio import atomic_output, count_lines
 from vaswani.inference.engines import BACKENDS
 from vaswani.inference.outputs import OUTPUT_FORMATS, one_line, output_handler
 from vaswani.inference.translator import Translator, read_lines, translate_lines
-from vaswani.model_folder import add_trust_remote_code
 
 HELP = "translate sentences, one per line"
 DESCRIPTION = "Translate sentences from stdin or --input (one per line, UTF-8) into the same number of lines."

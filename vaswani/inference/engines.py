@@ -170,7 +170,6 @@ class CTranslate2Engine:
 
     def __init__(self, folder: Path, tokenizer, device: str = "auto", dtype: str = "float32",
                  threads: int | None = None, parallel_batches: int | None = None):  # fmt: skip
-
         try:
             ctranslate2 = import_ctranslate2()
         except ExportError as error:

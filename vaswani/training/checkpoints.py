@@ -24,7 +24,6 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 
@@ -51,8 +50,6 @@ from vaswani.weights import average_into_model, load_weights, load_weights_into_
 
 logger = logging.getLogger("train")  # one logger for the whole training run
 
-if TYPE_CHECKING:
-    pass
 
 __all__ = [
     "CheckpointError",
