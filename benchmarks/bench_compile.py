@@ -8,9 +8,11 @@ train.py's bucketed batches do), timed for three candidates in interleaved round
     eager                 the model as train.py runs it
     compiled              torch.compile(model, dynamic=True): one graph for all batch shapes
     compiled, pad to 8    the same, with batch lengths padded to a multiple of 8 (fewer distinct shapes)
+    eager (A/A)           a second eager model on the same batches (`--no-aa` to skip): the noise of a ratio
 
-Compilation time (the first steps of each compiled candidate) is reported apart. Prints seconds per step and the
-per-round ratio to eager (median and range).
+Compilation time (the first steps of each compiled candidate) is reported apart and those steps are the warm-up.
+Prints the CPU and its flags, seconds per step and the per-round ratio to eager (median and range), and the A/A
+noise (eager against its copy).
 
     python benchmarks/bench_compile.py                  # 12 rounds of 4 steps, one thread
     python benchmarks/bench_compile.py --threads 2 --rounds 20
@@ -23,6 +25,8 @@ import time
 
 import common  # noqa: E402  (benchmarks/, the folder of this script)
 import torch
+
+EAGER_AA = "eager" + common.AA_SUFFIX
 
 # The options, all positive integers: name -> (default, help).
 OPTIONS = {
@@ -38,6 +42,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     for name, (default, help_text) in OPTIONS.items():
         parser.add_argument(f"--{name}", type=int, default=default, help=help_text)
+    common.add_aa_argument(parser, "eager (a second, identical model on the same batches)")
     parser.add_argument("--json", help="also write the results to this JSON file")
     args = parser.parse_args(argv)
     for name in OPTIONS:
@@ -99,6 +104,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     candidates = {
         "eager": Candidate(False, 1, args),
+        **({EAGER_AA: Candidate(False, 1, args)} if args.aa else {}),  # a second instance: the same batches
         "compiled": Candidate(True, 1, args),
         "compiled, pad to 8": Candidate(True, 8, args),
     }
@@ -110,6 +116,7 @@ def main() -> None:
     calls = {name: (lambda c=candidate: c.steps(args.steps)) for name, candidate in candidates.items()}
     timings = common.interleave(calls, warmup=0, repeats=args.rounds)
     per_step = {name: [s / args.steps for s in seconds] for name, seconds in timings.seconds.items()}
+    print(common.describe_machine(common.machine_description(args.threads)))
     print(f"torch {torch.__version__}, {args.threads} thread(s), d_model {args.d_model}, --max_tokens "
           f"{args.max_tokens}, {args.rounds} rounds x {args.steps} steps; CPU stalled (median) "
           f"{timings.median_stalled() or 0:.0%}")  # fmt: skip
@@ -123,6 +130,8 @@ def main() -> None:
     print(common.format_table(
         ["candidate", "s/step", "range", "speed x eager", "ratio range", "rounds faster", f"first {2 * args.steps} "
          "steps (s)"], rows))  # fmt: skip
+    speed = {name: [1 / s for s in seconds] for name, seconds in per_step.items()}
+    print(common.describe_aa(common.aa_summary(speed, "eager"), "eager"))
     common.write_json_report(args.json, args, seconds_per_step=per_step, warmup_seconds=warmup)
 
 

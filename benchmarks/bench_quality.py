@@ -28,7 +28,7 @@ Giving the peer its best shot, and separating what the margin comes from:
     python benchmarks/bench_quality.py --tune_peer --seeds 0,1 --tune_seeds 1 --our_recipes small-data,postnorm --minutes 10
 
 `--tune_peer` trains the Trainer side at every point of a grid (`PEER_GRID`: learning rate 3e-4, 5e-4, 1e-3 x batch
-size 32, 64), each at the same budget, and takes the point with the best mean validation BLEU (the first
+size 32, 64; `--peer_learning_rates` and `--peer_batch_sizes` set others), each at the same budget, and takes the point with the best mean validation BLEU (the first
 `--max_eval_samples` validation pairs, the recipe's 400 by default; never the test set) as the tuned peer.
 `--seeds` runs every configuration once per seed; mean and range over seeds are printed. `--tune_seeds N` sweeps
 the grid at the first N seeds only and then runs the peer's best (on those seeds' validation BLEU) at the other
@@ -53,6 +53,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,7 +74,15 @@ OUR_RECIPES = {
     "postnorm": ["--norm_position", "post", "--norm_type", "layernorm", "--fixnorm", "false"],
 }
 PEER_DEFAULT = {"learning_rate": 5e-4, "batch_size": 64}  # the hand-chosen recipe (without --tune_peer)
-PEER_GRID = [{"learning_rate": lr, "batch_size": bs} for lr in (3e-4, 5e-4, 1e-3) for bs in (32, 64)]
+PEER_LEARNING_RATES, PEER_BATCH_SIZES = (3e-4, 5e-4, 1e-3), (32, 64)  # --tune_peer's default grid
+
+
+def peer_grid(learning_rates=PEER_LEARNING_RATES, batch_sizes=PEER_BATCH_SIZES) -> list[dict]:
+    """The Trainer settings --tune_peer sweeps: every learning rate with every batch size."""
+    return [{"learning_rate": lr, "batch_size": bs} for lr in learning_rates for bs in batch_sizes]
+
+
+PEER_GRID = peer_grid()
 
 
 def _int_list(text: str) -> list[int]:
@@ -84,6 +93,22 @@ def _int_list(text: str) -> list[int]:
     if not values:
         raise argparse.ArgumentTypeError("give at least one seed")
     return values
+
+
+def _positive_list(kind: type) -> Callable[[str], list]:
+    """A comma-separated list of positive numbers of `kind` (int or float), each once."""
+
+    def parse(text: str) -> list:
+        try:
+            values = [kind(part) for part in text.split(",") if part.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: use comma-separated {kind.__name__}s, e.g. "
+                                             f"{'1e-3,2e-3' if kind is float else '32,64'}") from None  # fmt: skip
+        if not values or min(values) <= 0 or len(set(values)) < len(values):
+            raise argparse.ArgumentTypeError(f"{text!r}: give positive values, each once")
+        return values
+
+    return parse
 
 
 _recipe_list = common.choice_list(OUR_RECIPES, "recipes")
@@ -101,8 +126,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     parser.add_argument("--seeds", type=_int_list, default=[0], help="comma-separated seeds: one run each per side")
     parser.add_argument("--tune_peer", action="store_true",
-                        help="train the Trainer side at every point of PEER_GRID (learning rate x batch size) and "
+                        help="train the Trainer side at every point of a grid (learning rate x batch size) and "
                              "compare against the best on validation")  # fmt: skip
+    parser.add_argument("--peer_learning_rates", type=_positive_list(float), default=None,
+                        help="with --tune_peer: the grid's learning rates, comma-separated (default: "
+                             f"{','.join(map(str, PEER_LEARNING_RATES))})")  # fmt: skip
+    parser.add_argument("--peer_batch_sizes", type=_positive_list(int), default=None,
+                        help="with --tune_peer: the grid's batch sizes, comma-separated (default: "
+                             f"{','.join(map(str, PEER_BATCH_SIZES))})")  # fmt: skip
     parser.add_argument("--tune_seeds", type=int, default=None,
                         help="with --tune_peer: sweep the grid at the first N seeds, then run the peer's best at the "
                              "others (default: the grid at every seed)")  # fmt: skip
@@ -122,7 +153,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         if args.tune_seeds is not None and not (args.tune_peer and 1 <= args.tune_seeds <= len(args.seeds)):
             parser.error(f"--tune_seeds {args.tune_seeds} is not allowed: it needs --tune_peer and a number from 1 "
                          f"to the number of --seeds ({len(args.seeds)})")  # fmt: skip
+        for name in ("peer_learning_rates", "peer_batch_sizes"):
+            if getattr(args, name) is not None and not args.tune_peer:
+                parser.error(f"--{name} is not allowed without --tune_peer: it sets the grid that --tune_peer sweeps")
         common.check_data_dir(parser, args.data_dir)
+    args.peers = (peer_grid(args.peer_learning_rates or PEER_LEARNING_RATES, args.peer_batch_sizes or PEER_BATCH_SIZES)
+                  if args.tune_peer else [PEER_DEFAULT])  # fmt: skip
     return args
 
 
@@ -313,7 +349,7 @@ def main(argv=None) -> dict:
         trainer_worker(args.worker)
         return {}
     tokenizer_dir, test_file, recipe = prepare(args)
-    peers = PEER_GRID if args.tune_peer else [PEER_DEFAULT]
+    peers = args.peers
     print(f"train.py ({RECIPE.name}: {', '.join(args.our_recipes)}) vs Seq2SeqTrainer(MarianMTModel) "
           f"({'tuned over ' + str(len(peers)) + ' settings' if args.tune_peer else 'one setting'}) on "
           f"{args.data_dir.name}, {args.minutes:g} training minutes per run, {args.parallel} runs at a time, one "

@@ -4,9 +4,17 @@ Both train on the same generated corpus (half English-like, half German-like sen
 with the same vocabulary size, byte fallback and thread count, then encode the same sentences in batches.
 
     python benchmarks/bench_tokenizer.py                              # full size: 1M sentences, vocab 37000
-    python benchmarks/bench_tokenizer.py --sentences 20000 --vocab_size 4000   # smoke run, seconds
+    python benchmarks/bench_tokenizer.py --threads 1                  # one thread for both
+    python benchmarks/bench_tokenizer.py --sentences 20000 --vocab_size 4000 --repeats 1 --no-aa   # smoke run
 
-Ratios are ours/SentencePiece in speed (higher = ours faster). Requires `sentencepiece` (the `bench` extra).
+Timing follows benchmarks/common.py's discipline: the first run of every candidate is an untimed warm-up (for
+training, the run that gives the tokenizers the encoding rounds use), then `--repeats` (5) rounds interleaved
+between the sides; medians and min-max printed; the CPU, its flags and the thread count in the header; SentencePiece
+timed a second time in every round (A/A, `--no-aa` to skip), so that the noise of a ratio is a measured number; a
+target ("ours at least as fast as SentencePiece") called met only when the median and most rounds reach it.
+
+Ratios are ours/SentencePiece in speed, per round (higher = ours faster). Requires `sentencepiece` (the `bench`
+extra).
 """
 
 from __future__ import annotations
@@ -14,24 +22,41 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import statistics
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import common  # benchmarks/, the folder of this script
 
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+# The reference side of every ratio (and of the A/A measurement), one per measurement.
+SPM_TRAIN = "sentencepiece, SentencePieceTrainer"
+SPM_BATCH = "sentencepiece, encode(batch)"
+SPM_SINGLE = "sentencepiece, encode(text)"
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0], allow_abbrev=False)
     parser.add_argument("--sentences", type=int, default=1_000_000, help="corpus size, both languages together")
     parser.add_argument("--vocab_size", type=int, default=37000, help="shared vocabulary size (paper: 37000)")
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for both libraries")
     parser.add_argument("--encode_sentences", type=int, default=200_000, help="sentences to encode (spread evenly)")
     parser.add_argument("--batch_size", type=int, default=1000, help="sentences per encode call")
     parser.add_argument("--single_sentences", type=int, default=20_000, help="sentences for the one-per-call test")
-    parser.add_argument("--repeats", type=int, default=3, help="encoding rounds; the best is reported")
+    parser.add_argument("--repeats", type=int, default=5,
+                        help="interleaved timing rounds of training and of encoding, after one warm-up per side; "
+                             "the median is reported")  # fmt: skip
+    common.add_aa_argument(parser, "SentencePiece")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workdir", default=None, help="keep corpus and models here (default: a temporary folder)")
-    return parser.parse_args()
+    parser.add_argument("--json", help="also write the results to this JSON file")
+    args = parser.parse_args(argv)
+    for name in ("sentences", "vocab_size", "threads", "encode_sentences", "batch_size", "single_sentences",
+                 "repeats"):  # fmt: skip
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} {getattr(args, name)} is not allowed: use a positive integer")
+    return args
 
 
 # --- corpus ------------------------------------------------------------------------------------------------------
@@ -152,23 +177,39 @@ def evenly_spaced(items: Sequence[str], count: int) -> Sequence[str]:
     return items[:: max(1, len(items) // count)][:count]
 
 
-def best_of(encoders: dict[str, Callable[[], list]], repeats: int) -> dict[str, tuple[float, list]]:
-    """Shortest wall time of each encoder over `repeats` rounds, interleaved so that load from other processes
-    falls on all of them alike; also returns the last output."""
-    results: dict[str, tuple[float, list]] = {}
-    for _ in range(repeats):
-        for name, encode in encoders.items():
-            seconds, output = timed(encode)
-            results[name] = (min(seconds, results.get(name, (float("inf"),))[0]), output)
-    return results
+# --- timing and report (benchmarks/common.py's discipline) --------------------------------------------------------
 
 
-def report_encoding(title: str, count: int, results: dict[str, tuple[float, list]], reference: str) -> None:
-    print(f"\n{title} (sentences/s, best of the rounds):")
-    for name, (seconds, encoded) in results.items():
-        tokens = sum(len(ids) for ids in encoded) / count
-        ratio = results[reference][0] / seconds
-        print(f"  {name:40s} {count / seconds:10,.0f}   ratio {ratio:5.2f}   ({tokens:.1f} tokens/sentence)")
+def measure(candidates: dict[str, Callable[[], object]], reference: str, args: argparse.Namespace, warmup: int):
+    """`common.interleave` over the candidates (plus the reference's A/A copy with --aa): seconds per round."""
+    candidates = common.with_aa_copy(candidates, reference) if args.aa else candidates
+    return common.interleave(candidates, warmup=warmup, repeats=args.repeats)
+
+
+def report(title: str, timings: common.Interleaved, work: float | None, reference: str, unit: str) -> dict:
+    """Print one table: per candidate the median rate (`work` per round / seconds; with `work` None, the seconds
+    themselves) and its range, the per-round ratio of its speed to the reference's (median, range, how many rounds
+    faster, sign test), the A/A noise and a verdict (at least SentencePiece's speed) for each of ours. Returns the
+    figures for --json."""
+    speed = {name: common.rates(seconds, work or 1.0) for name, seconds in timings.seconds.items()}
+    shown = timings.seconds if work is None else speed
+    print(f"\n{title} ({unit}; ratio = our speed / SentencePiece's in the same round, higher = ours faster; "
+          f"CPU stalled (median) {timings.median_stalled() or 0:.0%}):")  # fmt: skip
+    rows, figures = [], {}
+    for name, rates in speed.items():
+        summary, ratio = common.Summary.of(shown[name]), common.ratio_summary(rates, speed[reference])
+        above, count, p_value = common.sign_test(ratio.values)
+        rows.append([name, f"{summary.median:,.1f}", f"{summary.low:,.1f}-{summary.high:,.1f}", f"{ratio.median:.2f}",
+                     f"{ratio.low:.2f}-{ratio.high:.2f}", f"{above}/{count} (p={p_value:.2f})"])  # fmt: skip
+        figures[name] = {unit: summary.to_dict(), "ratio": ratio.to_dict()}
+    print(common.format_table([f"candidate ({len(timings.seconds[reference])} rounds)", unit, "range", "x SentencePiece",
+                               "ratio range", "rounds faster"], rows))  # fmt: skip
+    aa = common.aa_summary(speed, reference)
+    print(common.describe_aa(aa, reference))
+    for name in (name for name in speed if name.startswith("ours")):
+        ratios = figures[name]["ratio"]["values"]
+        print(f"{common.verdict(ratios, 1.0)} target {name} >= SentencePiece's speed: {statistics.median(ratios):.2f}")
+    return {"figures": figures, "aa": aa and aa.to_dict(), "stalled": timings.median_stalled()}
 
 
 def main() -> None:
@@ -181,6 +222,7 @@ def main() -> None:
 
     from tokenization import train_bpe_tokenizer  # imported before timing (it loads transformers)
 
+    print(common.describe_machine(common.machine_description(args.threads)))
     with tempfile.TemporaryDirectory() as temporary:
         workdir = Path(args.workdir or temporary)
         workdir.mkdir(parents=True, exist_ok=True)
@@ -189,26 +231,24 @@ def main() -> None:
         megabytes = sum(path.stat().st_size for path in files) / 1e6
         words = sum(len(sentence.split()) for sentence in sentences)
         print(f"corpus: {len(sentences):,} sentences, {words:,} words, {megabytes:.1f} MB, made in {seconds:.1f} s")
-        print(
-            f"tokenizers {tokenizers.__version__}, sentencepiece {sentencepiece.__version__}, "
-            f"vocab_size {args.vocab_size}, {args.threads} threads for both (machine: {os.cpu_count()} cores, "
-            f"load average {os.getloadavg()[0]:.1f})"
-        )
+        print(f"tokenizers {tokenizers.__version__}, sentencepiece {sentencepiece.__version__}, vocab_size "
+              f"{args.vocab_size}, {args.threads} threads for both, {args.repeats} interleaved rounds after a warm-up "
+              f"per side, A/A {'on' if args.aa else 'off'}")  # fmt: skip
+        results = {}
 
-        # --- training: one run each, on the same two files ---
-        ours_seconds, ours = timed(
-            lambda: train_bpe_tokenizer(files=files, vocab_size=args.vocab_size, show_progress=False)
-        )
-        spm_seconds, spm = timed(lambda: train_sentencepiece(files, args.vocab_size, args.threads, workdir / "spm"))
-        print("\ntraining (s; ratio = sentencepiece time / ours, higher = ours faster):")
-        print(
-            f"  ours (train_bpe_tokenizer)               {ours_seconds:10.1f}   ratio {spm_seconds / ours_seconds:5.2f}"
-            f"   vocabulary {len(ours)}"
-        )
-        print(
-            f"  sentencepiece (SentencePieceTrainer)     {spm_seconds:10.1f}   ratio  1.00   vocabulary "
-            f"{spm.get_piece_size()}"
-        )
+        # --- training on the same two files: the untimed first run of each is the warm-up and gives the tokenizers
+        # that encode below; the timed rounds train again from scratch ---
+        def train_ours():
+            return train_bpe_tokenizer(files=files, vocab_size=args.vocab_size, show_progress=False)
+
+        def train_spm(prefix: str = "spm-timed"):
+            return train_sentencepiece(files, args.vocab_size, args.threads, workdir / prefix)
+
+        ours, spm = train_ours(), train_spm("spm")
+        print(f"vocabulary: ours {len(ours)}, sentencepiece {spm.get_piece_size()}")
+        training = {"ours, train_bpe_tokenizer": train_ours, SPM_TRAIN: train_spm}
+        timings = measure(training, SPM_TRAIN, args, warmup=0)
+        results["training"] = report("training", timings, None, SPM_TRAIN, "seconds")
 
         # --- encoding: the same sentences, in the same batches; ids include </s> for both ---
         sample = evenly_spaced(sentences, args.encode_sentences)
@@ -219,22 +259,26 @@ def main() -> None:
             "ours, encode_batch_fast (tokenizers)": lambda: [
                 encoding.ids for c in chunks for encoding in backend.encode_batch_fast(c)
             ],
-            "sentencepiece, encode(batch)": lambda: [
-                ids for c in chunks for ids in spm.encode(c, out_type=int, num_threads=args.threads)
-            ],
+            SPM_BATCH: lambda: [ids for c in chunks for ids in spm.encode(c, out_type=int, num_threads=args.threads)],
         }
-        title = f"encoding {len(sample):,} sentences in batches of {args.batch_size}"
-        report_encoding(title, len(sample), best_of(batched, args.repeats), "sentencepiece, encode(batch)")
-
         single = evenly_spaced(sentences, args.single_sentences)
         one_by_one = {
             "ours, tokenizer(text) (transformers)": lambda: [ours(text)["input_ids"] for text in single],
             "ours, encode (tokenizers)": lambda: [backend.encode(text).ids for text in single],
-            "sentencepiece, encode(text)": lambda: [spm.encode(text, out_type=int) for text in single],
+            SPM_SINGLE: lambda: [spm.encode(text, out_type=int) for text in single],
         }
-        title = f"encoding {len(single):,} sentences one per call"
-        report_encoding(title, len(single), best_of(one_by_one, args.repeats), "sentencepiece, encode(text)")
-        print(f"\nload average at the end: {os.getloadavg()[0]:.1f} (other processes on the machine skew timings)")
+        for key, encoders, reference, texts, how in (
+            ("batches", batched, SPM_BATCH, sample, f"in batches of {args.batch_size}"),
+            ("one_per_call", one_by_one, SPM_SINGLE, single, "one per call"),
+        ):
+            tokens = {name: sum(map(len, encode())) / len(texts) for name, encode in encoders.items()}  # warm-up
+            print("\ntokens per sentence, </s> included: "
+                  + ", ".join(f"{name} {count:.1f}" for name, count in tokens.items()))  # fmt: skip
+            timings = measure(encoders, reference, args, warmup=0)
+            title = f"encoding {len(texts):,} sentences {how}"
+            results[key] = {**report(title, timings, len(texts), reference, "sentences/s"), "tokens": tokens}
+        print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
+        common.write_json_report(args.json, args, **results)
 
 
 if __name__ == "__main__":

@@ -59,6 +59,7 @@ from vaswani.errors import TranslateError  # noqa: E402
 from vaswani.inference.engines import ct2_max_batch_size, ct2_threads, new_ct2_translator  # noqa: E402
 
 DEFAULT_TEST_FILE = REPO_ROOT.parent / "shared" / "data" / "gettext-en-es" / "test.jsonl"
+PARTS = ("trained", "random")  # --parts: a model trained by train.py on real data; random weights of fixed sizes
 TRAINED_ENGINES = ("torch fp32", "torch bf16", "ct2 fp32", "ct2 int8")
 RANDOM_ENGINES = ("HF Marian fp32", "torch fp32", "torch bf16", "ct2 fp32", "ct2 int8", "Marian ct2 fp32",
                   "Marian ct2 int8")  # fmt: skip
@@ -66,7 +67,8 @@ RANDOM_ENGINES = ("HF Marian fp32", "torch fp32", "torch bf16", "ct2 fp32", "ct2
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--parts", default="trained,random", help="comma-separated: trained, random")
+    parser.add_argument("--parts", type=common.choice_list(PARTS, "parts"), default=list(PARTS),
+                        help="comma-separated: trained, random (default: both)")  # fmt: skip
     parser.add_argument("--model", type=Path, help="a model folder written by train.py (part 1)")
     parser.add_argument("--test_file", type=Path, default=DEFAULT_TEST_FILE, help="held-out .jsonl (part 1)")
     parser.add_argument("--source_lang", default="en")
@@ -95,6 +97,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     common.add_aa_argument(parser, "the engine every ratio is taken against (torch fp32 / HF Marian fp32)")
     parser.add_argument("--json", metavar="OUT", help="also write the results to this JSON file")
     args = parser.parse_args(argv)
+    if "trained" in args.parts:  # checked before anything is timed
+        if args.model is None:
+            parser.error("the trained part needs --model DIR (a folder written by train.py); or use --parts random")
+        if not args.test_file.is_file():
+            parser.error(f"--test_file {args.test_file} is not a file: give the held-out .jsonl of the trained part")
     try:  # vaswani translate's own check of the two
         ct2_threads("cpu", args.threads, args.parallel_batches)
     except TranslateError as error:
@@ -121,12 +128,9 @@ def main() -> None:
           f"{native_bf16}; load average {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
     results = {"threads": args.threads, "ct2_parallel_batches": parallel, "native_bf16": native_bf16}
     with tempfile.TemporaryDirectory() as scratch:
-        parts = args.parts.split(",")
-        if "trained" in parts:
-            if args.model is None:
-                raise SystemExit("error: --model DIR (a folder written by train.py) is needed for the trained part")
+        if "trained" in args.parts:
             results["trained"] = trained_part(args, Path(scratch))
-        if "random" in parts:
+        if "random" in args.parts:
             results["random"] = {size: random_part(size, args, Path(scratch)) for size in args.sizes}
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))

@@ -49,6 +49,12 @@ def test_the_postnorm_recipe_is_accepted_by_train_py(tmp_path):
         (["--seeds", "0,1", "--tune_seeds", "1"], "--tune_seeds 1 is not allowed: it needs --tune_peer"),
         (["--seeds", "0,1", "--tune_peer", "--tune_seeds", "3"], "a number from 1 to the number of --seeds (2)"),
         (["--tune_peer", "--tune_seeds", "0"], "--tune_seeds 0 is not allowed"),
+        (["--tune_peer", "--peer_learning_rates", "1e-3,x"], "use comma-separated floats, e.g. 1e-3,2e-3"),
+        (["--tune_peer", "--peer_learning_rates", "1e-3,0"], "give positive values, each once"),
+        (["--tune_peer", "--peer_batch_sizes", "32,32"], "give positive values, each once"),
+        (["--tune_peer", "--peer_batch_sizes", "3.5"], "use comma-separated ints, e.g. 32,64"),
+        (["--peer_batch_sizes", "16"], "--peer_batch_sizes is not allowed without --tune_peer"),
+        (["--peer_learning_rates", "2e-3"], "--peer_learning_rates is not allowed without --tune_peer"),
     ],
 )
 def test_bad_options_are_refused(argv, message, data_dir, capsys):
@@ -60,8 +66,18 @@ def test_bad_options_are_refused(argv, message, data_dir, capsys):
 def test_defaults_are_one_seed_one_peer_setting_and_the_recipe(data_dir):
     args = parse_args(["--data_dir", str(data_dir)])
     assert (args.seeds, args.tune_peer, args.our_recipes) == ([0], False, ["small-data"])
+    assert args.peers == [PEER_DEFAULT]
     args = parse_args(["--data_dir", str(data_dir), "--seeds", "0,1", "--tune_peer", "--our_recipes", "postnorm"])
     assert (args.seeds, args.tune_peer, args.our_recipes) == ([0, 1], True, ["postnorm"])
+    assert args.peers == PEER_GRID
+
+
+def test_the_peer_grid_can_be_set_and_keeps_the_default_for_the_axis_not_given(data_dir):
+    argv = ["--data_dir", str(data_dir), "--tune_peer", "--peer_learning_rates", "1e-3,2e-3,4e-3"]
+    args = parse_args([*argv, "--peer_batch_sizes", "32"])
+    assert args.peers == [{"learning_rate": lr, "batch_size": 32} for lr in (1e-3, 2e-3, 4e-3)]
+    args = parse_args(argv)
+    assert [point["batch_size"] for point in args.peers] == [32, 64] * 3
 
 
 def run(side, config, seed, validation, test):

@@ -1,4 +1,5 @@
-"""benchmarks/bench_translate.py's thread options: checked up front with `vaswani translate`'s own rule."""
+"""benchmarks/bench_translate.py's options: the thread options checked up front with `vaswani translate`'s own rule,
+the trained part's model and test file before anything is timed."""
 
 import sys
 
@@ -19,12 +20,36 @@ from bench_translate import parse_args  # noqa: E402
 )
 def test_thread_options_that_vaswani_translate_refuses_are_refused(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
+        parse_args(["--parts", "random", *argv])
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([], "the trained part needs --model DIR (a folder written by train.py); or use --parts random"),
+        (["--parts", "trained,random"], "the trained part needs --model DIR"),
+        (["--parts", "random,other"], "give one or more parts from trained, random, each once (unknown: other)"),
+        (["--model", "m", "--test_file", "missing.jsonl"], "--test_file missing.jsonl is not a file"),
+    ],
+)
+def test_the_trained_part_needs_a_model_and_a_test_file(argv, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
         parse_args(argv)
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 
+def test_the_parts_are_both_by_default_and_a_present_test_file_is_accepted(tmp_path):
+    test_file = tmp_path / "test.jsonl"
+    test_file.write_text("")
+    args = parse_args(["--model", "m", "--test_file", str(test_file)])
+    assert args.parts == ["trained", "random"] and args.test_file == test_file
+    assert parse_args(["--parts", "random"]).parts == ["random"]
+
+
 def test_parallel_batches_up_to_the_threads_are_accepted():
-    args = parse_args(["--threads", "4", "--parallel_batches", "4"])
+    args = parse_args(["--parts", "random", "--threads", "4", "--parallel_batches", "4"])
     assert (args.threads, args.parallel_batches) == (4, 4)
 
 
@@ -35,9 +60,11 @@ def test_ours_converted_is_the_marian_model_it_is_timed_against(capsys):
     from bench_translate import converted
     from transformers import MarianConfig, MarianMTModel
 
-    assert parse_args(["--ours", "converted"]).ours == "converted" and parse_args([]).ours == "native"
+    random_part = ["--parts", "random"]
+    assert parse_args([*random_part, "--ours", "converted"]).ours == "converted"
+    assert parse_args(random_part).ours == "native"
     with pytest.raises(SystemExit):
-        parse_args(["--ours", "marian"])
+        parse_args([*random_part, "--ours", "marian"])
     assert "invalid choice: 'marian'" in capsys.readouterr().err
     torch.manual_seed(0)
     marian = MarianMTModel(MarianConfig(vocab_size=99, d_model=16, encoder_layers=2, decoder_layers=2,
