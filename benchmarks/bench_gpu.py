@@ -2,14 +2,19 @@
 utilization (MFU) for the base and big presets.
 
     python benchmarks/bench_gpu.py                                   # base and big, bf16, --max_tokens 25000
-    python benchmarks/bench_gpu.py --presets big --steps 60 --peak_tflops 989
+    python benchmarks/bench_gpu.py --presets big --steps 60 --peak_tflops 989 --repeats 3
     python benchmarks/bench_gpu.py --device cpu --presets tiny --max_tokens 600 --steps 4 --warmup_steps 1 \\
-        --mixed_precision no --peak_tflops 1     # CPU smoke run (what the tests do)
+        --mixed_precision no --peak_tflops 1 --repeats 1   # CPU smoke run (the test runs 2)
 
 Each preset runs train.py itself (a subprocess, `--max_tokens` per batch, `--mixed_precision bf16`, no evaluation or
 checkpoints inside the timed window) on a synthetic corpus with the length spread of real data (the corpus of
 benchmarks/bench_train.py). Throughput is train.py's own `target_tokens_per_second` after the first --warmup_steps
 updates (median of its logging windows).
+
+Each preset runs `--repeats` times (5), the presets interleaved (base, big, big, base, ...), each run a fresh
+train.py process; the median of the runs is reported with its range, the CPU and its flags in the header, and the
+run-to-run noise (every run of a preset against the median of its runs, the A/A of a benchmark without a peer) is
+printed next to it, so that a difference between two GPU runs can be told from noise.
 
 MFU = model FLOP/s / peak FLOP/s. Model FLOPs are counted from the architecture, not measured, for the real (not
 padded) tokens, training = 3 x forward (the backward pass costs twice the forward), 2 FLOPs per multiply-add
@@ -88,10 +93,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--pairs", type=int, default=60000, help="synthetic training pairs")
     parser.add_argument("--vocab_size", type=int, default=37000, help="BPE vocabulary (paper: ~37k shared)")
     parser.add_argument("--peak_tflops", type=float, default=None, help="the device's peak, for MFU")
+    parser.add_argument("--repeats", type=int, default=5,
+                        help="train.py runs per preset, the presets interleaved; the median is reported")  # fmt: skip
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
     if args.steps <= args.warmup_steps:
         parser.error("--steps must exceed --warmup_steps")
+    if args.repeats < 1:
+        parser.error(f"--repeats {args.repeats} is not allowed: use 1 or more")
     return args
 
 
@@ -104,9 +113,9 @@ def corpus_flops_per_target_token(tokenizer, dataset, config) -> float:
     return sum(training_flops(config, s, t) for s, t in lengths) / sum(t for _, t in lengths)
 
 
-def run_preset(args, preset: str, paths: dict, folder: Path, vocab_size: int) -> dict:
+def run_preset(args, preset: str, paths: dict, folder: Path, vocab_size: int, round_index: int = 0) -> dict:
     config = model_config(preset, vocab_size)
-    out = folder / f"run-{preset}"
+    out = folder / f"run-{preset}-{round_index}"
     model = [f"--{k}={v}" for k, v in TINY.items()] if preset == "tiny" else ["--model_preset", preset]
     logging_steps = max(1, (args.steps - args.warmup_steps) // 5)
     cmd = [
@@ -129,6 +138,16 @@ def run_preset(args, preset: str, paths: dict, folder: Path, vocab_size: int) ->
     return {"config": config, "target_tokens_per_second": statistics.median(rates), "windows": rates}
 
 
+def run_to_run_noise(preset: str, rates: list[float]) -> str:
+    """The A/A line of a benchmark without a peer: how far single runs of one preset are from their median."""
+    if len(rates) < 2:
+        return f"{preset}: run-to-run noise not measured (one run; use --repeats 2 or more)"
+    ratios = common.Summary.of([rate / statistics.median(rates) for rate in rates])
+    worst = max(abs(ratios.low - 1), abs(ratios.high - 1))
+    return (f"{preset}: run-to-run noise (A/A, each run / the median of {len(rates)}): {ratios.low:.3f}-"
+            f"{ratios.high:.3f}, a single run can be {worst:.0%} off")  # fmt: skip
+
+
 def main(argv=None) -> list[dict]:
     args = parse_args(argv)
     peak, peak_source = peak_tflops(args.device, args.peak_tflops)
@@ -137,23 +156,32 @@ def main(argv=None) -> list[dict]:
         folder = Path(tmp)
         paths = bench_train.make_corpus(folder, args.pairs, seed=0)
         tokenizer, dataset = bench_train.prepare_tokenizer(paths, folder, args.vocab_size)
+        print(common.describe_machine(common.machine_description(threads=1)))
         print(f"train.py on {args.device} ({peak_source}), {args.mixed_precision}, --max_tokens {args.max_tokens}, "
-              f"{args.steps} updates per preset (first {args.warmup_steps} not timed), vocab {len(tokenizer)}")  # fmt: skip
-        for preset in args.presets:
-            run = run_preset(args, preset, paths, folder, len(tokenizer))
-            per_token = corpus_flops_per_target_token(tokenizer, dataset, run["config"])
-            flops = run["target_tokens_per_second"] * per_token
+              f"{args.steps} updates per run (first {args.warmup_steps} not timed), {args.repeats} runs per preset, "
+              f"interleaved, vocab {len(tokenizer)}")  # fmt: skip
+        runs = {preset: [] for preset in args.presets}
+        for round_index in range(args.repeats):  # alternate the order, as common.interleave does
+            for preset in args.presets if round_index % 2 == 0 else reversed(args.presets):
+                runs[preset].append(run_preset(args, preset, paths, folder, len(tokenizer), round_index))
+        for preset, preset_runs in runs.items():
+            rates = common.Summary.of([run["target_tokens_per_second"] for run in preset_runs])
+            per_token = corpus_flops_per_target_token(tokenizer, dataset, preset_runs[0]["config"])
+            flops = rates.median * per_token
             rows.append({
-                "preset": preset, "target_tokens_per_second": run["target_tokens_per_second"],
-                "windows": run["windows"], "flops_per_target_token": per_token, "model_tflops": flops / 1e12,
-                "mfu": flops / (peak * 1e12) if peak else None,
+                "preset": preset, "target_tokens_per_second": rates.median, "runs": rates.to_dict(),
+                "windows": [run["windows"] for run in preset_runs], "flops_per_target_token": per_token,
+                "model_tflops": flops / 1e12, "mfu": flops / (peak * 1e12) if peak else None,
             })  # fmt: skip
     table = common.format_table(
-        ["preset", "target tokens/s", "GFLOPs / target token", "model TFLOP/s", "MFU"],
-        [[r["preset"], f"{r['target_tokens_per_second']:,.0f}", f"{r['flops_per_target_token'] / 1e9:.2f}",
-          f"{r['model_tflops']:.3g}", f"{100 * r['mfu']:.1f}%" if r["mfu"] is not None else "n/a"] for r in rows],
+        ["preset", "target tokens/s (median)", "runs", "GFLOPs / target token", "model TFLOP/s", "MFU"],
+        [[r["preset"], f"{r['target_tokens_per_second']:,.0f}", f"{r['runs']['low']:,.0f}-{r['runs']['high']:,.0f}",
+          f"{r['flops_per_target_token'] / 1e9:.2f}", f"{r['model_tflops']:.3g}",
+          f"{100 * r['mfu']:.1f}%" if r["mfu"] is not None else "n/a"] for r in rows],
     )  # fmt: skip
     print(table)
+    for row in rows:
+        print(run_to_run_noise(row["preset"], row["runs"]["values"]))
     for row in rows:
         if row["preset"] == "big" and row["mfu"] is not None:
             print(f"{'MET' if row['mfu'] >= 0.4 else 'MISSED'} target MFU >= 40% for big: {100 * row['mfu']:.1f}%")

@@ -30,7 +30,7 @@ def test_bench_gpu_runs_on_cpu_with_a_tiny_config(tmp_path):
     result = subprocess.run(
         [sys.executable, str(REPO_ROOT / "benchmarks" / "bench_gpu.py"), "--device", "cpu", "--presets", "tiny",
          "--mixed_precision", "no", "--max_tokens", "600", "--steps", "4", "--warmup_steps", "1", "--pairs", "200",
-         "--vocab_size", "400", "--peak_tflops", "1", "--json", str(tmp_path / "out.json")],
+         "--vocab_size", "400", "--peak_tflops", "1", "--repeats", "2", "--json", str(tmp_path / "out.json")],
         capture_output=True, text=True, timeout=400, env={**__import__("os").environ, "OMP_NUM_THREADS": "1"},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
@@ -40,3 +40,16 @@ def test_bench_gpu_runs_on_cpu_with_a_tiny_config(tmp_path):
     assert row["preset"] == "tiny" and row["target_tokens_per_second"] > 0
     assert row["mfu"] == pytest.approx(row["model_tflops"] / 1.0)  # peak 1 TFLOP/s
     assert "tiny" in result.stdout and "MFU" in result.stdout
+    assert len(row["runs"]["values"]) == 2 and len(row["windows"]) == 2  # two runs, each timed by its own windows
+    assert row["runs"]["low"] <= row["target_tokens_per_second"] <= row["runs"]["high"]
+    assert "tiny: run-to-run noise (A/A, each run / the median of 2)" in result.stdout
+    assert "cores available" in result.stdout.splitlines()[0]  # the CPU and its flags
+
+
+def test_run_to_run_noise_is_each_run_against_the_median():
+    from bench_gpu import run_to_run_noise
+
+    assert run_to_run_noise("big", [90.0, 100.0, 110.0]) == (
+        "big: run-to-run noise (A/A, each run / the median of 3): 0.900-1.100, a single run can be 10% off"
+    )
+    assert "not measured" in run_to_run_noise("big", [100.0])
