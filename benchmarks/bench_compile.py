@@ -121,16 +121,13 @@ def main() -> None:
           f"{args.max_tokens}, {args.rounds} rounds x {args.steps} steps; CPU stalled (median) "
           f"{timings.median_stalled() or 0:.0%}")  # fmt: skip
     rows = []
+    speed = {name: [1 / s for s in seconds] for name, seconds in per_step.items()}
     for name, seconds in per_step.items():
-        summary, ratio = common.Summary.of(seconds), common.ratio_summary(per_step["eager"], seconds)
-        above, count, p_value = common.sign_test(ratio.values)
-        rows.append([name, f"{summary.median:.3f}", f"{summary.low:.3f}-{summary.high:.3f}", f"{ratio.median:.2f}",
-                     f"{ratio.low:.2f}-{ratio.high:.2f}", f"{above}/{count} (p={p_value:.2f})",
-                     f"{warmup[name]:.0f}"])  # fmt: skip
+        cells, _ = common.comparison_row(name, seconds, speed[name], speed["eager"], ".3f")
+        rows.append([*cells, f"{warmup[name]:.0f}"])
     print(common.format_table(
         ["candidate", "s/step", "range", "speed x eager", "ratio range", "rounds faster", f"first {2 * args.steps} "
          "steps (s)"], rows))  # fmt: skip
-    speed = {name: [1 / s for s in seconds] for name, seconds in per_step.items()}
     print(common.describe_aa(common.aa_summary(speed, "eager"), "eager"))
     common.write_json_report(args.json, args, seconds_per_step=per_step, warmup_seconds=warmup)
 

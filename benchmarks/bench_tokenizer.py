@@ -197,11 +197,9 @@ def report(title: str, timings: common.Interleaved, work: float | None, referenc
           f"CPU stalled (median) {timings.median_stalled() or 0:.0%}):")  # fmt: skip
     rows, figures = [], {}
     for name, rates in speed.items():
-        summary, ratio = common.Summary.of(shown[name]), common.ratio_summary(rates, speed[reference])
-        above, count, p_value = common.sign_test(ratio.values)
-        rows.append([name, f"{summary.median:,.1f}", f"{summary.low:,.1f}-{summary.high:,.1f}", f"{ratio.median:.2f}",
-                     f"{ratio.low:.2f}-{ratio.high:.2f}", f"{above}/{count} (p={p_value:.2f})"])  # fmt: skip
-        figures[name] = {unit: summary.to_dict(), "ratio": ratio.to_dict()}
+        cells, ratio = common.comparison_row(name, shown[name], rates, speed[reference], ",.1f")
+        rows.append(cells)
+        figures[name] = {unit: common.Summary.of(shown[name]).to_dict(), "ratio": ratio.to_dict()}
     print(common.format_table([f"candidate ({len(timings.seconds[reference])} rounds)", unit, "range", "x SentencePiece",
                                "ratio range", "rounds faster"], rows))  # fmt: skip
     aa = common.aa_summary(speed, reference)

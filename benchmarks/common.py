@@ -215,6 +215,20 @@ def sign_test(ratios: Sequence[float], threshold: float = 1.0) -> tuple[int, int
     return above, count, p_value
 
 
+def comparison_row(
+    name: str, shown: Sequence[float], speed: Sequence[float], reference_speed: Sequence[float], number_format: str
+) -> tuple[list[str], Summary]:
+    """One row of a "candidate against the reference" table: the median and range of `shown` (seconds or a rate,
+    formatted with `number_format`), the per-round speed ratio to the reference (median, range) and how many rounds
+    the candidate was faster (sign test). Returns the row's cells and the ratio's summary."""
+    summary, ratio = Summary.of(shown), ratio_summary(speed, reference_speed)
+    above, count, p_value = sign_test(ratio.values)
+    cells = [name, format(summary.median, number_format),
+             f"{summary.low:{number_format}}-{summary.high:{number_format}}", f"{ratio.median:.2f}",
+             f"{ratio.low:.2f}-{ratio.high:.2f}", f"{above}/{count} (p={p_value:.2f})"]  # fmt: skip
+    return cells, ratio
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Memory (Linux)
 # ----------------------------------------------------------------------------------------------------------------

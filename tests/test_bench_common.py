@@ -92,3 +92,11 @@ def test_choice_list_keeps_the_order_given_and_refuses_unknown_repeated_or_no_it
     for bad, message in (("small,huge", "(unknown: huge)"), ("small,small", "each once"), (" , ", "give one or more")):
         with pytest.raises(argparse.ArgumentTypeError, match=re.escape(message)):
             parse(bad)
+
+
+def test_comparison_row_gives_median_range_per_round_speed_ratio_and_rounds_faster():
+    seconds = {"ref": [2.0, 2.0, 2.0], "cand": [1.0, 4.0, 1.6]}
+    speed = {name: [1 / s for s in values] for name, values in seconds.items()}
+    cells, ratio = common.comparison_row("cand", seconds["cand"], speed["cand"], speed["ref"], ".3f")
+    assert ratio.values == (2.0, 0.5, 1.25)  # speed ratio per round: ref seconds / candidate seconds
+    assert cells == ["cand", "1.600", "1.000-4.000", "1.25", "0.50-2.00", "2/3 (p=1.00)"]
