@@ -53,3 +53,12 @@ def test_run_to_run_noise_is_each_run_against_the_median():
         "big: run-to-run noise (A/A, each run / the median of 3): 0.900-1.100, a single run can be 10% off"
     )
     assert "not measured" in run_to_run_noise("big", [100.0])
+
+
+def test_repeats_below_one_are_refused(capsys):
+    from bench_gpu import parse_args
+
+    assert parse_args([]).repeats == 5
+    with pytest.raises(SystemExit) as exit_info:
+        parse_args(["--repeats", "0"])
+    assert exit_info.value.code == 2 and "--repeats 0 is not allowed: use 1 or more" in capsys.readouterr().err
