@@ -55,6 +55,18 @@ class Translation:
     alignment: list[tuple[int, int]] | None = None
 
 
+@dataclass
+class Score:
+    """The model's log-probability of a target given its source (`Translator.score`): `score` is `log_prob` / lp(|Y|),
+    normalised as `translate --scores` normalises (|Y| ** length_penalty, or GNMT's penalty with `paper_decoding`;
+    |Y| counts EOS); `log_prob` is the sum over the target's `tokens` (its subwords and EOS) of `token_log_probs`."""
+
+    score: float
+    log_prob: float
+    tokens: list[str]
+    token_log_probs: list[float]
+
+
 def _choose_backend(model: str | Path, backend: str) -> str:
     """ "torch" or "ctranslate2": "auto" picks CTranslate2 for a folder written by `vaswani export --format
     ctranslate2` and PyTorch otherwise; a forced backend must fit the folder."""
@@ -97,6 +109,20 @@ def check_translation_export(folder: Path) -> None:
         )
 
 
+def check_same_tokenizer(first, other, first_config, other_config, first_folder, other_folder) -> None:
+    """The members of an ensemble must share one vocabulary: the same tokens with the same ids, and the same special
+    tokens (start, EOS, PAD); otherwise a `TranslateError` naming the two folders."""
+    ids = ("decoder_start_token_id", "eos_token_id", "pad_token_id", "vocab_size")
+    differences = [name for name in ids if getattr(first_config, name) != getattr(other_config, name)]
+    if first.get_vocab() != other.get_vocab():
+        differences.insert(0, "vocabulary")
+    if differences:
+        raise TranslateError(
+            f"the models of an ensemble must share one tokenizer, but {other_folder} differs from {first_folder} "
+            f"in its {', '.join(differences)}: ensemble models trained with the same tokenizer"
+        )
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # The translator
 # ----------------------------------------------------------------------------------------------------------------
@@ -109,7 +135,7 @@ class Translator:
 
     def __init__(
         self,
-        model: str | Path,
+        model: str | Path | Sequence[str | Path],
         device: str = "auto",
         max_source_length: int | None = None,
         *,
@@ -118,6 +144,12 @@ class Translator:
         dtype: str = "float32",
         parallel_batches: int | None = None,
     ):
+        if isinstance(model, list | tuple):  # an ensemble (or a list of one)
+            if len(model) > 1:
+                self._init_ensemble(model, device, max_source_length, trust_remote_code, backend, dtype,
+                                    parallel_batches)  # fmt: skip
+                return
+            (model,) = model
         if _choose_backend(check_model_folder(model, need_weights=False), backend) == "ctranslate2":
             self._init_ctranslate2(Path(model), device, max_source_length, dtype, parallel_batches)
             return
@@ -136,6 +168,31 @@ class Translator:
         self._set_max_source_length(max_source_length, config.max_position_embeddings)
         self.engine = TorchEngine(self.model, self.tokenizer, self.device, dtype)
         self.backend = "torch"
+
+    def _init_ensemble(self, folders, device, max_source_length, trust_remote_code, backend, dtype, parallel_batches):
+        """An ensemble of PyTorch model folders that share one tokenizer: decoding averages their next-token
+        log-probabilities (`vaswani.inference.search`)."""
+        for folder in folders:
+            if backend == "ctranslate2" or is_ctranslate2_folder(folder):
+                raise TranslateError(
+                    f"ensembles run on PyTorch only, and {folder} is a CTranslate2 export (or --backend ctranslate2 "
+                    "was given): give the PyTorch model folders the exports were made from"
+                )
+        if parallel_batches not in (None, 1):
+            raise TranslateError(f"parallel_batches={parallel_batches} needs the ctranslate2 backend: leave it out")
+        self.folder, self.device, self.backend = Path(folders[0]), resolve_device(device), "torch"
+        models = []
+        for folder in folders:
+            check_model_folder(folder, need_weights=False)
+            model, tokenizer = load_model_folder(Path(folder), trust_remote_code=trust_remote_code)
+            if models:
+                check_same_tokenizer(self.tokenizer, tokenizer, models[0].config, model.config, folders[0], folder)
+            else:
+                self.tokenizer = tokenizer
+            models.append(model.to(self.device).eval())
+        self.model, self.models = models[0], models
+        self._set_max_source_length(max_source_length, min(m.config.max_position_embeddings for m in models))
+        self.engine = TorchEngine(models, self.tokenizer, self.device, dtype)
 
     def _init_ctranslate2(
         self, folder: Path, device: str, max_source_length: int | None, dtype: str, parallel_batches: int | None
@@ -177,9 +234,14 @@ class Translator:
         alignment: bool = False,
         progress: Callable[[int], None] | None = None,
         on_truncated: Callable[[list[int]], None] | None = None,
+        prefixes: Sequence[str | None] | None = None,
     ) -> list[list[Translation]]:
         """The `nbest` best translations of each sentence (best first; an empty list for a blank sentence), with
         their scores (`scores`) and word alignments (`alignment`): see `vaswani.inference.engines` for what they are.
+
+        `prefixes`: one per sentence (None or "" for none): each translation of that sentence starts with it and
+        continues from it, also inside a word ("Die Kat" may go on as "Die Katze"); its score counts the prefix's
+        tokens too. A blank sentence still translates to nothing.
 
         `progress(n)` is called as n more sentences are done; `on_truncated(indices)` gets the (0-based) indices of
         the sentences that were truncated to `max_source_length` (default: a logged warning)."""
@@ -195,9 +257,11 @@ class Translator:
         if not todo:
             return results
         sources = self._encode([sentences[index] for index in todo], todo, on_truncated)
+        prefix_ids = self._encode_prefixes(prefixes, len(sentences), max_new_tokens)
         for batch in self._batches(sources, batch_tokens):
+            batch_prefixes = None if prefix_ids is None else [prefix_ids[index] for index in batch]
             outputs = self._generate([sources[index] for index in batch], num_beams, length_penalty, max_new_tokens,
-                                     paper_decoding, nbest, scores, alignment)  # fmt: skip
+                                     paper_decoding, nbest, scores, alignment, batch_prefixes)  # fmt: skip
             for index, hypotheses in zip(batch, outputs, strict=True):
                 source_tokens = self.tokenizer.convert_ids_to_tokens(sources[index][:-1])  # without EOS
                 for hypothesis in hypotheses:
@@ -235,15 +299,86 @@ class Translator:
             for index, ids in zip(indices, encoded, strict=True)
         }
 
+    def _encode_prefixes(
+        self, prefixes: Sequence[str | None] | None, count: int, max_new_tokens: int | None
+    ) -> list[list[int] | None] | None:
+        """The token ids of each prefix (no special tokens; None for none), or None when no sentence has one. A
+        prefix list of the wrong length, or a prefix that does not fit `max_new_tokens` with EOS, is a
+        `TranslateError` naming the (1-based) sentence."""
+        if prefixes is None:
+            return None
+        if len(prefixes) != count:
+            raise TranslateError(f"{len(prefixes)} prefixes for {count} sentences: give one prefix per sentence "
+                                 "(an empty one for none)")  # fmt: skip
+        encoded: list[list[int] | None] = []
+        for number, prefix in enumerate(prefixes, 1):
+            ids = self.tokenizer(prefix, add_special_tokens=False)["input_ids"] if prefix else None
+            if ids and max_new_tokens is not None and len(ids) + 1 > max_new_tokens:
+                raise TranslateError(
+                    f"the prefix of sentence {number} has {len(ids)} tokens and does not fit max_new_tokens="
+                    f"{max_new_tokens} (the prefix and EOS need {len(ids) + 1}): shorten it or allow more tokens"
+                )
+            encoded.append(ids or None)
+        return encoded if any(encoded) else None
+
     def _generate(
         self, sources: list[list[int]], num_beams: int, length_penalty: float, max_new_tokens: int | None,
         paper_decoding: bool, nbest: int = 1, scores: bool = False, alignment: bool = False,
+        prefixes: list[list[int] | None] | None = None,
     ) -> list[list[Hypothesis]]:  # fmt: skip
         """Decode one batch of token-id lists with the engine (PyTorch or CTranslate2)."""
         return self.engine.generate(
             sources, num_beams=num_beams, length_penalty=length_penalty, max_new_tokens=max_new_tokens,
             paper_decoding=paper_decoding, num_hypotheses=nbest, return_scores=scores, return_attention=alignment,
+            **({"prefixes": prefixes} if prefixes is not None else {}),
         )  # fmt: skip
+
+    def score(
+        self,
+        sources: Sequence[str],
+        targets: Sequence[str],
+        length_penalty: float = 0.6,
+        paper_decoding: bool = False,
+        batch_tokens: int = 4096,
+        *,
+        progress: Callable[[int], None] | None = None,
+        on_truncated: Callable[[list[int]], None] | None = None,
+    ) -> list[Score]:
+        """The model's log-probability of each target given its source (teacher-forced; an ensemble's averaged
+        log-probabilities): see `Score`. `score` is normalised as `translate(..., scores=True)` normalises, so a
+        translation scores the same both ways. Sources are truncated as for translating; a target must fit the
+        decoder (a `TranslateError` naming it)."""
+        # start-up: torch and transformers load only when a model is loaded
+        from modeling_vaswani.generation_vaswani import gnmt_length_penalty
+
+        if len(sources) != len(targets):
+            raise TranslateError(f"{len(sources)} sources and {len(targets)} targets: give one target per source")
+        indices = list(range(len(sources)))
+        encoded = self._encode(list(sources), indices, on_truncated)
+        target_ids = {index: ids for index, ids in zip(indices, self.tokenizer(list(targets))["input_ids"],
+                                                       strict=True)}  # fmt: skip
+        room = self._decoder_room()
+        for index, ids in target_ids.items():
+            if room is not None and len(ids) > room:
+                raise TranslateError(f"target {index + 1} has {len(ids)} tokens (EOS included) and does not fit the "
+                                     f"model's {room} decoder positions: shorten it")  # fmt: skip
+        results: list[Score | None] = [None] * len(sources)
+        for batch in self._batches(encoded, batch_tokens):
+            log_probs = self.engine.score([encoded[i] for i in batch], [target_ids[i] for i in batch])
+            for index, values in zip(batch, log_probs, strict=True):
+                total, length = float(sum(values)), len(values)
+                penalty = gnmt_length_penalty(length, length_penalty) if paper_decoding else length**length_penalty
+                tokens = self.tokenizer.convert_ids_to_tokens(target_ids[index])
+                results[index] = Score(total / penalty, total, tokens, [float(v) for v in values])
+            if progress is not None:
+                progress(len(batch))
+        return results
+
+    def _decoder_room(self) -> int | None:
+        """How many output tokens the decoder can hold (learned positions: the table less the start token)."""
+        if self.backend == "ctranslate2":
+            return self.engine.positions - 1
+        return self.engine.decoder_room
 
     @staticmethod
     def _batches(sources: dict[int, list[int]], batch_tokens: int) -> Iterator[list[int]]:
