@@ -118,7 +118,6 @@ class TorchEngine:
                 num_hypotheses, prefixes):  # fmt: skip
         """`vaswani.inference.search.beam_search` over the models' averaged log-probabilities, each sentence starting
         with its prefix (token ids, or None): (B * n, 1 + T) like `generate()`."""
-        import torch
 
         from vaswani.inference.search import EnsembleStep, PrefixForcing, beam_search, split_prefix
 
@@ -258,9 +257,10 @@ class TorchEngine:
             labels[row, : len(ids)] = torch.tensor(ids)
         labels = labels.to(self.device)
         start = torch.full_like(labels[:, :1], self.model.config.decoder_start_token_id)
-        valid = torch.arange(longest, device=self.device)[None, :] < torch.tensor(
-            [len(ids) for ids in targets], device=self.device
-        )[:, None]  # (N, T)
+        valid = (
+            torch.arange(longest, device=self.device)[None, :]
+            < torch.tensor([len(ids) for ids in targets], device=self.device)[:, None]
+        )  # (N, T)
         with torch.inference_mode(), self._autocast():
             log_probs, _ = self.teacher_forced(input_ids, attention_mask, torch.cat([start, labels[:, :-1]], 1),
                                                labels, valid)  # fmt: skip
