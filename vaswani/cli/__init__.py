@@ -7,6 +7,8 @@
                       [--max_new_tokens N] [--paper_decoding] [--device auto] [--threads N] [--batch_tokens 4096]
                       [--backend auto|torch|ctranslate2] [--dtype float32|bfloat16|float16] [--parallel_batches N]
                       [--nbest N] [--scores] [--alignment] [--format text|jsonl]
+                      [--prefix FILE] [--input_format text|jsonl] [--model B ...]
+    vaswani score     --model DIR --source FILE --target FILE [--output FILE] [--output_format text|jsonl]
     vaswani export    --model DIR --output OUT --format ctranslate2 [--quantization int8|int8_float32|int16|...]
     vaswani push      --model DIR --repo_id OWNER/NAME [--private] [--commit_message TEXT]
     vaswani average   --run_dir DIR --last 5 --output_dir OUT        (or --checkpoints CKPT ... --model DIR)
@@ -29,13 +31,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vaswani.cli import average, card, convert, export, prune, push, tokenizer, train, translate
+from vaswani.cli import average, card, convert, export, prune, push, score, tokenizer, train, translate
 from vaswani.errors import run_command
 
 PROG = "vaswani"
 # The commands in the order `vaswani --help` lists them; `train` parses its own command line (see cli/train.py).
 COMMANDS = {
-    "translate": translate, "export": export, "push": push, "train": train, "tokenizer": tokenizer,
+    "translate": translate, "score": score, "export": export, "push": push, "train": train, "tokenizer": tokenizer,
     "average": average, "prune": prune, "card": card, "convert": convert,
 }  # fmt: skip
 

@@ -12,20 +12,22 @@ from __future__ import annotations
 
 import argparse
 import io
+import itertools
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from vaswani.cli.common import add_model_argument, add_trust_remote_code, check_output_file, positive_int
+from vaswani.cli.common import add_trust_remote_code, check_output_file, positive_int
 from vaswani.devices import DTYPES
 from vaswani.errors import UsageError
 from vaswani.fileio import atomic_output, count_lines
 from vaswani.inference.engines import BACKENDS
 from vaswani.inference.outputs import OUTPUT_FORMATS, one_line, output_handler
-from vaswani.inference.translator import Translator, read_lines, translate_lines
+from vaswani.inference.translator import Translator, read_jsonl_requests, read_lines, translate_lines
 
 HELP = "translate sentences, one per line"
+INPUT_FORMATS = ("text", "jsonl")
 DESCRIPTION = "Translate sentences from stdin or --input (one per line, UTF-8) into the same number of lines."
 
 # The options of `vaswani translate` after --model and --trust_remote_code, in the order --help lists them.
@@ -82,6 +84,15 @@ TRANSLATE_OPTIONS = {
         help="add word alignments `i-j` (source word i, target word j, from 0) from the last decoder layer's "
              "encoder-decoder attention averaged over heads (each target subword -> its most attended source subword)",
     ),
+    "--prefix": dict(
+        type=Path, metavar="FILE",
+        help="target prefixes, one line per input line (an empty line for none): each translation starts with its "
+             "line's prefix and continues it, also inside a word",
+    ),
+    "--input_format": dict(
+        choices=INPUT_FORMATS, default="text",
+        help='text (one sentence per line) or jsonl (one JSON object per line: {"text": ..., "prefix": ...})',
+    ),
     "--format": dict(
         choices=OUTPUT_FORMATS, default="text",
         help="text (one line per translation, or ` ||| `-separated fields with --nbest/--scores/--alignment) or "
@@ -91,7 +102,11 @@ TRANSLATE_OPTIONS = {
 
 
 def add_arguments(translate: argparse.ArgumentParser) -> None:
-    add_model_argument(translate, help="a saved model folder with its tokenizer (local)")
+    translate.add_argument(
+        "--model", required=True, type=Path, action="append", metavar="DIR",
+        help="a saved model folder with its tokenizer (local); repeat it (--model A --model B) to decode with the "
+             "ensemble of the models (the mean of their log-probabilities; PyTorch folders sharing one tokenizer)",
+    )  # fmt: skip
     add_trust_remote_code(translate)
     for flag, settings in TRANSLATE_OPTIONS.items():
         translate.add_argument(flag, **settings)
@@ -101,9 +116,14 @@ def run(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
     from transformers.utils import logging as hf_logging
 
-    if args.input is not None and not args.input.is_file():
-        raise UsageError(f"no such input file: {args.input}")
-    check_output_file(args.output, inputs=[args.input], model=Path(args.model))
+    for path, flag in ((args.input, "input"), (args.prefix, "--prefix")):
+        if path is not None and not path.is_file():
+            raise UsageError(f"no such {flag} file: {path}")
+    if args.prefix is not None and args.input_format == "jsonl":
+        raise UsageError('--prefix FILE and --input_format jsonl do not go together: put a "prefix" field in the '
+                         "JSON objects, or give text input")  # fmt: skip
+    for model in args.model:
+        check_output_file(args.output, inputs=[args.input, args.prefix], model=model)
     hf_logging.disable_progress_bar()  # no "Loading weights" bar: the progress bar on stderr is ours
     if args.threads is not None:
         import torch
@@ -111,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)  # PyTorch's intra-op threads; CTranslate2 gets the same budget
     if args.nbest > args.num_beams:
         raise UsageError(f"--nbest {args.nbest} needs at least as many beams: add --num_beams {args.nbest}")
-    translator = Translator(args.model, device=args.device, max_source_length=args.max_source_length,
+    translator = Translator(args.model if len(args.model) > 1 else args.model[0], device=args.device, max_source_length=args.max_source_length,
                             trust_remote_code=args.trust_remote_code, backend=args.backend,
                             dtype=args.dtype, parallel_batches=args.parallel_batches)  # fmt: skip
     # n-best lists, scores, alignments or JSON lines: the lines of an output handler (vaswani.inference.outputs)
@@ -139,10 +159,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _translate_stream(args: argparse.Namespace, translator, bar, warn_truncated, output) -> None:
     """Translate the input line by line into the output: plain lines, or `output`'s lines (n-best, scores, ...)."""
-    with _open_input(args.input) as source, _open_output(args.output) as sink:
+    with _open_input(args.input) as source, _open_input_file(args.prefix) as prefix_file, \
+            _open_output(args.output) as sink:  # fmt: skip
+        lines, prefixes = _requests(args, source, prefix_file)
         translations = translate_lines(
             translator,
-            read_lines(source, name=str(args.input or "stdin")),
+            lines,
+            prefixes=prefixes,
             buffer_lines=args.buffer_lines,
             progress=bar.update,
             on_truncated_lines=warn_truncated,
@@ -160,6 +183,27 @@ def _translate_stream(args: argparse.Namespace, translator, bar, warn_truncated,
                     sink.write(line + "\n")
             else:
                 sink.write(one_line(translation) + "\n")
+
+
+def _requests(args: argparse.Namespace, source, prefix_file) -> tuple[Iterator[str], Iterator[str | None] | None]:
+    """The sentences and their prefixes (None when there are none): from text lines and `--prefix FILE`, or from
+    the objects of JSON-lines input (`--input_format jsonl`)."""
+    name = str(args.input or "stdin")
+    if args.input_format == "jsonl":
+        first, second = itertools.tee(read_jsonl_requests(read_lines(source, name=name), name=name))
+        return (request["text"] for request in first), (request["prefix"] for request in second)
+    prefixes = None if prefix_file is None else read_lines(prefix_file, name=str(args.prefix))
+    return read_lines(source, name=name), prefixes
+
+
+@contextmanager
+def _open_input_file(path: Path | None) -> Iterator[io.BufferedIOBase | None]:
+    """The bytes of `path`, or None when it is None."""
+    if path is None:
+        yield None
+        return
+    with open(path, "rb") as stream:
+        yield stream
 
 
 @contextmanager

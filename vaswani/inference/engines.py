@@ -119,6 +119,7 @@ class TorchEngine:
         """`vaswani.inference.search.beam_search` over the models' averaged log-probabilities, each sentence starting
         with its prefix (token ids, or None): (B * n, 1 + T) like `generate()`."""
 
+        # start-up: the command line's parser imports this module; the search (torch) loads only to translate
         from vaswani.inference.search import EnsembleStep, PrefixForcing, beam_search, split_prefix
 
         config, generation = self.model.config, self.model.generation_config

@@ -415,6 +415,35 @@ def read_lines(stream: Iterable[str | bytes], name: str = "the input") -> Iterat
         yield line.removesuffix("\n").removesuffix("\r")
 
 
+INPUT_FIELDS = {"text": str, "prefix": str, "constraints": list}
+
+
+def read_jsonl_requests(lines: Iterable[str], name: str = "the input") -> Iterator[dict]:
+    """The JSON-lines input of `vaswani translate --input_format jsonl`: one object per line, {"text": SENTENCE} with
+    an optional "prefix" (a string) and "constraints" (a list of strings); yields dicts with all three keys (None
+    where absent). A line that is not such an object is a `TranslateError` naming `name` and the line number."""
+    for number, line in enumerate(lines, 1):
+        try:
+            record = json.loads(line)
+        except ValueError as error:
+            raise TranslateError(f"{name} line {number} is not JSON ({error}): give one JSON object per line, "
+                                 'e.g. {"text": "A sentence.", "prefix": "Ein"}') from None  # fmt: skip
+        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+            raise TranslateError(f'{name} line {number} has no "text" string: give one JSON object per line, '
+                                 'e.g. {"text": "A sentence."}')  # fmt: skip
+        unknown = sorted(set(record) - set(INPUT_FIELDS))
+        if unknown:
+            raise TranslateError(f"{name} line {number} has unknown field(s) {', '.join(map(repr, unknown))}: the "
+                                 f"fields are {', '.join(INPUT_FIELDS)}")  # fmt: skip
+        for field_name, kind in INPUT_FIELDS.items():
+            value = record.get(field_name)
+            if value is not None and (not isinstance(value, kind) or (kind is list and not all(
+                    isinstance(item, str) for item in value))):  # fmt: skip
+                wanted = "a list of strings" if kind is list else "a string"
+                raise TranslateError(f'{name} line {number}: "{field_name}" must be {wanted}')
+        yield {field_name: record.get(field_name) for field_name in INPUT_FIELDS}
+
+
 def translate_lines(
     translator: Translator,
     lines: Iterable[str],
@@ -423,15 +452,23 @@ def translate_lines(
     progress: Callable[[int], None] | None = None,
     on_truncated_lines: Callable[[list[int]], None] | None = None,
     hypotheses: bool = False,
+    prefixes: Iterable[str | None] | None = None,
     **options,
 ) -> Iterator[str] | Iterator[list[Translation]]:
     """One translation per line, in order, reading `buffer_lines` lines at a time (length batching works within a
     buffer). `on_truncated_lines` gets 1-based line numbers; `options` go to `Translator.translate`, or, with
-    `hypotheses=True`, to `Translator.translate_hypotheses` (then each line gives its list of `Translation`s)."""
+    `hypotheses=True`, to `Translator.translate_hypotheses` (then each line gives its list of `Translation`s).
+    `prefixes`: one per line, read along with the lines; fewer or more of them than lines is a `TranslateError`."""
     translate = translator.translate_hypotheses if hypotheses else translator.translate
     lines = iter(lines)
+    prefixes = None if prefixes is None else iter(prefixes)
     first_line = 1
     while chunk := list(itertools.islice(lines, buffer_lines)):
+        if prefixes is not None:
+            options["prefixes"] = list(itertools.islice(prefixes, len(chunk)))
+            if len(options["prefixes"]) < len(chunk):
+                raise TranslateError(f"the prefixes end after line {first_line + len(options['prefixes']) - 1} but "
+                                     "the input goes on: give one prefix line per input line (an empty line for none)")  # fmt: skip
 
         def on_truncated(indices: list[int], first_line: int = first_line) -> None:
             if on_truncated_lines is not None:
@@ -443,3 +480,6 @@ def translate_lines(
 
         yield from translate(chunk, progress=progress, on_truncated=on_truncated, **options)
         first_line += len(chunk)
+    if prefixes is not None and next(prefixes, None) is not None:
+        raise TranslateError(f"there are more prefix lines than the {first_line - 1} input lines: give one prefix "
+                             "line per input line")  # fmt: skip
