@@ -134,7 +134,7 @@ def test_prefix_file_and_jsonl_field_give_the_same_translations(model_folder, tr
     "case, message",
     [
         ("fewer", "the prefixes end after line 1"),
-        ("more", "more prefix lines than the 2 input lines"),
+        ("more", "more lines of prefixes than the 2 input lines"),
         ("too_long", "does not fit max_new_tokens=3"),
         ("jsonl_and_file", "do not go together"),
         ("bad_json", 'has no "text" string'),

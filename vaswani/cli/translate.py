@@ -89,9 +89,15 @@ TRANSLATE_OPTIONS = {
         help="target prefixes, one line per input line (an empty line for none): each translation starts with its "
              "line's prefix and continues it, also inside a word",
     ),
+    "--constraints": dict(
+        type=Path, metavar="FILE",
+        help="target phrases that must appear in the translation (terminology), one line per input line, phrases "
+             "separated by ' ||| ' (an empty line for none); PyTorch only",
+    ),
     "--input_format": dict(
         choices=INPUT_FORMATS, default="text",
-        help='text (one sentence per line) or jsonl (one JSON object per line: {"text": ..., "prefix": ...})',
+        help='text (one sentence per line) or jsonl (one JSON object per line: {"text": ..., "prefix": ..., '
+             '"constraints": [...]})',
     ),
     "--format": dict(
         choices=OUTPUT_FORMATS, default="text",
@@ -116,14 +122,14 @@ def run(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
     from transformers.utils import logging as hf_logging
 
-    for path, flag in ((args.input, "input"), (args.prefix, "--prefix")):
+    for path, flag in ((args.input, "input"), (args.prefix, "--prefix"), (args.constraints, "--constraints")):
         if path is not None and not path.is_file():
             raise UsageError(f"no such {flag} file: {path}")
-    if args.prefix is not None and args.input_format == "jsonl":
-        raise UsageError('--prefix FILE and --input_format jsonl do not go together: put a "prefix" field in the '
-                         "JSON objects, or give text input")  # fmt: skip
+        if path is not None and flag != "input" and args.input_format == "jsonl":
+            raise UsageError(f"{flag} FILE and --input_format jsonl do not go together: put a "
+                             f'"{flag[2:]}" field in the JSON objects, or give text input')  # fmt: skip
     for model in args.model:
-        check_output_file(args.output, inputs=[args.input, args.prefix], model=model)
+        check_output_file(args.output, inputs=[args.input, args.prefix, args.constraints], model=model)
     hf_logging.disable_progress_bar()  # no "Loading weights" bar: the progress bar on stderr is ours
     if args.threads is not None:
         import torch
@@ -148,24 +154,29 @@ def run(args: argparse.Namespace) -> int:
                    "truncated (see --max_source_length)")  # fmt: skip
         tqdm.write(message, file=sys.stderr)
 
+    def warn_unmet(line: int, phrases: list[str]) -> None:
+        tqdm.write(f"warning: the translation of line {line} lacks the constraint(s) {', '.join(map(repr, phrases))}"
+                   " (the output length did not allow them; see --max_new_tokens)", file=sys.stderr)  # fmt: skip
+
     # The input is decoded line by line (an error names the line); the output goes to a temporary file renamed
     # when complete, so an error or a kill never leaves a half-written --output.
     try:
-        _translate_stream(args, translator, bar, warn_truncated, output)
+        _translate_stream(args, translator, bar, warn_truncated, warn_unmet, output)
     finally:
         bar.close()  # first, so that an `error: ...` starts a line of its own
     return 0
 
 
-def _translate_stream(args: argparse.Namespace, translator, bar, warn_truncated, output) -> None:
+def _translate_stream(args: argparse.Namespace, translator, bar, warn_truncated, warn_unmet, output) -> None:
     """Translate the input line by line into the output: plain lines, or `output`'s lines (n-best, scores, ...)."""
     with _open_input(args.input) as source, _open_input_file(args.prefix) as prefix_file, \
-            _open_output(args.output) as sink:  # fmt: skip
-        lines, prefixes = _requests(args, source, prefix_file)
+            _open_input_file(args.constraints) as constraints_file, _open_output(args.output) as sink:  # fmt: skip
+        lines, requests = _requests(args, source, prefix_file, constraints_file)
         translations = translate_lines(
             translator,
             lines,
-            prefixes=prefixes,
+            **requests,
+            on_unmet_line=warn_unmet,
             buffer_lines=args.buffer_lines,
             progress=bar.update,
             on_truncated_lines=warn_truncated,
@@ -185,15 +196,21 @@ def _translate_stream(args: argparse.Namespace, translator, bar, warn_truncated,
                 sink.write(one_line(translation) + "\n")
 
 
-def _requests(args: argparse.Namespace, source, prefix_file) -> tuple[Iterator[str], Iterator[str | None] | None]:
-    """The sentences and their prefixes (None when there are none): from text lines and `--prefix FILE`, or from
-    the objects of JSON-lines input (`--input_format jsonl`)."""
+def _requests(args: argparse.Namespace, source, prefix_file, constraints_file) -> tuple[Iterator[str], dict]:
+    """The sentences, and `translate_lines`' `prefixes` and `constraints` streams where there are any: from text
+    lines with `--prefix FILE` and `--constraints FILE`, or from the objects of JSON-lines input."""
     name = str(args.input or "stdin")
     if args.input_format == "jsonl":
-        first, second = itertools.tee(read_jsonl_requests(read_lines(source, name=name), name=name))
-        return (request["text"] for request in first), (request["prefix"] for request in second)
-    prefixes = None if prefix_file is None else read_lines(prefix_file, name=str(args.prefix))
-    return read_lines(source, name=name), prefixes
+        texts, prefixes, constraints = itertools.tee(read_jsonl_requests(read_lines(source, name=name), name=name), 3)
+        return (r["text"] for r in texts), {"prefixes": (r["prefix"] for r in prefixes),
+                                            "constraints": (r["constraints"] for r in constraints)}  # fmt: skip
+    requests = {}
+    if prefix_file is not None:
+        requests["prefixes"] = read_lines(prefix_file, name=str(args.prefix))
+    if constraints_file is not None:
+        lines = read_lines(constraints_file, name=str(args.constraints))
+        requests["constraints"] = (line.split(" ||| ") if line else [] for line in lines)
+    return read_lines(source, name=name), requests
 
 
 @contextmanager

@@ -40,6 +40,10 @@ from vaswani.export.ctranslate2 import import_ctranslate2
 logger = logging.getLogger(__name__)
 
 BACKENDS = ("auto", "torch", "ctranslate2")
+CT2_NO_CONSTRAINTS = (
+    "CTranslate2 has no lexically constrained decoding, and a constraint is never ignored: translate with the PyTorch "
+    "model folder the export was made from (--model DIR --backend torch)"
+)
 WORD_START = "\u2581"  # "▁": the tokenizer's word-boundary mark (SentencePiece style)
 
 
@@ -83,12 +87,16 @@ class TorchEngine:
     def generate(self, sources: list[list[int]], *, num_beams: int = 4, length_penalty: float = 0.6,
                  max_new_tokens: int | None = None, paper_decoding: bool = False, num_hypotheses: int = 1,
                  return_scores: bool = False, return_attention: bool = False,
-                 prefixes: list[list[int]] | None = None) -> list[list[Hypothesis]]:  # fmt: skip
+                 prefixes: list[list[int]] | None = None,
+                 constraints: list[list[list[int]]] | None = None) -> list[list[Hypothesis]]:  # fmt: skip
         import torch
 
         input_ids, attention_mask = self._pad(sources)
         with torch.inference_mode(), self._autocast():
-            if prefixes is None and len(self.models) == 1:  # today's path: `generate()`
+            if constraints is not None:  # lexically constrained decoding (vaswani.inference.constraints)
+                output_ids = self._constrained(input_ids, attention_mask, num_beams, length_penalty, max_new_tokens,
+                                               paper_decoding, num_hypotheses, constraints, prefixes)  # fmt: skip
+            elif prefixes is None and len(self.models) == 1:  # today's path: `generate()`
                 output_ids = self.model.generate(
                     input_ids=input_ids, attention_mask=attention_mask, num_beams=num_beams,
                     length_penalty=length_penalty, paper_decoding=paper_decoding, num_return_sequences=num_hypotheses,
@@ -140,6 +148,29 @@ class TorchEngine:
             paper_decoding=paper_decoding, num_return=num_hypotheses, start_id=config.decoder_start_token_id,
             eos_id=config.eos_token_id, pad_id=config.pad_token_id, min_new_tokens=generation.min_new_tokens or 0,
             suppress_ids=[words[0] for words in bad_words], prefix=prefix,
+        )  # fmt: skip
+
+    def _constrained(self, input_ids, attention_mask, num_beams, length_penalty, max_new_tokens, paper_decoding,
+                     num_hypotheses, constraints, prefixes):  # fmt: skip
+        """`vaswani.inference.constraints.constrained_beam_search` over the models' averaged log-probabilities:
+        (B * n, 1 + T) like `generate()`. Prefixes and constraints together are refused."""
+        # start-up: the command line's parser imports this module; the search (torch) loads only to translate
+        from vaswani.inference.constraints import constrained_beam_search
+        from vaswani.inference.search import EnsembleStep  # start-up: as above
+
+        if prefixes is not None:
+            raise TranslateError("constraints and prefixes cannot be combined yet: give one or the other per run")
+        config, generation = self.model.config, self.model.generation_config
+        caps = self._caps(attention_mask.sum(-1), max_new_tokens, paper_decoding)  # (B,)
+        bad_words = generation.bad_words_ids or []
+        if any(len(words) != 1 for words in bad_words):
+            raise TranslateError("bad_words_ids of more than one token are not supported with constraints")
+        step = EnsembleStep(self.models, input_ids, attention_mask, num_beams)
+        return constrained_beam_search(
+            step, caps.to(self.device), [phrases or [] for phrases in constraints], num_beams=num_beams,
+            length_penalty=length_penalty, paper_decoding=paper_decoding, num_return=num_hypotheses,
+            start_id=config.decoder_start_token_id, eos_id=config.eos_token_id, pad_id=config.pad_token_id,
+            min_new_tokens=generation.min_new_tokens or 0, suppress_ids=[words[0] for words in bad_words],
         )  # fmt: skip
 
     def _caps(self, source_lengths, max_new_tokens: int | None, paper_decoding: bool):
@@ -318,7 +349,10 @@ class CTranslate2Engine:
     def generate(self, sources: list[list[int]], *, num_beams: int = 4, length_penalty: float = 0.6,
                  max_new_tokens: int | None = None, paper_decoding: bool = False, num_hypotheses: int = 1,
                  return_scores: bool = False, return_attention: bool = False,
-                 prefixes: list[list[int]] | None = None) -> list[list[Hypothesis]]:  # fmt: skip
+                 prefixes: list[list[int]] | None = None,
+                 constraints: list[list[list[int]]] | None = None) -> list[list[Hypothesis]]:  # fmt: skip
+        if constraints is not None:
+            raise TranslateError(CT2_NO_CONSTRAINTS)
         longest = max(len(ids) for ids in sources)
         if longest > self.positions:
             raise TranslateError(

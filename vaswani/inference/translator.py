@@ -36,7 +36,7 @@ from vaswani.constants import EXPORT_INFO_FILE
 from vaswani.devices import resolve_device
 from vaswani.errors import TranslateError
 from vaswani.export.ctranslate2 import RUNS_WITH, is_ctranslate2_folder
-from vaswani.inference.engines import BACKENDS, CTranslate2Engine, TorchEngine, hard_alignment
+from vaswani.inference.engines import BACKENDS, CT2_NO_CONSTRAINTS, CTranslate2Engine, TorchEngine, hard_alignment
 from vaswani.model_folder import check_model_folder, load_model_folder, load_tokenizer
 
 if TYPE_CHECKING:
@@ -235,6 +235,8 @@ class Translator:
         progress: Callable[[int], None] | None = None,
         on_truncated: Callable[[list[int]], None] | None = None,
         prefixes: Sequence[str | None] | None = None,
+        constraints: Sequence[Sequence[str] | None] | None = None,
+        on_unmet: Callable[[int, list[str]], None] | None = None,
     ) -> list[list[Translation]]:
         """The `nbest` best translations of each sentence (best first; an empty list for a blank sentence), with
         their scores (`scores`) and word alignments (`alignment`): see `vaswani.inference.engines` for what they are.
@@ -242,6 +244,11 @@ class Translator:
         `prefixes`: one per sentence (None or "" for none): each translation of that sentence starts with it and
         continues from it, also inside a word ("Die Kat" may go on as "Die Katze"); its score counts the prefix's
         tokens too. A blank sentence still translates to nothing.
+
+        `constraints`: one list of target phrases per sentence (None or [] for none): each phrase appears in the
+        translation (lexically constrained decoding, `vaswani.inference.constraints`; PyTorch only). Where the output
+        length does not allow it, the sentence still gets a translation and `on_unmet(index, phrases)` gets the
+        phrases its best translation lacks (default: a logged warning).
 
         `progress(n)` is called as n more sentences are done; `on_truncated(indices)` gets the (0-based) indices of
         the sentences that were truncated to `max_source_length` (default: a logged warning)."""
@@ -258,10 +265,15 @@ class Translator:
             return results
         sources = self._encode([sentences[index] for index in todo], todo, on_truncated)
         prefix_ids = self._encode_prefixes(prefixes, len(sentences), max_new_tokens)
+        constraint_ids = self._encode_constraints(constraints, len(sentences))
         for batch in self._batches(sources, batch_tokens):
-            batch_prefixes = None if prefix_ids is None else [prefix_ids[index] for index in batch]
+            extra = {}
+            if prefix_ids is not None:
+                extra["prefixes"] = [prefix_ids[index] for index in batch]
+            if constraint_ids is not None:
+                extra["constraints"] = [constraint_ids[index] for index in batch]
             outputs = self._generate([sources[index] for index in batch], num_beams, length_penalty, max_new_tokens,
-                                     paper_decoding, nbest, scores, alignment, batch_prefixes)  # fmt: skip
+                                     paper_decoding, nbest, scores, alignment, **extra)  # fmt: skip
             for index, hypotheses in zip(batch, outputs, strict=True):
                 source_tokens = self.tokenizer.convert_ids_to_tokens(sources[index][:-1])  # without EOS
                 for hypothesis in hypotheses:
@@ -271,6 +283,8 @@ class Translator:
                         target_tokens = self.tokenizer.convert_ids_to_tokens(hypothesis.ids)
                         words = hard_alignment(source_tokens, target_tokens, hypothesis.attention)
                     results[index].append(Translation(text, hypothesis.score, words))
+                if constraint_ids is not None and constraints[index]:
+                    _check_constraints(index, constraints[index], results[index][0].text, on_unmet)
             if progress is not None:
                 progress(len(batch))
         return results
@@ -324,14 +338,41 @@ class Translator:
     def _generate(
         self, sources: list[list[int]], num_beams: int, length_penalty: float, max_new_tokens: int | None,
         paper_decoding: bool, nbest: int = 1, scores: bool = False, alignment: bool = False,
-        prefixes: list[list[int] | None] | None = None,
+        **requests,
     ) -> list[list[Hypothesis]]:  # fmt: skip
-        """Decode one batch of token-id lists with the engine (PyTorch or CTranslate2)."""
+        """Decode one batch of token-id lists with the engine (PyTorch or CTranslate2); `requests`: `prefixes` and
+        `constraints` of the batch's sentences, as token ids."""
         return self.engine.generate(
             sources, num_beams=num_beams, length_penalty=length_penalty, max_new_tokens=max_new_tokens,
             paper_decoding=paper_decoding, num_hypotheses=nbest, return_scores=scores, return_attention=alignment,
-            **({"prefixes": prefixes} if prefixes is not None else {}),
+            **requests,
         )  # fmt: skip
+
+    def _encode_constraints(
+        self, constraints: Sequence[Sequence[str] | None] | None, count: int
+    ) -> list[list[list[int]]] | None:
+        """The token ids of each sentence's phrases (each tokenized as a word of running text), or None when no
+        sentence has any. A list of the wrong length or an empty phrase is a `TranslateError`; so are constraints
+        on a CTranslate2 folder (CTranslate2 cannot decode with them, and a constraint is never ignored)."""
+        if constraints is None:
+            return None
+        if len(constraints) != count:
+            raise TranslateError(f"{len(constraints)} constraint lists for {count} sentences: give one per sentence "
+                                 "(an empty one for none)")  # fmt: skip
+        encoded = []
+        for number, phrases in enumerate(constraints, 1):
+            if isinstance(phrases, str):
+                raise TranslateError(f"the constraints of sentence {number} are a string: give a list of phrases")
+            for phrase in phrases or []:
+                if not phrase.strip():
+                    raise TranslateError(f"sentence {number} has an empty constraint: every phrase needs text "
+                                         "(separate phrases with ' ||| ' and leave an empty line for none)")  # fmt: skip
+            encoded.append([self.tokenizer(p.strip(), add_special_tokens=False)["input_ids"] for p in phrases or []])
+        if not any(encoded):
+            return None
+        if self.backend == "ctranslate2":
+            raise TranslateError(CT2_NO_CONSTRAINTS)
+        return encoded
 
     def score(
         self,
@@ -396,6 +437,19 @@ class Translator:
             yield batch
 
 
+def _check_constraints(index: int, phrases: Sequence[str], text: str, on_unmet) -> None:
+    """Each phrase must appear in the detokenized translation; the missing ones go to `on_unmet(index, phrases)`
+    (default: a logged warning)."""
+    missing = [phrase.strip() for phrase in phrases if phrase.strip() not in text]
+    if not missing:
+        return
+    if on_unmet is not None:
+        on_unmet(index, missing)
+    else:
+        logger.warning("The translation of sentence %d lacks the constraint(s) %s (the output length did not allow "
+                       "them).", index + 1, ", ".join(map(repr, missing)))  # fmt: skip
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Streaming lines (the command line)
 # ----------------------------------------------------------------------------------------------------------------
@@ -451,24 +505,29 @@ def translate_lines(
     buffer_lines: int = 10000,
     progress: Callable[[int], None] | None = None,
     on_truncated_lines: Callable[[list[int]], None] | None = None,
+    on_unmet_line: Callable[[int, list[str]], None] | None = None,
     hypotheses: bool = False,
     prefixes: Iterable[str | None] | None = None,
+    constraints: Iterable[list[str] | None] | None = None,
     **options,
 ) -> Iterator[str] | Iterator[list[Translation]]:
     """One translation per line, in order, reading `buffer_lines` lines at a time (length batching works within a
-    buffer). `on_truncated_lines` gets 1-based line numbers; `options` go to `Translator.translate`, or, with
-    `hypotheses=True`, to `Translator.translate_hypotheses` (then each line gives its list of `Translation`s).
-    `prefixes`: one per line, read along with the lines; fewer or more of them than lines is a `TranslateError`."""
+    buffer). `on_truncated_lines` gets 1-based line numbers, `on_unmet_line(line, phrases)` a 1-based line number
+    and the constraints its translation lacks; `options` go to `Translator.translate`, or, with `hypotheses=True`,
+    to `Translator.translate_hypotheses` (then each line gives its list of `Translation`s). `prefixes` and
+    `constraints` (lists of phrases): one per line, read along with the lines; fewer or more of them than lines is a
+    `TranslateError`."""
     translate = translator.translate_hypotheses if hypotheses else translator.translate
     lines = iter(lines)
-    prefixes = None if prefixes is None else iter(prefixes)
+    requests = {name: iter(stream) for name, stream in (("prefixes", prefixes), ("constraints", constraints))
+                if stream is not None}  # fmt: skip
     first_line = 1
     while chunk := list(itertools.islice(lines, buffer_lines)):
-        if prefixes is not None:
-            options["prefixes"] = list(itertools.islice(prefixes, len(chunk)))
-            if len(options["prefixes"]) < len(chunk):
-                raise TranslateError(f"the prefixes end after line {first_line + len(options['prefixes']) - 1} but "
-                                     "the input goes on: give one prefix line per input line (an empty line for none)")  # fmt: skip
+        for name, stream in requests.items():
+            options[name] = list(itertools.islice(stream, len(chunk)))
+            if len(options[name]) < len(chunk):
+                raise TranslateError(f"the {name} end after line {first_line + len(options[name]) - 1} but the input "
+                                     f"goes on: give one line of {name} per input line (an empty line for none)")  # fmt: skip
 
         def on_truncated(indices: list[int], first_line: int = first_line) -> None:
             if on_truncated_lines is not None:
@@ -478,8 +537,18 @@ def translate_lines(
                     "Lines %s were truncated (max_source_length).", ", ".join(str(first_line + i) for i in indices)
                 )
 
+        def on_unmet(index: int, phrases: list[str], first_line: int = first_line) -> None:
+            if on_unmet_line is not None:
+                on_unmet_line(first_line + index, phrases)
+            else:
+                logger.warning("The translation of line %d lacks the constraint(s) %s.", first_line + index,
+                               ", ".join(map(repr, phrases)))  # fmt: skip
+
+        if "constraints" in requests:
+            options["on_unmet"] = on_unmet
         yield from translate(chunk, progress=progress, on_truncated=on_truncated, **options)
         first_line += len(chunk)
-    if prefixes is not None and next(prefixes, None) is not None:
-        raise TranslateError(f"there are more prefix lines than the {first_line - 1} input lines: give one prefix "
-                             "line per input line")  # fmt: skip
+    for name, stream in requests.items():
+        if next(stream, None) is not None:
+            raise TranslateError(f"there are more lines of {name} than the {first_line - 1} input lines: give one "
+                                 f"line of {name} per input line")  # fmt: skip
