@@ -6,6 +6,13 @@ line numbers. The engine is `vaswani.inference` (translator.py, engines.py); `--
 and `--format jsonl` print n-best lists, model scores and word alignments in the formats of
 `vaswani.inference.outputs`. `--backend` picks PyTorch or CTranslate2 (by default: CTranslate2 for an exported folder),
 `--dtype` the compute type.
+
+Decoding for production (docs/translation.md): `--prefix FILE` (one target prefix per input line), `--constraints
+FILE` (target phrases that must appear, ` ||| `-separated, one line per input line), `--input_format jsonl` (objects
+with "text" and optional "prefix" / "constraints" fields), and `--model A --model B ...` (an ensemble). A prefix or
+constraint file with fewer or more lines than the input, an empty phrase, a prefix that does not fit
+`--max_new_tokens`, constraints or an ensemble on a CTranslate2 folder, or models with different tokenizers are an
+`error:`; a line whose constraints do not fit its output length is translated with a warning naming them.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ Sockeye 1-2 and, with Hu et al. 2019's vectorised bookkeeping, fairseq's `--cons
   constraint tokens they have produced, and banks take turns (most constraint tokens first), each giving its next
   best candidate, until K are chosen: hypotheses that meet constraints early compete with each other, not with
   unconstrained ones that score higher for now;
-- EOS ends a hypothesis only once all its constraints are met; at a sentence's cap only EOS may follow, so a
+- EOS ends a hypothesis only once all its constraints are met (and, as in beam search, when it is among the
+  candidates); at a sentence's cap only EOS may follow, so a
   sentence whose constraints do not fit still gets a translation (ranked after those that meet all constraints; the
   caller warns).
 
@@ -174,9 +175,13 @@ def constrained_beam_search(
 
 
 def _step_sentence(beams, candidates, eos_scores, finished, at_cap, eos_id, penalty, num_beams) -> list:
-    """One sentence's step: live beams that may end (all constraints met, or at the cap) join `finished`; the next
-    live beams are chosen from the other candidates by `allocate`. Returns (score, beam, token, state) tuples."""
-    for k, (tokens, _, state) in enumerate(beams):
+    """One sentence's step: the EOS candidates of live beams that have met all their constraints join `finished`
+    (as in beam search, EOS must be among the candidates: the K best extensions or its beam's best); at the cap every
+    live beam ends there. The next live beams are chosen from the other candidates by `allocate`. Returns (score,
+    beam, token, state) tuples."""
+    ending = range(len(beams)) if at_cap else [k for (k, w) in candidates if w == eos_id and k < len(beams)]
+    for k in ending:
+        tokens, _, state = beams[k]
         score = eos_scores[k]
         if score != float("-inf") and (state.all_met or at_cap):
             finished.append(((state.all_met, score / penalty), [*tokens, eos_id]))
