@@ -237,7 +237,7 @@ def exported(model_folder, tmp_path_factory):
     return {q: export_ctranslate2(model_folder, root / q, quantization=q) for q in ("float32", "int8")}
 
 
-def test_ctranslate2_prefix_is_generate_with_the_prefix_forced_as_decoder_input(exported):
+def test_ctranslate2_prefix_is_generate_with_the_prefix_forced_as_decoder_input(exported, model_folder):
     """CTranslate2's `target_prefix` forces the prefix's own subwords: the reference is `generate()` with the
     decoder input [start] + the prefix's ids, greedy and beam 4."""
     model, tokenizer = trained_model_and_tokenizer()
@@ -254,6 +254,11 @@ def test_ctranslate2_prefix_is_generate_with_the_prefix_forced_as_decoder_input(
                                        num_beams=num_beams, early_stopping=True)  # fmt: skip
             assert output == tokenizer.decode(reference[0], skip_special_tokens=True)
             assert output.startswith(prefix)
+    # --scores with a prefix: the whole output's score (CTranslate2 leaves the prefix out; score_batch puts it in)
+    hypotheses = ct2.translate_hypotheses(SOURCES, scores=True, prefixes=prefixes)
+    texts = [h[0].text for h in hypotheses]
+    expected = [r.score for r in Translator(model_folder, device="cpu").score(SOURCES, texts)]
+    assert [h[0].score for h in hypotheses] == pytest.approx(expected, abs=1e-4)
 
 
 def test_ctranslate2_scores_equal_pytorch_within_float_tolerance(exported, translator):

@@ -402,7 +402,18 @@ class CTranslate2Engine:
             batches.append(hypotheses)
         if return_attention and num_beams > 1:
             self._forced_attention(sources, batches)
+        if return_scores and prefixes is not None:
+            self._whole_output_scores(sources, batches, length_penalty)
         return batches
+
+    def _whole_output_scores(self, sources: list[list[int]], batches: list[list[Hypothesis]], alpha: float) -> None:
+        """With `target_prefix`, CTranslate2's scores leave the prefix's tokens out; the score of the whole output
+        (prefix included, as the PyTorch engine and `vaswani score` give it) comes from `score_batch`."""
+        eos = self.tokenizer.eos_token_id
+        pairs = [(i, hypothesis) for i, hypotheses in enumerate(batches) for hypothesis in hypotheses]
+        log_probs = self.score([sources[i] for i, _ in pairs], [[*h.ids, eos] for _, h in pairs])
+        for (_, hypothesis), values in zip(pairs, log_probs, strict=True):
+            hypothesis.score = sum(values) / len(values) ** alpha
 
     def score(self, sources: list[list[int]], targets: list[list[int]]) -> list[list[float]]:
         """The log-probability of each target token (its ids, ending with EOS) given its source, from CTranslate2's
