@@ -357,3 +357,14 @@ def test_ensembles_refuse_ctranslate2_folders(model_folder, exported, tmp_path, 
     assert run_cli("translate", "--model", str(model_folder), "--model", str(exported["float32"]),
                    "--input", str(source)) == 2  # fmt: skip
     assert "ensembles run on PyTorch only" in capsys.readouterr().err
+
+
+def test_an_ensemble_scores_with_the_mean_of_its_members_log_probabilities(tmp_path):
+    save_random_model(tmp_path / "a", 1), save_random_model(tmp_path / "b", 2)
+    targets = TARGETS[:2] + ["ein Hund", ""]
+    ensemble = Translator([tmp_path / "a", tmp_path / "b"], device="cpu").score(SOURCES, targets)
+    members = [Translator(tmp_path / name, device="cpu").score(SOURCES, targets) for name in ("a", "b")]
+    for ours, a, b in zip(ensemble, *members, strict=True):
+        mean = [(x + y) / 2 for x, y in zip(a.token_log_probs, b.token_log_probs, strict=True)]
+        assert ours.token_log_probs == pytest.approx(mean, abs=1e-5)
+        assert a.token_log_probs != pytest.approx(b.token_log_probs, abs=1e-3)
