@@ -12,7 +12,6 @@ from test_decoding import SOURCES, write_lines
 from test_pipeline import one_torch_thread  # noqa: F401  (an autouse fixture)
 
 from vaswani.cli import main
-from vaswani.errors import TranslateError
 from vaswani.inference.constraints import ConstraintState, allocate, constrained_beam_search
 from vaswani.inference.search import EnsembleStep
 from vaswani.inference.translator import Translation, Translator
@@ -202,6 +201,14 @@ def test_bad_constraints_are_a_one_line_error(model_folder, tmp_path, capsys, ca
     assert not (tmp_path / "out.txt").exists()
 
 
-def test_constraints_and_prefixes_together_are_refused(translator):
-    with pytest.raises(TranslateError, match="constraints and prefixes cannot be combined"):
-        translator.translate(SOURCES[:1], prefixes=["ein"], constraints=[["Hund"]])
+def test_constraints_and_a_prefix_together(translator):
+    """The output starts with the prefix and holds the phrases; a phrase inside the prefix counts as met."""
+    prefixes = ["ein Hu", "das Wetter ist ", "wir"]
+    constraints = [["Park"], ["Buch"], ["lesen"]]
+    outputs = translator.translate_hypotheses(SOURCES[1:], num_beams=4, nbest=2, prefixes=prefixes,
+                                              constraints=constraints)  # fmt: skip
+    for hypotheses, prefix, phrases in zip(outputs, prefixes, constraints, strict=True):
+        for hypothesis in hypotheses:
+            assert hypothesis.text.startswith(prefix) and all(p in hypothesis.text for p in phrases), hypothesis
+    inside = translator.translate([SOURCES[1]], prefixes=["ein Hund"], constraints=[["Hund"]])
+    assert inside == translator.translate([SOURCES[1]], prefixes=["ein Hund"])

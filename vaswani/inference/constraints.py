@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import torch
 
-from vaswani.inference.search import EnsembleStep, length_penalty_function
+from vaswani.inference.search import EnsembleStep, PrefixForcing, length_penalty_function
 
 
 @dataclass(frozen=True)
@@ -114,9 +114,12 @@ def constrained_beam_search(
     pad_id: int,
     min_new_tokens: int = 1,
     suppress_ids: list[int] | tuple = (),
+    prefix: PrefixForcing | None = None,
 ) -> torch.Tensor:
     """Beam search with each sentence's `constraints` (phrases as token ids; [] for none), capped at caps[b] output
-    tokens (EOS included). Returns (B * num_return, 1 + T) token ids, best first per sentence, like `beam_search`."""
+    tokens (EOS included), starting with the `prefix` of `vaswani.inference.search` where given (a phrase the
+    prefix holds counts as met). Returns (B * num_return, 1 + T) token ids, best first per sentence, like
+    `beam_search`."""
     batch_size, device = caps.shape[0], caps.device
     penalty = length_penalty_function(length_penalty, paper_decoding)
     caps_list = caps.tolist()
@@ -133,6 +136,8 @@ def constrained_beam_search(
             log_probs[..., list(suppress_ids)] = float("-inf")
         if length <= min_new_tokens:
             log_probs[..., eos_id] = float("-inf")
+        if prefix is not None:
+            log_probs = prefix.mask(index, log_probs)
         # (B, K, V); the padding rows of a sentence with fewer than K live beams get -inf
         live = torch.tensor([[row[1] if k < len(beams[b]) else float("-inf") for k, row in enumerate(sentence)]
                              for b, sentence in enumerate(rows)], device=device)  # fmt: skip
@@ -169,6 +174,9 @@ def constrained_beam_search(
                                                            num_beams, length_penalty)  # fmt: skip
         offsets = torch.arange(batch_size, device=device).repeat_interleave(num_beams) * num_beams
         step.reorder(torch.tensor(origin, device=device) + offsets)
+        if prefix is not None:
+            shape = (batch_size, num_beams)
+            prefix.advance(index, torch.tensor(origin).view(shape), torch.tensor(chosen_tokens).view(shape))
         if all(done):
             break
     return _output(finished, num_return, start_id, pad_id, device)

@@ -1,7 +1,13 @@
 """The two decoding engines behind `vaswani translate`: PyTorch (`generate()`) and CTranslate2, with one interface.
 
     engine.generate(sources, num_beams=4, length_penalty=0.6, max_new_tokens=None, paper_decoding=False,
-                    num_hypotheses=1, return_scores=False, return_attention=False) -> list[list[Hypothesis]]
+                    num_hypotheses=1, return_scores=False, return_attention=False, prefixes=None,
+                    constraints=None) -> list[list[Hypothesis]]
+    engine.score(sources, targets) -> list[list[float]]      # teacher-forced log-probability of each target token
+
+PyTorch decodes with `generate()`, except for target prefixes, constraints and ensembles (several models, their
+log-probabilities averaged), which run our own beam search (`vaswani.inference.search`, `.constraints`).
+CTranslate2 forces prefixes with its `target_prefix` and scores with `score_batch`; it refuses constraints.
 
 `sources` are token-id lists that end with EOS (as the tokenizer makes them); each sentence gets `num_hypotheses`
 hypotheses, best first. What a hypothesis holds:
@@ -93,18 +99,15 @@ class TorchEngine:
 
         input_ids, attention_mask = self._pad(sources)
         with torch.inference_mode(), self._autocast():
-            if constraints is not None:  # lexically constrained decoding (vaswani.inference.constraints)
-                output_ids = self._constrained(input_ids, attention_mask, num_beams, length_penalty, max_new_tokens,
-                                               paper_decoding, num_hypotheses, constraints, prefixes)  # fmt: skip
-            elif prefixes is None and len(self.models) == 1:  # today's path: `generate()`
+            if prefixes is None and constraints is None and len(self.models) == 1:  # today's path: `generate()`
                 output_ids = self.model.generate(
                     input_ids=input_ids, attention_mask=attention_mask, num_beams=num_beams,
                     length_penalty=length_penalty, paper_decoding=paper_decoding, num_return_sequences=num_hypotheses,
                     **self._length_limit(input_ids.shape[1], max_new_tokens, paper_decoding),
                 )  # fmt: skip  # (B * n, T)
-            else:  # prefixes or an ensemble: our own beam search (vaswani.inference.search)
+            else:  # prefixes, constraints or an ensemble: our own beam search
                 output_ids = self._search(input_ids, attention_mask, num_beams, length_penalty, max_new_tokens,
-                                          paper_decoding, num_hypotheses, prefixes)  # fmt: skip
+                                          paper_decoding, num_hypotheses, prefixes, constraints)  # fmt: skip
             scores = attention = None
             if return_scores or return_attention:
                 scores, attention = self._rescore(input_ids, attention_mask, output_ids, num_hypotheses,
@@ -123,12 +126,13 @@ class TorchEngine:
         return [hypotheses[i : i + num_hypotheses] for i in range(0, len(hypotheses), num_hypotheses)]
 
     def _search(self, input_ids, attention_mask, num_beams, length_penalty, max_new_tokens, paper_decoding,
-                num_hypotheses, prefixes):  # fmt: skip
-        """`vaswani.inference.search.beam_search` over the models' averaged log-probabilities, each sentence starting
-        with its prefix (token ids, or None): (B * n, 1 + T) like `generate()`."""
-
+                num_hypotheses, prefixes, constraints=None):  # fmt: skip
+        """Our own beam search over the models' averaged log-probabilities (`vaswani.inference.search`), each sentence
+        starting with its prefix (token ids, or None) and, with `constraints` (phrases as token ids per sentence),
+        lexically constrained (`vaswani.inference.constraints`): (B * n, 1 + T) like `generate()`."""
         # start-up: the command line's parser imports this module; the search (torch) loads only to translate
-        from vaswani.inference.search import EnsembleStep, PrefixForcing, beam_search, split_prefix
+        from vaswani.inference.constraints import constrained_beam_search
+        from vaswani.inference.search import EnsembleStep, PrefixForcing, beam_search, split_prefix  # start-up: ditto
 
         config, generation = self.model.config, self.model.generation_config
         caps = self._caps(attention_mask.sum(-1), max_new_tokens, paper_decoding)  # (B,)
@@ -141,37 +145,19 @@ class TorchEngine:
             caps = self._prefix_caps(caps, prefix.min_lengths(), [len(ids or []) for ids in prefixes], max_new_tokens)
         bad_words = generation.bad_words_ids or []
         if any(len(words) != 1 for words in bad_words):
-            raise TranslateError("bad_words_ids of more than one token are not supported with prefixes or ensembles")
+            raise TranslateError("bad_words_ids of more than one token are not supported with prefixes, constraints "
+                                 "or ensembles")  # fmt: skip
         step = EnsembleStep(self.models, input_ids, attention_mask, num_beams)
-        return beam_search(
-            step, caps.to(self.device), num_beams=num_beams, length_penalty=length_penalty,
-            paper_decoding=paper_decoding, num_return=num_hypotheses, start_id=config.decoder_start_token_id,
-            eos_id=config.eos_token_id, pad_id=config.pad_token_id, min_new_tokens=generation.min_new_tokens or 0,
+        options = dict(
+            num_beams=num_beams, length_penalty=length_penalty, paper_decoding=paper_decoding,
+            num_return=num_hypotheses, start_id=config.decoder_start_token_id, eos_id=config.eos_token_id,
+            pad_id=config.pad_token_id, min_new_tokens=generation.min_new_tokens or 0,
             suppress_ids=[words[0] for words in bad_words], prefix=prefix,
         )  # fmt: skip
-
-    def _constrained(self, input_ids, attention_mask, num_beams, length_penalty, max_new_tokens, paper_decoding,
-                     num_hypotheses, constraints, prefixes):  # fmt: skip
-        """`vaswani.inference.constraints.constrained_beam_search` over the models' averaged log-probabilities:
-        (B * n, 1 + T) like `generate()`. Prefixes and constraints together are refused."""
-        # start-up: the command line's parser imports this module; the search (torch) loads only to translate
-        from vaswani.inference.constraints import constrained_beam_search
-        from vaswani.inference.search import EnsembleStep  # start-up: as above
-
-        if prefixes is not None:
-            raise TranslateError("constraints and prefixes cannot be combined yet: give one or the other per run")
-        config, generation = self.model.config, self.model.generation_config
-        caps = self._caps(attention_mask.sum(-1), max_new_tokens, paper_decoding)  # (B,)
-        bad_words = generation.bad_words_ids or []
-        if any(len(words) != 1 for words in bad_words):
-            raise TranslateError("bad_words_ids of more than one token are not supported with constraints")
-        step = EnsembleStep(self.models, input_ids, attention_mask, num_beams)
-        return constrained_beam_search(
-            step, caps.to(self.device), [phrases or [] for phrases in constraints], num_beams=num_beams,
-            length_penalty=length_penalty, paper_decoding=paper_decoding, num_return=num_hypotheses,
-            start_id=config.decoder_start_token_id, eos_id=config.eos_token_id, pad_id=config.pad_token_id,
-            min_new_tokens=generation.min_new_tokens or 0, suppress_ids=[words[0] for words in bad_words],
-        )  # fmt: skip
+        if constraints is not None:
+            phrases = [sentence or [] for sentence in constraints]
+            return constrained_beam_search(step, caps.to(self.device), phrases, **options)
+        return beam_search(step, caps.to(self.device), **options)
 
     def _caps(self, source_lengths, max_new_tokens: int | None, paper_decoding: bool):
         """Each sentence's cap on output tokens (EOS included), (B,): `max_new_tokens`, else its source length
