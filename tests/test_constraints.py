@@ -172,7 +172,7 @@ def test_the_command_line_warns_about_a_phrase_that_does_not_fit(model_folder, t
     [
         ("fewer", "the constraints end after line 1"),
         ("more", "more lines of constraints than the 2 input lines"),
-        ("empty_phrase", "sentence 1 has an empty constraint"),
+        ("empty_phrase", "line 1 has an empty constraint"),
         ("jsonl_not_a_list", '"constraints" must be a list of strings'),
         ("ctranslate2", "CTranslate2 has no lexically constrained decoding"),
     ],

@@ -498,6 +498,14 @@ def read_jsonl_requests(lines: Iterable[str], name: str = "the input") -> Iterat
         yield {field_name: record.get(field_name) for field_name in INPUT_FIELDS}
 
 
+def _check_phrases(constraints: list[list[str] | None], first_line: int) -> None:
+    """An empty phrase is a `TranslateError` naming its (1-based) line, before anything is translated."""
+    for number, phrases in enumerate(constraints, first_line):
+        if phrases and not isinstance(phrases, str) and any(not phrase.strip() for phrase in phrases):
+            raise TranslateError(f"line {number} has an empty constraint: every phrase needs text (separate phrases "
+                                 "with ' ||| ' and leave an empty line for none)")  # fmt: skip
+
+
 def translate_lines(
     translator: Translator,
     lines: Iterable[str],
@@ -546,6 +554,7 @@ def translate_lines(
 
         if "constraints" in requests:
             options["on_unmet"] = on_unmet
+            _check_phrases(options["constraints"], first_line)
         yield from translate(chunk, progress=progress, on_truncated=on_truncated, **options)
         first_line += len(chunk)
     for name, stream in requests.items():
