@@ -225,6 +225,19 @@ def test_score_refuses_files_of_different_lengths(model_folder, tmp_path, capsys
     assert "no such --source file" in capsys.readouterr().err
 
 
+def test_a_target_longer_than_the_position_table_is_an_error_naming_its_line(tmp_path, capsys):
+    save_random_model(tmp_path / "m", 1, position_embedding_type="learned", max_position_embeddings=12)
+    source = write_lines(tmp_path / "in.txt", SOURCES[:3])
+    target = write_lines(tmp_path / "target.txt", ["ein Hund", "die Katze sitzt auf der Matte", "das"])
+    output = tmp_path / "scores.txt"
+    assert run_cli("score", "--model", str(tmp_path / "m"), "--source", str(source), "--target", str(target),
+                   "--output", str(output), "--buffer_lines", "1", "--no_progress") == 2  # fmt: skip
+    assert "error: target 2 has 20 tokens (EOS included) and does not fit the model's 11 decoder positions" in (
+        capsys.readouterr().err
+    )
+    assert not output.exists()
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # CTranslate2: prefixes and scores
 # ---------------------------------------------------------------------------------------------------------------
@@ -277,12 +290,13 @@ def test_ctranslate2_scores_equal_pytorch_within_float_tolerance(exported, trans
 # ---------------------------------------------------------------------------------------------------------------
 # Ensembles
 # ---------------------------------------------------------------------------------------------------------------
-def save_random_model(folder, seed: int, tokenizer=None):
+def save_random_model(folder, seed: int, tokenizer=None, **overrides):
     """An untrained tiny model (seed `seed`) with the test tokenizer: its outputs differ from another seed's."""
     tokenizer = tokenizer or tiny_tokenizer()
     model = tiny_model(seed=seed, vocab_size=len(tokenizer), d_model=32, encoder_ffn_dim=64, decoder_ffn_dim=64,
                        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
-                       eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.bos_token_id).eval()  # fmt: skip
+                       eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.bos_token_id,
+                       **overrides).eval()  # fmt: skip
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return model

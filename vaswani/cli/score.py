@@ -117,7 +117,7 @@ def _score_files(args: argparse.Namespace, translator: Translator, bar) -> None:
 
             scores = translator.score([s for s, _ in chunk], [t for _, t in chunk], args.length_penalty,
                                       args.paper_decoding, args.batch_tokens, progress=bar.update,
-                                      on_truncated=warn_truncated)  # fmt: skip
+                                      on_truncated=warn_truncated, first_number=first + 1)  # fmt: skip
             for index, score in enumerate(scores, first):
                 sink.write(format_score(index, score, args.output_format) + "\n")
             first += len(chunk)

@@ -384,11 +384,12 @@ class Translator:
         *,
         progress: Callable[[int], None] | None = None,
         on_truncated: Callable[[list[int]], None] | None = None,
+        first_number: int = 1,
     ) -> list[Score]:
         """The model's log-probability of each target given its source (teacher-forced; an ensemble's averaged
         log-probabilities): see `Score`. `score` is normalised as `translate(..., scores=True)` normalises, so a
         translation scores the same both ways. Sources are truncated as for translating; a target must fit the
-        decoder (a `TranslateError` naming it)."""
+        decoder (a `TranslateError` naming it, counting from `first_number`)."""
         # start-up: torch and transformers load only when a model is loaded
         from modeling_vaswani.generation_vaswani import gnmt_length_penalty
 
@@ -401,7 +402,7 @@ class Translator:
         room = self._decoder_room()
         for index, ids in target_ids.items():
             if room is not None and len(ids) > room:
-                raise TranslateError(f"target {index + 1} has {len(ids)} tokens (EOS included) and does not fit the "
+                raise TranslateError(f"target {index + first_number} has {len(ids)} tokens (EOS included) and does not fit the "
                                      f"model's {room} decoder positions: shorten it")  # fmt: skip
         results: list[Score | None] = [None] * len(sources)
         for batch in self._batches(encoded, batch_tokens):
