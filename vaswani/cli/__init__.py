@@ -7,7 +7,7 @@
                       [--max_new_tokens N] [--paper_decoding] [--device auto] [--threads N] [--batch_tokens 4096]
                       [--backend auto|torch|ctranslate2] [--dtype float32|bfloat16|float16] [--parallel_batches N]
                       [--nbest N] [--scores] [--alignment] [--format text|jsonl]
-                      [--prefix FILE] [--input_format text|jsonl] [--model B ...]
+                      [--prefix FILE] [--constraints FILE] [--input_format text|jsonl] [--model B ...]
     vaswani score     --model DIR --source FILE --target FILE [--output FILE] [--output_format text|jsonl]
     vaswani export    --model DIR --output OUT --format ctranslate2 [--quantization int8|int8_float32|int16|...]
     vaswani push      --model DIR --repo_id OWNER/NAME [--private] [--commit_message TEXT]

@@ -18,6 +18,11 @@ Over-long inputs: a sentence of more than `max_source_length` tokens (EOS includ
 `max_position_embeddings`) is truncated to that length, keeping its EOS, and a warning names it (the command line
 names the line numbers). The output of a model with learned positions is also kept within its position table.
 
+Decoding for production: `prefixes` (each translation starts with its sentence's prefix), `constraints` (target
+phrases that must appear), an ensemble (`Translator([folder_a, folder_b])`: the mean of the models'
+log-probabilities) and `Translator.score` (the log-probability of given translations); see `translate_hypotheses`,
+`vaswani.inference.search` and `vaswani.inference.constraints`.
+
 `translate_lines` is the streaming loop of the command line: it reads `buffer_lines` lines at a time, translates
 them as above and yields one translation per line.
 """
@@ -216,7 +221,8 @@ class Translator:
     def translate(self, sentences: Sequence[str], *args, **options) -> list[str]:
         """The translations of `sentences`, in their order ("" for a blank one): the best hypothesis of
         `translate_hypotheses(sentences, ...)`, which takes the same arguments (`num_beams`, `length_penalty`,
-        `max_new_tokens`, `paper_decoding`, `batch_tokens`, `progress`, `on_truncated`)."""
+        `max_new_tokens`, `paper_decoding`, `batch_tokens`, `progress`, `on_truncated`, `prefixes`, `constraints`,
+        `on_unmet`)."""
         results = self.translate_hypotheses(sentences, *args, **options)
         return [hypotheses[0].text if hypotheses else "" for hypotheses in results]
 
