@@ -80,6 +80,7 @@ class TorchEngine:
         # Learned positions end at the table; the decoder's start token takes position 0.
         self.decoder_room = config.max_position_embeddings - 1 if config.position_embedding_type == "learned" else None
         self.max_new_tokens_over_source = self.model.MAX_NEW_TOKENS_OVER_SOURCE
+        self._pieces: list[str] | None = None
 
     def _autocast(self):
         import contextlib
@@ -138,7 +139,9 @@ class TorchEngine:
         caps = self._caps(attention_mask.sum(-1), max_new_tokens, paper_decoding)  # (B,)
         prefix = None
         if prefixes is not None:
-            pieces = self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))
+            if self._pieces is None:  # the subword strings by id, for healing a prefix's last word
+                self._pieces = self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))
+            pieces = self._pieces
             split = [split_prefix(ids or [], pieces) for ids in prefixes]
             prefix = PrefixForcing([ids for ids, _ in split], [partial for _, partial in split], pieces,
                                    set(self.tokenizer.all_special_ids), num_beams, self.device)  # fmt: skip
