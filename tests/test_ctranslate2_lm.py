@@ -140,7 +140,7 @@ def test_causal_lm_export_scores_and_generates_like_our_model(variant, tmp_path)
 def test_causal_lm_int8_export_loads_and_generates(tmp_path, capsys):
     folder = save(trained_causal_lm("pre-layernorm"), tmp_path / "model")
     output = tmp_path / "int8"
-    assert main(["export", "--model", str(folder), "--output", str(output), "--quantization", "int8"]) == 0
+    assert main(["export", "--model", str(folder), "--output_dir", str(output), "--quantization", "int8"]) == 0
     assert "ctranslate2.Generator" in capsys.readouterr().out
     assert json.loads((output / EXPORT_INFO_FILE).read_text())["quantization"] == "int8"
     generator = ctranslate2.Generator(str(output), intra_threads=1)
@@ -192,7 +192,7 @@ def test_encoder_export_computes_our_last_hidden_states(model_class, variant, tm
 def test_masked_lm_int8_export_loads_and_runs_and_says_the_head_is_left_out(tmp_path, capsys):
     folder = save(random_encoder(VaswaniForMaskedLM, "pre-layernorm"), tmp_path / "model")
     output = tmp_path / "int8"
-    assert main(["export", "--model", str(folder), "--output", str(output), "--quantization", "int8"]) == 0
+    assert main(["export", "--model", str(folder), "--output_dir", str(output), "--quantization", "int8"]) == 0
     printed = capsys.readouterr().out
     assert "ctranslate2.Encoder" in printed and "the masked-LM head is not exported" in printed
     model = random_encoder(VaswaniForMaskedLM, "pre-layernorm")
@@ -212,7 +212,7 @@ def last_line(text: str) -> str:
 def test_classifier_and_headless_decoder_are_refused_by_name(tmp_path, capsys):
     classifier = random_encoder(VaswaniForSequenceClassification, "post-layernorm", num_labels=3)
     folder = save(classifier, tmp_path / "classifier")
-    assert main(["export", "--model", str(folder), "--output", str(tmp_path / "out")]) == 2
+    assert main(["export", "--model", str(folder), "--output_dir", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert last_line(err).startswith("error: VaswaniForSequenceClassification cannot be exported to CTranslate2: "
                                      "its classification head") and "Traceback" not in err  # fmt: skip

@@ -100,9 +100,9 @@ MASKED_LM = ["--vocab_size", "400", "--d_model", "16", "--encoder_layers", "1", 
 
 def tiny_options(words: list[str]) -> list[str]:
     """What a training command gets appended: a few updates of a tiny model of its task (a pretrained model keeps
-    its dimensions: --model_name_or_path refuses architecture options)."""
+    its dimensions: --model refuses architecture options)."""
     task = words[words.index("--task") + 1] if "--task" in words else "translation"
-    if "--model_name_or_path" in words:
+    if "--model" in words:
         return [*COMMON, *(["--num_beams", "2", "--max_eval_samples", "8"] if task == "translation" else [])]
     return [*COMMON, *{"translation": TRANSLATION, "causal_lm": CAUSAL_LM, "masked_lm": MASKED_LM}[task]]
 

@@ -18,7 +18,7 @@ BOUNDARY = "\u2581"
 
 
 def train_with_cli(files, output: Path, *options: str):
-    assert main(["train", "--files", *map(str, files), "--output", str(output), *options]) == 0
+    assert main(["train", "--files", *map(str, files), "--output_dir", str(output), *options]) == 0
     return load_tokenizer(output), json.loads((output / "tokenizer.json").read_text(encoding="utf-8"))
 
 

@@ -285,7 +285,7 @@ def test_push_to_hub_uploads_the_language_model_with_its_card(task, stack, auto_
             "modeling_vaswani_lm.py"} <= set(files)  # fmt: skip
     assert auto_class in json.loads(files["config.json"])["auto_map"]
     assert f"vaswani train --task {task}" in files["README.md"].decode()  # the LM card, not the translation one
-    assert vaswani_main(["push", "--model", str(out), "--repo_id", "me/tiny-lm"]) == 0
+    assert vaswani_main(["push", "--model", str(out), "--hub_model_id", "me/tiny-lm"]) == 0
     assert set(hub.commits[1]["files"]) == set(files)
     (out / "modeling_vaswani_lm.py").unlink()  # a folder that could not load with trust_remote_code is refused
-    assert vaswani_main(["push", "--model", str(out), "--repo_id", "me/tiny-lm"]) == 2 and len(hub.commits) == 2
+    assert vaswani_main(["push", "--model", str(out), "--hub_model_id", "me/tiny-lm"]) == 2 and len(hub.commits) == 2

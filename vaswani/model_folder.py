@@ -408,7 +408,7 @@ def check_output_folder(
     *,
     replace: bool,
     option: str = "--output_dir",
-    overwrite_option: str | None = "--overwrite",
+    overwrite_option: str | None = "--overwrite_output_dir",
 ) -> Path:
     """`output_dir` as a real path (a symlink is followed) if a model may be written there: a new or empty folder,
     or any folder when `replace` (its model files are replaced, everything else kept). Otherwise a
@@ -430,7 +430,7 @@ def check_output_folder(
     return output_dir
 
 
-def check_tokenizer_output_folder(output: str | Path, *, option: str = "--output") -> Path:
+def check_tokenizer_output_folder(output: str | Path, *, option: str = "--output_dir") -> Path:
     """`output` as a real path if a tokenizer may be written there: a new or empty folder, or one holding nothing but
     tokenizer files (`is_tokenizer_file`), which the new tokenizer replaces. A model folder (weights, config) or a
     folder of the user's files is a `ModelFolderError`, raised before anything is written."""

@@ -335,7 +335,7 @@ def convert_fairseq(checkpoint_path: str | Path, data_dir: str | Path, output_di
     model folder `output_dir` (new or empty), written atomically: weights, config, generation config, tokenizer
     (fairseq's ids, for segmented input) and model card. Returns the folder."""
     path = Path(checkpoint_path)
-    output = check_output_folder(output_dir, replace=False, option="--output", overwrite_option=None)
+    output = check_output_folder(output_dir, replace=False, option="--output_dir", overwrite_option=None)
     checkpoint = load_fairseq_checkpoint(path)
     args = fairseq_model_args(checkpoint, path)
     source = checkpoint["model"]

@@ -349,7 +349,7 @@ def convert_marian(model_dir: str | Path, output_dir: str | Path) -> Path:
     folder = Path(model_dir)
     if not folder.is_dir():
         raise ConvertError(f"no such model folder: {folder} (models are read from local folders only)")
-    output = check_output_folder(output_dir, replace=False, option="--output", overwrite_option=None)
+    output = check_output_folder(output_dir, replace=False, option="--output_dir", overwrite_option=None)
     if output.exists() and output.resolve() == folder.resolve():
         raise ConvertError("--output must be a new folder, not the Marian model folder itself")
 

@@ -85,24 +85,24 @@ def resolve_model_config(args) -> VaswaniConfig:
     come from the tokenizer later; until then `--vocab_size` stands in.)"""
     overrides = {name: getattr(args, name) for name in MODEL_OPTIONS if getattr(args, name) is not None}
     try:
-        if args.model_name_or_path:  # a local folder; config.json checked (ModelFolderError names the problem)
-            check_model_folder(args.model_name_or_path, need_tokenizer=False)
-            config = load_config(args.model_name_or_path, **overrides)
+        if args.model:  # a local folder; config.json checked (ModelFolderError names the problem)
+            check_model_folder(args.model, need_tokenizer=False)
+            config = load_config(args.model, **overrides)
         else:
             config = VaswaniConfig.from_preset(args.model_preset, vocab_size=args.vocab_size, **overrides)
         config.validate()
     except ModelFolderError as exc:
-        raise UsageError(f"--model_name_or_path: {exc}") from None
+        raise UsageError(f"--model: {exc}") from None
     except ValueError as exc:  # config validation: a wrong option value
         raise UsageError(str(exc)) from None
     return config
 
 
 def build_model(args, config, tokenizer) -> torch.nn.Module:
-    """The task's model (`Task.model_class`): loaded from --model_name_or_path, or new with the tokenizer's
+    """The task's model (`Task.model_class`): loaded from --model, or new with the tokenizer's
     vocabulary size and special-token ids."""
-    if args.model_name_or_path:  # weights checked against the config (with the command line's overrides)
-        model, _ = load_model_folder(args.model_name_or_path, need_tokenizer=False, config=config)
+    if args.model:  # weights checked against the config (with the command line's overrides)
+        model, _ = load_model_folder(args.model, need_tokenizer=False, config=config)
     else:
         config.vocab_size = len(tokenizer)
         config.pad_token_id, config.bos_token_id = tokenizer.pad_token_id, tokenizer.bos_token_id
@@ -140,9 +140,15 @@ def build_optimizer(args, model, device_type: str) -> torch.optim.Optimizer:
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> dict:
-    """One training run, from options to the saved model; returns its results (what results.json holds), or
-    `{"step": N, "stopped_early": True}` when --stop_after_steps/--stop_after_minutes ended this invocation."""
-    run = set_up(parse_args(argv, prog))
+    """One training run from a command line (`train.py`); see `train`."""
+    return train(parse_args(argv, prog))
+
+
+def train(args: argparse.Namespace) -> dict:
+    """One training run, from checked options (`vaswani.training.options.finish_args`) to the saved model; returns its
+    results (what results.json holds), or `{"step": N, "stopped_early": True}` when --stop_after_steps /
+    --stop_after_minutes ended this invocation."""
+    run = set_up(args)
     try:
         ended = train_loop(run)
         if ended == STOPPED:
@@ -554,7 +560,7 @@ def push(output_dir: Path, repo_id: str) -> dict:
         return {}
     except PushError as exc:
         logger.error("Could not push to the Hub: %s. The model is saved in %s; retry with: vaswani push --model %s "
-                     "--repo_id %s", exc, output_dir, output_dir, repo_id)  # fmt: skip
+                     "--hub_model_id %s", exc, output_dir, output_dir, repo_id)  # fmt: skip
         return {"push_error": str(exc)}
 
 

@@ -82,14 +82,14 @@ def get_tokenizer(args, raw, output_dir: Path, accelerator, config: VaswaniConfi
                 f"--tokenizer {args.tokenizer} has {len(tokenizer)} tokens but --vocab_size is {args.vocab_size}: the "
                 "model's vocabulary must match the tokenizer. Drop --vocab_size or use a matching tokenizer."
             )
-        if args.model_name_or_path:
+        if args.model:
             check_tokenizer_fits(tokenizer, config, where=f"--tokenizer {source}", exact=True)
         TASKS[args.task].check_tokenizer(tokenizer, source)
         return tokenizer
-    if args.model_name_or_path:
+    if args.model:
         raise UsageError(
-            "--model_name_or_path needs the tokenizer the model was trained with: pass --tokenizer (a saved model "
-            "folder holds its tokenizer, e.g. --tokenizer " + str(args.model_name_or_path) + ")."
+            "--model needs the tokenizer the model was trained with: pass --tokenizer (a saved model "
+            "folder holds its tokenizer, e.g. --tokenizer " + str(args.model) + ")."
         )
     with main_process_first(accelerator):
         if accelerator.is_main_process:
@@ -254,7 +254,7 @@ class CausalLMTask:
                        f"{self.config_class.side}_* and shared model options")  # fmt: skip
         if not self.mask_token:
             refuse_options(args, ["mlm_probability"], self.name, "it belongs to --task masked_lm")
-        refuse_options(args, ["model_name_or_path"], self.name, "continuing a saved language model is not supported "
+        refuse_options(args, ["model"], self.name, "continuing a saved language model is not supported "
                        "yet; train from a preset and the model options")  # fmt: skip
         _check_metric(args, self)
 
