@@ -50,7 +50,7 @@ from vaswani.constants import (
     WEIGHT_FILES,
     WEIGHT_SHARD,
 )
-from vaswani.errors import CheckpointError, ModelFolderError
+from vaswani.errors import CheckpointError, EnvironmentFailure, ModelFolderError, is_environment_failure
 from vaswani.fileio import fsync_dir, fsync_tree
 from vaswani.weights import tied_groups, weight_files
 
@@ -155,7 +155,7 @@ def read_json_object(path: Path, *, fix: str = "restore it or save the model aga
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise ModelFolderError(f"{path} is damaged (not readable JSON: {error}): {fix}") from None
+        raise ModelFolderError(f"{path} is damaged (not readable JSON: {error}): {fix}") from error
     if not isinstance(value, dict):
         raise ModelFolderError(f"{path} is damaged (it holds a JSON {type(value).__name__}, not an object): {fix}")
     return value
@@ -198,7 +198,7 @@ def load_config(
         if hasattr(config, "validate"):
             config.validate()
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as error:
-        raise ModelFolderError(f"{path} is not a valid configuration: {error}") from None
+        raise ModelFolderError(f"{path} is not a valid configuration: {error}") from error
     return config
 
 
@@ -213,7 +213,7 @@ def check_weights_fit(folder: Path, config, *, trust_remote_code: bool = False) 
     try:
         files = weight_files(folder)
     except CheckpointError as error:  # an index that is not readable, or lists missing shards
-        raise ModelFolderError(str(error)) from None
+        raise ModelFolderError(str(error)) from error
     shapes: dict[str, tuple] = {}
     for file in files:
         try:
@@ -225,7 +225,7 @@ def check_weights_fit(folder: Path, config, *, trust_remote_code: bool = False) 
         except (SafetensorError, OSError, ValueError) as error:
             raise ModelFolderError(
                 f"{file} is damaged or not a safetensors file ({error}): copy it again or save the model again"
-            ) from None
+            ) from error
     one_stack_class = model_class(folder, config)
     with torch.device("meta"):
         if one_stack_class is not None:
@@ -309,7 +309,7 @@ def load_tokenizer(folder: str | Path, *, trust_remote_code: bool = False) -> Pr
             warnings.filterwarnings("ignore", message="Recommended: pip install sacremoses")
             return AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
     except Exception as error:  # tokenizers and sentencepiece raise plain Exceptions for files they cannot parse
-        raise ModelFolderError(f"{path} cannot be loaded ({type(error).__name__}: {error}): save it again") from None
+        raise ModelFolderError(f"{path} cannot be loaded ({type(error).__name__}: {error}): save it again") from error
 
 
 def check_tokenizer_fits(tokenizer, config, *, where: str, exact: bool = False) -> None:
@@ -385,7 +385,7 @@ def load_model_folder(
             **model_kwargs,
         )  # fmt: skip
     except (OSError, ValueError, RuntimeError, TypeError, KeyError, pickle.UnpicklingError) as error:
-        raise ModelFolderError(f"cannot load the model in {folder}: {error}") from None
+        raise ModelFolderError(f"cannot load the model in {folder}: {error}") from error
     bad = {key: info.get(key) for key in ("missing_keys", "mismatched_keys", "error_msgs") if info.get(key)}
     if bad:
         raise ModelFolderError(f"the weights in {folder} do not fit its config.json: {bad}; save the model again")
@@ -466,8 +466,10 @@ def write_model_folder(output_dir: str | Path, write: Callable[[Path], None], *,
             stream.flush()
             os.fsync(stream.fileno())
         fsync_dir(staging)
-    except BaseException:
+    except BaseException as error:
         shutil.rmtree(staging, ignore_errors=True)
+        if is_environment_failure(error):  # a full disk, a denied permission: the machine's, not a bug
+            raise EnvironmentFailure("writing the model folder", output_dir, error) from error
         raise
     _swap_in(output_dir, staging)
     return output_dir

@@ -290,11 +290,11 @@ def read_yaml_options(parser: argparse.ArgumentParser, path: str | os.PathLike, 
         raise UsageError(
             f"--config {path} is not UTF-8 text ({exc.reason} at byte {exc.start}): save it as UTF-8 (e.g. "
             f"`iconv -f latin1 -t utf-8`)"
-        ) from None
+        ) from exc
     try:
         values = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
-        raise UsageError(f"--config {path} is not valid YAML: {exc}") from None
+        raise UsageError(f"--config {path} is not valid YAML: {exc}") from exc
     if not isinstance(values, dict):
         raise UsageError(f"--config {path} must hold a mapping of option: value.")
     values = rename_legacy_keys(values, where=f"--config {path}", command=command)

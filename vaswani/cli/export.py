@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from vaswani.errors import ExportError, UsageError
+from vaswani.errors import UsageError
 from vaswani.export.ctranslate2 import QUANTIZATIONS, export_ctranslate2, usage_hint
 from vaswani.options import add_option
 
@@ -38,9 +38,8 @@ def run(args: argparse.Namespace) -> int:
     """Export the model folder and say how to run the export."""
     if args.output_dir.exists() and args.output_dir.resolve() == args.model.resolve():
         raise UsageError("--output_dir must be a new folder, not the model folder itself")
-    try:
-        output = export_ctranslate2(args.model, args.output_dir, quantization=args.quantization)
-    except ExportError as error:
-        raise UsageError(str(error)) from None
+    output = export_ctranslate2(
+        args.model, args.output_dir, quantization=args.quantization
+    )  # ExportError: a UserError
     print(f"wrote the CTranslate2 model ({args.quantization}) to {output}; {usage_hint(output)}")
     return 0

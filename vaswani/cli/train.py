@@ -25,4 +25,5 @@ def run(args: argparse.Namespace) -> int:
     from vaswani.training.loop import train  # start-up: `vaswani --help` must not load torch
     from vaswani.training.options import finish_args
 
-    return 1 if train(finish_args(args)).get("push_error") else 0
+    options = {key: value for key, value in vars(args).items() if key not in ("command", "run")}  # the parser's own
+    return 1 if train(finish_args(argparse.Namespace(**options))).get("push_error") else 0

@@ -94,7 +94,7 @@ def load_fairseq_checkpoint(path: Path) -> dict:
             f"{path} was not loaded: it holds objects other than tensors, plain containers and argparse.Namespace "
             f"({reason}). Unpickling other objects can run code; where you trust the file, keep only its 'model' "
             "and 'args' (or a plain-dict 'cfg') and save it again with torch.save"
-        ) from None
+        ) from error
     if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("model"), dict):
         raise ConvertError(f"{path} is not a fairseq checkpoint: expected a dict with the state dict under 'model'")
     model = checkpoint["model"]
@@ -201,7 +201,7 @@ def fairseq_vaswani_config(args: dict, vocab_size: int, converted_from: dict | N
             converted_from=converted_from,
         )
     except ValueError as error:
-        raise ConvertError(f"the fairseq configuration cannot be represented: {error}") from None
+        raise ConvertError(f"the fairseq configuration cannot be represented: {error}") from error
 
 
 def fairseq_vaswani_state_dict(source: dict[str, torch.Tensor], config: VaswaniConfig) -> dict[str, torch.Tensor]:
@@ -353,7 +353,7 @@ def convert_fairseq(checkpoint_path: str | Path, data_dir: str | Path, output_di
     try:
         model.load_state_dict(state, strict=True)
     except RuntimeError as error:  # shapes that contradict the checkpoint's args
-        raise ConvertError(f"the weights in {path} do not fit its args: {error}") from None
+        raise ConvertError(f"the weights in {path} do not fit its args: {error}") from error
     model.generation_config.bad_words_ids = [[FAIRSEQ_PAD]]  # fairseq's beam search never picks <pad>
 
     def write(staging: Path) -> None:

@@ -36,7 +36,7 @@ from vaswani.constants import (
     RUN_ARGS_FILE,
     VASWANI_MODEL_TYPES,
 )
-from vaswani.errors import ModelFolderError, PushError
+from vaswani.errors import EnvironmentFailure, ModelFolderError, PushError, is_environment_failure
 from vaswani.hub.model_card import public_run_args, render_model_card
 from vaswani.model_folder import check_model_files, code_files
 
@@ -67,7 +67,7 @@ def check_push_folder(folder: str | Path, *, trust_remote_code: bool = False) ->
             folder, trust_remote_code=trust_remote_code, model_types=tuple(VASWANI_MODEL_TYPES)
         )
     except ModelFolderError as error:
-        raise PushError(str(error)) from None
+        raise PushError(str(error)) from error
     model_type = config.model_type if config.model_type in AUTO_CLASS else "vaswani"
     missing = [name for name in code_files(model_type) if not (folder / name).is_file()]
     saved = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
@@ -106,7 +106,7 @@ def _public_bytes(run_args_file: Path) -> bytes:
         if not isinstance(run_args, dict):
             raise ValueError("not a JSON object")
     except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise PushError(f"{run_args_file} is damaged ({error}): fix or remove it before pushing") from None
+        raise PushError(f"{run_args_file} is damaged ({error}): fix or remove it before pushing") from error
     return (json.dumps(public_run_args(run_args), indent=2, sort_keys=True) + "\n").encode("utf-8")
 
 
@@ -149,8 +149,17 @@ def push_model_folder(
             operations=operations,
             commit_message=commit_message or f"Upload {folder.name} (vaswani)",
         )
-    except (HfHubHTTPError, OSError) as error:
+    except HfHubHTTPError as error:  # the Hub answered: no token, no permission, a name taken (a 5xx is the Hub's)
+        status = getattr(getattr(error, "response", None), "status_code", None)
+        if status is not None and status >= 500:
+            raise EnvironmentFailure("uploading to the Hub at", api.endpoint, error) from error
         raise PushError(f"uploading {folder} to {repo_id} failed: {error}") from error
+    except Exception as error:  # the network refused or timed out: an OSError, or a transport error of the HTTP
+        # client huggingface_hub uses (httpx or its fork httpx2: told by the class name, which both keep)
+        transport = any(cls.__name__ == "TransportError" for cls in type(error).__mro__)
+        if transport or is_environment_failure(error):
+            raise EnvironmentFailure("uploading to the Hub at", api.endpoint, error) from error
+        raise
     return str(repo_url)
 
 

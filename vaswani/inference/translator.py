@@ -85,7 +85,7 @@ def check_translation_export(folder: Path) -> None:
     try:
         info = json.loads(path.read_text())
     except (OSError, ValueError) as error:
-        raise TranslateError(f"{path} cannot be read ({error}): export the model again") from None
+        raise TranslateError(f"{path} cannot be read ({error}): export the model again") from error
     if not isinstance(info, dict):
         raise TranslateError(f"{path} is not a JSON object: export the model again")
     runs_with = info.get("runs_with", RUNS_WITH["vaswani"])  # exports made before the one-stack models: Translator
@@ -276,7 +276,7 @@ def read_lines(stream: Iterable[str | bytes], name: str = "the input") -> Iterat
                 raise TranslateError(
                     f"{name} is not UTF-8 text: line {number} has the byte {line[error.start]:#04x} at position "
                     f"{error.start + 1}; convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)"
-                ) from None
+                ) from error
         yield line.removesuffix("\n").removesuffix("\r")
 
 

@@ -42,7 +42,7 @@ def create_accelerator(args: argparse.Namespace):
     try:
         mixed_precision, why = resolve_mixed_precision(args.mixed_precision, training_device_type())
     except ValueError as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(str(exc)) from exc
     accelerator = Accelerator(
         gradient_accumulation_steps=args.gradient_accumulation_steps,
         mixed_precision=mixed_precision,

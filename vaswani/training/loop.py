@@ -92,9 +92,9 @@ def resolve_model_config(args) -> VaswaniConfig:
             config = VaswaniConfig.from_preset(args.model_preset, vocab_size=args.vocab_size, **overrides)
         config.validate()
     except ModelFolderError as exc:
-        raise UsageError(f"--model: {exc}") from None
+        raise UsageError(f"--model: {exc}") from exc
     except ValueError as exc:  # config validation: a wrong option value
-        raise UsageError(str(exc)) from None
+        raise UsageError(str(exc)) from exc
     return config
 
 
@@ -112,7 +112,7 @@ def build_model(args, config, tokenizer) -> torch.nn.Module:
         try:
             config.validate()
         except ValueError as exc:
-            raise UsageError(f"the tokenizer does not fit the model configuration: {exc}") from None
+            raise UsageError(f"the tokenizer does not fit the model configuration: {exc}") from exc
         model = TASKS[args.task].model_class(config)
     check_tokenizer_fits(tokenizer, model.config, where=f"--tokenizer {args.tokenizer or 'of this run'}", exact=True)
     if args.gradient_checkpointing:
@@ -263,7 +263,7 @@ def build_schedules(args, model, optimizer, max_steps: int | None) -> tuple[obje
             model, args.drophead_p_start, args.drophead_p_end, args.warmup_steps, max_steps, kinds=kinds
         )
     except ValueError as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(str(exc)) from exc
     return lr_scheduler, drophead
 
 

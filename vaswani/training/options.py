@@ -383,7 +383,7 @@ def _check_args(args: argparse.Namespace) -> None:
         try:
             check_repo_id(args.hub_model_id)  # before training, not after hours of it
         except PushError as exc:
-            raise UsageError(f"--hub_model_id: {exc}") from None
+            raise UsageError(f"--hub_model_id: {exc}") from exc
     unknown = [k for k in args.drophead_kinds if k not in DROPHEAD_KINDS]
     if unknown:
         raise UsageError(f"--drophead_kinds {unknown} are not allowed; choose from {list(DROPHEAD_KINDS)}.")

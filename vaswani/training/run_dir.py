@@ -52,13 +52,13 @@ def prepare_output_dir(args: argparse.Namespace) -> tuple[Path, Path | None]:
         try:
             checkpoint = CheckpointManager(output_dir / CHECKPOINTS_SUBDIR).resolve(args.resume_from_checkpoint)
         except CheckpointError as exc:
-            raise UsageError(f"cannot resume: {exc}") from None
+            raise UsageError(f"cannot resume: {exc}") from exc
         try:
             saved = json.loads(previous.read_text(encoding="utf-8"))
             if not isinstance(saved, dict):
                 raise ValueError("not a JSON object")
         except (ValueError, UnicodeDecodeError) as exc:
-            raise UsageError(f"cannot resume: {previous} is damaged ({exc}); start a new run.") from None
+            raise UsageError(f"cannot resume: {previous} is damaged ({exc}); start a new run.") from exc
         saved = rename_legacy_keys(saved, where=str(previous), command="train")  # a run of an older version
         changed = [k for k in RUN_DEFINING_OPTIONS if k in saved and saved[k] != _jsonable(getattr(args, k))]
         if changed:

@@ -228,7 +228,7 @@ def load_state(checkpoint: Path) -> dict:
     except FileNotFoundError:
         raise CheckpointError(f"{path} is missing: the checkpoint is incomplete; resume from another one") from None
     except (OSError, ValueError, KeyError, TypeError) as error:
-        raise CheckpointError(f"{path} is damaged ({error}); resume from another checkpoint") from None
+        raise CheckpointError(f"{path} is damaged ({error}); resume from another checkpoint") from error
     return state
 
 

@@ -293,7 +293,7 @@ class CausalLMTask:
         try:
             return self.config_class.from_seq2seq(config)
         except ValueError as exc:
-            raise UsageError(str(exc)) from None
+            raise UsageError(str(exc)) from exc
 
     def tokenize(self, args, raw, tokenizer, accelerator) -> dict:
         with main_process_first(accelerator):
