@@ -124,7 +124,7 @@ def push_model_folder(
     Raises `PushError` for a bad repo id or an incomplete folder (before any network call) and when the Hub refuses
     (no token, no permission, offline)."""
     from huggingface_hub import CommitOperationAdd, HfApi
-    from huggingface_hub.errors import HfHubHTTPError
+    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 
     check_repo_id(repo_id)
     folder = check_push_folder(folder, trust_remote_code=trust_remote_code)
@@ -149,6 +149,8 @@ def push_model_folder(
             operations=operations,
             commit_message=commit_message or f"Upload {folder.name} (vaswani)",
         )
+    except OfflineModeIsEnabled as error:  # the user's own setting (HF_HUB_OFFLINE=1): theirs to change
+        raise PushError(f"uploading {folder} to {repo_id} failed: {error}") from error
     except HfHubHTTPError as error:  # the Hub answered: no token, no permission, a name taken (a 5xx is the Hub's)
         status = getattr(getattr(error, "response", None), "status_code", None)
         if status is not None and status >= 500:

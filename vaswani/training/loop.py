@@ -39,6 +39,7 @@ from vaswani.constants import (
 )
 from vaswani.data.batching import TokenBatchSampler, collate, padding_efficiency
 from vaswani.errors import (
+    EnvironmentFailure,
     ModelFolderError,
     PushError,
     UsageError,
@@ -558,7 +559,7 @@ def push(output_dir: Path, repo_id: str) -> dict:
     try:
         logger.info("Pushed to %s", push_model_folder(output_dir, repo_id))
         return {}
-    except PushError as exc:
+    except (PushError, EnvironmentFailure) as exc:  # the Hub or the network refused: the model is saved
         logger.error("Could not push to the Hub: %s. The model is saved in %s; retry with: vaswani push --model %s "
                      "--hub_model_id %s", exc, output_dir, output_dir, repo_id)  # fmt: skip
         return {"push_error": str(exc)}
