@@ -65,7 +65,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 TRAIN_PY = REPO / "train.py"
 
-# The tiny model and data options of tests/test_train.py: a run of a few hundred updates takes well under a minute.
+# The tiny model and data options of tests/training/test_loop.py: a run of a few hundred updates takes well under a minute.
 TINY_ARCHITECTURE = [
     "--vocab_size", "400", "--d_model", "32", "--encoder_layers", "2", "--decoder_layers", "2",
     "--encoder_attention_heads", "2", "--decoder_attention_heads", "2", "--encoder_ffn_dim", "64",

@@ -231,3 +231,71 @@ def test_the_old_home_of_translator_still_works():
     assert translate.Translator is translator.Translator
     assert translate.format_hypotheses is outputs.format_hypotheses
     assert set(translate.__all__) <= set(dir(translate))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Tests are found from the module they test (issue 28)
+# ---------------------------------------------------------------------------------------------------------------------
+TEST_FOLDERS = {"modeling_vaswani": "modeling_vaswani", "tokenization": "tokenization", "benchmarks": "benchmarks",
+                **{stage: f"vaswani/{stage}" for stage in (*STAGES, "cli", "metrics")}, ".": "vaswani"}  # fmt: skip
+# Tests of the whole repository rather than of one module, each with what it checks.
+CROSS_CUTTING_TESTS = {
+    "test_docs.py": "every example of README.md and docs/",
+    "test_faults.py": "the fast subset of benchmarks/bench_faults.py: kills and bad inputs across the commands",
+    "test_layout.py": "this file: the layout of every package",
+    "test_packaging.py": "the built distribution",
+    "test_safety.py": "nothing lost, nothing executed, across the commands",
+}
+
+
+def module_under_test(test_file: Path, tests: Path, root: Path) -> Path | None:
+    """The module `tests/FOLDER/test_MODULE[_ASPECT].py` tests: MODULE.py (or MODULE/) in FOLDER's package, the
+    longest name that exists; None when there is none."""
+    package = root / TEST_FOLDERS[str(test_file.parent.relative_to(tests))]
+    words = test_file.stem.removeprefix("test_").split("_")
+    for end in range(len(words), 0, -1):
+        name = "_".join(words[:end])
+        for candidate in (package / f"{name}.py", package / name, package / f"{name}.py".removeprefix("bench_")):
+            if candidate.exists():
+                return candidate
+    if words[0] == "init" and (package / "__init__.py").exists():
+        return package / "__init__.py"
+    return None
+
+
+def layout_problems_of_tests(tests: Path, root: Path) -> list[str]:
+    problems, names = [], {}
+    for test_file in sorted(tests.rglob("test_*.py")):
+        folder = str(test_file.parent.relative_to(tests))
+        names.setdefault(test_file.name, []).append(str(test_file.relative_to(tests)))
+        if folder not in TEST_FOLDERS:
+            problems.append(f"{test_file.relative_to(tests)}: tests/{folder}/ mirrors no package")
+        elif test_file.name not in CROSS_CUTTING_TESTS and module_under_test(test_file, tests, root) is None:
+            problems.append(f"{test_file.relative_to(tests)}: names no module of {TEST_FOLDERS[folder]}/ "
+                            "(tests/FOLDER/test_MODULE[_ASPECT].py)")  # fmt: skip
+    problems += [
+        f"{name} is in {paths}: test file names must be unique" for name, paths in names.items() if len(paths) > 1
+    ]
+    return problems
+
+
+def test_every_test_file_is_found_from_the_module_it_tests():
+    assert layout_problems_of_tests(REPO_ROOT / "tests", REPO_ROOT) == []
+
+
+def test_a_misplaced_or_duplicated_test_file_is_reported(tmp_path):
+    (tmp_path / "vaswani" / "training").mkdir(parents=True)
+    (tmp_path / "vaswani" / "training" / "options.py").touch()
+    tests = tmp_path / "tests"
+    (tests / "training").mkdir(parents=True)
+    (tests / "training" / "test_options_yaml.py").touch()  # found: training/options.py
+    (tests / "training" / "test_nothing.py").touch()
+    (tests / "nowhere").mkdir()
+    (tests / "nowhere" / "test_options_yaml.py").touch()
+    problems = layout_problems_of_tests(tests, tmp_path)
+    assert problems == [
+        "nowhere/test_options_yaml.py: tests/nowhere/ mirrors no package",
+        "training/test_nothing.py: names no module of vaswani/training/ (tests/FOLDER/test_MODULE[_ASPECT].py)",
+        "test_options_yaml.py is in ['nowhere/test_options_yaml.py', 'training/test_options_yaml.py']: test file names "
+        "must be unique",
+    ]

@@ -263,7 +263,7 @@ def test_atomic_output_keeps_the_old_file_on_error(tmp_path):
 # ---------------------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def good_folder(tmp_path_factory):
-    from test_pipeline import save_model_folder
+    from test_pipeline_vaswani import save_model_folder
 
     folder = tmp_path_factory.mktemp("safety") / "model"
     save_model_folder(folder)

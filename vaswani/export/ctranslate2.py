@@ -32,7 +32,7 @@ the model maps (Sections refer to the paper):
   times) and eps' = eps^2 / d, RMSNorm computes g * x / sqrt(||x||^2 + eps^2). That equals ScaleNorm up to a
   relative difference of (eps / ||x||)^2 / 2: below float32 resolution (6e-8) once ||x|| > 3000 * eps (0.03 with the
   default eps = 1e-5), i.e. for every activation a trained model produces; the two differ only for vectors of norm
-  near eps (by 1 / sqrt(2) at ||x|| = eps), where ScaleNorm clamps. `tests/test_ctranslate2.py` checks this
+  near eps (by 1 / sqrt(2) at ||x|| = eps), where ScaleNorm clamps. `tests/export/test_ctranslate2.py` checks this
   numerically, and that the exported models compute the same log-probabilities. CTranslate2 has one epsilon per
   model, which is enough since a model has one norm type.
 - FixNorm: the unit-length embedding rows are exported already normalised, for the embeddings and the output

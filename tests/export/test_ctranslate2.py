@@ -12,7 +12,7 @@ import random
 import pytest
 import torch
 from conftest import overfit, tiny_model
-from test_pipeline import one_torch_thread, tiny_tokenizer  # noqa: F401  (one_torch_thread is an autouse fixture)
+from test_pipeline_vaswani import one_torch_thread, tiny_tokenizer  # noqa: F401  (one_torch_thread is an autouse fixture)
 
 from modeling_vaswani.modeling_vaswani import ScaleNorm
 from tokenization import train_bpe_tokenizer
@@ -359,7 +359,8 @@ def test_export_refusals(model_folder, tmp_path, capsys):
     assert main(["export", "--model", str(model_folder), "--output_dir", str(model_folder)]) == 2
     assert "new folder" in capsys.readouterr().err
     assert (
-        main(["export", "--model", str(model_folder), "--output_dir", str(tmp_path / "q"), "--quantization", "int4"]) == 2
+        main(["export", "--model", str(model_folder), "--output_dir", str(tmp_path / "q"), "--quantization", "int4"])
+        == 2
     )
     assert "invalid choice: 'int4'" in capsys.readouterr().err
     assert main(["export", "--model", str(tmp_path / "nowhere"), "--output_dir", str(tmp_path / "x")]) == 2

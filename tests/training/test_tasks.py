@@ -271,7 +271,7 @@ def test_push_to_hub_uploads_the_language_model_with_its_card(task, stack, auto_
     """--push_to_hub works for the LM tasks as for translation: one commit with the weights, the tokenizer, the
     one-stack modeling code (so the repo loads with trust_remote_code) and the LM card; `vaswani push` of the same
     folder uploads the same files."""
-    from test_hub import HubRecorder
+    from test_push import HubRecorder
 
     from vaswani.cli import main as vaswani_main
 

@@ -12,8 +12,8 @@ import torch
 import torch.nn.functional as F
 from conftest import assert_static_cache_generate_compiles, tiny_model
 from safetensors.torch import load_file
-from test_modeling import _copy_module
-from test_pipeline import PAIRS
+from test_modeling_vaswani import _copy_module
+from test_pipeline_vaswani import PAIRS
 from torch import nn
 from transformers import (
     AutoConfig,
@@ -449,20 +449,21 @@ def test_resizing_the_vocabulary_and_an_untied_projection_survive_save_and_load(
         torch.testing.assert_close(loaded.eval()(input_ids).logits, model(input_ids).logits)
 
 
-SAVED_BEFORE = Path(__file__).parent / "fixtures" / "seq2seq-folder-b633b88"
+SAVED_BEFORE = Path(__file__).parent.parent / "fixtures" / "seq2seq-folder-b633b88"
 
 
 def test_a_seq2seq_folder_saved_before_the_lm_models_loads_unchanged(tmp_path):
     """A tiny PreNorm seq2seq model (3 decoder layers, cross_drophead 0.1) saved by commit b633b88, before the decoder
     layer's cross-attention became optional, with the logits that code computed (its modeling files left out: the
-    installed package loads it). It loads without missing or unexpected weights, gives the same logits exactly, and
+    installed package loads it). It loads without missing or unexpected weights, gives the same logits (to float32 rounding), and
     saves every setting of its config.json back unchanged (a later option may add keys)."""
     expected = load_file(SAVED_BEFORE / "expected_logits.safetensors")
     model, info = AutoModelForSeq2SeqLM.from_pretrained(SAVED_BEFORE, output_loading_info=True)
     assert info["missing_keys"] == set() and info["unexpected_keys"] == set()
     with torch.no_grad():
         logits = model.eval()(expected["input_ids"], expected["attention_mask"], labels=expected["labels"]).logits
-    assert torch.equal(logits, expected["logits"])
+    # the same computation; the last bits of float32 sums differ between CPU kernels (saved on AMD Zen 4)
+    torch.testing.assert_close(logits, expected["logits"], rtol=1e-5, atol=1e-6)
     model.save_pretrained(tmp_path)
     before = json.loads((SAVED_BEFORE / "config.json").read_text())
     after = json.loads((tmp_path / "config.json").read_text())

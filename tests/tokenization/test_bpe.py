@@ -385,7 +385,7 @@ def test_load_tokenizer(tokenizer, tmp_path):
 
 
 def run_cli(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    env = {**clean_env(tmp_path), "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**clean_env(tmp_path), "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     return subprocess.run(
         [sys.executable, "-m", "tokenization", "train", *args], capture_output=True, text=True, env=env, cwd=tmp_path
     )
@@ -399,7 +399,13 @@ def test_training_is_deterministic_across_processes(corpus_files, tmp_path):
     second.save_pretrained(tmp_path / "second")
     # A separate process has other hash seeds and thread timings.
     result = run_cli(
-        "--files", *map(str, corpus_files), "--vocab_size", str(SMALL_VOCAB), "--output_dir", "third", tmp_path=tmp_path
+        "--files",
+        *map(str, corpus_files),
+        "--vocab_size",
+        str(SMALL_VOCAB),
+        "--output_dir",
+        "third",
+        tmp_path=tmp_path,
     )
     assert result.returncode == 0, result.stderr
     reference = (tmp_path / "first" / "tokenizer.json").read_bytes()

@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from test_tokenization import ENGLISH, GERMAN, corpus_files  # noqa: F401  (corpus_files is a fixture)
+from test_bpe import ENGLISH, GERMAN, corpus_files  # noqa: F401  (corpus_files is a fixture)
 
 from tokenization import load_tokenizer
 from tokenization.__main__ import main

@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from test_pipeline import one_torch_thread  # noqa: F401  (an autouse fixture: one thread for tiny tensors)
+from test_pipeline_vaswani import one_torch_thread  # noqa: F401  (an autouse fixture: one thread for tiny tensors)
 
 from modeling_vaswani import (
     VaswaniDecoderConfig,

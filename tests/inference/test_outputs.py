@@ -7,7 +7,7 @@ import json
 
 import pytest
 import torch
-from test_pipeline import (  # noqa: F401  (one_torch_thread is an autouse fixture)
+from test_pipeline_vaswani import (  # noqa: F401  (one_torch_thread is an autouse fixture)
     SENTENCES,
     one_torch_thread,
     trained_model_and_tokenizer,

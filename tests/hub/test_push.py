@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from huggingface_hub import HfApi, RepoUrl
-from test_pipeline import (  # noqa: F401  (one_torch_thread is an autouse fixture)
+from test_pipeline_vaswani import (  # noqa: F401  (one_torch_thread is an autouse fixture)
     SENTENCES,
     one_torch_thread,
     reference_translations,
@@ -126,7 +126,7 @@ def test_push_uploads_every_file_in_one_commit_with_our_card(final_folder, hub):
 def train_and_push(tmp_path: Path) -> tuple[Path, dict]:
     """A two-step train.py run (in this process) with --push_to_hub, leaving checkpoints and tensorboard logs."""
     from conftest import train_in_process
-    from test_train_options import QUIET, TINY_MODEL
+    from test_options import QUIET, TINY_MODEL
 
     from vaswani.data.demo import write_demo_files
 

@@ -15,8 +15,8 @@ import torch
 from conftest import REPO_ROOT, random_batch, tiny_model
 from safetensors.torch import save_model
 from test_checkpoints import mean_of, perturbed_states
-from test_options import run_only_layers
-from test_pipeline import (  # noqa: F401  (one_torch_thread is an autouse fixture)
+from test_modeling_vaswani_options import run_only_layers
+from test_pipeline_vaswani import (  # noqa: F401  (one_torch_thread is an autouse fixture)
     SENTENCES,
     one_torch_thread,
     reference_translations,

@@ -295,7 +295,10 @@ def test_ctranslate2_export_gives_ctranslate2s_own_marian_greedy_tokens(opus_fol
     from vaswani.inference.translator import Translator
 
     _, source, output = opus_folders
-    assert main(["export", "--model", str(output), "--output_dir", str(tmp_path / "ours"), "--format", "ctranslate2"]) == 0
+    assert (
+        main(["export", "--model", str(output), "--output_dir", str(tmp_path / "ours"), "--format", "ctranslate2"])
+        == 0
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ctranslate2.converters.TransformersConverter(str(source)).convert(str(tmp_path / "theirs"))

@@ -454,7 +454,7 @@ def test_resume_from_an_older_named_checkpoint_repeats_the_run_exactly(options_r
 def test_two_process_run_resumed_from_an_older_checkpoint_equals_the_uninterrupted_run(corpus, tmp_path):
     """Two CPU processes (gloo), dropout on: resuming from step 2 of a finished 4-step run gives the same losses for
     steps 3 and 4, the same final weights and the same validation loss as the uninterrupted run."""
-    from test_train import run_train
+    from test_loop import run_train
 
     out = tmp_path / "run"
     argv = [
