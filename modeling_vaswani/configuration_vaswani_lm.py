@@ -103,7 +103,9 @@ class VaswaniSingleStackConfig(PretrainedConfig):
         bos_token_id (`int`, *optional*, defaults to 1):
             Beginning-of-sequence id.
         eos_token_id (`int`, *optional*, defaults to 2):
-            End-of-sequence id (ends generation; the sequence classifier pools at it).
+            End-of-sequence id: ends generation, and the sequence classifier pools at it. `None` is allowed for the
+            language models, which then generate until a length limit (what transformers' generation tests set);
+            [`VaswaniForSequenceClassification`] refuses it.
 
     The loss is plain cross-entropy (so `exp(loss)` is the perplexity); the seq2seq model's `label_smoothing` is a
     translation regulariser and not an option here.
@@ -189,9 +191,8 @@ class VaswaniSingleStackConfig(PretrainedConfig):
                 "VaswaniConfig for the encoder-decoder Transformer."
             )
         _check_numbers(self)
-        _check_token_ids(
-            self, ("pad_token_id", "bos_token_id", "eos_token_id"), required=("pad_token_id", "eos_token_id")
-        )
+        # EOS may be None: a language model without one generates until a length limit (the classifier checks it).
+        _check_token_ids(self, ("pad_token_id", "bos_token_id", "eos_token_id"), required=("pad_token_id",))
         _check_pruning(self, sides=(side,))
         _check_fixnorm(self, rows="embedding rows")
 

@@ -54,7 +54,9 @@ What CTranslate2 cannot represent is refused with `ExportError` naming it: a fee
 ReLU, GELU (exact or tanh), SiLU/Swish, tanh or sigmoid; `VaswaniForSequenceClassification`, whose head (the last
 EOS's hidden state through dense + tanh + a projection to the labels) CTranslate2's encoder cannot compute (its
 pooler takes the first token, without a projection), rather than an export that silently drops the classifier; and
-`VaswaniDecoderModel`, which has no next-token head for the Generator (`REFUSED_CLASSES`).
+`VaswaniDecoderModel`, which has no next-token head for the Generator (`REFUSED_CLASSES`); and a model that generates
+(`NEEDS_EOS`) with `eos_token_id=None` (a language model may have none and generate until a length limit; the
+Translator and the Generator end at the EOS the export names).
 
 The exported folder holds CTranslate2's files (model.bin, config.json, shared_vocabulary.json or the two
 vocabularies, or vocabulary.json for a one-stack model), the tokenizer files and `vaswani_ctranslate2.json`: what
@@ -104,6 +106,9 @@ MASKED_LM_HEAD = {
         "with the PyTorch model"
     ),
 }
+# The families whose CTranslate2 class generates, and so needs the EOS token that ends generation (a language model
+# may have eos_token_id=None; the encoder's export runs without one).
+NEEDS_EOS = ("vaswani", "vaswani-decoder")
 # One-stack classes CTranslate2 cannot run, and why.
 REFUSED_CLASSES = {
     "VaswaniForSequenceClassification": (
@@ -293,7 +298,8 @@ class VaswaniSpecBuilder:
         spec_config.unk_token = tokens[self.tokenizer.unk_token_id]
         if config.bos_token_id is not None:
             spec_config.bos_token = tokens[config.bos_token_id]
-        spec_config.eos_token = tokens[config.eos_token_id]
+        if config.eos_token_id is not None:  # None only for an encoder (NEEDS_EOS): CTranslate2's default stays
+            spec_config.eos_token = tokens[config.eos_token_id]
         epsilon = scalenorm_as_rmsnorm(1.0, config.d_model, config.layer_norm_eps)[1]
         spec_config.layer_norm_epsilon = epsilon if self.scalenorm else config.layer_norm_eps
         return tokens
@@ -379,6 +385,12 @@ def check_exportable(config, architecture: str | None = None) -> None:
         raise ExportError(
             f"{architecture} is not a class the CTranslate2 export knows; a {config.model_type!r} export takes "
             f"{' or '.join(exported)}"
+        )
+    if config.eos_token_id is None and config.model_type in NEEDS_EOS:
+        raise ExportError(
+            f"eos_token_id=None: {RUNS_WITH[config.model_type]} ends generation at the EOS token named in the export, "
+            "and this model has none (it generates until a length limit, which CTranslate2 cannot reproduce); set "
+            "eos_token_id in the model folder's config.json to the tokenizer's EOS id and export again"
         )
 
 
