@@ -38,8 +38,8 @@ from vaswani.training.stopping import (
 from vaswani.training.stopping import METRICS as STOPPING_METRICS
 from vaswani.training.tasks import TASKS
 
-# --task: the model and objective; each is a `Task` below (section 8), chosen once at set-up.
-TASK_NAMES = ("translation", "causal_lm", "masked_lm")
+# --task: the model and objective; each is a `Task` of vaswani/training/tasks.py, chosen once at set-up.
+TASK_NAMES = tuple(TASKS)
 
 
 def str2bool(value: str) -> bool:
@@ -50,12 +50,6 @@ def str2bool(value: str) -> bool:
     if value.lower() in {"false", "0", "no", "off"}:
         return False
     raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
-
-
-def int_list(value: str | list) -> list[int]:
-    if isinstance(value, list):
-        return [int(v) for v in value]
-    return [int(v) for v in value.split(",") if v.strip()]
 
 
 def str_list(value: str | list) -> list[str]:
