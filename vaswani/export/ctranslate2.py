@@ -76,7 +76,15 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from vaswani.constants import CT2_MODEL_FILE, EXPORT_INFO_FILE, TOKENIZER_FILE_PATTERNS, VASWANI_MODEL_TYPES
+from vaswani.constants import (
+    CT2_MODEL_FILE,
+    DECODER_MODEL_TYPE,
+    ENCODER_MODEL_TYPE,
+    EXPORT_INFO_FILE,
+    SEQ2SEQ_MODEL_TYPE,
+    TOKENIZER_FILE_PATTERNS,
+    VASWANI_MODEL_TYPES,
+)
 from vaswani.errors import ExportError
 from vaswani.model_folder import check_model_folder, load_model_folder
 
@@ -84,14 +92,14 @@ QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat1
 
 # What each model family exports as, and which CTranslate2 class runs it.
 RUNS_WITH = {
-    "vaswani": "ctranslate2.Translator",
-    "vaswani-decoder": "ctranslate2.Generator",
-    "vaswani-encoder": "ctranslate2.Encoder",
+    SEQ2SEQ_MODEL_TYPE: "ctranslate2.Translator",
+    DECODER_MODEL_TYPE: "ctranslate2.Generator",
+    ENCODER_MODEL_TYPE: "ctranslate2.Encoder",
 }
 EXPORTED_CLASSES = {
-    "vaswani": ("VaswaniForConditionalGeneration",),
-    "vaswani-decoder": ("VaswaniForCausalLM",),
-    "vaswani-encoder": ("VaswaniEncoderModel", "VaswaniForMaskedLM"),
+    SEQ2SEQ_MODEL_TYPE: ("VaswaniForConditionalGeneration",),
+    DECODER_MODEL_TYPE: ("VaswaniForCausalLM",),
+    ENCODER_MODEL_TYPE: ("VaswaniEncoderModel", "VaswaniForMaskedLM"),
 }
 # What an exported VaswaniForMaskedLM leaves out (CTranslate2's Encoder returns the last hidden states only), with a
 # tied head (the token embedding, which the export holds) or an untied one (weights of its own, not exported).
@@ -108,7 +116,7 @@ MASKED_LM_HEAD = {
 }
 # The families whose CTranslate2 class generates, and so needs the EOS token that ends generation (a language model
 # may have eos_token_id=None; the encoder's export runs without one).
-NEEDS_EOS = ("vaswani", "vaswani-decoder")
+NEEDS_EOS = (SEQ2SEQ_MODEL_TYPE, DECODER_MODEL_TYPE)
 # One-stack classes CTranslate2 cannot run, and why.
 REFUSED_CLASSES = {
     "VaswaniForSequenceClassification": (
@@ -194,8 +202,8 @@ class VaswaniSpecBuilder:
 
     # -- the three specifications ---------------------------------------------------------------------------
     def _load(self):
-        family = {"vaswani": self.seq2seq_spec, "vaswani-decoder": self.decoder_model_spec,
-                  "vaswani-encoder": self.encoder_model_spec}  # fmt: skip
+        family = {SEQ2SEQ_MODEL_TYPE: self.seq2seq_spec, DECODER_MODEL_TYPE: self.decoder_model_spec,
+                  ENCODER_MODEL_TYPE: self.encoder_model_spec}  # fmt: skip
         return family[self.config.model_type]()
 
     def seq2seq_spec(self):
@@ -445,10 +453,10 @@ def export_info(model, quantization: str) -> dict:
         "eos_token_id": config.eos_token_id,
         "pad_token_id": config.pad_token_id,
     }
-    if config.model_type == "vaswani":
+    if config.model_type == SEQ2SEQ_MODEL_TYPE:
         info["decoder_start_token_id"] = config.decoder_start_token_id
         info["max_new_tokens_over_source"] = model.MAX_NEW_TOKENS_OVER_SOURCE
-    if config.model_type != "vaswani-encoder":
+    if config.model_type != ENCODER_MODEL_TYPE:
         info["generation"] = {  # bad_words_ids: ids never generated (a converted Marian model's PAD)
             k: getattr(model.generation_config, k)
             for k in ("num_beams", "length_penalty", "min_new_tokens", "bad_words_ids")
@@ -460,8 +468,8 @@ def export_info(model, quantization: str) -> dict:
 def usage_hint(folder: str | Path) -> str:
     """How to run the export in `folder` (printed by `vaswani export`), and what it leaves out, if anything."""
     info = json.loads((Path(folder) / EXPORT_INFO_FILE).read_text())
-    runs_with = info.get("runs_with", RUNS_WITH["vaswani"])
-    if runs_with == RUNS_WITH["vaswani"]:
+    runs_with = info.get("runs_with", RUNS_WITH[SEQ2SEQ_MODEL_TYPE])
+    if runs_with == RUNS_WITH[SEQ2SEQ_MODEL_TYPE]:
         return f"translate with: vaswani translate --model {folder}"
     hint = f"run it in Python with {runs_with}({str(folder)!r}) (`vaswani translate` runs translation models only)"
     return hint + (f"; {info['not_exported']}" if info.get("not_exported") else "")
