@@ -311,11 +311,21 @@ def test_vaswani_has_a_subpackage_per_stage_and_a_small_core():
     assert len([p for p in package.glob("*.py") if p.name != "__init__.py"]) <= 10
 
 
-def test_the_old_home_of_translator_still_works():
-    """`from vaswani.translate import Translator` (the documented name before the layout) is the Translator."""
+def test_the_old_home_of_translator_still_works_and_warns():
+    """`from vaswani.translate import Translator` (the documented name before the layout) is the Translator, with a
+    DeprecationWarning that names its real home and points at the importing line; no module of ours imports it."""
     from vaswani import translate
     from vaswani.inference import outputs, translator
 
-    assert translate.Translator is translator.Translator
-    assert translate.format_hypotheses is outputs.format_hypotheses
+    message = r"vaswani.translate is deprecated: import Translator from vaswani.inference.translator instead"
+    with pytest.warns(DeprecationWarning, match=message) as caught:
+        from vaswani.translate import Translator
+    assert Translator is translator.Translator and caught[0].filename == __file__
+    with pytest.warns(DeprecationWarning, match="import format_hypotheses from vaswani.inference.outputs"):
+        assert translate.format_hypotheses is outputs.format_hypotheses
     assert set(translate.__all__) <= set(dir(translate))
+    with pytest.raises(AttributeError, match="no attribute 'Translators'"):
+        translate.Translators  # noqa: B018
+    importers = [module for module, edges in import_graph(REPO_ROOT).items() for target, _, _ in edges
+                 if target == "vaswani.translate"]  # fmt: skip
+    assert importers == []
