@@ -1,6 +1,8 @@
-"""Every file and folder name of a model folder, a run folder and a checkpoint, defined once (sockeye's constants.py).
+"""Every file and folder name of a model folder, a run folder and a checkpoint, and the model types of our families,
+defined once (sockeye's constants.py).
 
-Modules import the names from here; a literal "config.json" or "README.md" elsewhere in `vaswani/` is a bug.
+Modules import the names from here; a literal "config.json", "README.md" or "vaswani-decoder" elsewhere in `vaswani/`
+is a bug (tests/test_layout.py finds one).
 """
 
 from __future__ import annotations
