@@ -43,6 +43,7 @@ from vaswani.constants import (
     SAFE_WEIGHTS_NAME,
     SAVED_FILES,
     SEQ2SEQ,
+    SEQ2SEQ_MODEL_TYPE,
     TMP_PREFIX,
     TOKENIZER_FILE,
     TOKENIZER_FILE_PATTERNS,
@@ -67,7 +68,7 @@ def is_weight_file(name: str) -> bool:
 
 
 @functools.cache
-def code_files(model_type: str | None = "vaswani") -> tuple[str, ...]:
+def code_files(model_type: str | None = SEQ2SEQ_MODEL_TYPE) -> tuple[str, ...]:
     """The modeling files `save_pretrained` copies next to the weights of a `model_type` folder (None: of any of our
     families) for trust_remote_code, derived the way transformers finds them: the modules of `CODE_MODULES` and
     every module they import relatively."""

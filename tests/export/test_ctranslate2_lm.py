@@ -225,6 +225,26 @@ def test_classifier_and_headless_decoder_are_refused_by_name(tmp_path, capsys):
         VaswaniConverter(decoder, tokenizer())
 
 
+def test_a_causal_lm_without_eos_is_refused_and_an_encoder_without_eos_exports(tmp_path):
+    """The Generator ends generation at the export's EOS, so a causal LM with eos_token_id=None (it generates until a
+    length limit) cannot be exported faithfully and is refused by name; the encoder's export needs no EOS."""
+    torch.manual_seed(0)
+    config = VaswaniDecoderConfig(vocab_size=len(tokenizer()), d_model=32, decoder_layers=1, decoder_attention_heads=4,
+                                  **{**special_ids(), "eos_token_id": None})  # fmt: skip
+    folder = save(VaswaniForCausalLM(config), tmp_path / "lm")
+    with pytest.raises(ExportError, match=r"^eos_token_id=None: ctranslate2.Generator ends generation at the EOS"):
+        export_ctranslate2(folder, tmp_path / "lm-ct2")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lm"]  # no output, no staging folder left
+
+    model = random_encoder(VaswaniForMaskedLM, "post-layernorm")
+    model = VaswaniForMaskedLM(VaswaniEncoderConfig.from_dict(model.config.to_dict() | {"eos_token_id": None})).eval()
+    output = export_ctranslate2(save(model, tmp_path / "encoder"), tmp_path / "encoder-ct2")
+    assert json.loads((output / EXPORT_INFO_FILE).read_text())["eos_token_id"] is None
+    ours, theirs, mask = encode_both(model, output)
+    for row, length in enumerate(mask.sum(-1).tolist()):
+        np.testing.assert_allclose(theirs[row, :length], ours[row, :length], atol=1e-4, rtol=0)
+
+
 def test_activation_without_ctranslate2_equivalent_is_refused_by_name():
     for model in (random_encoder(VaswaniForMaskedLM, "post-layernorm"), trained_causal_lm("post-layernorm")):
         config = model.config.to_dict() | {"activation_function": "quick_gelu"}

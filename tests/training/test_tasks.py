@@ -191,6 +191,25 @@ def test_packing_yes_cuts_the_token_stream_into_blocks(text_dir, tmp_path, monke
 # ---------------------------------------------------------------------------------------------------------------------
 # Bad input
 # ---------------------------------------------------------------------------------------------------------------------
+def test_every_task_provides_the_task_interface_and_the_task_choices_are_the_registry():
+    from transformers import PreTrainedModel
+
+    from vaswani.training.options import TASK_NAMES
+    from vaswani.training.tasks import TASKS, Task
+
+    assert TASK_NAMES == tuple(TASKS) == ("translation", "causal_lm", "masked_lm")
+    for name, task in TASKS.items():
+        assert isinstance(task, Task) and task.name == name and task.examples and task.metrics
+        assert issubclass(task.model_class, PreTrainedModel)
+    # The interface is enforced: a task that leaves out one of its methods cannot be built, and the error names it.
+    expected = {"check_args", "load_data", "tokenize", "collators", "scored_tokens", "evaluate", "usage"}
+    assert expected <= Task.__abstractmethods__
+    for missing in sorted(Task.__abstractmethods__):
+        methods = {name: lambda self, *args: None for name in Task.__abstractmethods__ - {missing}}
+        with pytest.raises(TypeError, match=missing):
+            type("Incomplete", (Task,), methods)()
+
+
 @pytest.mark.parametrize(
     ("task", "extra", "message"),
     [

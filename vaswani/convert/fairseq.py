@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from modeling_vaswani import VaswaniConfig, VaswaniForConditionalGeneration
-from tokenization.bpe import PortableTokenizerFast, _append_eos
+from tokenization.bpe import PortableTokenizerFast, eos_post_processor
 from vaswani.convert.marian import SourceTensors, map_layers
 from vaswani.errors import ConvertError
 from vaswani.hub.model_card import write_model_card
@@ -317,7 +317,7 @@ def fairseq_tokenizer(vocabulary: list[str], model_max_length: int):
     tokenizer.add_special_tokens(
         [AddedToken(token, special=True, normalized=False) for token in FAIRSEQ_SPECIAL_TOKENS]
     )
-    tokenizer.post_processor = _append_eos(tokenizer)
+    tokenizer.post_processor = eos_post_processor(tokenizer)
     return PortableTokenizerFast(
         tokenizer_object=tokenizer,
         pad_token="<pad>",

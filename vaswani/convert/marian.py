@@ -47,6 +47,7 @@ from modeling_vaswani.modeling_vaswani import VaswaniConcatenatedSinusoidalPosit
 from vaswani.constants import (
     CONFIG_FILE,
     GENERATION_CONFIG_FILE,
+    MARIAN_TOKENIZER_CLASS,
     MARIAN_TOKENIZER_FILES,
     MODEL_CARD_FILE,
     PICKLED_WEIGHTS_NAME,
@@ -386,8 +387,8 @@ def convert_marian(model_dir: str | Path, output_dir: str | Path) -> Path:
 def _name_tokenizer_class(path: Path) -> None:
     """`AutoTokenizer` picks the class named in tokenizer_config.json (config.json says "vaswani", not "marian")."""
     values = json.loads(path.read_text(encoding="utf-8"))
-    if values.get("tokenizer_class") != "MarianTokenizer":
-        values["tokenizer_class"] = "MarianTokenizer"
+    if values.get("tokenizer_class") != MARIAN_TOKENIZER_CLASS:
+        values["tokenizer_class"] = MARIAN_TOKENIZER_CLASS
         path.write_text(json.dumps(values, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 

@@ -34,6 +34,7 @@ from vaswani.constants import (
     LOGS_DIR,
     MODEL_CARD_FILE,
     RUN_ARGS_FILE,
+    SEQ2SEQ_MODEL_TYPE,
     VASWANI_MODEL_TYPES,
 )
 from vaswani.errors import EnvironmentFailure, ModelFolderError, PushError, is_environment_failure
@@ -68,12 +69,13 @@ def check_push_folder(folder: str | Path, *, trust_remote_code: bool = False) ->
         )
     except ModelFolderError as error:
         raise PushError(str(error)) from error
-    model_type = config.model_type if config.model_type in AUTO_CLASS else "vaswani"
+    model_type = config.model_type if config.model_type in AUTO_CLASS else SEQ2SEQ_MODEL_TYPE
     missing = [name for name in code_files(model_type) if not (folder / name).is_file()]
     saved = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
     auto_map = saved.get("auto_map") or {}
     pipelines = saved.get("custom_pipelines") or {}
-    needs_pipeline = model_type == "vaswani"  # the LMs use transformers' own text-generation / fill-mask pipelines
+    # the LMs use transformers' own text-generation / fill-mask pipelines
+    needs_pipeline = model_type == SEQ2SEQ_MODEL_TYPE
     if missing or AUTO_CLASS[model_type] not in auto_map or (needs_pipeline and TASK not in pipelines):
         lacks = ", ".join(missing) if missing else "the auto_map / custom_pipelines entries in config.json"
         raise PushError(

@@ -97,7 +97,7 @@ def _stop_together(accelerator, failed: bool) -> None:
         raise ReportedElsewhere(f"process {others.index(True)} of the run failed")
 
 
-def _from_main_process(accelerator, compute: Callable[[], object]) -> object:
+def from_main_process(accelerator, compute: Callable[[], object]) -> object:
     """`compute()` on the main process, its value sent to every process."""
     if accelerator.num_processes == 1:
         return compute()
@@ -106,7 +106,7 @@ def _from_main_process(accelerator, compute: Callable[[], object]) -> object:
     return broadcast_object_list([compute() if accelerator.is_main_process else None])[0]
 
 
-def _main_process_decides(accelerator, *flags: bool) -> tuple[bool, ...]:
+def main_process_decides(accelerator, *flags: bool) -> tuple[bool, ...]:
     """The main process's time-based decisions, for every process: all must save (or stop) at the same step."""
     if accelerator.num_processes == 1:
         return flags

@@ -62,9 +62,9 @@ from vaswani.training.checkpoints import (
     load_checkpoint,
     save_checkpoint,
 )
-from vaswani.training.distributed import _from_main_process, _main_process_decides, create_accelerator, together
+from vaswani.training.distributed import create_accelerator, from_main_process, main_process_decides, together
 from vaswani.training.evaluation import log_evaluation
-from vaswani.training.options import _unknown_length, parse_args
+from vaswani.training.options import unknown_length, parse_args
 from vaswani.training.run_dir import MetricsLog, prepare_output_dir, setup_logging, start_new_run, truncate_metrics
 from vaswani.training.schedules import build_lr_scheduler
 from vaswani.training.stopping import (
@@ -196,7 +196,7 @@ def set_up(args: argparse.Namespace) -> Run:
         num_replicas=accelerator.num_processes, rank=accelerator.process_index, max_sentences=args.max_sentences,
     )  # fmt: skip
     updates_per_epoch = max(len(sampler) // args.gradient_accumulation_steps, 1)
-    max_steps = None if _unknown_length(args) else (
+    max_steps = None if unknown_length(args) else (
         args.max_train_steps or math.ceil(args.num_train_epochs * updates_per_epoch))  # fmt: skip
     logger.info(
         "Training %d %s in %d batches/epoch/process (padding efficiency %.1f%%), %s, %d processes",
@@ -306,7 +306,7 @@ def train_loop(run: Run) -> str | None:
     window = LossWindow(accelerator)
     last_save, invocation_start, start_step = time.monotonic(), time.monotonic(), progress.step
     loop_seconds = 0.0
-    (budget_spent,) = _main_process_decides(accelerator, run.rules.budget_spent(loop_seconds))
+    (budget_spent,) = main_process_decides(accelerator, run.rules.budget_spent(loop_seconds))
     if budget_spent:  # resumed from the checkpoint the budget ended at (a kill came during the final steps)
         bar.close()
         return TIME_BUDGET_SPENT
@@ -332,7 +332,7 @@ def train_loop(run: Run) -> str | None:
         stop = (args.stop_after_steps and progress.step - start_step >= args.stop_after_steps) or (
             args.stop_after_minutes and loop_seconds >= 60 * args.stop_after_minutes
         )
-        stop, due_by_time, budget_spent, early_stop, due_in_window = _main_process_decides(
+        stop, due_by_time, budget_spent, early_stop, due_in_window = main_process_decides(
             accelerator, bool(stop), time.monotonic() - last_save >= 60 * args.checkpoint_minutes,
             run.rules.budget_spent(loop_seconds), early_stop,
             run.rules.save_due(progress.step, loop_seconds_before, loop_seconds),
@@ -524,7 +524,7 @@ def choose_final_model(run: Run, finished_early: str | None) -> tuple[Candidate,
     when they were computed here ({"validation": results}, else {}: the caller need not compute them again)."""
     args, accelerator, unwrapped = run.args, run.accelerator, run.training.model
     # The main process alone holds the validation record (and BLEU/chrF): it lists the candidates for every process.
-    candidates = _from_main_process(
+    candidates = from_main_process(
         accelerator, lambda: run.rules.candidates(run.manager.checkpoints(), finished_early)
     )
     selection = args.final_model
@@ -539,7 +539,7 @@ def choose_final_model(run: Run, finished_early: str | None) -> tuple[Candidate,
                 validation[candidate.name] = run.evaluate("validation", max_samples=args.max_eval_samples)
                 candidate.score = validation[candidate.name].get(args.metric_for_best)
         chosen = candidates.index(choose(candidates, args.metric_for_best)) if accelerator.is_main_process else 0
-        chosen = candidates[_from_main_process(accelerator, lambda: chosen)]
+        chosen = candidates[from_main_process(accelerator, lambda: chosen)]
     else:  # forced; a candidate the run does not have (no evaluation, a window of one) falls back to the last
         chosen = next((c for c in candidates if c.name == selection), candidates[0])
     average_into_model(unwrapped, chosen.checkpoints)

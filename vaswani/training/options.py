@@ -34,8 +34,8 @@ from vaswani.training.stopping import (
 from vaswani.training.stopping import METRICS as STOPPING_METRICS
 from vaswani.training.tasks import TASKS
 
-# --task: the model and objective; each is a `Task` below (section 8), chosen once at set-up.
-TASK_NAMES = ("translation", "causal_lm", "masked_lm")
+# --task: the model and objective; each is a `Task` of vaswani/training/tasks.py, chosen once at set-up.
+TASK_NAMES = tuple(TASKS)
 
 
 def str2bool(value: str) -> bool:
@@ -46,12 +46,6 @@ def str2bool(value: str) -> bool:
     if value.lower() in {"false", "0", "no", "off"}:
         return False
     raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
-
-
-def int_list(value: str | list) -> list[int]:
-    if isinstance(value, list):
-        return [int(v) for v in value]
-    return [int(v) for v in value.split(",") if v.strip()]
 
 
 def str_list(value: str | list) -> list[str]:
@@ -336,18 +330,18 @@ def _check_args(args: argparse.Namespace) -> None:
             raise UsageError(
                 f"--{name} {getattr(args, name)} is not allowed; use a positive integer or leave it unset."
             )
-    if _unknown_length(args) and args.max_train_minutes is None and args.early_stopping_patience is None:
+    if unknown_length(args) and args.max_train_minutes is None and args.early_stopping_patience is None:
         raise UsageError(
             "set when training ends: --max_train_steps (optimizer updates), --num_train_epochs, --max_train_minutes "
             "or --early_stopping_patience."
         )
-    if _unknown_length(args) and args.lr_scheduler in SCHEDULES_NEEDING_TOTAL:
+    if unknown_length(args) and args.lr_scheduler in SCHEDULES_NEEDING_TOTAL:
         raise UsageError(
             f"--lr_scheduler {args.lr_scheduler} decays over the run's number of updates, which is unknown without "
             "--max_train_steps or --num_train_epochs: set one, or use noam, inverse_sqrt, constant_with_warmup or "
             "constant with a time budget or early stopping."
         )
-    if _unknown_length(args) and args.drophead_p_start is not None:
+    if unknown_length(args) and args.drophead_p_start is not None:
         raise UsageError(
             "scheduled DropHead (--drophead_p_start/--drophead_p_end) runs over the run's number of updates, which is "
             "unknown without --max_train_steps or --num_train_epochs: set one."
@@ -393,6 +387,6 @@ def _check_args(args: argparse.Namespace) -> None:
         raise UsageError(f"--report_to {args.report_to!r} is not a known tracker; use auto, none or a tracker name.")
 
 
-def _unknown_length(args: argparse.Namespace) -> bool:
+def unknown_length(args: argparse.Namespace) -> bool:
     """Whether the run's number of updates is unknown in advance (a time budget or early stopping ends it)."""
     return args.max_train_steps is None and args.num_train_epochs is None
