@@ -25,12 +25,13 @@ import json
 import sys
 from pathlib import Path
 
-from vaswani.cli.common import add_trust_remote_code, check_output_file, positive_int
-from vaswani.devices import DTYPES
+from vaswani.cli.common import check_output_file
+from vaswani.devices import MIXED_PRECISION_TO_DTYPE
 from vaswani.errors import UsageError
 from vaswani.fileio import count_lines
 from vaswani.inference.engines import BACKENDS
 from vaswani.inference.translator import Score, Translator, read_lines
+from vaswani.options import add_option
 
 HELP = "score given translations with a model (log-probabilities)"
 DESCRIPTION = "Score each line of --target as the translation of the same line of --source: its log-probability."
@@ -38,31 +39,28 @@ OUTPUT_FORMATS = ("text", "jsonl")
 
 
 def add_arguments(score: argparse.ArgumentParser) -> None:
-    score.add_argument(
-        "--model", required=True, type=Path, action="append", metavar="DIR",
+    add_option(
+        score, "model", "score", required=True, action="append",
         help="a saved model folder with its tokenizer, or a CTranslate2 export; repeat it to score with an ensemble",
     )  # fmt: skip
-    add_trust_remote_code(score)
+    add_option(score, "trust_remote_code", "score")
     score.add_argument("--source", required=True, type=Path, metavar="FILE", help="source sentences, one per line")
     score.add_argument("--target", required=True, type=Path, metavar="FILE", help="their translations, one per line")
-    score.add_argument("--output", type=Path, metavar="FILE", help="write the scores to FILE (default: stdout)")
-    score.add_argument("--output_format", choices=OUTPUT_FORMATS, default="text",
-                       help="text (`SCORE ||| LOG_PROB ||| TOKEN_LOG_PROBS`) or jsonl (one JSON object per pair)")  # fmt: skip
-    score.add_argument("--length_penalty", type=float, default=0.6, metavar="ALPHA",
-                       help="SCORE = LOG_PROB / length ** ALPHA, as translate --scores (paper: 0.6)")  # fmt: skip
-    score.add_argument("--paper_decoding", action="store_true",
-                       help="normalise by the GNMT penalty ((5 + length) / 6) ** ALPHA, as translate --paper_decoding")  # fmt: skip
-    score.add_argument("--device", default="auto", help="auto (a GPU if there is one), cpu, cuda or cuda:N")
-    score.add_argument("--batch_tokens", type=positive_int, default=4096, metavar="N",
-                       help="source tokens per batch, padding included")  # fmt: skip
-    score.add_argument("--max_source_length", type=positive_int, metavar="N",
-                       help="truncate longer sources to N tokens, with a warning (default: the model's positions)")  # fmt: skip
-    score.add_argument("--buffer_lines", type=positive_int, default=10000, metavar="N",
-                       help="pairs read, sorted by length and scored at a time")  # fmt: skip
-    score.add_argument("--backend", choices=BACKENDS, default="auto",
-                       help="auto: CTranslate2 for an exported folder, PyTorch otherwise")  # fmt: skip
-    score.add_argument("--dtype", choices=DTYPES, default="float32", help="compute type (as translate --dtype)")
-    score.add_argument("--no_progress", action="store_true", help="no progress bar")
+    add_option(score, "output", "score", help="write the scores to FILE (default: stdout)")
+    add_option(score, "output_format", "score", default="text", choices=OUTPUT_FORMATS,
+               help="text (`SCORE ||| LOG_PROB ||| TOKEN_LOG_PROBS`) or jsonl (one JSON object per pair)")  # fmt: skip
+    add_option(score, "length_penalty", "score", default=0.6,
+               help="SCORE = LOG_PROB / length ** ALPHA, as translate --scores (paper: 0.6)")  # fmt: skip
+    add_option(score, "paper_decoding", "score",
+               help="normalise by the GNMT penalty ((5 + length) / 6) ** ALPHA, as translate --paper_decoding")  # fmt: skip
+    add_option(score, "device", "score", default="auto")
+    add_option(score, "max_tokens", "score", default=4096, help="source tokens per batch, padding included")
+    add_option(score, "max_source_length", "score",
+               help="truncate longer sources to N tokens, with a warning (default: the model's positions)")  # fmt: skip
+    add_option(score, "buffer_lines", "score", default=10000, help="pairs read, sorted by length and scored at a time")
+    add_option(score, "backend", "score", choices=BACKENDS, default="auto")
+    add_option(score, "mixed_precision", "score", default="no", help="compute type (as translate --mixed_precision)")
+    add_option(score, "progress", "score", help="a progress bar on stderr (default: on; --no_progress: never)")
 
 
 def format_score(index: int, score: Score, output_format: str) -> str:
@@ -91,8 +89,8 @@ def run(args: argparse.Namespace) -> int:
     hf_logging.disable_progress_bar()
     translator = Translator(args.model if len(args.model) > 1 else args.model[0], device=args.device,
                             max_source_length=args.max_source_length, trust_remote_code=args.trust_remote_code,
-                            backend=args.backend, dtype=args.dtype)  # fmt: skip
-    bar = tqdm(total=pairs, unit="pair", file=sys.stderr, disable=args.no_progress)
+                            backend=args.backend, dtype=MIXED_PRECISION_TO_DTYPE[args.mixed_precision])  # fmt: skip
+    bar = tqdm(total=pairs, unit="pair", file=sys.stderr, disable=args.progress is False)
     try:
         _score_files(args, translator, bar)
     finally:
@@ -103,9 +101,9 @@ def run(args: argparse.Namespace) -> int:
 def _score_files(args: argparse.Namespace, translator: Translator, bar) -> None:
     """Score `buffer_lines` pairs at a time into the output (a temporary file renamed when complete, or stdout)."""
     # start-up: loaded when scoring runs; the same UTF-8, "\n", atomic output as translate
-    from vaswani.cli.translate import _open_output
+    from vaswani.cli.translate import open_output
 
-    with open(args.source, "rb") as source, open(args.target, "rb") as target, _open_output(args.output) as sink:
+    with open(args.source, "rb") as source, open(args.target, "rb") as target, open_output(args.output) as sink:
         pairs = zip(read_lines(source, name=str(args.source)), read_lines(target, name=str(args.target)), strict=True)
         first = 0
         while chunk := list(itertools.islice(pairs, args.buffer_lines)):
@@ -116,7 +114,7 @@ def _score_files(args: argparse.Namespace, translator: Translator, bar) -> None:
                            "and were truncated (see --max_source_length)")  # fmt: skip
 
             scores = translator.score([s for s, _ in chunk], [t for _, t in chunk], args.length_penalty,
-                                      args.paper_decoding, args.batch_tokens, progress=bar.update,
+                                      args.paper_decoding, args.max_tokens, progress=bar.update,
                                       on_truncated=warn_truncated, first_number=first + 1)  # fmt: skip
             for index, score in enumerate(scores, first):
                 sink.write(format_score(index, score, args.output_format) + "\n")

@@ -30,11 +30,11 @@ import torch
 from transformers.modeling_outputs import BaseModelOutput
 
 from modeling_vaswani.generation_vaswani import (
-    _best_extensions,
-    _best_finished,
-    _continue_live,
-    _keep_finished,
+    best_extensions,
+    best_finished,
+    continue_live,
     gnmt_length_penalty,
+    keep_finished,
 )
 
 WORD_START = "\u2581"  # "▁": the tokenizer's word-boundary mark
@@ -189,12 +189,12 @@ def beam_search(
             only_eos = torch.full_like(log_probs[0, 0], float("-inf"))
             only_eos[eos_id] = 0.0
             log_probs = torch.where(at_cap[:, None, None], log_probs + only_eos, log_probs)
-        top_scores, top_beam, top_token, ends = _best_extensions(beam_scores, log_probs, eos_ids)  # (B, 2K)
-        finished_scores, finished_tokens = _keep_finished(
+        top_scores, top_beam, top_token, ends = best_extensions(beam_scores, log_probs, eos_ids)  # (B, 2K)
+        finished_scores, finished_tokens = keep_finished(
             finished_scores, finished_tokens, tokens, top_scores, top_beam, top_token, ends & ~done[:, None],
             penalty(length), pad_id,
         )  # fmt: skip
-        tokens, beam_scores, origin = _continue_live(tokens, top_scores, top_beam, top_token, ends)
+        tokens, beam_scores, origin = continue_live(tokens, top_scores, top_beam, top_token, ends)
         step.reorder((origin + offsets).view(-1))
         if prefix is not None:
             prefix.advance(index, origin, tokens[:, :, -1])
@@ -205,7 +205,7 @@ def beam_search(
         done |= at_cap | (torch.isfinite(worst_kept) & ~can_improve) | ~torch.isfinite(beam_scores[:, 0])
         if bool(done.all()):
             break
-    sequences, _ = _best_finished(finished_tokens, finished_scores, num_return, 1, pad_id)
+    sequences, _ = best_finished(finished_tokens, finished_scores, num_return, 1, pad_id)
     return sequences
 
 

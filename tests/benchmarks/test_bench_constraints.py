@@ -6,7 +6,7 @@ import sys
 
 import pytest
 from conftest import REPO_ROOT
-from test_pipeline import PAIRS, one_torch_thread  # noqa: F401  (an autouse fixture)
+from test_pipeline_vaswani import PAIRS, one_torch_thread  # noqa: F401  (an autouse fixture)
 
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 from bench_constraints import (  # noqa: E402

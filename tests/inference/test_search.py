@@ -9,7 +9,7 @@ import shutil
 import pytest
 import torch
 from conftest import tiny_model
-from test_pipeline import (  # noqa: F401  (one_torch_thread is an autouse fixture)
+from test_pipeline_vaswani import (  # noqa: F401  (one_torch_thread is an autouse fixture)
     one_torch_thread,
     tiny_tokenizer,
     trained_model_and_tokenizer,

@@ -8,8 +8,8 @@ import json
 import pytest
 import torch
 from conftest import tiny_model
-from test_decoding import SOURCES, write_lines
-from test_pipeline import one_torch_thread  # noqa: F401  (an autouse fixture)
+from test_pipeline_vaswani import one_torch_thread  # noqa: F401  (an autouse fixture)
+from test_search import SOURCES, write_lines
 
 from vaswani.cli import main
 from vaswani.inference.constraints import ConstraintState, allocate, constrained_beam_search
