@@ -64,7 +64,7 @@ from vaswani.training.checkpoints import (
 )
 from vaswani.training.distributed import create_accelerator, from_main_process, main_process_decides, together
 from vaswani.training.evaluation import log_evaluation
-from vaswani.training.options import unknown_length, parse_args
+from vaswani.training.options import parse_args, unknown_length
 from vaswani.training.run_dir import MetricsLog, prepare_output_dir, setup_logging, start_new_run, truncate_metrics
 from vaswani.training.schedules import build_lr_scheduler
 from vaswani.training.stopping import (
