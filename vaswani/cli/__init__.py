@@ -14,6 +14,7 @@
     vaswani card      --model DIR [--repo_id OWNER/NAME] [--license apache-2.0] [--output FILE]
     vaswani convert   --from marian --model DIR --output OUT
     vaswani convert   --from fairseq --checkpoint model.pt --data_dir DICT_DIR --output OUT
+    vaswani serve     --model [SRC-TGT=]DIR ... [--host 127.0.0.1] [--port 5000] [--api_keys FILE]
 
 Models are read from local folders only and checked before use (`vaswani.model_folder`); a folder's own Python code
 runs only with `--trust_remote_code` (translate, push, prune, card; export and average never run it). `average` and
@@ -29,14 +30,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vaswani.cli import average, card, convert, export, prune, push, tokenizer, train, translate
+from vaswani.cli import average, card, convert, export, prune, push, serve, tokenizer, train, translate
 from vaswani.errors import run_command
 
 PROG = "vaswani"
 # The commands in the order `vaswani --help` lists them; `train` parses its own command line (see cli/train.py).
 COMMANDS = {
     "translate": translate, "export": export, "push": push, "train": train, "tokenizer": tokenizer,
-    "average": average, "prune": prune, "card": card, "convert": convert,
+    "average": average, "prune": prune, "card": card, "convert": convert, "serve": serve,
 }  # fmt: skip
 
 

@@ -1,0 +1,146 @@
+"""`vaswani serve`: an HTTP server translating with the model folders given at start-up (docs/serving.md).
+
+    vaswani serve --model en-de=runs/base-avg5 --model runs/de-en [--host 127.0.0.1] [--port 5000]
+
+Each `--model [SRC-TGT=]DIR` loads one folder (PyTorch or CTranslate2, through `Translator`) for its language pair
+(`SRC-TGT=`, or the folder's run_args.json). The server speaks the LibreTranslate API (/translate, /languages,
+/detect), a native API (/v1/translate) and answers /health and /metrics; see `vaswani.serve.app`. It binds to
+127.0.0.1 unless `--host` says otherwise, and stops on SIGINT or SIGTERM after answering the requests in flight.
+Needs the `serve` extra (FastAPI, uvicorn).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from vaswani.cli.common import add_trust_remote_code, positive_int
+from vaswani.devices import DTYPES
+from vaswani.errors import UsageError
+from vaswani.inference.engines import BACKENDS
+
+HELP = "serve translations over HTTP (LibreTranslate API and a native one)"
+DESCRIPTION = (
+    "Serve translations over HTTP: the LibreTranslate API (POST /translate, GET /languages, POST /detect), a native "
+    "API (POST /v1/translate), GET /health and GET /metrics, with dynamic batching of concurrent requests. "
+    "See docs/serving.md."
+)
+
+
+def positive_float(text: str) -> float:
+    """argparse type for times and rates: a number above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number above 0, got {text}")
+    return value
+
+
+def port_number(text: str) -> int:
+    """argparse type for --port: 0 (any free port) to 65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be from 0 to 65535, got {value}")
+    return value
+
+
+SERVE_OPTIONS = {
+    "--host": dict(default="127.0.0.1", help="the address to listen on (default: 127.0.0.1, this machine only; "
+                                             "0.0.0.0 listens on every interface)"),
+    "--port": dict(type=port_number, default=5000, help="the TCP port (default: 5000, LibreTranslate's; 0: any free one)"),
+    "--device": dict(default="auto", help="auto (a GPU if there is one), cpu, cuda or cuda:N"),
+    "--backend": dict(choices=BACKENDS, default="auto",
+                      help="auto: CTranslate2 for a folder written by `vaswani export --format ctranslate2`, "
+                           "PyTorch otherwise"),
+    "--dtype": dict(choices=DTYPES, default="float32", help="compute type (as in vaswani translate)"),
+    "--threads": dict(type=positive_int, metavar="N", help="CPU threads for decoding (default: PyTorch's)"),
+    "--max_source_length": dict(type=positive_int, metavar="N",
+                                help="truncate longer sentences to N tokens (default: the model's "
+                                     "max_position_embeddings)"),
+    "--num_beams": dict(type=positive_int, default=4, metavar="K",
+                        help="beam size of LibreTranslate requests (paper: 4; the native API chooses its own)"),
+    "--length_penalty": dict(type=float, default=0.6, metavar="ALPHA", help="of LibreTranslate requests (paper: 0.6)"),
+    "--max_tokens": dict(type=positive_int, default=2048, metavar="N",
+                         help="token budget of a batch: source tokens of the sentences decoded together"),
+    "--max_wait_ms": dict(type=positive_float, default=10.0, metavar="MS",
+                          help="how long a request waits for others to join its batch (default: 10 ms)"),
+    "--max_body_bytes": dict(type=positive_int, default=1 << 20, metavar="N",
+                             help="largest request body (default: 1 MiB); larger ones get 413"),
+    "--max_characters": dict(type=positive_int, default=10000, metavar="N",
+                             help="most characters of text in one request (default: 10000); more get 400"),
+    "--max_sentences": dict(type=positive_int, default=200, metavar="N",
+                            help="most sentences in one request after splitting (default: 200); more get 400"),
+    "--max_decode_seconds": dict(type=positive_float, default=30.0, metavar="S",
+                                 help="longest a request may wait and decode (default: 30); longer ones get 408"),
+    "--api_keys": dict(type=Path, metavar="FILE",
+                       help="require an API key: FILE has one key per line, optionally followed by its own rate "
+                            "limit (`KEY 120`); missing or wrong keys get 403"),
+    "--rate_limit": dict(type=positive_float, metavar="N",
+                         help="requests per minute per API key (per client address without --api_keys); more get "
+                              "429 (default: no limit)"),
+    "--cors_origins": dict(nargs="+", metavar="ORIGIN", default=[],
+                           help="let web pages from these origins call the server (CORS; default: none). `*`: any"),
+    "--log_texts": dict(action="store_true",
+                        help="also log the texts of requests and their translations (default: only sizes and "
+                             "timings)"),
+}  # fmt: skip
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--model", required=True, action="append", metavar="[SRC-TGT=]DIR",
+        help="a model folder (PyTorch or CTranslate2) and its language pair; without SRC-TGT= the pair is read from "
+             "the folder's run_args.json. Repeat for more pairs",
+    )  # fmt: skip
+    add_trust_remote_code(parser)
+    for flag, settings in SERVE_OPTIONS.items():
+        parser.add_argument(flag, **settings)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:  # start-up: the serve extra is imported only by this command
+        from vaswani.serve.app import ServerSettings, create_app, run_server
+    except ModuleNotFoundError as error:
+        raise UsageError(f"vaswani serve needs the serve extra ({error.name} is missing): "
+                         "pip install -c constraints.txt -e '.[serve]'") from None  # fmt: skip
+    from vaswani.serve.limits import ApiKeys, Limits
+    from vaswani.serve.models import load_models, parse_model_spec
+
+    specs = [parse_model_spec(text) for text in args.model]
+    limits = Limits(max_body_bytes=args.max_body_bytes, max_characters=args.max_characters,
+                    max_sentences=args.max_sentences, max_decode_seconds=args.max_decode_seconds)  # fmt: skip
+    settings = ServerSettings(
+        limits=limits, max_tokens=args.max_tokens, max_wait=args.max_wait_ms / 1000, num_beams=args.num_beams,
+        length_penalty=args.length_penalty, api_keys=ApiKeys.from_file(args.api_keys) if args.api_keys else None,
+        rate_limit=args.rate_limit, cors_origins=args.cors_origins, log_texts=args.log_texts,
+    )  # fmt: skip
+    if args.threads is not None:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # no "Loading weights" bars: the log is the server's
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    models = load_models(specs, lambda folders: _load_translator(folders, args))
+    if args.host not in ("127.0.0.1", "localhost", "::1") and args.api_keys is None:
+        logging.getLogger("vaswani.serve").warning(
+            "listening on %s without --api_keys: anyone who can reach this address can use the server", args.host
+        )
+    run_server(create_app(models, settings), args.host, args.port, graceful_seconds=args.max_decode_seconds + 5)
+    return 0
+
+
+def _load_translator(folders: list[Path], args: argparse.Namespace):
+    """The translator of one pair (one folder: `load_models` refuses several while ensembles are not supported)."""
+    from vaswani.inference.translator import Translator
+
+    (folder,) = folders
+    return Translator(folder, device=args.device, max_source_length=args.max_source_length,
+                      trust_remote_code=args.trust_remote_code, backend=args.backend, dtype=args.dtype)  # fmt: skip
