@@ -132,7 +132,10 @@ class RateLimiter:
 # ---------------------------------------------------------------------------------------------------------------------
 class BodyLimit:
     """ASGI middleware: a request body larger than `max_bytes` (by its Content-Length, or as it streams in) is
-    answered with 413 before the application sees it; a smaller one is read whole and replayed to the application."""
+    answered with 413 before the application sees it; a smaller one is read whole and replayed to the application.
+
+    (FastAPI's own `max_body_size` answers some of these refusals with a plain-text "Content Too Large", not the
+    LibreTranslate error shape that clients of this server parse.)"""
 
     def __init__(self, app, max_bytes: int):
         self.app, self.max_bytes = app, max_bytes
