@@ -469,6 +469,7 @@ COMMANDS = {
     "prune": ["prune", "--model", "{m}", "--output_dir", "{out}", "--encoder_layers_to_keep", "0"],
     "push": ["push", "--model", "{m}", "--repo_id", "someone/model"],
     "card": ["card", "--model", "{m}", "--output", "{out}.md"],
+    "serve": ["serve", "--model", "en-de={m}", "--port", "0"],  # refused at start-up, before it listens
 }
 # average reads the config and tokenizer of --model, not its weights: the checkpoints must fit the config
 AVERAGE_MESSAGES = {

@@ -104,13 +104,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:  # start-up: the serve extra is imported only by this command
+    try:  # start-up: the serve extra (FastAPI, uvicorn) is imported by this command only, when it runs
         from vaswani.serve.app import ServerSettings, create_app, run_server
     except ModuleNotFoundError as error:
         raise UsageError(f"vaswani serve needs the serve extra ({error.name} is missing): "
                          "pip install -c constraints.txt -e '.[serve]'") from None  # fmt: skip
-    from vaswani.serve.limits import ApiKeys, Limits
-    from vaswani.serve.models import load_models, parse_model_spec
+    from vaswani.serve.limits import ApiKeys, Limits  # start-up: as above
+    from vaswani.serve.models import load_models, parse_model_spec  # start-up: as above
 
     specs = [parse_model_spec(text) for text in args.model]
     limits = Limits(max_body_bytes=args.max_body_bytes, max_characters=args.max_characters,
@@ -139,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _load_translator(folders: list[Path], args: argparse.Namespace):
     """The translator of one pair (one folder: `load_models` refuses several while ensembles are not supported)."""
-    from vaswani.inference.translator import Translator
+    from vaswani.inference.translator import Translator  # start-up: torch loads only when a model is loaded
 
     (folder,) = folders
     return Translator(folder, device=args.device, max_source_length=args.max_source_length,
