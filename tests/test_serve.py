@@ -277,6 +277,26 @@ def test_a_body_streamed_past_the_limit_is_refused_while_it_streams(models):
         connection.close()
 
 
+def test_a_slow_client_does_not_hold_up_the_others(address, translator):
+    with socket.create_connection(address, timeout=30) as slow:  # a body promised and never sent
+        slow.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 500\r\n\r\n{\"q\": ")  # fmt: skip
+        started = time.monotonic()
+        status, answer, _ = post_json(address, "/translate", {"q": LEARNED[2], "source": "en", "target": "de"})
+        assert status == 200 and answer["translatedText"] == translator.translate([LEARNED[2]])[0]
+        assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("log_texts", [False, True])
+def test_texts_are_logged_only_when_asked(models, log_texts, caplog):
+    caplog.set_level("INFO", logger="vaswani.serve")
+    with running(models, log_texts=log_texts) as address:
+        assert post_json(address, "/translate", {"q": LEARNED[1], "source": "en", "target": "de"})[0] == 200
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert "POST /translate 200" in logged and "127.0.0.1" not in logged
+    assert (LEARNED[1] in logged) == log_texts
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # API keys, rate limits, CORS
 # ---------------------------------------------------------------------------------------------------------------------
