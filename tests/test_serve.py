@@ -124,6 +124,18 @@ def test_libretranslatepy_translates_lists_languages_and_detects(models, transla
         assert client.translate(LEARNED[0], "auto", "de") == translator.translate([LEARNED[0]])[0]
 
 
+def test_a_ctranslate2_export_is_served_as_vaswani_translate_runs_it(model_folder, tmp_path):
+    pytest.importorskip("ctranslate2", reason="the ct2 extra is not installed")
+    from vaswani.export.ctranslate2 import export_ctranslate2
+    from vaswani.inference.translator import Translator
+
+    translator = Translator(export_ctranslate2(model_folder, tmp_path / "ct2", quantization="int8"), device="cpu")
+    assert translator.backend == "ctranslate2"
+    with running(load_models([ModelSpec(translator.folder, ("en", "de"))], lambda folders: translator)) as address:
+        client = libretranslatepy.LibreTranslateAPI(url(address))
+        assert [client.translate(s, "en", "de") for s in LEARNED] == [translator.translate([s])[0] for s in LEARNED]
+
+
 def test_paragraphs_and_sentences_are_translated_one_by_one_and_glued_back(address, translator):
     text = f"{LEARNED[0]}. The weather is nice today!\n\n  {LEARNED[3]}\n"
     expected = translator.translate([f"{LEARNED[0]}.", "The weather is nice today!", LEARNED[3]])
@@ -191,6 +203,7 @@ def test_the_native_api_gives_n_best_lists_scores_and_alignments_per_sentence(ad
         ({"source": "en", "target": "de", "text": "x", "nbest": 5}, "nbest at most num_beams"),
         ({"source": "en", "target": "de", "text": "x", "max_new_tokens": 10**6}, "max_new_tokens must be at most"),
         ({"source": "en", "target": "de", "text": 3}, "text"),
+        ({"source": "en", "target": "de", "text": "x", "length_penalty": float("nan")}, "length_penalty"),
         ({"source": "en", "target": "fr", "text": "x"}, "fr is not supported"),
     ],
 )
@@ -217,6 +230,7 @@ JSON = {"Content-Type": "application/json"}
         ("/v1/translate", b'{"source": "en"}', FORM, 400, "takes a JSON body"),
         ("/translate", b'{"q": "x", "source": "en",', JSON, 400, "malformed JSON"),
         ("/translate", b'["x"]', JSON, 400, "must be an object"),
+        ("/translate", b"[" * 100000 + b"]" * 100000, JSON, 400, "malformed JSON"),
         ("/translate", b"source=en&target=de", FORM, 400, "missing q parameter"),
         ("/translate", b'{"q": 3, "source": "en", "target": "de"}', JSON, 400, "q must be a string"),
         ("/translate", b"q=x&target=de", FORM, 400, "missing source parameter"),

@@ -75,7 +75,7 @@ class NativeRequest(BaseModel):
     target: str
     text: str | list[str]
     num_beams: int = Field(4, ge=1)
-    length_penalty: float = 0.6
+    length_penalty: float = Field(0.6, ge=-10, le=10)
     max_new_tokens: int | None = Field(None, ge=1)
     paper_decoding: bool = False
     nbest: int = Field(1, ge=1)
@@ -98,6 +98,8 @@ async def read_fields(request: Request) -> dict:
             fields = json.loads(_utf8(body))
         except ValueError as error:
             raise RequestError(400, f"Invalid request: malformed JSON ({error})") from None
+        except RecursionError:
+            raise RequestError(400, "Invalid request: malformed JSON (nested too deeply)") from None
         if not isinstance(fields, dict):
             raise RequestError(400, "Invalid request: the JSON body must be an object of parameters")
         return fields
@@ -136,16 +138,18 @@ def _form_fields(pairs: list[tuple[str, str]]) -> dict:
 
 
 def _multipart_pairs(request: Request, body: bytes) -> list[tuple[str, str]]:
-    import io
-
-    from python_multipart import parse_form
+    """The fields of a multipart body (python-multipart's parser, fed the whole body, which `BodyLimit` bounded);
+    a file part is refused, and is kept in memory until then (never written to disk)."""
+    from python_multipart import create_form_parser
     from python_multipart.exceptions import FormParserError
 
     pairs, files = [], []
-    headers = {"Content-Type": request.headers["content-type"].encode("latin-1"),
-               "Content-Length": str(len(body)).encode()}  # fmt: skip
+    headers = {"Content-Type": request.headers["content-type"].encode("latin-1")}
+    config = {"MAX_MEMORY_FILE_SIZE": len(body) + 1}
     try:
-        parse_form(headers, io.BytesIO(body), lambda f: pairs.append((f.field_name, f.value)), files.append)
+        parser = create_form_parser(headers, lambda f: pairs.append((f.field_name, f.value)), files.append, config)
+        parser.write(body)
+        parser.finalize()
     except (FormParserError, ValueError) as error:
         raise RequestError(400, f"Invalid request: malformed multipart body ({error})") from None
     if files:
