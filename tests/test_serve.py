@@ -274,6 +274,10 @@ def test_every_limit_is_a_clear_4xx_and_the_server_goes_on(models, translator):
         assert status == 400 and "request (80) exceeds text limit (60 characters)" in answer["error"]
         status, answer, _ = post_json(address, "/translate", {"q": "A b. C d. E f.", "source": "en", "target": "de"})
         assert status == 400 and "3 sentences" in answer["error"]
+        status, answer, _ = post_json(address, "/v1/translate", {"source": "en", "target": "de", "text": ["a"] * 3})
+        assert status == 400 and "3 sentences" in answer["error"]
+        status, answer, _ = post_json(address, "/v1/translate", {"source": "en", "target": "de", "text": "a" * 61})
+        assert status == 400 and "request (61) exceeds text limit" in answer["error"]
         status, answer, _ = post_json(address, "/translate", {"q": LEARNED[0], "source": "en", "target": "de"})
         assert status == 408 and "longer than the limit of 0.3 s" in answer["error"]
     with running(models, limits=Limits(max_body_bytes=300)) as address:  # the same server settings, no wait

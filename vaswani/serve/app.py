@@ -275,17 +275,18 @@ async def libretranslate_translate(server: Server, request: Request) -> dict:
     alternatives = _int_field(fields, "alternatives", 0, 0, server.limits.max_num_beams - 1)
     pair, detected = server.pair(source, target)
     texts = q if isinstance(q, list) else [q]
+    server.limits.check_characters(texts)
     documents = [HtmlText(text) for text in texts] if text_format == "html" else None
     splits: list[SplitText] = (
         [s for d in documents for s in d.texts()] if documents else [split_text(t) for t in texts]
     )
     sentences = [sentence for split in splits for sentence in split.sentences]
-    server.limits.check_text(texts, len(sentences))
+    server.limits.check_sentences(len(sentences))
     nbest = alternatives + 1
     options = DecodingOptions(num_beams=max(server.settings.num_beams, nbest),
                               length_penalty=server.settings.length_penalty, nbest=nbest)  # fmt: skip
     hypotheses = await server.translate(pair, sentences, options)
-    versions = [_glue(splits, hypotheses, documents, texts, rank) for rank in range(nbest)]  # best, then alternatives
+    versions = [_glue(splits, hypotheses, documents, rank) for rank in range(nbest)]  # best, then alternatives
     server.log_texts(texts, versions[0])
     answer: dict = {"translatedText": versions[0] if isinstance(q, list) else versions[0][0]}
     if alternatives:
@@ -297,7 +298,7 @@ async def libretranslate_translate(server: Server, request: Request) -> dict:
     return answer
 
 
-def _glue(splits, hypotheses, documents, texts, rank: int) -> list[str]:
+def _glue(splits, hypotheses, documents, rank: int) -> list[str]:
     """Each text with its sentences replaced by their `rank`-th hypothesis (the best where a sentence has fewer)."""
     chosen, start, joined = [], 0, []
     for split in splits:
@@ -359,7 +360,8 @@ async def native_translate(server: Server, request: Request) -> dict:
         raise RequestError(400, f"Invalid request: max_new_tokens must be at most {limits.max_new_tokens}")
     pair, _ = server.pair(body.source, body.target)
     sentences = body.text if isinstance(body.text, list) else [body.text]
-    limits.check_text(sentences, len(sentences))
+    limits.check_characters(sentences)
+    limits.check_sentences(len(sentences))
     options = DecodingOptions(body.num_beams, body.length_penalty, body.max_new_tokens, body.paper_decoding,
                               body.nbest, body.scores, body.alignment)  # fmt: skip
     hypotheses = await server.translate(pair, sentences, options)

@@ -45,12 +45,15 @@ class Limits:
     max_num_beams: int = 16
     max_new_tokens: int = 1024
 
-    def check_text(self, texts: list[str], sentences: int) -> None:
-        """A 400 when `texts` have more characters, or make more `sentences`, than one request may have."""
+    def check_characters(self, texts: list[str]) -> None:
+        """A 400 when `texts` have more characters than one request may have (checked before they are parsed)."""
         characters = sum(len(text) for text in texts)
         if characters > self.max_characters:
             raise RequestError(400, f"Invalid request: request ({characters}) exceeds text limit "
                                     f"({self.max_characters} characters); send less text per request")  # fmt: skip
+
+    def check_sentences(self, sentences: int) -> None:
+        """A 400 when a request makes more `sentences` than one request may have."""
         if sentences > self.max_sentences:
             raise RequestError(400, f"Invalid request: request ({sentences} sentences) exceeds the limit of "
                                     f"{self.max_sentences} sentences; send fewer sentences per request")  # fmt: skip
