@@ -489,6 +489,8 @@ NOT_READ = {
 def test_a_damaged_model_is_a_clear_error_in_every_command(good_folder, tmp_path, capsys, monkeypatch, what, command):
     from vaswani.cli import main
 
+    if command == "serve":
+        pytest.importorskip("fastapi", reason="the serve extra is not installed")
     message = AVERAGE_MESSAGES.get(what) if command == "average" else None
     folder = tmp_path / "model"
     shutil.copytree(good_folder, folder)

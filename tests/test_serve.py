@@ -598,3 +598,10 @@ def test_html_is_written_back_as_it_came_when_nothing_changes():
     assert [t.sentences for t in document.texts()] == [["Hi & bye.", "Next one."]]
     assert document.render([t.sentences for t in document.texts()]) == page
     assert document.render([["<b>x</b>", "y"]]).count("&lt;b&gt;x&lt;/b&gt; y") == 1  # translations are escaped
+
+
+def test_without_the_serve_extra_the_command_says_how_to_install_it(monkeypatch, capsys):
+    monkeypatch.delitem(sys.modules, "vaswani.serve.app")
+    monkeypatch.setitem(sys.modules, "fastapi", None)  # as if FastAPI were not installed
+    assert main(["serve", "--model", "somewhere"]) == 2
+    assert "vaswani serve needs the serve extra (fastapi is missing): pip install" in capsys.readouterr().err
