@@ -67,7 +67,7 @@ SERVE_OPTIONS = {
                         help="beam size of LibreTranslate requests (paper: 4; the native API chooses its own)"),
     "--length_penalty": dict(type=float, default=0.6, metavar="ALPHA", help="of LibreTranslate requests (paper: 0.6)"),
     "--max_tokens": dict(type=positive_int, default=2048, metavar="N",
-                         help="token budget of a batch: source tokens of the sentences decoded together"),
+                         help="token budget of a batch: source tokens of the sentences decoded together (default: 2048)"),
     "--max_wait_ms": dict(type=positive_float, default=10.0, metavar="MS",
                           help="how long a request waits for others to join its batch (default: 10 ms)"),
     "--max_body_bytes": dict(type=positive_int, default=1 << 20, metavar="N",
