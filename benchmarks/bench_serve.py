@@ -110,7 +110,7 @@ def server_process(folder: Path, args, log: Path):
         port = probe.getsockname()[1]
     command = [sys.executable, "-m", "vaswani.cli", "serve", "--model", f"{args.source_lang}-{args.target_lang}={folder}",
                "--port", str(port), "--threads", str(args.threads), "--max_wait_ms", str(args.max_wait_ms),
-               "--max_tokens", str(args.max_tokens), "--max_decode_seconds", "600"]  # fmt: skip
+               "--max_tokens", str(args.max_tokens), "--max_request_seconds", "600"]  # fmt: skip
     with open(log, "w") as output:
         process = subprocess.Popen(command, cwd=REPO_ROOT, env=common.worker_env(args.threads), stdout=output,
                                    stderr=subprocess.STDOUT)  # fmt: skip

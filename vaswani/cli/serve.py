@@ -15,10 +15,9 @@ import argparse
 import logging
 from pathlib import Path
 
-from vaswani.cli.common import add_trust_remote_code, positive_int
-from vaswani.devices import DTYPES
+from vaswani.devices import MIXED_PRECISION_TO_DTYPE
 from vaswani.errors import UsageError
-from vaswani.inference.engines import BACKENDS
+from vaswani.options import add_option, positive_int
 
 HELP = "serve translations over HTTP (LibreTranslate API and a native one)"
 DESCRIPTION = (
@@ -50,33 +49,21 @@ def port_number(text: str) -> int:
     return value
 
 
+# The options of `vaswani serve` of its own (the shared ones come from the registry, `vaswani.options`), in the order
+# --help lists them after those.
 SERVE_OPTIONS = {
     "--host": dict(default="127.0.0.1", help="the address to listen on (default: 127.0.0.1, this machine only; "
                                              "0.0.0.0 listens on every interface)"),
     "--port": dict(type=port_number, default=5000, help="the TCP port (default: 5000, LibreTranslate's; 0: any free one)"),
-    "--device": dict(default="auto", help="auto (a GPU if there is one), cpu, cuda or cuda:N"),
-    "--backend": dict(choices=BACKENDS, default="auto",
-                      help="auto: CTranslate2 for a folder written by `vaswani export --format ctranslate2`, "
-                           "PyTorch otherwise"),
-    "--dtype": dict(choices=DTYPES, default="float32", help="compute type (as in vaswani translate)"),
-    "--threads": dict(type=positive_int, metavar="N", help="CPU threads for decoding (default: PyTorch's)"),
-    "--max_source_length": dict(type=positive_int, metavar="N",
-                                help="truncate longer sentences to N tokens (default: the model's "
-                                     "max_position_embeddings)"),
-    "--num_beams": dict(type=positive_int, default=4, metavar="K",
-                        help="beam size of LibreTranslate requests (paper: 4; the native API chooses its own)"),
-    "--length_penalty": dict(type=float, default=0.6, metavar="ALPHA", help="of LibreTranslate requests (paper: 0.6)"),
-    "--max_tokens": dict(type=positive_int, default=2048, metavar="N",
-                         help="token budget of a batch: source tokens of the sentences decoded together (default: 2048)"),
     "--max_wait_ms": dict(type=positive_float, default=10.0, metavar="MS",
                           help="how long a request waits for others to join its batch (default: 10 ms)"),
-    "--max_body_bytes": dict(type=positive_int, default=1 << 20, metavar="N",
+    "--max_request_bytes": dict(type=positive_int, default=1 << 20, metavar="N",
                              help="largest request body (default: 1 MiB); larger ones get 413"),
-    "--max_characters": dict(type=positive_int, default=10000, metavar="N",
+    "--max_request_characters": dict(type=positive_int, default=10000, metavar="N",
                              help="most characters of text in one request (default: 10000); more get 400"),
-    "--max_sentences": dict(type=positive_int, default=200, metavar="N",
+    "--max_request_sentences": dict(type=positive_int, default=200, metavar="N",
                             help="most sentences in one request after splitting (default: 200); more get 400"),
-    "--max_decode_seconds": dict(type=positive_float, default=30.0, metavar="S",
+    "--max_request_seconds": dict(type=positive_float, default=30.0, metavar="S",
                                  help="longest a request may wait and decode (default: 30); longer ones get 408"),
     "--api_keys": dict(type=Path, metavar="FILE",
                        help="require an API key: FILE has one key per line, optionally followed by its own rate "
@@ -93,12 +80,24 @@ SERVE_OPTIONS = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--model", required=True, action="append", metavar="[SRC-TGT=]DIR",
-        help="a model folder (PyTorch or CTranslate2) and its language pair; without SRC-TGT= the pair is read from "
-             "the folder's run_args.json. Repeat for more pairs",
+    add_option(
+        parser, "model", "serve", required=True, action="append", type=str, metavar="[SRC-TGT=]DIR",
+        help="a model folder (PyTorch, or CTranslate2 from vaswani export: chosen by the folder) and its language "
+             "pair; without SRC-TGT= the pair is read from the folder's run_args.json. Repeat for more pairs",
     )  # fmt: skip
-    add_trust_remote_code(parser)
+    add_option(parser, "trust_remote_code", "serve")
+    add_option(parser, "device", "serve", default="auto")
+    add_option(parser, "threads", "serve", help="CPU threads for decoding (default: PyTorch's)")
+    add_option(parser, "mixed_precision", "serve", default="no",
+               help="compute type, as in vaswani translate: bf16/fp16 where the device computes it natively; no: "
+                    "float32")  # fmt: skip
+    add_option(parser, "max_source_length", "serve",
+               help="truncate longer sentences to N tokens (default: the model's max_position_embeddings)")  # fmt: skip
+    add_option(parser, "num_beams", "serve", default=4,
+               help="beam size of LibreTranslate requests (paper: 4; the native API chooses its own)")  # fmt: skip
+    add_option(parser, "length_penalty", "serve", default=0.6, help="of LibreTranslate requests (paper: 0.6)")
+    add_option(parser, "max_tokens", "serve", default=2048,
+               help="token budget of a batch: source tokens of the sentences decoded together (default: 2048)")  # fmt: skip
     for flag, settings in SERVE_OPTIONS.items():
         parser.add_argument(flag, **settings)
 
@@ -113,8 +112,8 @@ def run(args: argparse.Namespace) -> int:
     from vaswani.serve.models import load_models, parse_model_spec  # start-up: as above
 
     specs = [parse_model_spec(text) for text in args.model]
-    limits = Limits(max_body_bytes=args.max_body_bytes, max_characters=args.max_characters,
-                    max_sentences=args.max_sentences, max_decode_seconds=args.max_decode_seconds)  # fmt: skip
+    limits = Limits(max_request_bytes=args.max_request_bytes, max_request_characters=args.max_request_characters,
+                    max_request_sentences=args.max_request_sentences, max_request_seconds=args.max_request_seconds)  # fmt: skip
     settings = ServerSettings(
         limits=limits, max_tokens=args.max_tokens, max_wait=args.max_wait_ms / 1000, num_beams=args.num_beams,
         length_penalty=args.length_penalty, api_keys=ApiKeys.from_file(args.api_keys) if args.api_keys else None,
@@ -133,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         logging.getLogger("vaswani.serve").warning(
             "listening on %s without --api_keys: anyone who can reach this address can use the server", args.host
         )
-    run_server(create_app(models, settings), args.host, args.port, graceful_seconds=args.max_decode_seconds + 5)
+    run_server(create_app(models, settings), args.host, args.port, graceful_seconds=args.max_request_seconds + 5)
     return 0
 
 
@@ -143,4 +142,4 @@ def _load_translator(folders: list[Path], args: argparse.Namespace):
 
     (folder,) = folders
     return Translator(folder, device=args.device, max_source_length=args.max_source_length,
-                      trust_remote_code=args.trust_remote_code, backend=args.backend, dtype=args.dtype)  # fmt: skip
+                      trust_remote_code=args.trust_remote_code, dtype=MIXED_PRECISION_TO_DTYPE[args.mixed_precision])  # fmt: skip

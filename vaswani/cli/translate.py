@@ -3,9 +3,9 @@ or --output, one per line: an empty line gives an empty line, and a line break i
 Sentences are batched by length; a progress bar on stderr follows `--input` files. Inputs longer than
 `--max_source_length` tokens (default: the model's max_position_embeddings) are truncated, with a warning naming the
 line numbers. The engine is `vaswani.inference` (translator.py, engines.py); `--nbest N`, `--scores`, `--alignment`
-and `--format jsonl` print n-best lists, model scores and word alignments in the formats of
+and `--output_format jsonl` print n-best lists, model scores and word alignments in the formats of
 `vaswani.inference.outputs`. `--backend` picks PyTorch or CTranslate2 (by default: CTranslate2 for an exported folder),
-`--dtype` the compute type.
+`--mixed_precision` the compute type.
 """
 
 from __future__ import annotations
@@ -17,51 +17,32 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from vaswani.cli.common import add_model_argument, add_trust_remote_code, check_output_file, positive_int
-from vaswani.devices import DTYPES
+from vaswani.cli.common import check_output_file
+from vaswani.devices import MIXED_PRECISION_TO_DTYPE
 from vaswani.errors import UsageError
 from vaswani.fileio import atomic_output, count_lines
 from vaswani.inference.engines import BACKENDS
 from vaswani.inference.outputs import OUTPUT_FORMATS, one_line, output_handler
 from vaswani.inference.translator import Translator, read_lines, translate_lines
+from vaswani.options import add_option, positive_int
 
 HELP = "translate sentences, one per line"
 DESCRIPTION = "Translate sentences from stdin or --input (one per line, UTF-8) into the same number of lines."
 
-# The options of `vaswani translate` after --model and --trust_remote_code, in the order --help lists them.
+# The options of `vaswani translate` of its own (the shared ones come from the registry, `vaswani.options`), in the
+# order --help lists them after those.
 TRANSLATE_OPTIONS = {
-    "--input": dict(type=Path, metavar="FILE", help="read sentences from FILE (default: stdin)"),
-    "--output": dict(type=Path, metavar="FILE", help="write translations to FILE (default: stdout)"),
-    "--num_beams": dict(type=positive_int, default=4, metavar="K", help="beam size (paper: 4)"),
-    "--length_penalty": dict(type=float, default=0.6, metavar="ALPHA", help="paper: 0.6"),
-    "--max_new_tokens": dict(type=positive_int, metavar="N", help="at most N output tokens (default: source + 50)"),
     "--paper_decoding": dict(
         action="store_true",
         help="the paper's beam search: the GNMT length penalty ((5 + |Y|) / 6) ** alpha (generate()'s length_penalty "
              "divides by |Y| ** alpha) and a cap of source length + 50 per sentence",
     ),
-    "--device": dict(default="auto", help="auto (a GPU if there is one), cpu, cuda or cuda:N"),
-    "--threads": dict(
-        type=positive_int, metavar="N",
-        help="CPU threads for decoding (default: PyTorch's, one per core unless OMP_NUM_THREADS says otherwise)",
-    ),
-    "--batch_tokens": dict(type=positive_int, default=4096, metavar="N", help="source tokens per batch, padding included"),
-    "--max_source_length": dict(
-        type=positive_int, metavar="N",
-        help="truncate longer inputs to N tokens, with a warning (default: the model's max_position_embeddings)",
-    ),
     "--buffer_lines": dict(
         type=positive_int, default=10000, metavar="N", help="lines read, sorted by length and translated at a time"
     ),
-    "--no_progress": dict(action="store_true", help="no progress bar for --input files"),
     "--backend": dict(
         choices=BACKENDS, default="auto",
         help="auto: CTranslate2 for a folder written by `vaswani export --format ctranslate2`, PyTorch otherwise",
-    ),
-    "--dtype": dict(
-        choices=DTYPES, default="float32",
-        help="compute type: bfloat16/float16 run PyTorch under autocast and CTranslate2 in that type; refused where "
-             "the device has no native support (on CPU: bfloat16 needs AVX512-BF16 or AMX)",
     ),
     "--parallel_batches": dict(
         type=positive_int, metavar="N",
@@ -82,17 +63,54 @@ TRANSLATE_OPTIONS = {
         help="add word alignments `i-j` (source word i, target word j, from 0) from the last decoder layer's "
              "encoder-decoder attention averaged over heads (each target subword -> its most attended source subword)",
     ),
-    "--format": dict(
-        choices=OUTPUT_FORMATS, default="text",
-        help="text (one line per translation, or ` ||| `-separated fields with --nbest/--scores/--alignment) or "
-             "jsonl (one JSON object per input line: {line, hypotheses: [{text, score, alignment}]})",
-    ),
 }  # fmt: skip
 
 
 def add_arguments(translate: argparse.ArgumentParser) -> None:
-    add_model_argument(translate, help="a saved model folder with its tokenizer (local)")
-    add_trust_remote_code(translate)
+    add_option(translate, "model", "translate", required=True, help="a saved model folder with its tokenizer (local)")
+    add_option(translate, "trust_remote_code", "translate")
+    add_option(translate, "input", "translate", help="read sentences from FILE (default: stdin)")
+    add_option(translate, "output", "translate", help="write translations to FILE (default: stdout)")
+    add_option(translate, "num_beams", "translate", default=4)
+    add_option(translate, "length_penalty", "translate", default=0.6)
+    add_option(translate, "max_new_tokens", "translate", help="at most N output tokens (default: source + 50)")
+    add_option(translate, "device", "translate", default="auto")
+    add_option(
+        translate,
+        "threads",
+        "translate",
+        help="CPU threads for decoding (default: PyTorch's, one per core unless OMP_NUM_THREADS says otherwise)",
+    )
+    add_option(translate, "max_tokens", "translate", default=4096, help="source tokens per batch, padding included")
+    add_option(
+        translate,
+        "max_source_length",
+        "translate",
+        help="truncate longer inputs to N tokens, with a warning (default: the model's max_position_embeddings)",
+    )
+    add_option(
+        translate,
+        "progress",
+        "translate",
+        help="a progress bar on stderr (default: for --input files; --no_progress: never)",
+    )
+    add_option(
+        translate,
+        "mixed_precision",
+        "translate",
+        default="no",
+        help="compute type: bf16/fp16 run PyTorch under autocast and CTranslate2 in that type; refused where the "
+        "device has no native support (on CPU: bf16 needs AVX512-BF16 or AMX); no: float32",
+    )
+    add_option(
+        translate,
+        "output_format",
+        "translate",
+        default="text",
+        choices=OUTPUT_FORMATS,
+        help="text (one line per translation, or ` ||| `-separated fields with --nbest/--scores/--alignment) or "
+        "jsonl (one JSON object per input line: {line, hypotheses: [{text, score, alignment}]})",
+    )
     for flag, settings in TRANSLATE_OPTIONS.items():
         translate.add_argument(flag, **settings)
 
@@ -113,13 +131,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--nbest {args.nbest} needs at least as many beams: add --num_beams {args.nbest}")
     translator = Translator(args.model, device=args.device, max_source_length=args.max_source_length,
                             trust_remote_code=args.trust_remote_code, backend=args.backend,
-                            dtype=args.dtype, parallel_batches=args.parallel_batches)  # fmt: skip
+                            dtype=MIXED_PRECISION_TO_DTYPE[args.mixed_precision], parallel_batches=args.parallel_batches)  # fmt: skip
     # n-best lists, scores, alignments or JSON lines: the lines of an output handler (vaswani.inference.outputs)
-    detailed = args.nbest > 1 or args.scores or args.alignment or args.format == "jsonl"
-    output = output_handler(args.format, scores=args.scores, alignment=args.alignment) if detailed else None
+    detailed = args.nbest > 1 or args.scores or args.alignment or args.output_format == "jsonl"
+    output = output_handler(args.output_format, scores=args.scores, alignment=args.alignment) if detailed else None
 
-    show_progress = args.input is not None and not args.no_progress
-    bar = tqdm(total=count_lines(args.input) if show_progress else None, unit="line", file=sys.stderr,
+    show_progress = args.progress or (args.input is not None and args.progress is None)
+    bar = tqdm(total=count_lines(args.input) if show_progress and args.input is not None else None, unit="line", file=sys.stderr,
                disable=not show_progress)  # fmt: skip
 
     def warn_truncated(line_numbers: list[int]) -> None:
@@ -150,7 +168,7 @@ def _translate_stream(args: argparse.Namespace, translator, bar, warn_truncated,
             length_penalty=args.length_penalty,
             max_new_tokens=args.max_new_tokens,
             paper_decoding=args.paper_decoding,
-            batch_tokens=args.batch_tokens,
+            batch_tokens=args.max_tokens,
             **({"hypotheses": True, "nbest": args.nbest, "scores": args.scores, "alignment": args.alignment}
                if output is not None else {}),
         )  # fmt: skip

@@ -173,7 +173,7 @@ class CTranslate2Engine:
         try:
             ctranslate2 = import_ctranslate2()
         except ExportError as error:
-            raise TranslateError(str(error)) from None
+            raise TranslateError(str(error)) from error
         self.tokenizer = tokenizer
         self.info = json.loads((Path(folder) / EXPORT_INFO_FILE).read_text())
         device_type, index = _ct2_device(device, ctranslate2)

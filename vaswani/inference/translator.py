@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vaswani.constants import EXPORT_INFO_FILE
+from vaswani.constants import EXPORT_INFO_FILE, SEQ2SEQ_MODEL_TYPE
 from vaswani.devices import resolve_device
 from vaswani.errors import TranslateError
 from vaswani.export.ctranslate2 import RUNS_WITH, is_ctranslate2_folder
@@ -85,11 +85,12 @@ def check_translation_export(folder: Path) -> None:
     try:
         info = json.loads(path.read_text())
     except (OSError, ValueError) as error:
-        raise TranslateError(f"{path} cannot be read ({error}): export the model again") from None
+        raise TranslateError(f"{path} cannot be read ({error}): export the model again") from error
     if not isinstance(info, dict):
         raise TranslateError(f"{path} is not a JSON object: export the model again")
-    runs_with = info.get("runs_with", RUNS_WITH["vaswani"])  # exports made before the one-stack models: Translator
-    if runs_with != RUNS_WITH["vaswani"]:
+    # exports made before the one-stack models have no runs_with: a Translator
+    runs_with = info.get("runs_with", RUNS_WITH[SEQ2SEQ_MODEL_TYPE])
+    if runs_with != RUNS_WITH[SEQ2SEQ_MODEL_TYPE]:
         raise TranslateError(
             f"{folder} is a CTranslate2 export of a {info.get('architecture', 'one-stack model')} "
             f"({info.get('model_type')!r}), not of a translation model: run it with {runs_with} in Python, or "
@@ -276,7 +277,7 @@ def read_lines(stream: Iterable[str | bytes], name: str = "the input") -> Iterat
                 raise TranslateError(
                     f"{name} is not UTF-8 text: line {number} has the byte {line[error.start]:#04x} at position "
                     f"{error.start + 1}; convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)"
-                ) from None
+                ) from error
         yield line.removesuffix("\n").removesuffix("\r")
 
 

@@ -232,9 +232,9 @@ class Server:
         self.metrics.queued.set(self.batcher.queued_sentences() + len(sentences))
         try:
             results = await asyncio.wait_for(self.batcher.translate(pair, sentences, tokens, options),
-                                             self.limits.max_decode_seconds)  # fmt: skip
+                                             self.limits.max_request_seconds)  # fmt: skip
         except asyncio.TimeoutError:  # noqa: UP041 (Python 3.10's wait_for raises asyncio's own)
-            raise RequestError(408, f"Translation took longer than the limit of {self.limits.max_decode_seconds:g} "
+            raise RequestError(408, f"Translation took longer than the limit of {self.limits.max_request_seconds:g} "
                                     "s; send less text per request, or retry when the server is less busy") from None  # fmt: skip
         finally:
             self.metrics.queued.set(self.batcher.queued_sentences())
@@ -422,7 +422,7 @@ def create_app(models: dict[tuple[str, str], ServedPair], settings: ServerSettin
     if settings is not None and settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
                            allow_headers=["Content-Type", "Authorization"])  # fmt: skip
-    app.add_middleware(BodyLimit, max_bytes=server.limits.max_body_bytes)
+    app.add_middleware(BodyLimit, max_bytes=server.limits.max_request_bytes)
     app.add_middleware(RequestLog, metrics=server.metrics)  # outermost: sees every answer, refusals included
     return app
 

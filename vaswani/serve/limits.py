@@ -38,25 +38,25 @@ class Limits:
     """The limits of one request (see the module docstring); `max_num_beams`, `max_nbest` and `max_new_tokens` bound
     the decoding options of the native API."""
 
-    max_body_bytes: int = 1 << 20
-    max_characters: int = 10000
-    max_sentences: int = 200
-    max_decode_seconds: float = 30.0
+    max_request_bytes: int = 1 << 20
+    max_request_characters: int = 10000
+    max_request_sentences: int = 200
+    max_request_seconds: float = 30.0
     max_num_beams: int = 16
     max_new_tokens: int = 1024
 
     def check_characters(self, texts: list[str]) -> None:
         """A 400 when `texts` have more characters than one request may have (checked before they are parsed)."""
         characters = sum(len(text) for text in texts)
-        if characters > self.max_characters:
+        if characters > self.max_request_characters:
             raise RequestError(400, f"Invalid request: request ({characters}) exceeds text limit "
-                                    f"({self.max_characters} characters); send less text per request")  # fmt: skip
+                                    f"({self.max_request_characters} characters); send less text per request")  # fmt: skip
 
     def check_sentences(self, sentences: int) -> None:
         """A 400 when a request makes more `sentences` than one request may have."""
-        if sentences > self.max_sentences:
+        if sentences > self.max_request_sentences:
             raise RequestError(400, f"Invalid request: request ({sentences} sentences) exceeds the limit of "
-                                    f"{self.max_sentences} sentences; send fewer sentences per request")  # fmt: skip
+                                    f"{self.max_request_sentences} sentences; send fewer sentences per request")  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import tiny_model
-from test_pipeline import one_torch_thread, tiny_tokenizer  # noqa: F401  (one_torch_thread is an autouse fixture)
+from test_pipeline_vaswani import one_torch_thread, tiny_tokenizer  # noqa: F401  (one_torch_thread is an autouse fixture)
 from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments
 
 # Two short targets, then two long ones: the two micro-batches of 2 hold very different numbers of target tokens.

@@ -12,7 +12,7 @@ import random
 import pytest
 import torch
 from conftest import overfit, tiny_model
-from test_pipeline import one_torch_thread, tiny_tokenizer  # noqa: F401  (one_torch_thread is an autouse fixture)
+from test_pipeline_vaswani import one_torch_thread, tiny_tokenizer  # noqa: F401  (one_torch_thread is an autouse fixture)
 
 from modeling_vaswani.modeling_vaswani import ScaleNorm
 from tokenization import train_bpe_tokenizer
@@ -242,7 +242,7 @@ def test_quantized_export_stores_its_type_and_keeps_bleu_on_held_out_sequences(q
     computes in when loading (with a warning): the rounding to Q is tested, Q's arithmetic is not."""
     folder, float32_bleu = copying_folder
     output = tmp_path / quantization
-    assert main(["export", "--model", str(folder), "--output", str(output), "--quantization", quantization]) == 0
+    assert main(["export", "--model", str(folder), "--output_dir", str(output), "--quantization", quantization]) == 0
     assert json.loads((output / EXPORT_INFO_FILE).read_text())["quantization"] == quantization
     matrices, others = STORED_TYPES[quantization]
     arrays = {name: kind for name, (kind, rank) in stored_arrays(output).items() if rank > 0}  # not the flags
@@ -313,7 +313,7 @@ def model_folder(tmp_path_factory):
 
 def test_export_command_writes_a_folder_that_translate_runs_with_ctranslate2(model_folder, tmp_path, capsys):
     output = tmp_path / "ct2"
-    assert main(["export", "--model", str(model_folder), "--output", str(output), "--format", "ctranslate2"]) == 0
+    assert main(["export", "--model", str(model_folder), "--output_dir", str(output), "--format", "ctranslate2"]) == 0
     assert is_ctranslate2_folder(output) and (output / "tokenizer.json").is_file()
     assert json.loads((output / EXPORT_INFO_FILE).read_text())["quantization"] == "float32"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging folder left behind
@@ -340,7 +340,7 @@ def test_export_command_writes_a_folder_that_translate_runs_with_ctranslate2(mod
 
 def test_export_quantization_int8(model_folder, tmp_path):
     output = tmp_path / "int8"
-    assert main(["export", "--model", str(model_folder), "--output", str(output), "--quantization", "int8"]) == 0
+    assert main(["export", "--model", str(model_folder), "--output_dir", str(output), "--quantization", "int8"]) == 0
     assert json.loads((output / EXPORT_INFO_FILE).read_text())["quantization"] == "int8"
     assert (output / "model.bin").stat().st_size < 0.6 * (model_folder / "model.safetensors").stat().st_size
     sentences = copy_sentences(6, seed=9)
@@ -354,15 +354,16 @@ def test_export_refusals(model_folder, tmp_path, capsys):
     existing = tmp_path / "existing"
     existing.mkdir()
     (existing / "keep.txt").write_text("mine")
-    assert main(["export", "--model", str(model_folder), "--output", str(existing)]) == 2
+    assert main(["export", "--model", str(model_folder), "--output_dir", str(existing)]) == 2
     assert "already exists" in capsys.readouterr().err and (existing / "keep.txt").read_text() == "mine"
-    assert main(["export", "--model", str(model_folder), "--output", str(model_folder)]) == 2
+    assert main(["export", "--model", str(model_folder), "--output_dir", str(model_folder)]) == 2
     assert "new folder" in capsys.readouterr().err
     assert (
-        main(["export", "--model", str(model_folder), "--output", str(tmp_path / "q"), "--quantization", "int4"]) == 2
+        main(["export", "--model", str(model_folder), "--output_dir", str(tmp_path / "q"), "--quantization", "int4"])
+        == 2
     )
     assert "invalid choice: 'int4'" in capsys.readouterr().err
-    assert main(["export", "--model", str(tmp_path / "nowhere"), "--output", str(tmp_path / "x")]) == 2
+    assert main(["export", "--model", str(tmp_path / "nowhere"), "--output_dir", str(tmp_path / "x")]) == 2
     assert "no such model folder" in capsys.readouterr().err
     with pytest.raises(ExportError, match="activation_function='quick_gelu' has no CTranslate2 equivalent"):
         model, tokenizer = trained_copy_model("post-layernorm-sinusoidal-shared")

@@ -216,7 +216,7 @@ def test_average_into_model_rejects_tensors_that_do_not_fit(tmp_path):
 def finished_run(tmp_path):
     """A finished run: the final model folder with tokenizer files and a model card, and three checkpoints under
     checkpoints/ written with safetensors' `save_model` (it keeps the tied matrix as lm_head.weight)."""
-    from test_pipeline import tiny_tokenizer
+    from test_pipeline_vaswani import tiny_tokenizer
 
     folder = tmp_path / "run"
     tokenizer = tiny_tokenizer()
@@ -369,7 +369,7 @@ def test_keep_last_none_keeps_everything(tmp_path):
 
 def test_all_processes_write_into_one_checkpoint(tmp_path):
     """Two "processes" (threads) save together, each block ending at a barrier (train.py's `together` also shares
-    whether a process failed there; tests/test_train.py runs it in two real processes)."""
+    whether a process failed there; tests/training/test_loop.py runs it in two real processes)."""
     manager = CheckpointManager(tmp_path)
     barrier = threading.Barrier(2, timeout=30)
     results, errors = {}, []

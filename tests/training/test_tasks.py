@@ -191,6 +191,25 @@ def test_packing_yes_cuts_the_token_stream_into_blocks(text_dir, tmp_path, monke
 # ---------------------------------------------------------------------------------------------------------------------
 # Bad input
 # ---------------------------------------------------------------------------------------------------------------------
+def test_every_task_provides_the_task_interface_and_the_task_choices_are_the_registry():
+    from transformers import PreTrainedModel
+
+    from vaswani.training.options import TASK_NAMES
+    from vaswani.training.tasks import TASKS, Task
+
+    assert TASK_NAMES == tuple(TASKS) == ("translation", "causal_lm", "masked_lm")
+    for name, task in TASKS.items():
+        assert isinstance(task, Task) and task.name == name and task.examples and task.metrics
+        assert issubclass(task.model_class, PreTrainedModel)
+    # The interface is enforced: a task that leaves out one of its methods cannot be built, and the error names it.
+    expected = {"check_args", "load_data", "tokenize", "collators", "scored_tokens", "evaluate", "usage"}
+    assert expected <= Task.__abstractmethods__
+    for missing in sorted(Task.__abstractmethods__):
+        methods = {name: lambda self, *args: None for name in Task.__abstractmethods__ - {missing}}
+        with pytest.raises(TypeError, match=missing):
+            type("Incomplete", (Task,), methods)()
+
+
 @pytest.mark.parametrize(
     ("task", "extra", "message"),
     [
@@ -271,7 +290,7 @@ def test_push_to_hub_uploads_the_language_model_with_its_card(task, stack, auto_
     """--push_to_hub works for the LM tasks as for translation: one commit with the weights, the tokenizer, the
     one-stack modeling code (so the repo loads with trust_remote_code) and the LM card; `vaswani push` of the same
     folder uploads the same files."""
-    from test_hub import HubRecorder
+    from test_push import HubRecorder
 
     from vaswani.cli import main as vaswani_main
 
@@ -285,7 +304,7 @@ def test_push_to_hub_uploads_the_language_model_with_its_card(task, stack, auto_
             "modeling_vaswani_lm.py"} <= set(files)  # fmt: skip
     assert auto_class in json.loads(files["config.json"])["auto_map"]
     assert f"vaswani train --task {task}" in files["README.md"].decode()  # the LM card, not the translation one
-    assert vaswani_main(["push", "--model", str(out), "--repo_id", "me/tiny-lm"]) == 0
+    assert vaswani_main(["push", "--model", str(out), "--hub_model_id", "me/tiny-lm"]) == 0
     assert set(hub.commits[1]["files"]) == set(files)
     (out / "modeling_vaswani_lm.py").unlink()  # a folder that could not load with trust_remote_code is refused
-    assert vaswani_main(["push", "--model", str(out), "--repo_id", "me/tiny-lm"]) == 2 and len(hub.commits) == 2
+    assert vaswani_main(["push", "--model", str(out), "--hub_model_id", "me/tiny-lm"]) == 2 and len(hub.commits) == 2

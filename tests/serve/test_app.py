@@ -1,6 +1,6 @@
-"""`vaswani serve` (issue 31): the LibreTranslate API spoken to the real `libretranslatepy` client, the native API, every
-limit and bad input over plain HTTP, API keys and rate limits, CORS, a bounded load test, graceful SIGTERM, and the
-command line's start-up errors.
+"""vaswani/serve/app.py (issue 31): the LibreTranslate API spoken to the real `libretranslatepy` client, the native API,
+every limit and bad input over plain HTTP, API keys and rate limits, CORS, a bounded load test. (The command, its
+options and SIGTERM: tests/cli/test_serve.py; batching and text: test_batching_dynamic.py, test_text_splitting.py.)
 
 The servers run on loopback, on a port the operating system picks, in a thread of this process (uvicorn's own
 `Server`), with the tiny trained translator of test_pipeline.py loaded once for both directions (en-de, de-en). The
@@ -12,24 +12,18 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
-import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
-from conftest import REPO_ROOT
 
 pytest.importorskip("fastapi", reason="the serve extra is not installed: pip install -e '.[serve]'")
 pytest.importorskip("uvicorn", reason="the serve extra is not installed: pip install -e '.[serve]'")
 libretranslatepy = pytest.importorskip("libretranslatepy", reason="the dev extra is not installed")
 
-from vaswani.cli import main  # noqa: E402
 from vaswani.inference.outputs import format_alignment  # noqa: E402
 from vaswani.serve.app import ServerSettings, create_app  # noqa: E402
 from vaswani.serve.limits import ApiKeys, Limits  # noqa: E402
@@ -265,7 +259,7 @@ def test_a_multipart_form_works_and_a_file_in_it_is_refused(address, translator)
 
 
 def test_every_limit_is_a_clear_4xx_and_the_server_goes_on(models, translator):
-    limits = Limits(max_body_bytes=300, max_characters=60, max_sentences=2, max_decode_seconds=0.3)
+    limits = Limits(max_request_bytes=300, max_request_characters=60, max_request_sentences=2, max_request_seconds=0.3)
     with running(models, limits=limits, max_wait=1.0) as address:  # a lone request waits 1 s for company
         status, answer, _ = request(address, "POST", "/translate", b"q=" + b"a" * 400 + b"&source=en&target=de", FORM)
         assert status == 413 and "exceeds the limit of 300 bytes" in answer["error"]
@@ -280,13 +274,13 @@ def test_every_limit_is_a_clear_4xx_and_the_server_goes_on(models, translator):
         assert status == 400 and "request (61) exceeds text limit" in answer["error"]
         status, answer, _ = post_json(address, "/translate", {"q": LEARNED[0], "source": "en", "target": "de"})
         assert status == 408 and "longer than the limit of 0.3 s" in answer["error"]
-    with running(models, limits=Limits(max_body_bytes=300)) as address:  # the same server settings, no wait
+    with running(models, limits=Limits(max_request_bytes=300)) as address:  # the same server settings, no wait
         status, answer, _ = post_json(address, "/translate", {"q": LEARNED[0], "source": "en", "target": "de"})
         assert status == 200 and answer["translatedText"] == translator.translate([LEARNED[0]])[0]
 
 
 def test_a_body_streamed_past_the_limit_is_refused_while_it_streams(models):
-    with running(models, limits=Limits(max_body_bytes=1000)) as address:
+    with running(models, limits=Limits(max_request_bytes=1000)) as address:
         connection = http.client.HTTPConnection(*address, timeout=30)
         chunks = (b"q=" + b"a" * 600, b"b" * 600, b"&source=en&target=de")
         connection.request("POST", "/translate", body=iter(chunks), headers=FORM)  # chunked: no Content-Length
@@ -383,225 +377,3 @@ def test_under_load_every_request_gets_its_own_answer_once_and_batches_form(mode
     assert values['vaswani_requests_total{endpoint="/translate",status="200"}'] == len(texts)
     assert values["vaswani_batch_sentences_sum"] == sentences
     assert values["vaswani_batch_sentences_count"] < len(texts) / 2  # mean batch size above 2 requests' worth
-
-
-def test_requests_with_other_decoding_options_are_decoded_in_other_batches():
-    import asyncio
-
-    from vaswani.serve.batching import Batcher, DecodingOptions
-
-    batches = []
-
-    def decode(key, sentences, options):
-        batches.append((key, options.num_beams, list(sentences)))
-        return [[f"{sentence}/{options.num_beams}"] for sentence in sentences]
-
-    async def scenario():
-        batcher = Batcher(decode, max_tokens=100, max_wait=0.05)
-        batcher.start()
-        jobs = [batcher.translate("en-de", [f"s{i}"], 1, DecodingOptions(num_beams=1 + i % 2)) for i in range(6)]
-        results = await asyncio.gather(*jobs, batcher.translate("de-en", ["t"], 1, DecodingOptions()))
-        await batcher.stop()
-        return results
-
-    results = asyncio.run(scenario())
-    assert results == [[[f"s{i}/{1 + i % 2}"]] for i in range(6)] + [[["t/4"]]]  # per request, per sentence
-    assert sorted(batches) == [("de-en", 4, ["t"]), ("en-de", 1, ["s0", "s2", "s4"]), ("en-de", 2, ["s1", "s3", "s5"])]
-
-
-def test_a_batch_holds_at_most_the_token_budget():
-    import asyncio
-
-    from vaswani.serve.batching import Batcher, DecodingOptions
-
-    sizes = []
-
-    def decode(key, sentences, options):
-        sizes.append(len(sentences))
-        return [[s] for s in sentences]
-
-    async def scenario():
-        batcher = Batcher(decode, max_tokens=30, max_wait=0.05)
-        batcher.start()
-        await asyncio.gather(*(batcher.translate("k", [str(i)], 10, DecodingOptions()) for i in range(7)))
-        await batcher.stop()
-
-    asyncio.run(scenario())
-    assert sizes == [3, 3, 1]
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# The command: SIGTERM, start-up errors, options
-# ---------------------------------------------------------------------------------------------------------------------
-@pytest.mark.slow
-def test_the_command_serves_and_sigterm_finishes_the_requests_in_flight(model_folder, tmp_path, translator):
-    port = free_loopback_port()
-    log = tmp_path / "server.log"
-    command = [sys.executable, "-m", "vaswani.cli", "serve", "--model", f"en-de={model_folder}", "--port", str(port),
-               "--max_wait_ms", "1500", "--threads", "1"]  # fmt: skip
-    with open(log, "w") as output:
-        process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=output, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
-            with contextlib.suppress(OSError):
-                if request(("127.0.0.1", port), "GET", "/health")[0] == 200:
-                    break
-            time.sleep(0.2)
-        with ThreadPoolExecutor(2) as pool:  # both wait 1.5 s in the batcher when SIGTERM comes
-            pending = [pool.submit(post_json, ("127.0.0.1", port), "/translate",
-                                   {"q": text, "source": "en", "target": "de"}) for text in LEARNED[:2]]  # fmt: skip
-            time.sleep(0.5)
-            process.send_signal(signal.SIGTERM)
-            answers = [future.result(timeout=60) for future in pending]
-        assert process.wait(timeout=60) in (0, -signal.SIGTERM), log.read_text()  # uvicorn exits by the signal
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert [(status, answer["translatedText"]) for status, answer, _ in answers] == [
-        (200, text) for text in translator.translate(LEARNED[:2])
-    ]
-    logged = log.read_text()
-    assert logged.index("Shutting down") < logged.index("POST /translate 200") < logged.index("shutdown complete")
-    assert LEARNED[0] not in logged  # sizes and timings only
-
-
-def free_loopback_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def write_run_args(folder: Path, **run_args) -> Path:
-    folder.mkdir()
-    (folder / "run_args.json").write_text(json.dumps(run_args), encoding="utf-8")
-    return folder
-
-
-@pytest.mark.parametrize(
-    ("arguments", "problem"),
-    [
-        (
-            ["--model", "{plain}"],
-            "the language pair of {plain} cannot be told: it has no run_args.json; name the pair",
-        ),
-        (["--model", "{odd}"], "names no usable language pair (source_lang='en', target_lang=None)"),
-        (["--model", "{missing}"], "--model {missing}: no such folder"),
-        (["--model", "en-en={plain}"], "the source and target language are both 'en'"),
-        (["--model", "en-de={plain}", "--model", "{trained}"], "2 model folders for en-de"),
-        (["--model", "{trained}", "--api_keys", "{bad_keys}"], "line 2: expected `KEY` or `KEY REQUESTS_PER_MINUTE`"),
-        (["--model", "{trained}", "--api_keys", "{empty_keys}"], "holds no key"),
-    ],
-)
-def test_start_up_errors_name_the_problem_and_the_fix(arguments, problem, tmp_path, capsys):
-    paths = {"plain": tmp_path / "plain", "missing": tmp_path / "missing",
-             "odd": write_run_args(tmp_path / "odd", source_lang="en"),
-             "trained": write_run_args(tmp_path / "trained", source_lang="en", target_lang="de"),
-             "bad_keys": tmp_path / "bad_keys", "empty_keys": tmp_path / "empty_keys"}  # fmt: skip
-    paths["plain"].mkdir()
-    paths["bad_keys"].write_text("one\ntwo three\n")
-    paths["empty_keys"].write_text("# nothing\n\n")
-    assert main(["serve", *(argument.format(**paths) for argument in arguments)]) == 2
-    error = capsys.readouterr().err
-    assert error.startswith("error: ") and problem.format(**paths) in error, error
-    if "2 model folders" in problem:
-        assert "ensembles are not supported yet" in error
-
-
-@pytest.mark.parametrize(
-    ("option", "value", "problem"),
-    [
-        ("--port", "70000", "must be from 0 to 65535"),
-        ("--port", "http", "expected a port number"),
-        ("--max_wait_ms", "0", "must be a number above 0"),
-        ("--max_decode_seconds", "inf", "must be a number above 0"),
-        ("--rate_limit", "-1", "must be a number above 0"),
-        ("--max_characters", "0", "must be at least 1"),
-        ("--backend", "onnx", "invalid choice"),
-    ],
-)
-def test_bad_option_values_are_refused_by_the_parser(option, value, problem, capsys):
-    assert main(["serve", "--model", "x", option, value]) == 2
-    assert problem in capsys.readouterr().err
-
-
-def test_the_options_reach_the_server_settings(monkeypatch, tmp_path):
-    from vaswani.cli import serve
-
-    seen = {}
-    monkeypatch.setattr("vaswani.serve.app.run_server", lambda app, host, port, **kw: seen.update(
-        settings=app.state.server.settings, host=host, port=port, **kw))  # fmt: skip
-    monkeypatch.setattr(
-        serve, "_load_translator", lambda folders, args: seen.setdefault("folders", folders) and _Fake()
-    )
-    trained = write_run_args(tmp_path / "trained", source_lang="de", target_lang="fr")
-    assert main(["serve", "--model", str(trained), "--host", "::1", "--port", "0", "--max_tokens", "512",
-                 "--max_wait_ms", "25", "--max_characters", "99", "--max_decode_seconds", "7", "--rate_limit", "6",
-                 "--cors_origins", "https://a.org", "https://b.org", "--num_beams", "2", "--log_texts"]) == 0  # fmt: skip
-    settings = seen["settings"]
-    assert (seen["host"], seen["port"], seen["graceful_seconds"], seen["folders"]) == ("::1", 0, 12.0, [trained])
-    assert (settings.max_tokens, settings.max_wait, settings.rate_limit, settings.num_beams) == (512, 0.025, 6.0, 2)
-    assert (settings.limits.max_characters, settings.limits.max_decode_seconds) == (99, 7.0)
-    assert settings.cors_origins == ["https://a.org", "https://b.org"] and settings.log_texts
-
-
-class _Fake:
-    """A translator stand-in for the option test (nothing is translated)."""
-
-    tokenizer = None
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Sentences and HTML
-# ---------------------------------------------------------------------------------------------------------------------
-def test_texts_are_cut_after_sentence_ends_followed_by_space_and_no_lower_case_letter():
-    from vaswani.serve.text import split_text
-
-    split = split_text("  One. Two!  Three? «Four.» Five… six. e.g. this\r\n\nSeven.")
-    assert split.sentences == [
-        "One.",
-        "Two!",
-        "Three?",
-        "«Four.»",
-        "Five… six. e.g. this",
-        "Seven.",
-    ]  # "six. e": lower case
-    assert split.join(split.sentences) == "  One. Two!  Three? «Four.» Five… six. e.g. this\r\n\nSeven."
-    assert split.join([s.upper() for s in split.sentences]).startswith("  ONE. TWO!  THREE?")
-    assert split_text(" \n ").sentences == [] and split_text(" \n ").join([]) == " \n "
-
-
-def test_splitting_and_joining_gives_back_any_text():
-    from hypothesis import given
-    from hypothesis import strategies as st
-
-    from vaswani.serve.text import split_text
-
-    @given(st.text(alphabet=st.sampled_from("ab .!?\n\r\t»A"), max_size=40))
-    def check(text):
-        split = split_text(text)
-        assert split.join(split.sentences) == text
-        assert all(s and s == s.strip() for s in split.sentences)
-
-    check()
-
-
-def test_html_is_written_back_as_it_came_when_nothing_changes():
-    from vaswani.serve.text import HtmlText
-
-    page = (
-        "<!DOCTYPE html><html><head><style>p > a {}</style></head><body><p id=\"a\" data-x='1'>Hi &amp; bye. "
-        'Next one.</p><!-- note --><img src=x.png alt="a b"/><pre>keep  &lt;this&gt;</pre></body></html>'
-    )
-    document = HtmlText(page)
-    assert [t.sentences for t in document.texts()] == [["Hi & bye.", "Next one."]]
-    assert document.render([t.sentences for t in document.texts()]) == page
-    assert document.render([["<b>x</b>", "y"]]).count("&lt;b&gt;x&lt;/b&gt; y") == 1  # translations are escaped
-
-
-def test_without_the_serve_extra_the_command_says_how_to_install_it(monkeypatch, capsys):
-    monkeypatch.delitem(sys.modules, "vaswani.serve.app")
-    monkeypatch.setitem(sys.modules, "fastapi", None)  # as if FastAPI were not installed
-    assert main(["serve", "--model", "somewhere"]) == 2
-    assert "vaswani serve needs the serve extra (fastapi is missing): pip install" in capsys.readouterr().err

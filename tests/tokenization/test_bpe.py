@@ -238,7 +238,7 @@ def test_cli_can_switch_ignore_merges_off(corpus_files, tmp_path, capsys):
     from tokenization.__main__ import main
 
     files = list(map(str, corpus_files))
-    assert main(["train", "--files", *files, "--vocab_size", "400", "--output", str(tmp_path / "on")]) == 0
+    assert main(["train", "--files", *files, "--vocab_size", "400", "--output_dir", str(tmp_path / "on")]) == 0
     assert (
         main(
             [
@@ -247,8 +247,8 @@ def test_cli_can_switch_ignore_merges_off(corpus_files, tmp_path, capsys):
                 *files,
                 "--vocab_size",
                 "400",
-                "--no-ignore_merges",
-                "--output",
+                "--no_ignore_merges",
+                "--output_dir",
                 str(tmp_path / "off"),
             ]
         )
@@ -385,7 +385,7 @@ def test_load_tokenizer(tokenizer, tmp_path):
 
 
 def run_cli(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    env = {**clean_env(tmp_path), "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**clean_env(tmp_path), "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     return subprocess.run(
         [sys.executable, "-m", "tokenization", "train", *args], capture_output=True, text=True, env=env, cwd=tmp_path
     )
@@ -399,7 +399,13 @@ def test_training_is_deterministic_across_processes(corpus_files, tmp_path):
     second.save_pretrained(tmp_path / "second")
     # A separate process has other hash seeds and thread timings.
     result = run_cli(
-        "--files", *map(str, corpus_files), "--vocab_size", str(SMALL_VOCAB), "--output", "third", tmp_path=tmp_path
+        "--files",
+        *map(str, corpus_files),
+        "--vocab_size",
+        str(SMALL_VOCAB),
+        "--output_dir",
+        "third",
+        tmp_path=tmp_path,
     )
     assert result.returncode == 0, result.stderr
     reference = (tmp_path / "first" / "tokenizer.json").read_bytes()
@@ -427,7 +433,7 @@ def test_cli_reports_user_errors_without_traceback(corpus_files, tmp_path, case,
         "missing file": ["--files", str(corpus_files[0]), str(tmp_path / "missing.de")],
         "tiny vocabulary": ["--files", *map(str, corpus_files), "--vocab_size", "280"],
     }[case]
-    result = run_cli(*arguments, "--output", str(tmp_path / "out"), tmp_path=tmp_path)
+    result = run_cli(*arguments, "--output_dir", str(tmp_path / "out"), tmp_path=tmp_path)
     assert result.returncode == 2
     assert result.stderr.startswith("error: ")
     assert message in result.stderr

@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from test_tokenization import ENGLISH, GERMAN, corpus_files  # noqa: F401  (corpus_files is a fixture)
+from test_bpe import ENGLISH, GERMAN, corpus_files  # noqa: F401  (corpus_files is a fixture)
 
 from tokenization import load_tokenizer
 from tokenization.__main__ import main
@@ -18,7 +18,7 @@ BOUNDARY = "\u2581"
 
 
 def train_with_cli(files, output: Path, *options: str):
-    assert main(["train", "--files", *map(str, files), "--output", str(output), *options]) == 0
+    assert main(["train", "--files", *map(str, files), "--output_dir", str(output), *options]) == 0
     return load_tokenizer(output), json.loads((output / "tokenizer.json").read_text(encoding="utf-8"))
 
 

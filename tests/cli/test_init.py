@@ -47,11 +47,11 @@ def test_vaswani_tokenizer_is_python_dash_m_tokenization_train(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("".join(f"the house number {i} is small\ndas Haus Nummer {i} ist klein\n" for i in range(50)))
     options = ["--files", str(corpus), "--vocab_size", "300", "--min_frequency", "2"]
-    assert main(["tokenizer", *options, "--output", str(tmp_path / "a")]) == 0
-    assert tokenization_main(["train", *options, "--output", str(tmp_path / "b")]) == 0
+    assert main(["tokenizer", *options, "--output_dir", str(tmp_path / "a")]) == 0
+    assert tokenization_main(["train", *options, "--output_dir", str(tmp_path / "b")]) == 0
     assert (tmp_path / "a" / "tokenizer.json").read_bytes() == (tmp_path / "b" / "tokenizer.json").read_bytes()
     # and the same user errors: exit 2 with `error: ...`
-    assert main(["tokenizer", *options, "--output", str(corpus)]) == 2
+    assert main(["tokenizer", *options, "--output_dir", str(corpus)]) == 2
 
 
 @pytest.mark.parametrize("activated", [True, False], ids=["venv activated", "venv not activated"])

@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from test_pipeline import one_torch_thread  # noqa: F401  (an autouse fixture: one thread for tiny tensors)
+from test_pipeline_vaswani import one_torch_thread  # noqa: F401  (an autouse fixture: one thread for tiny tensors)
 
 from modeling_vaswani import (
     VaswaniDecoderConfig,
@@ -140,7 +140,7 @@ def test_causal_lm_export_scores_and_generates_like_our_model(variant, tmp_path)
 def test_causal_lm_int8_export_loads_and_generates(tmp_path, capsys):
     folder = save(trained_causal_lm("pre-layernorm"), tmp_path / "model")
     output = tmp_path / "int8"
-    assert main(["export", "--model", str(folder), "--output", str(output), "--quantization", "int8"]) == 0
+    assert main(["export", "--model", str(folder), "--output_dir", str(output), "--quantization", "int8"]) == 0
     assert "ctranslate2.Generator" in capsys.readouterr().out
     assert json.loads((output / EXPORT_INFO_FILE).read_text())["quantization"] == "int8"
     generator = ctranslate2.Generator(str(output), intra_threads=1)
@@ -192,7 +192,7 @@ def test_encoder_export_computes_our_last_hidden_states(model_class, variant, tm
 def test_masked_lm_int8_export_loads_and_runs_and_says_the_head_is_left_out(tmp_path, capsys):
     folder = save(random_encoder(VaswaniForMaskedLM, "pre-layernorm"), tmp_path / "model")
     output = tmp_path / "int8"
-    assert main(["export", "--model", str(folder), "--output", str(output), "--quantization", "int8"]) == 0
+    assert main(["export", "--model", str(folder), "--output_dir", str(output), "--quantization", "int8"]) == 0
     printed = capsys.readouterr().out
     assert "ctranslate2.Encoder" in printed and "the masked-LM head is not exported" in printed
     model = random_encoder(VaswaniForMaskedLM, "pre-layernorm")
@@ -212,7 +212,7 @@ def last_line(text: str) -> str:
 def test_classifier_and_headless_decoder_are_refused_by_name(tmp_path, capsys):
     classifier = random_encoder(VaswaniForSequenceClassification, "post-layernorm", num_labels=3)
     folder = save(classifier, tmp_path / "classifier")
-    assert main(["export", "--model", str(folder), "--output", str(tmp_path / "out")]) == 2
+    assert main(["export", "--model", str(folder), "--output_dir", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert last_line(err).startswith("error: VaswaniForSequenceClassification cannot be exported to CTranslate2: "
                                      "its classification head") and "Traceback" not in err  # fmt: skip
@@ -223,6 +223,26 @@ def test_classifier_and_headless_decoder_are_refused_by_name(tmp_path, capsys):
                                                        decoder_attention_heads=4, **special_ids()))  # fmt: skip
     with pytest.raises(ExportError, match="VaswaniDecoderModel cannot be exported to CTranslate2: it has no next"):
         VaswaniConverter(decoder, tokenizer())
+
+
+def test_a_causal_lm_without_eos_is_refused_and_an_encoder_without_eos_exports(tmp_path):
+    """The Generator ends generation at the export's EOS, so a causal LM with eos_token_id=None (it generates until a
+    length limit) cannot be exported faithfully and is refused by name; the encoder's export needs no EOS."""
+    torch.manual_seed(0)
+    config = VaswaniDecoderConfig(vocab_size=len(tokenizer()), d_model=32, decoder_layers=1, decoder_attention_heads=4,
+                                  **{**special_ids(), "eos_token_id": None})  # fmt: skip
+    folder = save(VaswaniForCausalLM(config), tmp_path / "lm")
+    with pytest.raises(ExportError, match=r"^eos_token_id=None: ctranslate2.Generator ends generation at the EOS"):
+        export_ctranslate2(folder, tmp_path / "lm-ct2")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lm"]  # no output, no staging folder left
+
+    model = random_encoder(VaswaniForMaskedLM, "post-layernorm")
+    model = VaswaniForMaskedLM(VaswaniEncoderConfig.from_dict(model.config.to_dict() | {"eos_token_id": None})).eval()
+    output = export_ctranslate2(save(model, tmp_path / "encoder"), tmp_path / "encoder-ct2")
+    assert json.loads((output / EXPORT_INFO_FILE).read_text())["eos_token_id"] is None
+    ours, theirs, mask = encode_both(model, output)
+    for row, length in enumerate(mask.sum(-1).tolist()):
+        np.testing.assert_allclose(theirs[row, :length], ours[row, :length], atol=1e-4, rtol=0)
 
 
 def test_activation_without_ctranslate2_equivalent_is_refused_by_name():

@@ -357,7 +357,7 @@ def test_bad_options_and_set_up_are_rejected_before_training(data_dir, tmp_path)
                       encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16)
     ).save_pretrained(model_dir)  # fmt: skip
     without_vocab_size = [a for i, a in enumerate(base) if "--vocab_size" not in base[max(i - 1, 0) : i + 1]]
-    expect_error([*without_vocab_size, "--tokenizer", str(tmp_path / "tok"), "--model_name_or_path", str(model_dir)],
+    expect_error([*without_vocab_size, "--tokenizer", str(tmp_path / "tok"), "--model", str(model_dir)],
                  tmp_path,
                  "the tokenizer does not fit the model", f"model's vocab_size is {len(tokenizer) + 7}")  # fmt: skip
 

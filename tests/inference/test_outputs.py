@@ -1,5 +1,5 @@
 """`vaswani translate` outputs for MT users: n-best lists with scores (text and JSON lines), word alignments from
-cross-attention, and `--dtype` (bfloat16 autocast, refused without native support). Scores are checked against
+cross-attention, and `--mixed_precision` (bfloat16 autocast, refused without native support). Scores are checked against
 transformers' own `sequences_scores`, alignments against the cross-attentions `generate()` returns, and the
 CTranslate2 backend against the PyTorch one."""
 
@@ -7,7 +7,7 @@ import json
 
 import pytest
 import torch
-from test_pipeline import (  # noqa: F401  (one_torch_thread is an autouse fixture)
+from test_pipeline_vaswani import (  # noqa: F401  (one_torch_thread is an autouse fixture)
     SENTENCES,
     one_torch_thread,
     trained_model_and_tokenizer,
@@ -65,7 +65,7 @@ def test_nbest_with_scores_matches_transformers_sequences_scores(model_folder, s
 def test_jsonl_holds_the_same_hypotheses(model_folder, source, tmp_path):
     text = run(model_folder, source, tmp_path, "--nbest", "2", "--scores", "--alignment")
     records = [json.loads(line) for line in run(model_folder, source, tmp_path, "--nbest", "2", "--scores",
-                                                 "--alignment", "--format", "jsonl")]  # fmt: skip
+                                                 "--alignment", "--output_format", "jsonl")]  # fmt: skip
     assert [record["line"] for record in records] == list(range(len(SENTENCES)))
     rebuilt = []
     for record in records:
@@ -76,7 +76,9 @@ def test_jsonl_holds_the_same_hypotheses(model_folder, source, tmp_path):
                            f"{hypothesis['alignment']}")  # fmt: skip
     assert rebuilt == text
     # without --scores / --alignment: the text only, one hypothesis (blank lines: none)
-    plain = [json.loads(line)["hypotheses"] for line in run(model_folder, source, tmp_path, "--format", "jsonl")]
+    plain = [
+        json.loads(line)["hypotheses"] for line in run(model_folder, source, tmp_path, "--output_format", "jsonl")
+    ]
     assert plain == [[{"text": r["hypotheses"][0]["text"]}] if r["hypotheses"] else [] for r in records]
 
 
@@ -111,7 +113,7 @@ def test_ctranslate2_gives_the_same_nbest_scores_and_alignments(model_folder, so
     from vaswani.export.ctranslate2 import export_ctranslate2
 
     exported = export_ctranslate2(model_folder, tmp_path / "ct2")
-    options = ("--scores", "--alignment", "--format", "jsonl")
+    options = ("--scores", "--alignment", "--output_format", "jsonl")
     ours = [json.loads(line) for line in run(model_folder, source, tmp_path, *options)]
     theirs = [json.loads(line) for line in run(exported, source, tmp_path, *options)]
     for a, b in zip(ours, theirs, strict=True):
@@ -154,13 +156,13 @@ def test_bad_output_options_are_refused(model_folder, source, capsys):
     argv = ["translate", "--model", str(model_folder), "--input", str(source)]
     assert main([*argv, "--nbest", "5", "--num_beams", "4"]) == 2
     assert "--nbest 5 needs at least as many beams" in capsys.readouterr().err
-    assert main([*argv, "--format", "xml"]) == 2
+    assert main([*argv, "--output_format", "xml"]) == 2
     assert "invalid choice: 'xml'" in capsys.readouterr().err
     assert main([*argv, "--nbest", "0"]) == 2
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# --dtype
+# --mixed_precision (the old --dtype)
 # ---------------------------------------------------------------------------------------------------------------
 def test_dtype_is_refused_where_the_cpu_cannot_run_it(model_folder, source, monkeypatch, capsys):
     import vaswani.devices
@@ -168,10 +170,13 @@ def test_dtype_is_refused_where_the_cpu_cannot_run_it(model_folder, source, monk
     monkeypatch.setattr(vaswani.devices, "native_bf16", lambda device_type: False)
     monkeypatch.setattr(torch.cpu, "_is_amx_fp16_supported", lambda: False, raising=False)
     argv = ["translate", "--model", str(model_folder), "--input", str(source), "--device", "cpu"]
-    for dtype in ("bfloat16", "float16"):
-        assert main([*argv, "--dtype", dtype]) == 2
-        assert f"--dtype {dtype} cannot run natively on cpu with PyTorch" in capsys.readouterr().err
-    assert main([*argv, "--dtype", "int8"]) == 2
+    for precision, dtype in (("bf16", "bfloat16"), ("fp16", "float16")):
+        assert main([*argv, "--mixed_precision", precision]) == 2
+        assert (
+            f"{dtype} (--mixed_precision {precision}) cannot run natively on cpu with PyTorch"
+            in capsys.readouterr().err
+        )
+    assert main([*argv, "--mixed_precision", "int8"]) == 2
     assert "invalid choice: 'int8'" in capsys.readouterr().err
 
 
@@ -190,7 +195,7 @@ def test_bfloat16_runs_under_autocast_and_keeps_the_translations(model_folder, s
         return outputs
 
     monkeypatch.setattr(VaswaniForConditionalGeneration, "forward", spy)
-    bf16 = run(model_folder, source, tmp_path, "--dtype", "bfloat16", "--device", "cpu")
+    bf16 = run(model_folder, source, tmp_path, "--mixed_precision", "bf16", "--device", "cpu")
     assert seen and set(seen) == {torch.bfloat16}
     fp32 = run(model_folder, source, tmp_path)
     assert sum(a == b for a, b in zip(bf16, fp32, strict=True)) >= len(SENTENCES) - 1

@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import REPO_ROOT, decode_step_by_step, random_batch, run_cpu_ranks, tiny_model
-from test_modeling import ATTENTION_BACKENDS, torch_reference_stacks, with_backend
+from test_modeling_vaswani import ATTENTION_BACKENDS, torch_reference_stacks, with_backend
 from torch import nn
 
 from modeling_vaswani import (

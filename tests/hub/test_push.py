@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from huggingface_hub import HfApi, RepoUrl
-from test_pipeline import (  # noqa: F401  (one_torch_thread is an autouse fixture)
+from test_pipeline_vaswani import (  # noqa: F401  (one_torch_thread is an autouse fixture)
     SENTENCES,
     one_torch_thread,
     reference_translations,
@@ -126,7 +126,7 @@ def test_push_uploads_every_file_in_one_commit_with_our_card(final_folder, hub):
 def train_and_push(tmp_path: Path) -> tuple[Path, dict]:
     """A two-step train.py run (in this process) with --push_to_hub, leaving checkpoints and tensorboard logs."""
     from conftest import train_in_process
-    from test_train_options import QUIET, TINY_MODEL
+    from test_options import QUIET, TINY_MODEL
 
     from vaswani.data.demo import write_demo_files
 
@@ -174,7 +174,7 @@ def test_train_py_keeps_the_model_and_says_how_to_retry_when_the_push_fails(tmp_
         out, results = train_and_push(tmp_path)
     assert "offline" in results["push_error"]
     assert (out / "model.safetensors").exists() and (out / "README.md").exists()
-    assert f"retry with: vaswani push --model {out} --repo_id {REPO_ID}" in caplog.text
+    assert f"retry with: vaswani push --model {out} --hub_model_id {REPO_ID}" in caplog.text
 
 
 def test_a_sharded_model_uploads_every_shard(tmp_path, hub):
@@ -307,7 +307,7 @@ def test_a_refusing_hub_is_a_clear_error(final_folder):
 # ---------------------------------------------------------------------------------------------------------------
 def test_vaswani_push(final_folder, hub, capsys):
     folder, expected = final_folder
-    assert main(["push", "--model", str(folder), "--repo_id", REPO_ID, "--private"]) == 0
+    assert main(["push", "--model", str(folder), "--hub_model_id", REPO_ID, "--private"]) == 0
     assert capsys.readouterr().out == f"pushed {folder} to https://huggingface.co/{REPO_ID}\n"
     assert hub.repos[0]["private"] is True and set(hub.commits[0]["files"]) == expected
 
@@ -315,11 +315,11 @@ def test_vaswani_push(final_folder, hub, capsys):
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        (["--repo_id", "my repo"], "error: 'my repo' is not a valid repo id"),
-        (["--repo_id", "a/b/c"], "error: 'a/b/c' is not a valid repo id"),
-        (["--repo_id", REPO_ID, "--model", "{tmp}/nowhere"], "error: no such model folder"),
-        (["--repo_id", REPO_ID, "--model", "{tmp}"], "error: .* is not a model folder"),
-        (["--model", "{folder}"], "the following arguments are required: --repo_id"),
+        (["--hub_model_id", "my repo"], "error: 'my repo' is not a valid repo id"),
+        (["--hub_model_id", "a/b/c"], "error: 'a/b/c' is not a valid repo id"),
+        (["--hub_model_id", REPO_ID, "--model", "{tmp}/nowhere"], "error: no such model folder"),
+        (["--hub_model_id", REPO_ID, "--model", "{tmp}"], "error: .* is not a model folder"),
+        (["--model", "{folder}"], "the following arguments are required: --hub_model_id"),
     ],
 )
 def test_vaswani_push_errors(final_folder, hub, tmp_path, capsys, arguments, message):

@@ -10,7 +10,7 @@ import pytest
 import torch
 from conftest import REPO_ROOT
 from safetensors.torch import load_file
-from test_train import TINY_RUN, data_args, data_dir, expect_error, read_metrics, run_train  # noqa: F401
+from test_loop import TINY_RUN, data_args, data_dir, expect_error, read_metrics, run_train  # noqa: F401
 
 from vaswani import devices as precision
 from vaswani.training.stopping import EarlyStopping, StoppingRules, best_checkpoint

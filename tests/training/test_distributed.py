@@ -11,8 +11,8 @@ import types
 
 import pytest
 from conftest import REPO_ROOT, run_command, train_command_in_process, train_in_process
-from test_train import read_metrics
-from test_train_options import TINY_MODEL, corpus  # noqa: F401  (corpus is a fixture)
+from test_loop import read_metrics
+from test_options import TINY_MODEL, corpus  # noqa: F401  (corpus is a fixture)
 
 from vaswani.training import loop
 

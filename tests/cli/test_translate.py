@@ -15,8 +15,8 @@ import torch
 from conftest import REPO_ROOT, random_batch, tiny_model
 from safetensors.torch import save_model
 from test_checkpoints import mean_of, perturbed_states
-from test_options import run_only_layers
-from test_pipeline import (  # noqa: F401  (one_torch_thread is an autouse fixture)
+from test_modeling_vaswani_options import run_only_layers
+from test_pipeline_vaswani import (  # noqa: F401  (one_torch_thread is an autouse fixture)
     SENTENCES,
     one_torch_thread,
     reference_translations,
@@ -64,7 +64,7 @@ def test_translate_a_file_keeps_the_order_through_length_batching(model_folder, 
     source = write_lines(tmp_path / "input.txt", sentences)
     output = tmp_path / "output.txt"
     argv = ["translate", "--model", str(model_folder), "--input", str(source), "--output", str(output)]
-    assert main([*argv, "--batch_tokens", "24", "--buffer_lines", "6"]) == 0
+    assert main([*argv, "--max_tokens", "24", "--buffer_lines", "6"]) == 0
     assert read_output(output) == expected_lines(sentences)
     # Two buffers (6 and 4 lines, 2 blank): in each, batches of at most 24 padded tokens, longest sentences first.
     assert len(batches) > 2 and all(len(sizes) * sizes[0] <= 24 or len(sizes) == 1 for sizes in batches)
@@ -249,7 +249,7 @@ def test_prune_every_other_layer_of_one_stack(layerdrop_folder, tmp_path):
 def test_card_renders_the_model_card(model_folder, tmp_path, capsys):
     folder = tmp_path / "model"
     shutil.copytree(model_folder, folder)
-    assert main(["card", "--model", str(folder), "--repo_id", "me/tiny", "--license", "mit"]) == 0
+    assert main(["card", "--model", str(folder), "--hub_model_id", "me/tiny", "--license", "mit"]) == 0
     card = (folder / "README.md").read_text(encoding="utf-8")
     assert "license: mit" in card and 'from_pretrained("me/tiny")' in card and "--paper_decoding" in card
     assert capsys.readouterr().out == f"wrote the model card to {folder / 'README.md'}\n"
@@ -338,7 +338,7 @@ BAD_INPUTS = {
     ),  # fmt: skip
     "card-missing": (["card", "--model", "{root}/nowhere"], "error: no such model folder"),
     "card-not-a-model": (["card", "--model", "{root}/empty"], r"is not a model folder \(no config.json\)"),
-    "push-repo-id": (["push", "--model", "{model}", "--repo_id", "my repo"], "'my repo' is not a valid repo id"),
+    "push-repo-id": (["push", "--model", "{model}", "--hub_model_id", "my repo"], "'my repo' is not a valid repo id"),
     "average-missing": (
         ["average", "--run_dir", "{root}/nowhere", "--last", "2", "--output_dir", "{root}/a"],
         "error: no such model folder",
@@ -366,7 +366,7 @@ def test_cuda_without_a_gpu_is_a_clear_error(model_folder, capsys):
 
 @pytest.mark.slow
 def test_errors_from_a_real_process_have_no_traceback(tmp_path):
-    command = [sys.executable, "-m", "vaswani.cli", "push", "--model", str(tmp_path), "--repo_id", "a/b/c"]
+    command = [sys.executable, "-m", "vaswani.cli", "push", "--model", str(tmp_path), "--hub_model_id", "a/b/c"]
     result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
     assert result.stderr.startswith("error: 'a/b/c' is not a valid repo id") and "Traceback" not in result.stderr

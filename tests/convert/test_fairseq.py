@@ -380,7 +380,7 @@ def test_a_pickled_object_is_refused_without_running_it(tmp_path, capsys):
     with pytest.raises(ConvertError, match="holds objects other than tensors, plain containers and argparse"):
         load_fairseq_checkpoint(checkpoint)
     status = main(["convert", "--from", "fairseq", "--checkpoint", str(checkpoint), "--data_dir",
-                   str(write_dictionaries(tmp_path / "data")), "--output", str(tmp_path / "out")])  # fmt: skip
+                   str(write_dictionaries(tmp_path / "data")), "--output_dir", str(tmp_path / "out")])  # fmt: skip
     err = capsys.readouterr().err
     assert status == 2 and err.startswith("error: ") and "Traceback" not in err
     assert not marker.exists() and not (tmp_path / "out").exists()
@@ -467,7 +467,7 @@ def broken(kind: str, tmp_path: Path) -> tuple[Path, Path]:
 def test_bad_input_is_a_clear_error(tmp_path, capsys, kind, message):
     checkpoint, data = broken(kind, tmp_path)
     argv = ["convert", "--from", "fairseq", "--checkpoint", str(checkpoint), "--data_dir", str(data)]
-    status = main([*argv, "--output", str(tmp_path / "out")])
+    status = main([*argv, "--output_dir", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert status == 2 and err.startswith("error: ") and message in err and "Traceback" not in err, err
     assert not (tmp_path / "out").exists()
@@ -482,7 +482,7 @@ def test_bad_input_is_a_clear_error(tmp_path, capsys, kind, message):
     ],
 )
 def test_options_of_the_other_format_are_refused(tmp_path, capsys, options, message):
-    status = main(["convert", *options, "--output", str(tmp_path / "out")])
+    status = main(["convert", *options, "--output_dir", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert status == 2 and err.startswith("error: ") and message in err, err
 
@@ -494,7 +494,7 @@ def test_an_existing_output_is_never_overwritten(tmp_path, capsys):
     output.mkdir()
     (output / "notes.txt").write_text("mine")
     argv = ["convert", "--from", "fairseq", "--checkpoint", str(checkpoint), "--data_dir", str(data)]
-    assert main([*argv, "--output", str(output)]) == 2 and "error: --output" in capsys.readouterr().err
+    assert main([*argv, "--output_dir", str(output)]) == 2 and "error: --output_dir" in capsys.readouterr().err
     assert [p.name for p in output.iterdir()] == ["notes.txt"]
 
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 from conftest import random_batch, tiny_model, train_command_in_process, train_in_process
 from safetensors.torch import load_file, save_file
-from test_train import TINY_RUN, data_args, data_dir, run_train  # noqa: F401
+from test_loop import TINY_RUN, data_args, data_dir, run_train  # noqa: F401
 
 from vaswani.training.checkpoints import CheckpointManager
 from vaswani.training.loop import choose_final_model, run_fraction

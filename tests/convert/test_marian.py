@@ -224,7 +224,7 @@ def opus_folders(tmp_path_factory, marian_tokenizer_dir, vocab_size):
     marian = marian_model(vocab_size, seed=7)
     marian.final_logits_bias[0, -1] = 8.0  # PAD would be the best token: only bad_words_ids keeps it out
     source = save_marian(root / "opus-mt-en-es", marian, marian_tokenizer_dir)
-    status = main(["convert", "--from", "marian", "--model", str(source), "--output", str(root / "converted")])
+    status = main(["convert", "--from", "marian", "--model", str(source), "--output_dir", str(root / "converted")])
     assert status == 0
     return marian, source, root / "converted"
 
@@ -295,7 +295,10 @@ def test_ctranslate2_export_gives_ctranslate2s_own_marian_greedy_tokens(opus_fol
     from vaswani.inference.translator import Translator
 
     _, source, output = opus_folders
-    assert main(["export", "--model", str(output), "--output", str(tmp_path / "ours"), "--format", "ctranslate2"]) == 0
+    assert (
+        main(["export", "--model", str(output), "--output_dir", str(tmp_path / "ours"), "--format", "ctranslate2"])
+        == 0
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ctranslate2.converters.TransformersConverter(str(source)).convert(str(tmp_path / "theirs"))
@@ -372,7 +375,7 @@ def test_a_pickle_with_a_non_tensor_object_is_refused_without_running_it(opus_fo
     torch.save({**marian.state_dict(), "extra": RunsCode(marker)}, evil / "pytorch_model.bin")
     with pytest.raises(ConvertError, match="not a pickle of tensors only"):
         load_pickled_tensors(evil / "pytorch_model.bin")
-    status = main(["convert", "--from", "marian", "--model", str(evil), "--output", str(tmp_path / "out")])
+    status = main(["convert", "--from", "marian", "--model", str(evil), "--output_dir", str(tmp_path / "out")])
     assert status == 2 and "error: " in capsys.readouterr().err
     assert not marker.exists() and not (tmp_path / "out").exists()
     with pytest.raises(pickle.UnpicklingError):  # the check is torch's: a plain torch.load would run it
@@ -448,7 +451,7 @@ def break_folder(kind: str, source: Path, tmp_path: Path) -> Path:
 def test_bad_input_is_a_clear_error(opus_folders, tmp_path, capsys, kind, message):
     _, source, _ = opus_folders
     folder = break_folder(kind, source, tmp_path)
-    status = main(["convert", "--from", "marian", "--model", str(folder), "--output", str(tmp_path / "out")])
+    status = main(["convert", "--from", "marian", "--model", str(folder), "--output_dir", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert status == 2 and err.startswith("error: ") and message in err and "Traceback" not in err, err
     assert not (tmp_path / "out").exists()
@@ -456,7 +459,7 @@ def test_bad_input_is_a_clear_error(opus_folders, tmp_path, capsys, kind, messag
 
 def test_an_unknown_source_format_is_refused(opus_folders, tmp_path, capsys):
     _, source, _ = opus_folders
-    status = main(["convert", "--from", "opennmt", "--model", str(source), "--output", str(tmp_path / "out")])
+    status = main(["convert", "--from", "opennmt", "--model", str(source), "--output_dir", str(tmp_path / "out")])
     assert status == 2 and "invalid choice: 'opennmt'" in capsys.readouterr().err
 
 
@@ -465,10 +468,10 @@ def test_an_existing_output_is_never_overwritten(opus_folders, tmp_path, capsys)
     output = tmp_path / "out"
     output.mkdir()
     (output / "notes.txt").write_text("mine")
-    status = main(["convert", "--from", "marian", "--model", str(source), "--output", str(output)])
-    assert status == 2 and "error: --output" in capsys.readouterr().err
+    status = main(["convert", "--from", "marian", "--model", str(source), "--output_dir", str(output)])
+    assert status == 2 and "error: --output_dir" in capsys.readouterr().err
     assert [p.name for p in output.iterdir()] == ["notes.txt"]
-    status = main(["convert", "--from", "marian", "--model", str(source), "--output", str(source)])
+    status = main(["convert", "--from", "marian", "--model", str(source), "--output_dir", str(source)])
     assert status == 2 and "already holds another model" in capsys.readouterr().err
 
 
@@ -545,7 +548,7 @@ def fine_tuning_data(tmp_path_factory) -> Path:
 
 def fine_tuning_args(model: Path, data: Path, run: Path, *options: str) -> list[str]:
     return [
-        "--model_name_or_path", str(model), "--tokenizer", str(model), "--source_lang", "en", "--target_lang", "es",
+        "--model", str(model), "--tokenizer", str(model), "--source_lang", "en", "--target_lang", "es",
         "--train_file", str(data / "train.jsonl"), "--validation_file", str(data / "validation.jsonl"),
         "--output_dir", str(run), "--max_tokens", "400", "--max_source_length", "40", "--max_target_length", "40",
         "--overlong", "truncate", "--warmup_steps", "2", "--eval_steps", "0", "--logging_steps", "1",
@@ -579,7 +582,7 @@ def test_a_converted_model_fine_tunes_with_its_own_tokenizer(opus_folders, fine_
     )
     # an architecture option does not fit the pretrained weights: a clear error
     status, err = train_command_in_process([
-        "--model_name_or_path", str(output), "--tokenizer", str(output), "--source_lang", "en", "--target_lang", "es",
+        "--model", str(output), "--tokenizer", str(output), "--source_lang", "en", "--target_lang", "es",
         "--train_file", str(fine_tuning_data / "train.jsonl"), "--validation_size", "0",
         "--output_dir", str(tmp_path / "other"),
         "--d_model", "32",

@@ -5,7 +5,7 @@ functions wrapped by recorders (the batches it collates, the tokenized splits, t
 optimizer (gradients after the backward pass and at the update, parameters before and after the update). Each option
 is then checked against an independent reference: torch's `clip_grad_norm_`, the AdamW update written out, the
 learning-rate formulas, sacrebleu on the run's own hypotheses, a tokenizer trained with the same settings, the
-event files read back with tensorboard. Further runs continue from the saved model (`--model_name_or_path`,
+event files read back with tensorboard. Further runs continue from the saved model (`--model`,
 `--tokenizer`), resume from an older named checkpoint, and resume with two processes. Held-out pairs longer than the evaluation
 batch budget are still evaluated (each in a batch of its own), not a traceback after training.
 """
@@ -396,7 +396,7 @@ def test_model_name_or_path_and_tokenizer_continue_from_a_saved_model(options_ru
     out = tmp_path / "continued"
     argv = [
         "--dataset_name", str(corpus), "--cache_dir", str(tmp_path / "cache"), *QUIET, "--max_train_steps", "2",
-        "--model_name_or_path", str(first), "--tokenizer", str(first), "--max_source_length", "48",
+        "--model", str(first), "--tokenizer", str(first), "--max_source_length", "48",
         "--max_target_length", "48", "--max_tokens", "400", "--average_checkpoints", "0", "--report_to", "none",
         "--max_eval_samples", "5", "--num_examples", "3", "--learning_rate", "1e-3", "--warmup_steps", "1",
     ]  # fmt: skip
@@ -454,7 +454,7 @@ def test_resume_from_an_older_named_checkpoint_repeats_the_run_exactly(options_r
 def test_two_process_run_resumed_from_an_older_checkpoint_equals_the_uninterrupted_run(corpus, tmp_path):
     """Two CPU processes (gloo), dropout on: resuming from step 2 of a finished 4-step run gives the same losses for
     steps 3 and 4, the same final weights and the same validation loss as the uninterrupted run."""
-    from test_train import run_train
+    from test_loop import run_train
 
     out = tmp_path / "run"
     argv = [
