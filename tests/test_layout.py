@@ -5,7 +5,7 @@ Read with `ast` only (nothing is imported), so a broken module still gets a clea
     modeling_vaswani/   the models: imports nothing of vaswani or tokenization (it loads through trust_remote_code)
     core                vaswani/{errors,constants,fileio,devices,weights,model_folder,options}.py, vaswani/metrics/
     tokenization/       the BPE tokenizer: the core only (its `__main__` is a command, in the cli layer)
-    stages              vaswani/{data,training,inference,export,convert,hub}/ and vaswani/translate.py (the old
+    stages              vaswani/{data,training,inference,export,convert,hub,serve}/ and vaswani/translate.py (the old
                         home of Translator)
     cli                 vaswani/cli/, tokenization/__main__.py and the train.py script
 
@@ -26,7 +26,7 @@ from conftest import REPO_ROOT
 PACKAGES = ("modeling_vaswani", "tokenization", "vaswani")
 CORE = {"vaswani", "vaswani.errors", "vaswani.constants", "vaswani.fileio", "vaswani.devices", "vaswani.weights",
         "vaswani.model_folder", "vaswani.options"}  # fmt: skip
-STAGES = ("data", "training", "inference", "export", "convert", "hub")
+STAGES = ("data", "training", "inference", "export", "convert", "hub", "serve")
 LAYERS = ("modeling", "core", "tokenization", "stages", "cli")
 MAX_FUNCTION_LINES = 100
 MAX_MODULE_LINES = 900

@@ -10,7 +10,7 @@ import pytest
 
 from vaswani.cli import build_parser, main
 
-LIFE_CYCLE = ["train", "tokenizer", "translate", "export", "average", "prune", "push", "card", "convert"]
+LIFE_CYCLE = ["train", "tokenizer", "translate", "export", "average", "prune", "push", "card", "convert", "serve"]
 
 
 def subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

@@ -16,6 +16,7 @@
     vaswani card      --model DIR [--hub_model_id OWNER/NAME] [--license apache-2.0] [--output FILE]
     vaswani convert   --from marian --model DIR --output_dir OUT
     vaswani convert   --from fairseq --checkpoint model.pt --data_dir DICT_DIR --output_dir OUT
+    vaswani serve     --model [SRC-TGT=]DIR ... [--host 127.0.0.1] [--port 5000] [--api_keys FILE]
 
 One spelling per idea: an option several commands share is defined once, in `vaswani.options` (a model folder is
 `--model`, an output folder `--output_dir`, an output file `--output`, a token budget `--max_tokens`, ...); the
@@ -36,15 +37,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vaswani.cli import average, card, convert, export, prune, push, score, tokenizer, train, translate
+from vaswani.cli import average, card, convert, export, prune, push, score, serve, tokenizer, train, translate
 from vaswani.errors import run_command
 from vaswani.options import ConfigArgumentParser
 
 PROG = "vaswani"
 # The commands in the order `vaswani --help` lists them.
 COMMANDS = {
-    "translate": translate, "score": score, "export": export, "push": push, "train": train, "tokenizer": tokenizer,
-    "average": average, "prune": prune, "card": card, "convert": convert,
+    "translate": translate, "score": score, "serve": serve, "export": export, "push": push, "train": train,
+    "tokenizer": tokenizer, "average": average, "prune": prune, "card": card, "convert": convert,
 }  # fmt: skip
 
 
