@@ -331,7 +331,9 @@ def test_the_old_home_of_translator_still_works_and_warns():
 # ---------------------------------------------------------------------------------------------------------------------
 # Tests are found from the module they test (issue 28)
 # ---------------------------------------------------------------------------------------------------------------------
-TEST_FOLDERS = {"modeling_vaswani": "modeling_vaswani", "tokenization": "tokenization", "benchmarks": "benchmarks",
+# tests/models/ and tests/tokenizer/ are not named modeling_vaswani/ and tokenization/: a test folder on the import path
+# must never stand in for the package of the same name (an empty namespace package shadowing the real one).
+TEST_FOLDERS = {"models": "modeling_vaswani", "tokenizer": "tokenization", "benchmarks": "benchmarks",
                 **{stage: f"vaswani/{stage}" for stage in (*STAGES, "cli", "metrics")}, ".": "vaswani"}  # fmt: skip
 # Tests of the whole repository rather than of one module, each with what it checks.
 CROSS_CUTTING_TESTS = {

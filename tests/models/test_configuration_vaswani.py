@@ -1,6 +1,6 @@
 """Model options that change the computation, each checked against its definition: scale_embedding, the two extra
 dropouts (where they act, train vs eval), the FFN activation (against torch.nn.functional) and training with
-learned positions. (share_embeddings / tie_word_embeddings: tests/modeling_vaswani/test_modeling_vaswani_hf_contract.py.)"""
+learned positions. (share_embeddings / tie_word_embeddings: tests/models/test_modeling_vaswani_hf_contract.py.)"""
 
 import math
 
