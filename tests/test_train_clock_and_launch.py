@@ -10,7 +10,9 @@ import time
 import types
 
 import pytest
+import torch
 from conftest import REPO_ROOT, run_command, train_command_in_process, train_in_process
+from safetensors.torch import load_file
 from test_train import read_metrics
 from test_train_options import TINY_MODEL, corpus  # noqa: F401  (corpus is a fixture)
 
@@ -73,6 +75,78 @@ def test_checkpoint_minutes_saves_every_n_minutes_of_the_clock(corpus, tmp_path,
                     "--average_checkpoints", "1")  # fmt: skip
     assert train_in_process(argv)["step"] == 7
     assert checkpoint_steps(out) == [2, 4, 6, 7]
+
+
+@pytest.fixture
+def exact_minute_per_update(monkeypatch):
+    """As `minute_per_update`, but the training loop's `monotonic()` is the fake clock alone (every update exactly one
+    minute, nothing else takes time): the fraction of a time budget spent after update k is exactly k minutes over
+    the budget, in a run and in its resumed twin alike."""
+    minutes = [0]
+    clock = types.SimpleNamespace(**{name: getattr(time, name) for name in dir(time) if not name.startswith("_")})
+    clock.monotonic = lambda: 60.0 * minutes[0]
+    monkeypatch.setattr(loop, "time", clock)
+    original = loop.train_step
+
+    def one_minute_step(run, stream):
+        result = original(run, stream)
+        minutes[0] += 1
+        return result
+
+    monkeypatch.setattr(loop, "train_step", one_minute_step)
+    return minutes
+
+
+def logged_rates(out) -> list[float]:
+    return [row["lr"] for row in read_metrics(out) if row["split"] == "train"]
+
+
+@pytest.mark.slow
+def test_warmup_stable_decay_follows_the_time_budget_and_resumes_on_the_same_curve(
+    corpus,  # noqa: F811
+    tmp_path,
+    exact_minute_per_update,
+):
+    """A 30-minute budget of one-minute updates, the last 30% decaying linearly to 0: the rate after update k (the
+    next update's) follows k / 30 of the budget; a run paused after 12 updates and resumed continues the same curve
+    and the same moving average (--ema_decay auto: D = 1 - 1 / (0.1 * 30), handed over with --final_model ema): the
+    same model, bit for bit."""
+    options = ["--max_train_minutes", "30", "--lr_scheduler", "warmup_stable_decay", "--learning_rate", "1e-3",
+               "--decay_fraction", "0.3", "--decay_type", "linear", "--ema_decay", "--final_model", "ema",
+               "--checkpoint_minutes", "60"]  # fmt: skip
+    whole = train_in_process(run_args(corpus, tmp_path / "whole", *options))
+    assert whole["step"] == 30 and whole["finished_early"] == "time budget spent"
+    peak, warmup = 1e-3, 2  # QUIET's --warmup_steps
+    expected = [peak * (k / warmup if k < warmup else 1.0 if k / 30 < 0.7 else max(0.0, 1 - (k / 30 - 0.7) / 0.3))
+                for k in range(1, 31)]  # fmt: skip
+    assert logged_rates(tmp_path / "whole") == pytest.approx(expected, rel=1e-9, abs=1e-15)
+    assert whole["final_model"]["chosen"] == "ema" and whole["final_model"]["selection"] == "ema"
+    final = load_file(tmp_path / "whole" / "model.safetensors")
+    averaged = load_file(tmp_path / "whole" / "checkpoints" / "step-00000030" / "ema.safetensors")
+    assert all(torch.equal(final[name], tensor) for name, tensor in averaged.items())
+    last = load_file(tmp_path / "whole" / "checkpoints" / "step-00000030" / "model.safetensors")
+    assert any(not torch.equal(last[name], tensor) for name, tensor in averaged.items())  # the average, not the last
+
+    paused = run_args(corpus, tmp_path / "paused", *options)
+    assert train_in_process([*paused, "--stop_after_steps", "12"]) == {"step": 12, "stopped_early": True}
+    resumed = train_in_process([*paused, "--resume_from_checkpoint", "latest"])
+    assert resumed["step"] == 30 and logged_rates(tmp_path / "paused") == logged_rates(tmp_path / "whole")
+    again = load_file(tmp_path / "paused" / "model.safetensors")
+    assert final.keys() == again.keys() and all(torch.equal(final[name], again[name]) for name in final)
+    longer = [*paused, "--resume_from_checkpoint", "step-00000012", "--max_train_minutes", "40"]
+    status, stderr = train_command_in_process(longer)  # the curve depends on the budget: another one is refused
+    assert status == 2 and "resume with the original options" in stderr, stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_linear_decays_to_zero_at_the_end_of_a_time_budget(corpus, tmp_path, exact_minute_per_update):  # noqa: F811
+    """--lr_scheduler linear with a time budget and no update count: after the warmup (2 updates, 2 minutes of 5) the
+    rate falls linearly with the minutes spent, to 0 when the budget ends."""
+    out = tmp_path / "run"
+    results = train_in_process(run_args(corpus, out, "--max_train_minutes", "5", "--lr_scheduler", "linear",
+                                        "--learning_rate", "1e-3", "--checkpoint_minutes", "60"))  # fmt: skip
+    assert results["step"] == 5
+    assert logged_rates(out) == pytest.approx([5e-4, 1e-3, 1e-3 * 2 / 3, 1e-3 / 3, 0.0], rel=1e-9, abs=1e-15)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
