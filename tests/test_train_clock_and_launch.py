@@ -183,12 +183,12 @@ def test_gradient_checkpointing_recomputes_the_layers_and_keeps_the_losses(corpu
 # ---------------------------------------------------------------------------------------------------------------------
 # torchrun: two gloo processes on CPU
 # ---------------------------------------------------------------------------------------------------------------------
-def torchrun(args: list[str], cwd, timeout: int = 300):
+def torchrun(args: list[str], cwd, timeout: int = 300, script=REPO_ROOT / "train.py"):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1",
            "ACCELERATE_USE_CPU": "1", "HF_DATASETS_CACHE": str(cwd / "datasets_cache")}  # fmt: skip
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           str(REPO_ROOT / "train.py"), *args]  # fmt: skip
+           str(script), *args]  # fmt: skip
     return run_command(cmd, env=env, cwd=cwd, timeout=timeout)
 
 
@@ -201,6 +201,23 @@ def test_torchrun_trains_with_two_processes(corpus, tmp_path):  # noqa: F811
     assert "2 processes" in result.stderr
     assert json.loads((out / "results.json").read_text())["step"] == 2
     assert [m["step"] for m in read_metrics(out) if m["split"] == "train"] == [1, 2]  # logged once, not per process
+
+
+@pytest.mark.slow
+def test_every_process_follows_the_main_processs_share_of_the_time_budget(corpus, tmp_path):  # noqa: F811
+    """Two processes whose clocks run at different speeds (tests/scripts/train_with_skewed_clocks.py), a time budget,
+    warmup_stable_decay and the budget-fitted moving average: both use the main process's fraction of the budget,
+    so they end with the same learning rate, the same weights and the same average, bit for bit."""
+    out = tmp_path / "run"
+    script = REPO_ROOT / "tests" / "scripts" / "train_with_skewed_clocks.py"
+    result = torchrun(run_args(corpus, out, "--max_train_minutes", "0.1", "--lr_scheduler", "warmup_stable_decay",
+                               "--learning_rate", "1e-3", "--decay_fraction", "0.5", "--ema_decay", "auto",
+                               "--checkpoint_minutes", "60", "--average_checkpoints", "1"), tmp_path,
+                      script=script)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-4000:]
+    reports = sorted(line.split(": ", 2)[2] for line in result.stderr.splitlines() if line.startswith("ranks: "))
+    assert len(reports) == 2 and reports[0] == reports[1], reports
+    assert json.loads((out / "results.json").read_text())["finished_early"] == "time budget spent"
 
 
 def test_gradient_checkpointing_with_layerdrop_is_refused_under_ddp(corpus, tmp_path, monkeypatch):  # noqa: F811
