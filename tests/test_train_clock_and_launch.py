@@ -4,6 +4,7 @@ minute (no real waiting), `--gradient_checkpointing` (each layer's forward runs 
 same losses), its refusal together with LayerDrop under DDP, and the `torchrun` launch path (two gloo processes)."""
 
 import json
+import logging
 import os
 import sys
 import time
@@ -106,11 +107,14 @@ def test_warmup_stable_decay_follows_the_time_budget_and_resumes_on_the_same_cur
     corpus,  # noqa: F811
     tmp_path,
     exact_minute_per_update,
+    caplog,
+    capsys,
 ):
     """A 30-minute budget of one-minute updates, the last 30% decaying linearly to 0: the rate after update k (the
     next update's) follows k / 30 of the budget; a run paused after 12 updates and resumed continues the same curve
     and the same moving average (--ema_decay auto: D = 1 - 1 / (0.1 * 30), handed over with --final_model ema): the
     same model, bit for bit."""
+    caplog.set_level(logging.INFO, logger="train")
     options = ["--max_train_minutes", "30", "--lr_scheduler", "warmup_stable_decay", "--learning_rate", "1e-3",
                "--decay_fraction", "0.3", "--decay_type", "linear", "--ema_decay", "--final_model", "ema",
                "--checkpoint_minutes", "60"]  # fmt: skip
@@ -120,6 +124,10 @@ def test_warmup_stable_decay_follows_the_time_budget_and_resumes_on_the_same_cur
     expected = [peak * (k / warmup if k < warmup else 1.0 if k / 30 < 0.7 else max(0.0, 1 - (k / 30 - 0.7) / 0.3))
                 for k in range(1, 31)]  # fmt: skip
     assert logged_rates(tmp_path / "whole") == pytest.approx(expected, rel=1e-9, abs=1e-15)
+    # the log says when the decay starts and the rate at the end; the progress bar shows the rate
+    assert "Learning rate decay (linear, the last 30% of the budget) starts at update 2" in caplog.text
+    assert "Finishing at update 30: time budget spent (learning rate 0)" in caplog.text
+    assert "lr=0.00e+00]" in capsys.readouterr().err
     assert whole["final_model"]["chosen"] == "ema" and whole["final_model"]["selection"] == "ema"
     final = load_file(tmp_path / "whole" / "model.safetensors")
     averaged = load_file(tmp_path / "whole" / "checkpoints" / "step-00000030" / "ema.safetensors")

@@ -7,11 +7,13 @@
 
 - `set_up`: the options (`options.py`), the run folder (`run_dir.py`), the Accelerator (`distributed.py`), the task's
   data and tokenizer (`tasks.py`), the model, token-budget batches (`vaswani.data.batching`), Adam + the Noam schedule
-  (`schedules.py`), LayerDrop/DropHead, the stopping rules (`stopping.py`) and an exact resume (`checkpoints.py`).
-- `train_loop`: gradient accumulation through `accelerator.accumulate`, the loss normalised per target token,
-  evaluation (`evaluation.py`) and checkpoints on schedule, until a stopping rule ends the run.
-- `finish`: the final model chosen among the last, the best and the averaged checkpoints, test scores, the
-  `save_pretrained` folder with tokenizer and model card, the upload.
+  (`schedules.py`), the weights' moving average (`ema.py`), LayerDrop/DropHead, the stopping rules (`stopping.py`)
+  and an exact resume (`checkpoints.py`).
+- `train_loop`: gradient accumulation through `accelerator.accumulate`, the loss normalised per target token, the
+  share of the budget spent (for the schedules that know it, and the moving average), evaluation (`evaluation.py`)
+  and checkpoints on schedule, until a stopping rule ends the run.
+- `finish`: the final model chosen among the last, the best and the averaged checkpoints and the weights' moving
+  average, test scores, the `save_pretrained` folder with tokenizer and model card, the upload.
 """
 
 from __future__ import annotations
@@ -354,8 +356,8 @@ def train_loop(run: Run) -> str | None:
             break
         if budget_spent or early_stop:
             why = TIME_BUDGET_SPENT if budget_spent else f"early stopping ({run.rules.stopper.metric})"
-            logger.info("Finishing at update %d%s (learning rate %.3g): %s", progress.step,
-                        f" of {max_steps}" if max_steps else "", training.lr_scheduler.get_last_lr()[0], why)  # fmt: skip
+            logger.info("Finishing at update %d%s: %s (learning rate %.3g)", progress.step,
+                        f" of {max_steps}" if max_steps else "", why, training.lr_scheduler.get_last_lr()[0])  # fmt: skip
             bar.close()
             return why
         if stop:
@@ -544,8 +546,9 @@ def close(run: Run) -> None:
 
 def choose_final_model(run: Run, finished_early: str | None) -> tuple[Candidate, dict, dict]:
     """The model the run hands over (vaswani/training/stopping.py): with --final_model auto, the best on the validation set of
-    the last checkpoint, the best evaluated checkpoint and the average of the window (Section 6.1's averaging,
-    scaled to the run); scores recorded during training are reused, the others are computed here. Loads the winner's
+    the last checkpoint, the best evaluated checkpoint, the average of the window (Section 6.1's averaging, scaled to
+    the run) and the weights' moving average (--ema_decay); scores recorded during training are reused, the others
+    are computed here. Loads the winner's
     weights into the model; returns it, what results.json says of the choice, and the winner's validation results
     when they were computed here ({"validation": results}, else {}: the caller need not compute them again)."""
     args, accelerator, unwrapped = run.args, run.accelerator, run.training.model
