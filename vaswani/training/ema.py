@@ -11,8 +11,11 @@ first updates, far from any good model, from weighing on the average for long. D
 old by D^k: the average's horizon (its mean age, D / (1 - D)) is ~ 1 / (1 - D) updates.
 
 The default that fits the budget (`--ema_decay auto`): a horizon of `EMA_HORIZON` (10%) of the run's updates,
-D = 1 - 1 / (0.1 * N). Marian's 0.9999 (a horizon of 10,000 updates) is made for runs of 100k updates or more; a
-run of 2,000 updates would average its first, untrained half into the model. N is the run's number of updates: with
+D = 1 - 1 / (0.1 * N). The warm-up (1 + t) / (10 + t) = 1 - 9 / (10 + t) is itself a horizon of (10 + t) / 9 updates,
+~11% of the updates so far: the average follows it over the first ~90% of the run (while it is below D), and D holds
+the horizon at 10% of the run over the last ~10%. Marian's 0.9999 (a horizon of 10,000 updates, made for runs of
+100k updates or more) never binds below ~90,000 updates, where the average is the warm-up's alone, its horizon
+growing with the run. N is the run's number of updates: with
 --max_train_steps N itself; under a time budget it is not known in advance, so it is estimated after every update
 from the fraction of the budget spent (N ~ t / fraction: the updates so far over the part of the budget they took,
 evaluations included), the same fraction the learning-rate schedule follows; with early stopping alone (no budget)
