@@ -42,7 +42,7 @@ def create_accelerator(args: argparse.Namespace):
     try:
         mixed_precision, why = resolve_mixed_precision(args.mixed_precision, training_device_type())
     except ValueError as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(str(exc)) from exc
     accelerator = Accelerator(
         gradient_accumulation_steps=args.gradient_accumulation_steps,
         mixed_precision=mixed_precision,
@@ -97,7 +97,7 @@ def _stop_together(accelerator, failed: bool) -> None:
         raise ReportedElsewhere(f"process {others.index(True)} of the run failed")
 
 
-def _from_main_process(accelerator, compute: Callable[[], object]) -> object:
+def from_main_process(accelerator, compute: Callable[[], object]) -> object:
     """`compute()` on the main process, its value sent to every process."""
     if accelerator.num_processes == 1:
         return compute()
@@ -106,7 +106,7 @@ def _from_main_process(accelerator, compute: Callable[[], object]) -> object:
     return broadcast_object_list([compute() if accelerator.is_main_process else None])[0]
 
 
-def _main_process_decides(accelerator, *flags: bool) -> tuple[bool, ...]:
+def main_process_decides(accelerator, *flags: bool) -> tuple[bool, ...]:
     """The main process's time-based decisions, for every process: all must save (or stop) at the same step."""
     if accelerator.num_processes == 1:
         return flags
@@ -116,7 +116,7 @@ def _main_process_decides(accelerator, *flags: bool) -> tuple[bool, ...]:
     return tuple(bool(v) for v in decided.tolist())
 
 
-def _main_process_value(accelerator, value: float) -> float:
+def main_process_value(accelerator, value: float) -> float:
     """The main process's `value` (a float64), for every process: e.g. the fraction of the time budget spent, which
     each process's own clock would measure a little differently."""
     if accelerator.num_processes == 1:

@@ -9,11 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import sys
-from pathlib import Path
-
-import yaml
 
 from modeling_vaswani import (
     PRESETS,
@@ -25,12 +21,12 @@ from tokenization import SPECIAL_TOKEN_LAYOUTS
 from vaswani.data.text import (
     PACKING_CHOICES,
 )
-from vaswani.devices import MIXED_PRECISION_CHOICES
 from vaswani.errors import (
     PushError,
     UsageError,
 )
 from vaswani.hub.push import check_repo_id
+from vaswani.options import ConfigArgumentParser, add_option
 from vaswani.training.ema import EMA_HORIZON, parse_ema_decay
 from vaswani.training.schedules import DECAY_TYPES, LR_SCHEDULERS, SCHEDULES_NEEDING_TOTAL
 from vaswani.training.stopping import (
@@ -39,8 +35,8 @@ from vaswani.training.stopping import (
 from vaswani.training.stopping import METRICS as STOPPING_METRICS
 from vaswani.training.tasks import TASKS
 
-# --task: the model and objective; each is a `Task` below (section 8), chosen once at set-up.
-TASK_NAMES = ("translation", "causal_lm", "masked_lm")
+# --task: the model and objective; each is a `Task` of vaswani/training/tasks.py, chosen once at set-up.
+TASK_NAMES = tuple(TASKS)
 
 
 def str2bool(value: str) -> bool:
@@ -51,12 +47,6 @@ def str2bool(value: str) -> bool:
     if value.lower() in {"false", "0", "no", "off"}:
         return False
     raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
-
-
-def int_list(value: str | list) -> list[int]:
-    if isinstance(value, list):
-        return [int(v) for v in value]
-    return [int(v) for v in value.split(",") if v.strip()]
 
 
 def str_list(value: str | list) -> list[str]:
@@ -75,15 +65,24 @@ def ema_decay(value: str) -> str | float | None:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("--ema_decay ")) from None
 
 
+DESCRIPTION = "Train the Transformer of 'Attention Is All You Need' with the paper's recipe."
+COMMAND = "train"  # the command's name in the option registry (`vaswani.options`)
+
+
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
-    """The options of `vaswani train` / `train.py` (`prog`: the command named in the usage line), composed of the
-    argument groups below (sockeye's `arguments.py`), in the order `--help` lists them."""
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        description="Train the Transformer of 'Attention Is All You Need' with the paper's recipe.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    """The parser of `train.py` (`prog`: the command named in the usage line); `vaswani train` builds the same
+    options into its subparser (`add_arguments`)."""
+    parser = ConfigArgumentParser(
+        prog=prog, description=DESCRIPTION, command=COMMAND, formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         allow_abbrev=False,  # a misspelt option must fail, not silently match a longer one
-    )
+    )  # fmt: skip
+    add_arguments(parser)
+    return parser
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of `vaswani train` / `train.py`, composed of the argument groups below (sockeye's `arguments.py`),
+    in the order `--help` lists them; the ideas other commands share come from the registry (`vaswani.options`)."""
     parser.add_argument(
         "--config", help="YAML file of options (same names as the command line); the command line wins"
     )
@@ -100,14 +99,13 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     add_evaluation_options(parser)
     add_checkpoint_options(parser)
     add_language_model_options(parser)
-    return parser
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
     """The model: a preset, a saved model or each VaswaniConfig option."""
     group = parser.add_argument_group("model (VaswaniConfig names; unset options keep the preset's value)")
     group.add_argument("--model_preset", choices=sorted(PRESETS), default="base", help="the paper's Table 3 model")
-    group.add_argument("--model_name_or_path", help="start from a saved Vaswani model folder instead of a preset")
+    add_option(group, "model", COMMAND, help="start from a saved Vaswani model folder instead of a preset")
     field_types = {f.name: f.type for f in dataclasses.fields(VaswaniConfig)}
     for name in MODEL_OPTIONS:
         annotation = str(field_types[name])
@@ -137,35 +135,30 @@ def add_data_options(parser: argparse.ArgumentParser) -> None:
         help="a `datasets` name (Hub when online), or 'demo' for the built-in set (the default without --train_file)",
     )
     group.add_argument("--dataset_config_name", help="the `datasets` configuration, e.g. 'de-en'")
-    group.add_argument("--source_lang", default="en", help="language code of the source side (default: en)")
-    group.add_argument("--target_lang", default="de", help="language code of the target side (default: de)")
+    add_option(group, "source_lang", COMMAND, default="en")
+    add_option(group, "target_lang", COMMAND, default="de")
     group.add_argument("--validation_size", type=int, default=500, help="pairs carved from train without validation")
-    group.add_argument("--max_source_length", type=int, default=256, help="in tokens, EOS included")
+    add_option(group, "max_source_length", COMMAND, default=256, help="in tokens, EOS included")
     group.add_argument("--max_target_length", type=int, default=256, help="in tokens, EOS included")
     group.add_argument("--overlong", choices=["drop", "truncate"], default="drop", help="pairs over the limits")
-    group.add_argument(
-        "--preprocessing_num_workers", type=int, default=None,
-        help="processes that tokenize the data (`datasets.map` num_proc; default: one)",
-    )  # fmt: skip
+    add_option(group, "preprocessing_num_workers", COMMAND,
+               help="processes that tokenize the data (`datasets.map` num_proc; default: one)")  # fmt: skip
     group.add_argument("--cache_dir", help="where `datasets` caches downloads")
 
 
 def add_tokenizer_options(parser: argparse.ArgumentParser) -> None:
     """The tokenizer: an existing one, or the BPE to train."""
     group = parser.add_argument_group("tokenizer")
-    group.add_argument("--tokenizer", help="an existing tokenizer folder; without it a shared BPE is trained")
-    group.add_argument("--vocab_size", type=int, default=37000, help="BPE vocabulary size (paper: ~37k for EN-DE)")
-    group.add_argument("--min_frequency", type=int, default=2, help="BPE merge minimum frequency")
-    group.add_argument(
-        "--special_tokens_layout", choices=sorted(SPECIAL_TOKEN_LAYOUTS), default="paper",
-        help="ids of the trained BPE's special tokens; paper: <pad>=0 <s>=1 </s>=2 <unk>=3, fairseq: <s>=0 <pad>=1",
-    )  # fmt: skip
+    add_option(group, "tokenizer", COMMAND, help="an existing tokenizer folder; without it a shared BPE is trained")
+    add_option(group, "vocab_size", COMMAND, default=37000)
+    add_option(group, "min_frequency", COMMAND, default=2)
+    add_option(group, "special_tokens_layout", COMMAND, choices=sorted(SPECIAL_TOKEN_LAYOUTS), default="paper")
 
 
 def add_optimization_options(parser: argparse.ArgumentParser) -> None:
     """The batching, the length of the run, Adam and the learning rate, precision, DropHead."""
     group = parser.add_argument_group("batching and optimization")
-    group.add_argument("--max_tokens", type=int, default=4096, help="per device and batch: sentences x longest side")
+    add_option(group, "max_tokens", COMMAND, default=4096, help="per device and batch: sentences x longest side")
     group.add_argument("--max_sentences", type=int, default=None, help="optional cap on pairs per batch")
     group.add_argument(
         "--gradient_accumulation_steps", type=int, default=1,
@@ -221,10 +214,10 @@ def add_optimization_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--adam_epsilon", type=float, default=1e-9, help="Adam epsilon (paper: 1e-9)")
     group.add_argument("--weight_decay", type=float, default=0.0, help="AdamW decay of matrices (paper: 0)")
     group.add_argument("--max_grad_norm", type=float, default=0.0, help="clip gradients to this norm (0: off)")
-    group.add_argument(
-        "--mixed_precision",
-        choices=list(MIXED_PRECISION_CHOICES),
-        default=None,
+    add_option(
+        group,
+        "mixed_precision",
+        COMMAND,
         help="bf16: autocast, float32 weights/optimizer/loss; fp16: GPU only. Default: the accelerate configuration's, "
         "else bf16 where the hardware computes it natively (GPU, CPU with AVX512-BF16/AMX), else no",
     )
@@ -242,9 +235,9 @@ def add_evaluation_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--eval_steps", type=int, default=1000, help="evaluate every N updates (0: only at the end)")
     group.add_argument("--max_eval_samples", type=int, default=None, help="BLEU on at most N validation pairs")
     group.add_argument("--eval_max_tokens", type=int, default=None, help="token budget of evaluation batches")
-    group.add_argument("--num_beams", type=int, default=4, help="beam size of evaluation's translations (paper: 4)")
-    group.add_argument(
-        "--length_penalty", type=float, default=0.6,
+    add_option(group, "num_beams", COMMAND, default=4, help="beam size of evaluation's translations (paper: 4)")
+    add_option(
+        group, "length_penalty", COMMAND, default=0.6,
         help="alpha of evaluation's beam search, generate()'s score/length**alpha (paper: 0.6, GNMT's formula)",
     )  # fmt: skip
     group.add_argument("--num_examples", type=int, default=5, help="translations to print after evaluation")
@@ -267,8 +260,8 @@ def add_evaluation_options(parser: argparse.ArgumentParser) -> None:
 def add_checkpoint_options(parser: argparse.ArgumentParser) -> None:
     """The checkpoints, averaging, the final model, output, logging and the Hub."""
     group = parser.add_argument_group("checkpoints, output and logging")
-    group.add_argument("--output_dir", help="where the run and the final model go (required)")
-    group.add_argument("--overwrite_output_dir", action="store_true", help="replace a previous run in output_dir")
+    add_option(group, "output_dir", COMMAND, help="where the run and the final model go (required)")
+    add_option(group, "overwrite_output_dir", COMMAND, help="replace a previous run in output_dir")
     group.add_argument("--resume_from_checkpoint", help="'latest' or a checkpoint folder of this run")
     group.add_argument("--checkpoint_steps", type=int, default=None, help="save every N updates")
     group.add_argument("--checkpoint_minutes", type=float, default=10.0, help="save every N minutes (paper: 10)")
@@ -289,7 +282,8 @@ def add_checkpoint_options(parser: argparse.ArgumentParser) -> None:
         "--ema_decay", type=ema_decay, nargs="?", const="auto", default=None,
         help="keep an exponential moving average of the weights (float32, in every checkpoint), a candidate for "
         "the final model: D in (0, 1), or auto (also --ema_decay alone) for an averaging horizon 1/(1-D) of "
-        f"{100 * EMA_HORIZON:g}%% of the run's updates; the decay warms up as min(D, (1+t)/(10+t)) (vaswani/training/ema.py)",
+        f"{100 * EMA_HORIZON:g}%% of the run's updates; the decay warms up as min(D, (1+t)/(10+t)) "
+        "(vaswani/training/ema.py); none (the default): no average",
     )  # fmt: skip
     group.add_argument(
         "--final_model", choices=FINAL_MODELS, default="auto",
@@ -304,7 +298,7 @@ def add_checkpoint_options(parser: argparse.ArgumentParser) -> None:
         "--report_to", default="auto", help="accelerate trackers: auto (tensorboard if installed), none"
     )
     group.add_argument("--push_to_hub", action="store_true", help="upload the final model with its model card")
-    group.add_argument("--hub_model_id", help="the Hub repository, e.g. user/transformer-en-de")
+    add_option(group, "hub_model_id", COMMAND, help="the Hub repository, e.g. user/transformer-en-de")
 
 
 def add_language_model_options(parser: argparse.ArgumentParser) -> None:
@@ -331,15 +325,14 @@ def add_language_model_options(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argparse.Namespace:
-    """Defaults < YAML (`--config`) < command line. Unknown options, on either side, are errors."""
-    argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser(prog)
-    config_path = _find_config_path(argv)
-    from_yaml = _read_yaml_options(parser, config_path) if config_path is not None else {}
-    parser.set_defaults(**from_yaml)
-    args = parser.parse_args(argv)
-    # Options the user set (YAML or command line), as opposed to defaults; not saved with the run.
-    args.explicit = set(from_yaml) | {a[2:].split("=", 1)[0] for a in argv if a.startswith("--")}
+    """Defaults < YAML (`--config`) < command line, then checked (`finish_args`). Unknown options, on either side,
+    are errors."""
+    return finish_args(build_parser(prog).parse_args(sys.argv[1:] if argv is None else argv))
+
+
+def finish_args(args: argparse.Namespace) -> argparse.Namespace:
+    """The parsed options checked together and the defaults that depend on others resolved, once: run_args.json and a
+    resume see the resolved values. Every mistake is a `UsageError`, before any training time is spent."""
     TASKS[args.task].check_args(args)
     if args.metric_for_best is None:  # resolved here, once: run_args.json and a resume see the task's default
         args.metric_for_best = TASKS[args.task].metrics[0]
@@ -349,50 +342,8 @@ def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argpar
     return args
 
 
-def _find_config_path(argv: list[str]) -> str | None:
-    probe = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    probe.add_argument("--config")
-    known, _ = probe.parse_known_args(argv)
-    return known.config
-
-
-def _read_yaml_options(parser: argparse.ArgumentParser, path: str) -> dict:
-    if not os.path.isfile(path):
-        raise UsageError(f"--config {path}: no such file.")
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise UsageError(
-            f"--config {path} is not UTF-8 text ({exc.reason} at byte {exc.start}): save it as UTF-8 (e.g. "
-            f"`iconv -f latin1 -t utf-8`)"
-        ) from None
-    try:
-        values = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        raise UsageError(f"--config {path} is not valid YAML: {exc}") from None
-    if not isinstance(values, dict):
-        raise UsageError(f"--config {path} must hold a mapping of option: value.")
-    actions = {action.dest: action for action in parser._actions}
-    options = {}
-    for key, value in values.items():
-        if key not in actions or key in ("help", "config"):
-            close = [name for name in actions if name.startswith(str(key)[:4])][:3]
-            hint = f" (did you mean {', '.join(close)}?)" if close else ""
-            raise UsageError(f"--config {path}: unknown option {key!r}{hint}.")
-        action = actions[key]
-        if value is not None and action.type is not None:
-            try:  # the command line's conversion; lists and booleans pass through as YAML typed them
-                value = action.type(value if isinstance(value, (list, bool)) else str(value))
-            except (argparse.ArgumentTypeError, ValueError, TypeError) as exc:
-                raise UsageError(f"--config {path}: option {key!r}: {exc}") from None
-        if action.choices is not None and value is not None and value not in action.choices:
-            raise UsageError(f"--config {path}: {key}={value!r} is not one of {list(action.choices)}.")
-        options[key] = value
-    return options
-
-
 def _check_args(args: argparse.Namespace) -> None:
-    if not args.output_dir:
+    if not args.output_dir:  # not `required`: it may come from the --config file
         raise UsageError("--output_dir is required (on the command line or in the --config file).")
     positive = ["max_tokens", "gradient_accumulation_steps", "max_source_length", "max_target_length", "num_beams"]
     for name in positive:
@@ -410,13 +361,13 @@ def _check_args(args: argparse.Namespace) -> None:
             raise UsageError(
                 f"--{name} {getattr(args, name)} is not allowed; use a positive integer or leave it unset."
             )
-    if _unknown_length(args) and args.max_train_minutes is None and args.early_stopping_patience is None:
+    if unknown_length(args) and args.max_train_minutes is None and args.early_stopping_patience is None:
         raise UsageError(
             "set when training ends: --max_train_steps (optimizer updates), --num_train_epochs, --max_train_minutes "
             "or --early_stopping_patience."
         )
-    _check_schedule_args(args)
-    if _unknown_length(args) and args.drophead_p_start is not None:
+    check_schedule_args(args)
+    if unknown_length(args) and args.drophead_p_start is not None:
         raise UsageError(
             "scheduled DropHead (--drophead_p_start/--drophead_p_end) runs over the run's number of updates, which is "
             "unknown without --max_train_steps or --num_train_epochs: set one."
@@ -454,7 +405,7 @@ def _check_args(args: argparse.Namespace) -> None:
         try:
             check_repo_id(args.hub_model_id)  # before training, not after hours of it
         except PushError as exc:
-            raise UsageError(f"--hub_model_id: {exc}") from None
+            raise UsageError(f"--hub_model_id: {exc}") from exc
     unknown = [k for k in args.drophead_kinds if k not in DROPHEAD_KINDS]
     if unknown:
         raise UsageError(f"--drophead_kinds {unknown} are not allowed; choose from {list(DROPHEAD_KINDS)}.")
@@ -464,10 +415,10 @@ def _check_args(args: argparse.Namespace) -> None:
         raise UsageError(f"--report_to {args.report_to!r} is not a known tracker; use auto, none or a tracker name.")
 
 
-def _check_schedule_args(args: argparse.Namespace) -> None:
+def check_schedule_args(args: argparse.Namespace) -> None:
     """The learning-rate schedule's options: a schedule that ends with the run needs the run's budget; the decay's
     options belong to warmup_stable_decay; early stopping is refused with it (docs/training.md says why)."""
-    if _unknown_length(args) and args.max_train_minutes is None and args.lr_scheduler in SCHEDULES_NEEDING_TOTAL:
+    if unknown_length(args) and args.max_train_minutes is None and args.lr_scheduler in SCHEDULES_NEEDING_TOTAL:
         raise UsageError(
             f"--lr_scheduler {args.lr_scheduler} ends with the run's budget, which is unknown without "
             "--max_train_steps, --num_train_epochs or --max_train_minutes: set one, or use noam, inverse_sqrt, "
@@ -499,6 +450,6 @@ def _check_schedule_args(args: argparse.Namespace) -> None:
         )
 
 
-def _unknown_length(args: argparse.Namespace) -> bool:
+def unknown_length(args: argparse.Namespace) -> bool:
     """Whether the run's number of updates is unknown in advance (a time budget or early stopping ends it)."""
     return args.max_train_steps is None and args.num_train_epochs is None

@@ -16,7 +16,7 @@ an update count: the updates of --max_train_steps or the minutes of --max_train_
 (train.py's `run_fraction`: the limit that ends the run first). The training loop hands the fraction to the schedule
 after every update (`BudgetSchedule.reach`; decided on the main process and sent to the others, so every process
 uses the same rate), and it is saved in every checkpoint, so a resumed run continues the same curve. With only a
-step count the fraction is updates / max_steps, and the curves are transformers' own (tests/test_schedules.py):
+step count the fraction is updates / max_steps, and the curves are transformers' own (tests/training/test_schedules.py):
 
     warmup_stable_decay: warmup   step < W:   m + (1 - m) * step / W                        (m: --min_lr_ratio)
                          stable   p < 1 - f:  1                                             (f: --decay_fraction)
