@@ -77,10 +77,13 @@ TINY_OPTIONS = [
     "--num_examples", "0", "--report_to", "none", "--checkpoint_minutes", "60",
 ]  # fmt: skip
 TINY_TRAIN = TINY_ARCHITECTURE + TINY_OPTIONS
-# Every state a resume restores: dropout RNG, LayerDrop generators, scheduled DropHead. No test set and 4 validation
-# sentences: the final evaluation (beam search with an untrained model) would otherwise take most of the final phase.
+# Every state a resume restores: dropout RNG, LayerDrop generators, scheduled DropHead, the budget's learning-rate
+# schedule (warmup_stable_decay, its decay over the second half) and the weights' moving average, which is the final
+# model (so the comparison of final weights covers it). No test set and 4 validation sentences: the final evaluation
+# (beam search with an untrained model) would otherwise take most of the final phase.
 KILL_RUN_EXTRA = ["--encoder_layerdrop", "0.2", "--drophead_p_start", "0.2", "--drophead_p_end", "0.1",
-                  "--max_eval_samples", "4"]  # fmt: skip
+                  "--max_eval_samples", "4", "--lr_scheduler", "warmup_stable_decay", "--learning_rate", "1e-3",
+                  "--decay_fraction", "0.5", "--ema_decay", "0.8", "--final_model", "ema"]  # fmt: skip
 # Files train.py writes at the top of its output folder (a successful resume may rewrite them).
 RUN_OUTPUT_FILES = (
     "metrics.jsonl", "results.json", "run_args.json", "README.md", "config.json", "generation_config.json",

@@ -452,6 +452,7 @@ def print_candidates(run_dir: Path, test_file: Path, args, final: dict) -> None:
 
     from vaswani.inference.translator import Translator
     from vaswani.metrics import load_metric
+    from vaswani.training.ema import EMA_WEIGHTS_FILE
     from vaswani.weights import average_into_model
 
     torch.set_num_threads(2)
@@ -465,6 +466,8 @@ def print_candidates(run_dir: Path, test_file: Path, args, final: dict) -> None:
     for candidate in choice["candidates"]:
         folders = [run_dir / "checkpoints" / name for name in candidate["checkpoints"]]
         folders = [f if f.is_dir() else run_dir / "best_checkpoint" / f.name for f in folders]
+        if candidate["name"] == "ema":  # --ema_decay: the moving average saved with the last checkpoint
+            folders = [folders[-1] / EMA_WEIGHTS_FILE]
         average_into_model(translator.model, folders)
         hypotheses = translator.translate(sources, num_beams=4, length_penalty=0.6)
         bleu = load_metric("sacrebleu").compute(predictions=hypotheses, references=references)["score"]

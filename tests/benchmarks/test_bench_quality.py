@@ -139,3 +139,32 @@ def test_run_all_queues_the_follow_up_once_the_gate_has_finished(tmp_path, capsy
     assert seen_finished == [True]
     assert [(run.config, run.seed) for run in started] == [("a", 0), ("b", 0), ("b", 1)]
     assert all(run.result is not None for run in started) and started[2].result["bleu"] == 3.0
+
+
+@pytest.mark.slow
+def test_candidates_on_test_score_the_moving_average_for_ema(tmp_path, capsys, monkeypatch):
+    """print_candidates scores each candidate of a train.py run on the test set: the `ema` candidate with the moving
+    average saved beside the last checkpoint (`ema.safetensors`), not the last checkpoint's weights."""
+    import bench_quality
+    from conftest import train_in_process
+    from test_loop import TINY_RUN
+
+    import vaswani.weights
+    from vaswani.data.demo import write_demo_files
+
+    write_demo_files(tmp_path / "data", num_train=64, num_validation=8, num_test=6)
+    out = tmp_path / "run"
+    final = train_in_process([*TINY_RUN, "--train_file", str(tmp_path / "data" / "train.jsonl"), "--validation_file",
+                              str(tmp_path / "data" / "validation.jsonl"), "--max_train_steps", "4", "--ema_decay",
+                              "0.5", "--average_checkpoints", "1", "--output_dir", str(out)])  # fmt: skip
+    assert [c["name"] for c in final["final_model"]["candidates"]] == ["last", "ema"]
+    loaded, average_into_model = [], vaswani.weights.average_into_model
+    monkeypatch.setattr(vaswani.weights, "average_into_model",
+                        lambda model, paths: (loaded.append(list(paths)), average_into_model(model, paths)))  # fmt: skip
+    args = bench_quality.argparse.Namespace(source_lang="en", target_lang="de")
+    bench_quality.print_candidates(out, tmp_path / "data" / "test.jsonl", args, final)
+    assert loaded == [
+        [out / "checkpoints" / "step-00000004"],
+        [out / "checkpoints" / "step-00000004" / "ema.safetensors"],
+    ]
+    assert "| ema" in capsys.readouterr().out

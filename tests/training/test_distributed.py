@@ -4,13 +4,17 @@ minute (no real waiting), `--gradient_checkpointing` (each layer's forward runs 
 same losses), its refusal together with LayerDrop under DDP, and the `torchrun` launch path (two gloo processes)."""
 
 import json
+import logging
 import os
+import re
 import sys
 import time
 import types
 
 import pytest
+import torch
 from conftest import REPO_ROOT, run_command, train_command_in_process, train_in_process
+from safetensors.torch import load_file
 from test_loop import read_metrics
 from test_options import TINY_MODEL, corpus  # noqa: F401  (corpus is a fixture)
 
@@ -75,6 +79,85 @@ def test_checkpoint_minutes_saves_every_n_minutes_of_the_clock(corpus, tmp_path,
     assert checkpoint_steps(out) == [2, 4, 6, 7]
 
 
+@pytest.fixture
+def exact_minute_per_update(monkeypatch):
+    """As `minute_per_update`, but the training loop's `monotonic()` is the fake clock alone (every update exactly one
+    minute, nothing else takes time): the fraction of a time budget spent after update k is exactly k minutes over
+    the budget, in a run and in its resumed twin alike."""
+    minutes = [0]
+    clock = types.SimpleNamespace(**{name: getattr(time, name) for name in dir(time) if not name.startswith("_")})
+    clock.monotonic = lambda: 60.0 * minutes[0]
+    monkeypatch.setattr(loop, "time", clock)
+    original = loop.train_step
+
+    def one_minute_step(run, stream):
+        result = original(run, stream)
+        minutes[0] += 1
+        return result
+
+    monkeypatch.setattr(loop, "train_step", one_minute_step)
+    return minutes
+
+
+def logged_rates(out) -> list[float]:
+    return [row["lr"] for row in read_metrics(out) if row["split"] == "train"]
+
+
+@pytest.mark.slow
+def test_warmup_stable_decay_follows_the_time_budget_and_resumes_on_the_same_curve(
+    corpus,  # noqa: F811
+    tmp_path,
+    exact_minute_per_update,
+    caplog,
+    capsys,
+):
+    """A 30-minute budget of one-minute updates, the last 30% decaying linearly to 0: the rate after update k (the
+    next update's) follows k / 30 of the budget; a run paused after 12 updates and resumed continues the same curve
+    and the same moving average (--ema_decay auto: D = 1 - 1 / (0.1 * 30), handed over with --final_model ema): the
+    same model, bit for bit."""
+    caplog.set_level(logging.INFO, logger="train")
+    options = ["--max_train_minutes", "30", "--lr_scheduler", "warmup_stable_decay", "--learning_rate", "1e-3",
+               "--decay_fraction", "0.3", "--decay_type", "linear", "--ema_decay", "--final_model", "ema",
+               "--checkpoint_minutes", "60"]  # fmt: skip
+    whole = train_in_process(run_args(corpus, tmp_path / "whole", *options))
+    assert whole["step"] == 30 and whole["finished_early"] == "time budget spent"
+    peak, warmup = 1e-3, 2  # QUIET's --warmup_steps
+    expected = [peak * (k / warmup if k < warmup else 1.0 if k / 30 < 0.7 else max(0.0, 1 - (k / 30 - 0.7) / 0.3))
+                for k in range(1, 31)]  # fmt: skip
+    assert logged_rates(tmp_path / "whole") == pytest.approx(expected, rel=1e-9, abs=1e-15)
+    # the log says when the decay starts and the rate at the end; the progress bar shows the rate
+    assert "Learning rate decay (linear, the last 30% of the budget) starts at update 2" in caplog.text
+    assert "Finishing at update 30: time budget spent (learning rate 0)" in caplog.text
+    assert "lr=0.00e+00]" in capsys.readouterr().err
+    assert whole["final_model"]["chosen"] == "ema" and whole["final_model"]["selection"] == "ema"
+    final = load_file(tmp_path / "whole" / "model.safetensors")
+    averaged = load_file(tmp_path / "whole" / "checkpoints" / "step-00000030" / "ema.safetensors")
+    assert all(torch.equal(final[name], tensor) for name, tensor in averaged.items())
+    last = load_file(tmp_path / "whole" / "checkpoints" / "step-00000030" / "model.safetensors")
+    assert any(not torch.equal(last[name], tensor) for name, tensor in averaged.items())  # the average, not the last
+
+    paused = run_args(corpus, tmp_path / "paused", *options)
+    assert train_in_process([*paused, "--stop_after_steps", "12"]) == {"step": 12, "stopped_early": True}
+    resumed = train_in_process([*paused, "--resume_from_checkpoint", "latest"])
+    assert resumed["step"] == 30 and logged_rates(tmp_path / "paused") == logged_rates(tmp_path / "whole")
+    again = load_file(tmp_path / "paused" / "model.safetensors")
+    assert final.keys() == again.keys() and all(torch.equal(final[name], again[name]) for name in final)
+    longer = [*paused, "--resume_from_checkpoint", "step-00000012", "--max_train_minutes", "40"]
+    status, stderr = train_command_in_process(longer)  # the curve depends on the budget: another one is refused
+    assert status == 2 and "resume with the original options" in stderr, stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_linear_decays_to_zero_at_the_end_of_a_time_budget(corpus, tmp_path, exact_minute_per_update):  # noqa: F811
+    """--lr_scheduler linear with a time budget and no update count: after the warmup (2 updates, 2 minutes of 5) the
+    rate falls linearly with the minutes spent, to 0 when the budget ends."""
+    out = tmp_path / "run"
+    results = train_in_process(run_args(corpus, out, "--max_train_minutes", "5", "--lr_scheduler", "linear",
+                                        "--learning_rate", "1e-3", "--checkpoint_minutes", "60"))  # fmt: skip
+    assert results["step"] == 5
+    assert logged_rates(out) == pytest.approx([5e-4, 1e-3, 1e-3 * 2 / 3, 1e-3 / 3, 0.0], rel=1e-9, abs=1e-15)
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Gradient checkpointing
 # ---------------------------------------------------------------------------------------------------------------------
@@ -109,12 +192,12 @@ def test_gradient_checkpointing_recomputes_the_layers_and_keeps_the_losses(corpu
 # ---------------------------------------------------------------------------------------------------------------------
 # torchrun: two gloo processes on CPU
 # ---------------------------------------------------------------------------------------------------------------------
-def torchrun(args: list[str], cwd, timeout: int = 300):
+def torchrun(args: list[str], cwd, timeout: int = 300, script=REPO_ROOT / "train.py"):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1",
            "ACCELERATE_USE_CPU": "1", "HF_DATASETS_CACHE": str(cwd / "datasets_cache")}  # fmt: skip
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           str(REPO_ROOT / "train.py"), *args]  # fmt: skip
+           str(script), *args]  # fmt: skip
     return run_command(cmd, env=env, cwd=cwd, timeout=timeout)
 
 
@@ -127,6 +210,23 @@ def test_torchrun_trains_with_two_processes(corpus, tmp_path):  # noqa: F811
     assert "2 processes" in result.stderr
     assert json.loads((out / "results.json").read_text())["step"] == 2
     assert [m["step"] for m in read_metrics(out) if m["split"] == "train"] == [1, 2]  # logged once, not per process
+
+
+@pytest.mark.slow
+def test_every_process_follows_the_main_processs_share_of_the_time_budget(corpus, tmp_path):  # noqa: F811
+    """Two processes whose clocks run at different speeds (tests/scripts/train_with_skewed_clocks.py), a time budget,
+    warmup_stable_decay and the budget-fitted moving average: both use the main process's fraction of the budget,
+    so they end with the same learning rate, the same weights and the same average, bit for bit."""
+    out = tmp_path / "run"
+    script = REPO_ROOT / "tests" / "scripts" / "train_with_skewed_clocks.py"
+    result = torchrun(run_args(corpus, out, "--max_train_minutes", "0.1", "--lr_scheduler", "warmup_stable_decay",
+                               "--learning_rate", "1e-3", "--decay_fraction", "0.5", "--ema_decay", "auto",
+                               "--checkpoint_minutes", "60", "--average_checkpoints", "1"), tmp_path,
+                      script=script)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-4000:]
+    reports = dict(re.findall(r"ranks: rank (\d): (lr .*? step \d+) end", result.stderr))  # the ranks' lines may mix
+    assert sorted(reports) == ["0", "1"] and reports["0"] == reports["1"], reports
+    assert json.loads((out / "results.json").read_text())["finished_early"] == "time budget spent"
 
 
 def test_gradient_checkpointing_with_layerdrop_is_refused_under_ddp(corpus, tmp_path, monkeypatch):  # noqa: F811

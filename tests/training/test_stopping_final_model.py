@@ -258,8 +258,29 @@ def test_resume_keeps_the_choice_exactly(data_dir, tmp_path):  # noqa: F811
     ("extra", "message"),
     [
         ([], "error: set when training ends: --max_train_steps"),
-        (["--max_train_minutes", "1", "--lr_scheduler", "linear", "--learning_rate", "1e-3"],
-         "--lr_scheduler linear decays over the run's number of updates"),
+        (["--early_stopping_patience", "2", "--eval_steps", "2", "--lr_scheduler", "linear", "--learning_rate",
+          "1e-3"], "--lr_scheduler linear ends with the run's budget, which is unknown"),
+        (["--max_train_minutes", "1", "--lr_scheduler", "warmup_stable_decay", "--learning_rate", "1e-3",
+          "--early_stopping_patience", "2", "--eval_steps", "2"],
+         "--early_stopping_patience with --lr_scheduler warmup_stable_decay is refused"),
+        (["--max_train_steps", "5", "--lr_scheduler", "warmup_stable_decay"],
+         "--lr_scheduler warmup_stable_decay needs a positive --learning_rate (its peak), got None"),
+        (["--max_train_steps", "5", "--decay_type", "cosine"],
+         "--decay_type shapes --lr_scheduler warmup_stable_decay only, not noam"),
+        (["--max_train_steps", "5", "--lr_scheduler", "warmup_stable_decay", "--learning_rate", "1e-3",
+          "--decay_type", "sqrt"], "argument --decay_type: invalid choice: 'sqrt'"),
+        (["--max_train_steps", "5", "--lr_scheduler", "warmup_stable_decay", "--learning_rate", "1e-3",
+          "--decay_fraction", "0"], "--decay_fraction 0.0 is not allowed; use a fraction of the budget in (0, 1]"),
+        (["--max_train_steps", "5", "--lr_scheduler", "warmup_stable_decay", "--learning_rate", "1e-3",
+          "--decay_fraction", "1.5"], "--decay_fraction 1.5 is not allowed"),
+        (["--max_train_steps", "5", "--lr_scheduler", "warmup_stable_decay", "--learning_rate", "1e-3",
+          "--min_lr_ratio", "1"], "--min_lr_ratio 1.0 is not allowed; use a ratio of the peak in [0, 1)"),
+        (["--max_train_steps", "5", "--lr_scheduler", "warmup_stable_decay", "--learning_rate", "1e-3",
+          "--min_lr_ratio", "-0.1"], "--min_lr_ratio -0.1 is not allowed"),
+        (["--max_train_steps", "5", "--ema_decay", "1"],
+         "argument --ema_decay: '1' is not allowed; use auto, a decay in (0, 1) or none"),
+        (["--max_train_steps", "5", "--ema_decay", "fast"], "argument --ema_decay: 'fast' is not allowed"),
+        (["--max_train_steps", "5", "--final_model", "ema"], "--final_model ema needs the weights' moving average"),
         (["--early_stopping_patience", "2", "--eval_steps", "2", "--drophead_p_start", "0", "--drophead_p_end",
           "0.1"], "scheduled DropHead (--drophead_p_start/--drophead_p_end) runs over the run's number of updates"),
         (["--max_train_steps", "5", "--average_window", "0"], "--average_window 0.0 is not allowed"),
@@ -273,3 +294,22 @@ def test_bad_ending_options_are_refused_before_anything_is_written(tmp_path, ext
     status, stderr = train_command_in_process(["--output_dir", str(out), *TINY_RUN, *extra])
     assert status == 2 and message in stderr, stderr[-2000:]
     assert "Traceback" not in stderr and not out.exists()
+
+
+def test_selection_takes_the_moving_average_when_it_is_better(tmp_path, trained_and_random):
+    """The last checkpoint's weights' moving average (--ema_decay, `ema.safetensors` beside its weights) is the fourth
+    candidate: scored on the validation set like the others, chosen when it is the best, and forced by
+    --final_model ema; a run without one has no such candidate."""
+    trained, untrained = trained_and_random
+    run, _ = fake_run(tmp_path, {"early": untrained, "last": untrained}, window_count=2)
+    save_file({k: v.contiguous() for k, v in trained.items()}, run.manager.latest() / "ema.safetensors")
+    chosen, choice, _ = choose_final_model(run, None)
+    scores = {c["name"]: c["score"] for c in choice["candidates"]}
+    assert list(scores) == ["last", "average", "ema"] and scores["ema"] < min(scores["last"], scores["average"])
+    assert chosen.name == choice["chosen"] == "ema" and chosen.step == 2
+    assert_model_has(run.training.model, trained)
+    forced, _ = fake_run(tmp_path / "forced", {"early": trained, "last": trained}, window_count=2, final_model="ema")
+    save_file({k: v.contiguous() for k, v in untrained.items()}, forced.manager.latest() / "ema.safetensors")
+    chosen, choice, _ = choose_final_model(forced, None)  # forced: the user gets the average although it is worse
+    assert chosen.name == "ema" and choice["selection"] == "ema" and chosen.score is None
+    assert_model_has(forced.training.model, untrained)

@@ -327,8 +327,10 @@ def _training_rows(run_args: dict, results: dict) -> list[tuple[str, str]]:
 
 def _final_model_text(choice: dict) -> str:
     """results.json's "final_model" in words, e.g. "the average of 5 checkpoints (steps 920-1000), the best validation
-    bleu of: last checkpoint (step 1000) 33.10, best evaluated checkpoint (step 500) 30.20, average 33.80"."""
-    names = {"last": "last checkpoint", "best": "best evaluated checkpoint", "average": "average"}
+    bleu of: last checkpoint (step 1000) 33.10, best evaluated checkpoint (step 500) 30.20, average 33.80" (and
+    "moving average of the weights (step 1000) 33.90" with --ema_decay)."""
+    names = {"last": "last checkpoint", "best": "best evaluated checkpoint", "average": "average",
+             "ema": "moving average of the weights"}  # fmt: skip
 
     def what(candidate: dict) -> str:
         if candidate["name"] == "average":

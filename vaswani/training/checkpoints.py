@@ -8,7 +8,7 @@
   cleans at the next start. It keeps the last K checkpoints and resolves `--resume_from_checkpoint` ("latest" or a
   path).
 - `TrainingState`: what a checkpoint holds besides the weights (optimizer, LR schedule, LayerDrop, DropHead,
-  progress), saved with `vaswani.fileio.save_state_file` (safetensors + JSON, no pickle); `rng_states` /
+  progress, the weights' moving average), saved with `vaswani.fileio.save_state_file` (safetensors + JSON, no pickle); `rng_states` /
   `set_rng_states` for each process's random generators; `save_checkpoint` / `load_checkpoint` for the whole.
 """
 
@@ -46,6 +46,8 @@ from vaswani.errors import (
 )
 from vaswani.fileio import fsync_dir, fsync_tree, load_state_file, save_state_file
 from vaswani.training.distributed import together
+from vaswani.training.ema import WeightEMA
+from vaswani.training.schedules import BudgetSchedule
 from vaswani.weights import average_into_model, load_weights, load_weights_into_model
 
 logger = logging.getLogger("train")  # one logger for the whole training run
@@ -348,6 +350,20 @@ class TrainingState:
     drophead: DropHeadScheduler | None
     progress: TrainingProgress
     max_steps: int
+    ema: WeightEMA | None = None  # --ema_decay: the moving average of the weights (its weights: EMA_WEIGHTS_FILE)
+
+    def reach(self, fraction: float) -> None:
+        """After every update: the fraction of the run's budget spent (train.py's `run_fraction`, the same on every
+        process) moves a budget schedule (`BudgetSchedule.reach`), and the weights' moving average takes the update."""
+        if isinstance(self.lr_scheduler, BudgetSchedule):
+            self.lr_scheduler.reach(fraction)
+        if self.ema is not None:
+            self.ema.update(fraction)
+
+    @property
+    def follows_budget(self) -> bool:
+        """Whether `reach` needs the fraction of the budget spent (else any value does)."""
+        return isinstance(self.lr_scheduler, BudgetSchedule) or (self.ema is not None and self.ema.decay == "auto")
 
     def state_dict(self) -> dict:
         scaler = self.accelerator.scaler
@@ -361,6 +377,7 @@ class TrainingState:
             "layerdrop": self.model.layerdrop_state_dict(),
             "drophead": self.drophead.state_dict() if self.drophead is not None else None,
             "grad_scaler": scaler.state_dict() if scaler is not None else None,
+            "ema": {"updates": self.ema.updates, "decay": self.ema.decay} if self.ema is not None else None,
         }
 
     def load_state_dict(self, state: dict, source: Path) -> None:
@@ -378,6 +395,12 @@ class TrainingState:
             )
         if (state["drophead"] is None) != (self.drophead is None):
             raise CheckpointError(f"{source} and the options disagree on scheduled DropHead.")
+        saved_ema = state.get("ema")  # absent in checkpoints written before --ema_decay
+        if (saved_ema is None) != (self.ema is None) or (saved_ema and saved_ema["decay"] != self.ema.decay):
+            raise CheckpointError(
+                f"{source} was written with --ema_decay {saved_ema['decay'] if saved_ema else 'none'}, this run has "
+                f"--ema_decay {self.ema.decay if self.ema is not None else 'none'}: resume with the original option."
+            )
         if (state["grad_scaler"] is None) != (self.accelerator.scaler is None):
             raise CheckpointError(f"{source} and --mixed_precision disagree on fp16 loss scaling.")
         self.progress.load_state_dict(state["progress"])
@@ -407,6 +430,8 @@ def save_checkpoint(
         save_state_file(directory / RNG_FILE.format(rank=accelerator.process_index), rng_states())
         if accelerator.is_main_process:
             save_state_file(directory / TRAINING_STATE_FILE, training.state_dict())
+            if training.ema is not None:
+                training.ema.save(directory)
             (directory / PROGRESS_FILE).write_text(json.dumps(training.progress.state_dict(), indent=2))
             if write_more is not None:
                 write_more(directory)
@@ -442,5 +467,7 @@ def load_checkpoint(accelerator, path: Path, training: TrainingState) -> None:
             f"{path / TRAINING_STATE_FILE} does not fit this run ({type(error).__name__}: {error}); resume with the "
             "original options, or from another checkpoint."
         ) from error
+    if training.ema is not None:
+        training.ema.load(path, state["ema"]["updates"])
     rng_file = path / RNG_FILE.format(rank=accelerator.process_index)
     set_rng_states(load_state_file(rng_file), rng_file)

@@ -114,3 +114,13 @@ def main_process_decides(accelerator, *flags: bool) -> tuple[bool, ...]:
 
     decided = broadcast(torch.tensor([int(f) for f in flags], device=accelerator.device))
     return tuple(bool(v) for v in decided.tolist())
+
+
+def main_process_value(accelerator, value: float) -> float:
+    """The main process's `value` (a float64), for every process: e.g. the fraction of the time budget spent, which
+    each process's own clock would measure a little differently."""
+    if accelerator.num_processes == 1:
+        return value
+    from accelerate.utils import broadcast
+
+    return broadcast(torch.tensor([value], dtype=torch.float64, device=accelerator.device)).item()

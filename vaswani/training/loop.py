@@ -7,11 +7,13 @@
 
 - `set_up`: the options (`options.py`), the run folder (`run_dir.py`), the Accelerator (`distributed.py`), the task's
   data and tokenizer (`tasks.py`), the model, token-budget batches (`vaswani.data.batching`), Adam + the Noam schedule
-  (`schedules.py`), LayerDrop/DropHead, the stopping rules (`stopping.py`) and an exact resume (`checkpoints.py`).
-- `train_loop`: gradient accumulation through `accelerator.accumulate`, the loss normalised per target token,
-  evaluation (`evaluation.py`) and checkpoints on schedule, until a stopping rule ends the run.
-- `finish`: the final model chosen among the last, the best and the averaged checkpoints, test scores, the
-  `save_pretrained` folder with tokenizer and model card, the upload.
+  (`schedules.py`), the weights' moving average (`ema.py`), LayerDrop/DropHead, the stopping rules (`stopping.py`)
+  and an exact resume (`checkpoints.py`).
+- `train_loop`: gradient accumulation through `accelerator.accumulate`, the loss normalised per target token, the
+  share of the budget spent (for the schedules that know it, and the moving average), evaluation (`evaluation.py`)
+  and checkpoints on schedule, until a stopping rule ends the run.
+- `finish`: the final model chosen among the last, the best and the averaged checkpoints and the weights' moving
+  average, test scores, the `save_pretrained` folder with tokenizer and model card, the upload.
 """
 
 from __future__ import annotations
@@ -62,11 +64,18 @@ from vaswani.training.checkpoints import (
     load_checkpoint,
     save_checkpoint,
 )
-from vaswani.training.distributed import create_accelerator, from_main_process, main_process_decides, together
+from vaswani.training.distributed import (
+    create_accelerator,
+    from_main_process,
+    main_process_decides,
+    main_process_value,
+    together,
+)
+from vaswani.training.ema import WeightEMA
 from vaswani.training.evaluation import log_evaluation
 from vaswani.training.options import parse_args, unknown_length
 from vaswani.training.run_dir import MetricsLog, prepare_output_dir, setup_logging, start_new_run, truncate_metrics
-from vaswani.training.schedules import build_lr_scheduler
+from vaswani.training.schedules import BudgetSchedule, build_lr_scheduler
 from vaswani.training.stopping import (
     TIME_BUDGET_SPENT,
     AveragingWindow,
@@ -208,9 +217,10 @@ def set_up(args: argparse.Namespace) -> Run:
     optimizer = build_optimizer(args, model, accelerator.device.type)
     lr_scheduler, drophead = build_schedules(args, model, optimizer, max_steps)
     prepared, optimizer = accelerator.prepare(model, optimizer)
+    unwrapped = accelerator.unwrap_model(prepared)
+    ema = WeightEMA(unwrapped, args.ema_decay) if args.ema_decay is not None else None
     training = TrainingState(
-        accelerator, accelerator.unwrap_model(prepared), optimizer, lr_scheduler, drophead, TrainingProgress(),
-        max_steps,
+        accelerator, unwrapped, optimizer, lr_scheduler, drophead, TrainingProgress(), max_steps, ema,
     )  # fmt: skip
     manager = CheckpointManager(
         output_dir / CHECKPOINTS_SUBDIR, keep_last=max(args.keep_checkpoints, args.average_checkpoints, 1)
@@ -254,6 +264,8 @@ def build_schedules(args, model, optimizer, max_steps: int | None) -> tuple[obje
         lr_scheduler = build_lr_scheduler(
             args.lr_scheduler, optimizer, warmup_steps=args.warmup_steps, total_steps=max_steps,
             d_model=model.config.d_model, learning_rate=args.learning_rate, factor=args.lr_factor,
+            budget_minutes=args.max_train_minutes, decay_fraction=args.decay_fraction, decay_type=args.decay_type,
+            min_lr_ratio=args.min_lr_ratio,
         )  # fmt: skip
         if args.drophead_p_start is None:
             return lr_scheduler, None
@@ -313,6 +325,7 @@ def train_loop(run: Run) -> str | None:
     run.model.train()
     while max_steps is None or progress.step < max_steps:
         window.add(*train_step(run, stream))
+        reach_budget_fraction(run, time.monotonic() - invocation_start)
         if args.logging_steps and progress.step % args.logging_steps == 0:
             values = {**window.flush(), "lr": training.lr_scheduler.get_last_lr()[0], "epoch": progress.epoch}
             bar.show(loss=f"{values['loss']:.3f}", lr=f"{values['lr']:.2e}")
@@ -350,7 +363,9 @@ def train_loop(run: Run) -> str | None:
             break
         if budget_spent or early_stop:
             why = TIME_BUDGET_SPENT if budget_spent else f"early stopping ({run.rules.stopper.metric})"
-            logger.info("Finishing at update %d%s: %s", progress.step, f" of {max_steps}" if max_steps else "", why)
+            logger.info("Finishing at update %d%s: %s (learning rate %.3g)", progress.step,
+                        f" of {max_steps}" if max_steps else "", why,
+                        training.lr_scheduler.get_last_lr()[0])  # fmt: skip
             bar.close()
             return why
         if stop:
@@ -360,6 +375,27 @@ def train_loop(run: Run) -> str | None:
             return STOPPED
     bar.close()
     return None
+
+
+def reach_budget_fraction(run: Run, loop_seconds: float) -> None:
+    """After every update: the fraction of the budget spent (`run_fraction`), decided on the main process and sent to
+    the others so that every process uses the same learning rate and average, moves a budget schedule and the
+    weights' moving average (`TrainingState.reach`). The start of warmup_stable_decay's decay is logged."""
+    training, accelerator = run.training, run.accelerator
+    if not training.follows_budget:
+        training.reach(0.0)  # a moving average with a fixed decay: the fraction plays no part
+        return
+    fraction, _ = run_fraction(training.progress.step, training.max_steps, run.rules.budget, loop_seconds)
+    if run.rules.budget.seconds is not None:  # time-based: each process's clock differs; the main process's counts
+        fraction = main_process_value(accelerator, fraction)
+    schedule = training.lr_scheduler
+    decaying = isinstance(schedule, BudgetSchedule) and schedule.in_decay()
+    training.reach(fraction)
+    if isinstance(schedule, BudgetSchedule) and schedule.in_decay() and not decaying:
+        logger.info("Learning rate decay (%s, the last %g%% of the budget) starts at update %d, %.0f%% of the budget "
+                    "spent: %.3g, down to %.3g", schedule.decay_type, 100 * schedule.decay_fraction,
+                    training.progress.step, 100 * fraction, schedule.get_last_lr()[0],
+                    schedule.base_lrs[0] * schedule.min_lr_ratio)  # fmt: skip
 
 
 class ProgressBar:
@@ -518,8 +554,9 @@ def close(run: Run) -> None:
 
 def choose_final_model(run: Run, finished_early: str | None) -> tuple[Candidate, dict, dict]:
     """The model the run hands over (vaswani/training/stopping.py): with --final_model auto, the best on the validation set of
-    the last checkpoint, the best evaluated checkpoint and the average of the window (Section 6.1's averaging,
-    scaled to the run); scores recorded during training are reused, the others are computed here. Loads the winner's
+    the last checkpoint, the best evaluated checkpoint, the average of the window (Section 6.1's averaging, scaled to
+    the run) and the weights' moving average (--ema_decay); scores recorded during training are reused, the others
+    are computed here. Loads the winner's
     weights into the model; returns it, what results.json says of the choice, and the winner's validation results
     when they were computed here ({"validation": results}, else {}: the caller need not compute them again)."""
     args, accelerator, unwrapped = run.args, run.accelerator, run.training.model
@@ -535,14 +572,14 @@ def choose_final_model(run: Run, finished_early: str | None) -> tuple[Candidate,
     if selection == "auto":
         for candidate in candidates:
             if candidate.score is None:
-                average_into_model(unwrapped, candidate.checkpoints)
+                average_into_model(unwrapped, candidate.weights)
                 validation[candidate.name] = run.evaluate("validation", max_samples=args.max_eval_samples)
                 candidate.score = validation[candidate.name].get(args.metric_for_best)
         chosen = candidates.index(choose(candidates, args.metric_for_best)) if accelerator.is_main_process else 0
         chosen = candidates[from_main_process(accelerator, lambda: chosen)]
     else:  # forced; a candidate the run does not have (no evaluation, a window of one) falls back to the last
         chosen = next((c for c in candidates if c.name == selection), candidates[0])
-    average_into_model(unwrapped, chosen.checkpoints)
+    average_into_model(unwrapped, chosen.weights)
     if accelerator.is_main_process:
         among = "; ".join(f"{c.name} {c.score:.2f}" for c in candidates) if selection == "auto" else ""
         logger.info("Final model: %s (%s), %s", chosen.name, ", ".join(p.name for p in chosen.checkpoints),

@@ -27,7 +27,8 @@ from vaswani.errors import (
 )
 from vaswani.hub.push import check_repo_id
 from vaswani.options import ConfigArgumentParser, add_option
-from vaswani.training.schedules import LR_SCHEDULERS, SCHEDULES_NEEDING_TOTAL
+from vaswani.training.ema import EMA_HORIZON, parse_ema_decay
+from vaswani.training.schedules import DECAY_TYPES, LR_SCHEDULERS, SCHEDULES_NEEDING_TOTAL
 from vaswani.training.stopping import (
     FINAL_MODELS,
 )
@@ -54,6 +55,14 @@ def str_list(value: str | list) -> list[str]:
 
 def optional_float(value: str) -> float | None:
     return None if str(value).lower() == "none" else float(value)
+
+
+def ema_decay(value: str) -> str | float | None:
+    """--ema_decay: auto, a decay in (0, 1), or none (0)."""
+    try:
+        return parse_ema_decay(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--ema_decay ")) from None
 
 
 DESCRIPTION = "Train the Transformer of 'Attention Is All You Need' with the paper's recipe."
@@ -181,10 +190,25 @@ def add_optimization_options(parser: argparse.ArgumentParser) -> None:
         "then finish as a normal run does: final model, evaluation, model folder and card. Enough on its own: "
         "without --max_train_steps the run trains until the budget ends",
     )
-    group.add_argument("--lr_scheduler", choices=LR_SCHEDULERS, default="noam", help="noam = the paper's Eq. 3")
+    group.add_argument(
+        "--lr_scheduler", choices=LR_SCHEDULERS, default="noam",
+        help="noam = the paper's Eq. 3; linear, cosine and warmup_stable_decay end with the run's budget: "
+        "--max_train_steps or --max_train_minutes, whichever ends it first (vaswani/training/schedules.py)",
+    )  # fmt: skip
     group.add_argument("--learning_rate", type=float, default=None, help="peak LR (noam: default from d_model)")
     group.add_argument("--lr_factor", type=float, default=1.0, help="scales the noam curve")
     group.add_argument("--warmup_steps", type=int, default=4000, help="LR warmup in updates (paper: 4000)")
+    group.add_argument(
+        "--decay_fraction", type=float, default=0.2,
+        help="warmup_stable_decay: decay over this last fraction of the budget (Hägele et al. 2024: 0.2)",
+    )  # fmt: skip
+    group.add_argument(
+        "--decay_type", choices=DECAY_TYPES, default="1-sqrt",
+        help="warmup_stable_decay: the shape of the decay (transformers' names; 1-sqrt is Hägele et al.'s best)",
+    )  # fmt: skip
+    group.add_argument(
+        "--min_lr_ratio", type=float, default=0.0, help="warmup_stable_decay: the rate at the end, x the peak"
+    )
     group.add_argument("--adam_beta1", type=float, default=0.9, help="Adam beta1 (paper: 0.9)")
     group.add_argument("--adam_beta2", type=float, default=0.98, help="Adam beta2 (paper: 0.98)")
     group.add_argument("--adam_epsilon", type=float, default=1e-9, help="Adam epsilon (paper: 1e-9)")
@@ -255,10 +279,17 @@ def add_checkpoint_options(parser: argparse.ArgumentParser) -> None:
         "ends it (the paper's 5 checkpoints 10 minutes apart were the last ~7%% of its base run)",
     )  # fmt: skip
     group.add_argument(
+        "--ema_decay", type=ema_decay, nargs="?", const="auto", default=None,
+        help="keep an exponential moving average of the weights (float32, in every checkpoint), a candidate for "
+        "the final model: D in (0, 1), or auto (also --ema_decay alone) for an averaging horizon 1/(1-D) of "
+        f"{100 * EMA_HORIZON:g}%% of the run's updates; the decay warms up as min(D, (1+t)/(10+t)) "
+        "(vaswani/training/ema.py); none (the default): no average",
+    )  # fmt: skip
+    group.add_argument(
         "--final_model", choices=FINAL_MODELS, default="auto",
         help="the model the run hands over: auto = the best on the validation set (--metric_for_best) of the last "
-        "checkpoint, the best evaluated checkpoint and the window's average (a tie goes to the simpler, in that "
-        "order); last, best or average force one",
+        "checkpoint, the best evaluated checkpoint, the window's average and the weights' moving average "
+        "(--ema_decay) (a tie goes to the simpler, in that order); last, best, average or ema force one",
     )  # fmt: skip
     group.add_argument(
         "--logging_steps", type=int, default=100, help="log loss, LR and tokens/s every N updates (0: never)"
@@ -335,12 +366,7 @@ def _check_args(args: argparse.Namespace) -> None:
             "set when training ends: --max_train_steps (optimizer updates), --num_train_epochs, --max_train_minutes "
             "or --early_stopping_patience."
         )
-    if unknown_length(args) and args.lr_scheduler in SCHEDULES_NEEDING_TOTAL:
-        raise UsageError(
-            f"--lr_scheduler {args.lr_scheduler} decays over the run's number of updates, which is unknown without "
-            "--max_train_steps or --num_train_epochs: set one, or use noam, inverse_sqrt, constant_with_warmup or "
-            "constant with a time budget or early stopping."
-        )
+    check_schedule_args(args)
     if unknown_length(args) and args.drophead_p_start is not None:
         raise UsageError(
             "scheduled DropHead (--drophead_p_start/--drophead_p_end) runs over the run's number of updates, which is "
@@ -359,6 +385,8 @@ def _check_args(args: argparse.Namespace) -> None:
         raise UsageError(
             f"--average_window {args.average_window} is not allowed; use a fraction of the run in (0, 1]."
         )
+    if args.final_model == "ema" and args.ema_decay is None:
+        raise UsageError("--final_model ema needs the weights' moving average: set --ema_decay (auto or a decay).")
     if args.final_model == "best" and not args.eval_steps:
         raise UsageError("--final_model best needs evaluations during training: set --eval_steps N > 0.")
     if args.early_stopping_patience is not None:
@@ -385,6 +413,41 @@ def _check_args(args: argparse.Namespace) -> None:
         raise UsageError("scheduled DropHead needs both --drophead_p_start and --drophead_p_end.")
     if args.report_to not in ("auto", "none", "all", "tensorboard", "wandb", "mlflow", "comet_ml", "aim", "clearml"):
         raise UsageError(f"--report_to {args.report_to!r} is not a known tracker; use auto, none or a tracker name.")
+
+
+def check_schedule_args(args: argparse.Namespace) -> None:
+    """The learning-rate schedule's options: a schedule that ends with the run needs the run's budget; the decay's
+    options belong to warmup_stable_decay; early stopping is refused with it (docs/training.md says why)."""
+    if unknown_length(args) and args.max_train_minutes is None and args.lr_scheduler in SCHEDULES_NEEDING_TOTAL:
+        raise UsageError(
+            f"--lr_scheduler {args.lr_scheduler} ends with the run's budget, which is unknown without "
+            "--max_train_steps, --num_train_epochs or --max_train_minutes: set one, or use noam, inverse_sqrt, "
+            "constant_with_warmup or constant with early stopping alone."
+        )
+    if args.lr_scheduler == "warmup_stable_decay" and args.early_stopping_patience is not None:
+        raise UsageError(
+            "--early_stopping_patience with --lr_scheduler warmup_stable_decay is refused: the stable phase's "
+            "validation score stalls at the constant peak rate, so early stopping would end the run before the "
+            "decay that brings its gain; bound the run with --max_train_minutes or --max_train_steps (--final_model "
+            "auto still hands over the best checkpoint), or use another --lr_scheduler with early stopping."
+        )
+    explicit = getattr(args, "explicit", set())
+    for name in ("decay_fraction", "decay_type", "min_lr_ratio"):
+        if name in explicit and args.lr_scheduler != "warmup_stable_decay":
+            raise UsageError(
+                f"--{name} shapes --lr_scheduler warmup_stable_decay only, not {args.lr_scheduler}: drop it or use "
+                "--lr_scheduler warmup_stable_decay."
+            )
+    if not 0 < args.decay_fraction <= 1:
+        raise UsageError(
+            f"--decay_fraction {args.decay_fraction} is not allowed; use a fraction of the budget in (0, 1]."
+        )
+    if not 0 <= args.min_lr_ratio < 1:
+        raise UsageError(f"--min_lr_ratio {args.min_lr_ratio} is not allowed; use a ratio of the peak in [0, 1).")
+    if args.lr_scheduler != "noam" and (args.learning_rate is None or args.learning_rate <= 0):
+        raise UsageError(
+            f"--lr_scheduler {args.lr_scheduler} needs a positive --learning_rate (its peak), got {args.learning_rate}."
+        )
 
 
 def unknown_length(args: argparse.Namespace) -> bool:

@@ -23,10 +23,11 @@ The best checkpoint. When it improves on the best validation score, the weights 
 rotation of `--keep_checkpoints`, so they are never deleted by it.
 
 The final model (`--final_model auto`): the candidates are the last checkpoint (the model as trained), the best
-evaluated checkpoint and the average of the window; each is scored on the validation set (scores already computed
-during training are reused) and the best `--metric_for_best` wins; on a tie the simpler candidate (in that order)
-wins. `last`, `best` and `average` force one candidate. results.json, the log and the model card name the winner and
-every candidate's score.
+evaluated checkpoint, the average of the window and, with `--ema_decay`, the moving average of the weights at the end
+of the run (`vaswani/training/ema.py`, saved with the last checkpoint); each is scored on the validation set (scores
+already computed during training are reused) and the best `--metric_for_best` wins; on a tie the simpler candidate
+(in that order) wins. `last`, `best`, `average` and `ema` force one candidate. results.json, the log and the model
+card name the winner and every candidate's score.
 """
 
 from __future__ import annotations
@@ -40,10 +41,17 @@ from pathlib import Path
 from vaswani.constants import BEST_DIR, STOPPING_STATE_FILE, TMP_PREFIX
 from vaswani.errors import CheckpointError
 from vaswani.training.checkpoints import CheckpointManager, step_of
+from vaswani.training.ema import EMA_WEIGHTS_FILE
 from vaswani.weights import weight_files
 
 METRICS = {"bleu": "max", "chrf": "max", "loss": "min", "perplexity": "min"}  # perplexity: the LM tasks
-FINAL_MODELS = ("auto", "last", "best", "average")  # --final_model; the candidates in order of simplicity after auto
+FINAL_MODELS = (
+    "auto",
+    "last",
+    "best",
+    "average",
+    "ema",
+)  # --final_model; the candidates in order of simplicity after auto
 TIME_BUDGET_SPENT = "time budget spent"  # train_loop's answers (results.json "finished_early")
 
 
@@ -185,13 +193,18 @@ class AveragingWindow:
 class Candidate:
     """A candidate for the final model: one checkpoint, or the checkpoints averaged into it."""
 
-    name: str  # "last", "best" or "average"
+    name: str  # "last", "best", "average" or "ema"
     checkpoints: list[Path]
     score: float | None = None  # validation --metric_for_best; None until it is evaluated
 
     @property
     def step(self) -> int:
         return step_of(self.checkpoints[-1])
+
+    @property
+    def weights(self) -> list[Path]:
+        """What to load (averaged, if several): the checkpoints, or the moving average saved with the last one."""
+        return [self.checkpoints[-1] / EMA_WEIGHTS_FILE] if self.name == "ema" else self.checkpoints
 
     def describe(self) -> dict:
         return {"name": self.name, "step": self.step, "checkpoints": [p.name for p in self.checkpoints],
@@ -332,9 +345,10 @@ class StoppingRules:
 
     def candidates(self, kept: list[Path], finished_early: str | None) -> list[Candidate]:
         """The final model's candidates, simplest first: the last checkpoint, the best evaluated one (when it is not
-        the last) and the average of the window (when it holds two checkpoints or more), each with the validation
-        score recorded during training, if any. `kept`: the run's checkpoints, oldest first; `finished_early`: why
-        the run ended before its last update (train_loop's answer)."""
+        the last), the average of the window (when it holds two checkpoints or more) and the weights' moving average
+        (when the last checkpoint holds one), each with the validation score recorded during training, if any.
+        `kept`: the run's checkpoints, oldest first; `finished_early`: why the run ended before its last update
+        (train_loop's answer)."""
         last = kept[-1]
         recorded = self.stopper.score_at if self.stopper is not None else lambda step: None
         found = [Candidate("last", [last], recorded(step_of(last)))]
@@ -350,4 +364,6 @@ class StoppingRules:
             window = self.window.select(kept, step_of(last), end_seconds)
         if len(window) >= 2:
             found.append(Candidate("average", window))
+        if (last / EMA_WEIGHTS_FILE).is_file():
+            found.append(Candidate("ema", [last]))
         return found
