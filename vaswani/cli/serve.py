@@ -18,7 +18,7 @@ from pathlib import Path
 from vaswani.devices import MIXED_PRECISION_TO_DTYPE
 from vaswani.errors import UsageError
 from vaswani.inference.engines import BACKENDS
-from vaswani.options import add_option, positive_int
+from vaswani.options import add_option, positive_float, positive_int
 
 HELP = "serve translations over HTTP (LibreTranslate API and a native one)"
 DESCRIPTION = (
@@ -26,17 +26,6 @@ DESCRIPTION = (
     "API (POST /v1/translate), GET /health and GET /metrics, with dynamic batching of concurrent requests. "
     "See docs/serving.md."
 )
-
-
-def positive_float(text: str) -> float:
-    """argparse type for times and rates: a number above 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number above 0, got {text}")
-    return value
 
 
 def port_number(text: str) -> int:
