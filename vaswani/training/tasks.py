@@ -60,7 +60,7 @@ logger = logging.getLogger("train")  # one logger for the whole training run
 def load_data(args, accelerator):
     if args.dataset_name == "demo":
         logger.info("Using the built-in demo dataset (numbers, dates, quantities): no --train_file or --dataset_name.")
-    with main_process_first(accelerator):  # the main process builds the Arrow cache, the others reuse it
+    with main_process_first(accelerator, local=True):  # each node's main process builds the Arrow cache
         return load_translation_splits(
             train_file=args.train_file, validation_file=args.validation_file, test_file=args.test_file,
             dataset_name=args.dataset_name, dataset_config_name=args.dataset_config_name,
@@ -268,7 +268,7 @@ class CausalLMTask:
             raise UsageError(f"--mlm_probability {args.mlm_probability} is not allowed; use a fraction in (0, 1).")
 
     def load_data(self, args, accelerator) -> tuple[dict, str]:
-        with main_process_first(accelerator):  # the main process builds the Arrow cache, the others reuse it
+        with main_process_first(accelerator, local=True):  # each node's main process builds the Arrow cache
             raw, summary = load_text_splits(
                 train_file=args.train_file, validation_file=args.validation_file, test_file=args.test_file,
                 dataset_name=args.dataset_name, dataset_config_name=args.dataset_config_name,
