@@ -136,9 +136,14 @@ def add_data_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--overlong", choices=["drop", "truncate"], default="drop", help="pairs over the limits")
     group.add_argument(
         "--preprocessing_num_workers", type=int, default=None,
-        help="processes that tokenize the data (`datasets.map` num_proc; default: one)",
+        help="processes that tokenize the data (`datasets.map` num_proc; default: every core, one for a split under "
+        "10,000 examples)",
     )  # fmt: skip
-    group.add_argument("--cache_dir", help="where `datasets` caches downloads")
+    group.add_argument(
+        "--cache_dir",
+        help="where `datasets` caches downloads, the Arrow copy of the text files and the tokenized splits "
+        "(vaswani-tokenized/; default: HF_DATASETS_CACHE, ~/.cache/huggingface/datasets)",
+    )
 
 
 def add_tokenizer_options(parser: argparse.ArgumentParser) -> None:
@@ -375,6 +380,7 @@ def _check_args(args: argparse.Namespace) -> None:
         "checkpoint_steps",
         "max_eval_samples",
         "stop_after_steps",
+        "preprocessing_num_workers",
     ):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise UsageError(
