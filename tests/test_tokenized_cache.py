@@ -144,3 +144,28 @@ def test_preprocessing_num_workers_below_one_is_refused(tmp_path, value):
     assert parse_args([*argv, "--preprocessing_num_workers", "2"]).preprocessing_num_workers == 2
     with pytest.raises(UsageError, match=f"--preprocessing_num_workers {value} is not allowed"):
         parse_args([*argv, "--preprocessing_num_workers", value])
+
+
+@pytest.mark.slow
+def test_a_language_model_run_reuses_its_blocks_too(tmp_path, caplog, tokenizing):
+    """--task causal_lm: another learning rate and output folder reuse the blocks; another --block_size does not."""
+    folder = tmp_path / "text"
+    folder.mkdir()
+    lines = [f"Line number {i} of a small text, with some words." for i in range(60)]
+    (folder / "train.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (folder / "valid.txt").write_text("\n".join(lines[:8]) + "\n", encoding="utf-8")
+    logs = []
+    for out, extra in (("a", ["--learning_rate", "1e-3"]), ("b", ["--learning_rate", "2e-3"]),
+                       ("c", ["--learning_rate", "1e-3", "--block_size", "24"])):  # fmt: skip
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="train"):
+            train_in_process(["--task", "causal_lm", "--train_file", str(folder / "train.txt"), "--validation_file",
+                              str(folder / "valid.txt"), "--cache_dir", str(tmp_path / "cache"), "--vocab_size",
+                              "300", "--d_model", "16", "--decoder_layers", "1", "--decoder_attention_heads", "2",
+                              "--decoder_ffn_dim", "32", "--block_size", "32", "--max_tokens", "256",
+                              "--max_train_steps", "1", "--eval_steps", "0", "--report_to", "none",
+                              "--checkpoint_minutes", "60", "--average_checkpoints", "1", "--lr_scheduler", "constant",
+                              *extra, "--output_dir", str(tmp_path / out)])  # fmt: skip
+        logs.append([r.getMessage() for r in caplog.records if r.getMessage().startswith("Tokenized data")])
+    assert [log[0].split(":")[1].split()[0] for log in logs] == ["cached", "reused", "cached"], logs
+    assert tokenizing == ["train", "validation", "train", "validation"]

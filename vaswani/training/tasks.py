@@ -315,9 +315,21 @@ class CausalLMTask:
             raise UsageError(str(exc)) from None
 
     def tokenize(self, args, raw, tokenizer, accelerator) -> dict:
-        with main_process_first(accelerator):
-            return tokenize_texts(raw, tokenizer, block_size=args.block_size, packing=args.packing,
-                                  num_proc=args.preprocessing_num_workers)  # fmt: skip
+        """Blocks of tokens, cached by what changes them (as `tokenize_splits`)."""
+
+        def tokenize_split(split, dataset, work):
+            return tokenize_texts({split: dataset}, tokenizer, block_size=args.block_size, packing=args.packing,
+                                  num_proc=workers_for(len(dataset), args.preprocessing_num_workers),
+                                  work_dir=work)[split], {}  # fmt: skip
+
+        options = {"task": "language_model", "block_size": args.block_size, "packing": args.packing}
+        key = _from_main_process(accelerator, lambda: tokens_key(raw, tokenizer, options))
+        with main_process_first(accelerator, local=True):
+            tokenized, _, folder, reused = load_or_tokenize(
+                raw, key, args.cache_dir, tokenize_split, may_build=accelerator.is_local_main_process
+            )
+            log_cache(folder, reused, "text, tokenizer, --block_size and --packing")
+        return tokenized
 
     def lengths(self, dataset) -> tuple:
         lengths = dataset["length"]
