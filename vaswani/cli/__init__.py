@@ -1,6 +1,7 @@
 """The `vaswani` command: one subcommand per stage of a model's life, each in a module of its own here.
 
     vaswani train     --config configs/demo.yaml [--OPTION VALUE ...]    (python train.py: the same)
+    vaswani prepare   --train_file data/train --validation_file data/valid --output_dir data/prepared
     vaswani tokenizer --files train.en train.de --vocab_size 37000 --output tokenizer/
 
     vaswani translate --model DIR [--input FILE] [--output FILE] [--num_beams 4] [--length_penalty 0.6]
@@ -29,13 +30,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vaswani.cli import average, card, convert, export, prune, push, tokenizer, train, translate
+from vaswani.cli import average, card, convert, export, prepare, prune, push, tokenizer, train, translate
 from vaswani.errors import run_command
 
 PROG = "vaswani"
 # The commands in the order `vaswani --help` lists them; `train` parses its own command line (see cli/train.py).
 COMMANDS = {
-    "translate": translate, "export": export, "push": push, "train": train, "tokenizer": tokenizer,
+    "translate": translate, "export": export, "push": push, "train": train, "prepare": prepare, "tokenizer": tokenizer,
     "average": average, "prune": prune, "card": card, "convert": convert,
 }  # fmt: skip
 

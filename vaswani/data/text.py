@@ -252,7 +252,7 @@ def mask_held_out(dataset: datasets.Dataset, collator) -> datasets.Dataset:
         batch = collator([{"input_ids": example["input_ids"]}])
         rows["input_ids"].append(batch["input_ids"][0].tolist())
         rows["labels"].append(batch["labels"][0].tolist())
-        rows["attention_mask"].append(example["attention_mask"])
+        rows["attention_mask"].append([1] * len(example["input_ids"]))  # prepared data stores no masks
         rows["length"].append(example["length"])
     return datasets.Dataset.from_dict(rows)
 

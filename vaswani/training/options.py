@@ -140,6 +140,11 @@ def add_data_options(parser: argparse.ArgumentParser) -> None:
         "10,000 examples)",
     )  # fmt: skip
     group.add_argument(
+        "--prepared_data", metavar="DIR",
+        help="train from a folder written by `vaswani prepare` (its tokens and tokenizer; the text is not read "
+        "again); data and tokenizer options given beside it must agree with its manifest.json",
+    )  # fmt: skip
+    group.add_argument(
         "--cache_dir",
         help="where `datasets` caches downloads, the Arrow copy of the text files and the tokenized splits "
         "(vaswani-tokenized/; default: HF_DATASETS_CACHE, ~/.cache/huggingface/datasets)",

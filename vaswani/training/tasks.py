@@ -31,6 +31,7 @@ from vaswani.constants import (
 )
 from vaswani.data.batching import TokenBatchSampler, collate
 from vaswani.data.loading import load_translation_splits
+from vaswani.data.prepared import load_prepared, read_manifest
 from vaswani.data.text import (
     load_text_splits,
     mask_held_out,
@@ -111,6 +112,13 @@ def tokenize_splits(args, raw, tokenizer, accelerator):
     """input_ids and labels (EOS appended) per pair, over-long pairs dropped or truncated, lengths for batching;
     cached by what changes the tokens (vaswani/data/tokenized.py): the main process of each node tokenizes, or
     reuses the cache of an earlier run; the other processes only load it."""
+    if args.prepared_data:  # vaswani prepare's tokens
+        return load_prepared(args.prepared_data, read_manifest(args.prepared_data))[0]
+    return tokenize_pairs(args, raw, tokenizer, accelerator)[0]
+
+
+def tokenize_pairs(args, raw, tokenizer, accelerator) -> tuple[dict, dict]:
+    """`tokenize_splits`, and per split the counts of over-long pairs ({"overlong": N, "dropped": M})."""
     src, tgt, overlong_policy = args.source_lang, args.target_lang, args.overlong
     limits = {"input_ids": args.max_source_length, "labels": args.max_target_length}
 
@@ -165,7 +173,7 @@ def tokenize_splits(args, raw, tokenizer, accelerator):
             raise DataError(
                 "every training pair is over the length limits; raise --max_source_length/--max_target_length."
             )
-    return tokenized
+    return tokenized, counts
 
 
 def log_cache(folder: Path, reused: bool, what: str) -> None:
@@ -316,6 +324,8 @@ class CausalLMTask:
 
     def tokenize(self, args, raw, tokenizer, accelerator) -> dict:
         """Blocks of tokens, cached by what changes them (as `tokenize_splits`)."""
+        if args.prepared_data:  # vaswani prepare's blocks
+            return load_prepared(args.prepared_data, read_manifest(args.prepared_data))[0]
 
         def tokenize_split(split, dataset, work):
             return tokenize_texts({split: dataset}, tokenizer, block_size=args.block_size, packing=args.packing,
