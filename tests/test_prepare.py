@@ -178,3 +178,21 @@ def vaswani_run(argv):
 
     args = build_parser(argv[0]).parse_args(argv)
     return args.run(args)
+
+
+def test_a_folder_that_is_not_prepared_data_is_a_clear_error(tmp_path):
+    from vaswani.errors import DataError
+
+    with pytest.raises(DataError, match="no such folder"):
+        prepared.read_manifest(tmp_path / "missing")
+    with pytest.raises(DataError, match="has no manifest.json: not a folder written by `vaswani prepare`"):
+        prepared.read_manifest(tmp_path)
+    (tmp_path / "manifest.json").write_text('{"format": "something else"}')
+    with pytest.raises(DataError, match="not a vaswani prepared-data manifest"):
+        prepared.read_manifest(tmp_path)
+    (tmp_path / "manifest.json").write_text(json.dumps({"format": prepared.MANIFEST_FORMAT, "version": 99}))
+    with pytest.raises(DataError, match="format version 99"):
+        prepared.read_manifest(tmp_path)
+    status, stderr = train_command_in_process(["--prepared_data", str(tmp_path / "missing"), "--max_train_steps",
+                                               "1", "--output_dir", str(tmp_path / "r")])  # fmt: skip
+    assert status == 2 and "error: --prepared_data" in stderr and not (tmp_path / "r").exists()
