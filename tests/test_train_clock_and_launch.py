@@ -206,3 +206,19 @@ def test_gradient_checkpointing_with_layerdrop_is_refused_under_ddp(corpus, tmp_
     assert "error: LayerDrop with gradient checkpointing fails under DDP; turn one of them off." in stderr
     assert "Traceback" not in stderr and not (out / "checkpoints").exists()
     assert train_in_process(argv)["step"] == 1  # one process: allowed
+
+
+@pytest.mark.parametrize(("main", "local_main", "local", "first"), [
+    (True, True, False, True), (False, True, False, False),  # the run's main process goes first
+    (False, True, True, True), (False, False, True, False),  # local=True: each node's main process goes first
+])  # fmt: skip
+def test_main_process_first_lets_the_main_process_of_the_run_or_of_each_node_go_first(
+    monkeypatch, main, local_main, local, first
+):
+    events = []
+    monkeypatch.setattr(distributed, "_stop_together", lambda accelerator, failed: events.append("barrier"))
+    accelerator = types.SimpleNamespace(num_processes=4, is_main_process=main, is_local_main_process=local_main)
+    with distributed.main_process_first(accelerator, local=local):
+        events.append("block")
+    expected = ["block", "barrier", "barrier"] if first else ["barrier", "block", "barrier"]
+    assert events == expected
