@@ -196,3 +196,16 @@ def test_a_folder_that_is_not_prepared_data_is_a_clear_error(tmp_path):
     status, stderr = train_command_in_process(["--prepared_data", str(tmp_path / "missing"), "--max_train_steps",
                                                "1", "--output_dir", str(tmp_path / "r")])  # fmt: skip
     assert status == 2 and "error: --prepared_data" in stderr and not (tmp_path / "r").exists()
+
+
+def test_without_cache_dir_prepare_leaves_only_its_folder(tmp_path, monkeypatch):
+    """The Arrow copy of the text and the tokenized cache go to a temporary folder beside --output_dir, removed at the
+    end; HF_DATASETS_CACHE is not touched."""
+    files = write_demo_files(tmp_path / "data", num_train=30, num_validation=4, num_test=4)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-cache")
+    out = tmp_path / "work" / "prepared"
+    assert vaswani(["prepare", "--train_file", str(files["train"]), "--vocab_size", "400", "--validation_size",
+                    "4", "--output_dir", str(out)]) == 0  # fmt: skip
+    assert [p.name for p in (tmp_path / "work").iterdir()] == ["prepared"]
+    assert not (tmp_path / "hf-cache").exists()
+    assert prepared.read_manifest(out)["counts"]["validation"]["kept"] == 4

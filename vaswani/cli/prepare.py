@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import random
+import shutil
 from pathlib import Path
 
 from vaswani.cli.common import positive_int
@@ -60,7 +62,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Prepare the corpus and say where it went."""
+    """Prepare the corpus and say where it went. Without --cache_dir, the Arrow copy of the text files and the
+    tokenized cache go to a temporary folder beside --output_dir, removed at the end (the prepared folder is what
+    stays); with it (or with a `datasets` source, whose download stays in the cache) they stay there."""
+    from vaswani.data.prepared import check_prepared_output  # start-up: datasets loads only when the command runs
+
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S",
+                        level=logging.INFO)  # fmt: skip
+    check_args(args)
+    check_prepared_output(args.output_dir, args.overwrite_output_dir)
+    if not (args.train_file or args.dataset_name):
+        args.dataset_name = "demo"
+    scratch = None
+    if args.cache_dir is None and args.dataset_name in (None, "demo"):
+        scratch = args.output_dir.absolute().parent / f".tmp-cache-{args.output_dir.name}-{os.getpid()}"
+        args.cache_dir = str(scratch)
+    try:
+        folder = prepare(args)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    print(f"wrote the prepared data to {folder}: train with `vaswani train --prepared_data {folder} ...`")
+    return 0
+
+
+def prepare(args: argparse.Namespace) -> Path:
+    """Read, tokenize and write the folder (`vaswani.data.prepared`); returns it."""
     from accelerate import PartialState  # start-up: accelerate, datasets, torch load only when the command runs
 
     from vaswani.data import loading, prepared  # start-up: as above
@@ -68,12 +95,6 @@ def run(args: argparse.Namespace) -> int:
     from vaswani.model_folder import load_tokenizer  # start-up: as above
     from vaswani.training.tasks import TASKS, tokenize_pairs  # start-up: as above
 
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S",
-                        level=logging.INFO)  # fmt: skip
-    check_args(args)
-    prepared.check_prepared_output(args.output_dir, args.overwrite_output_dir)
-    if not (args.train_file or args.dataset_name):
-        args.dataset_name = "demo"
     args.max_position_embeddings = None  # the new tokenizer's model_max_length: the default, as in training
     state = PartialState(cpu=True)  # one process: what the task functions expect of an accelerator
     task = TASKS[args.task]
@@ -112,11 +133,8 @@ def run(args: argparse.Namespace) -> int:
         },
     }
     held_out = {split: raw[split] for split in ("validation", "test") if split in raw}
-    folder = prepared.write_prepared(args.output_dir, tokenized=tokens, held_out_text=held_out,
-                                     tokenizer=tokenizer, manifest=manifest,
-                                     overwrite=args.overwrite_output_dir)  # fmt: skip
-    print(f"wrote the prepared data to {folder}: train with `vaswani train --prepared_data {folder} ...`")
-    return 0
+    return prepared.write_prepared(args.output_dir, tokenized=tokens, held_out_text=held_out, tokenizer=tokenizer,
+                                   manifest=manifest, overwrite=args.overwrite_output_dir)  # fmt: skip
 
 
 def check_args(args: argparse.Namespace) -> None:
