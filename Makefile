@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e ".[dev,bench,ct2]"
+	$(PY) -m pip install --quiet -c constraints.txt -e ".[dev,bench,ct2,serve]"
 	touch $@
 
 setup: $(VENV)/.installed

@@ -65,7 +65,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 TRAIN_PY = REPO / "train.py"
 
-# The tiny model and data options of tests/test_train.py: a run of a few hundred updates takes well under a minute.
+# The tiny model and data options of tests/training/test_loop.py: a run of a few hundred updates takes well under a minute.
 TINY_ARCHITECTURE = [
     "--vocab_size", "400", "--d_model", "32", "--encoder_layers", "2", "--decoder_layers", "2",
     "--encoder_attention_heads", "2", "--decoder_attention_heads", "2", "--encoder_ffn_dim", "64",
@@ -547,8 +547,8 @@ def damaged_model_cases(
 
 # -- train.py: data files, YAML, options ---------------------------------------------------------------------------
 def train_probe(folder: Path, fx: Fixtures, *extra: str, data: list[str] | None = None, **kwargs) -> Probe:
-    """train.py for 2 updates of the tiny model; a start from `--model_name_or_path` takes that model's architecture."""
-    architecture = [] if "--model_name_or_path" in extra else TINY_ARCHITECTURE
+    """train.py for 2 updates of the tiny model; a start from `--model` takes that model's architecture."""
+    architecture = [] if "--model" in extra else TINY_ARCHITECTURE
     args = [*(fx.data_args() if data is None else data), *architecture, *TINY_OPTIONS, "--max_train_steps", "2",
             "--output_dir", str(folder / "out"), *extra]  # fmt: skip
     return Probe("train", args, **kwargs)
@@ -817,16 +817,16 @@ def _(folder, fx):
 
 @case("train-model-path-missing", "train", "missing")
 def _(folder, fx):
-    return train_probe(folder, fx, "--model_name_or_path", str(folder / "no-model"), "--tokenizer", str(fx.model))
+    return train_probe(folder, fx, "--model", str(folder / "no-model"), "--tokenizer", str(fx.model))
 
 
 damaged_model_cases(
-    "train", lambda folder, fx, model: train_probe(folder, fx, "--model_name_or_path", str(model), "--tokenizer",
+    "train", lambda folder, fx, model: train_probe(folder, fx, "--model", str(model), "--tokenizer",
                                                    str(model)),
     ["truncated-weights", "config-more-layers", "pickle-weights-only"], prefix="model-",
 )  # fmt: skip
 damaged_model_cases(
-    "train", lambda folder, fx, model: train_probe(folder, fx, "--model_name_or_path", str(model), "--tokenizer",
+    "train", lambda folder, fx, model: train_probe(folder, fx, "--model", str(model), "--tokenizer",
                                                    str(model)),
     ["tokenizer-special-ids-disagree"],
 )  # fmt: skip
@@ -842,12 +842,12 @@ def _(folder, fx):
 @case("train-tokenizer-larger-than-model", "train", "tokenizer")
 def _(folder, fx):
     model = copy_fixture(fx.small_vocab_model, folder / "model")
-    return train_probe(folder, fx, "--model_name_or_path", str(model), "--tokenizer", str(fx.tokenizer))
+    return train_probe(folder, fx, "--model", str(model), "--tokenizer", str(fx.tokenizer))
 
 
 # -- python -m tokenization train -------------------------------------------------------------------------------
 def tokenization_probe(folder: Path, *files: Path, output: Path | None = None, extra: tuple = ()) -> Probe:
-    return Probe("tokenization", ["--files", *map(str, files), "--output", str(output or folder / "tok"),
+    return Probe("tokenization", ["--files", *map(str, files), "--output_dir", str(output or folder / "tok"),
                                   "--vocab_size", "400", *extra])  # fmt: skip
 
 
@@ -1183,7 +1183,7 @@ def _(folder, fx):
 
 # -- vaswani export ----------------------------------------------------------------------------------------------
 def export_probe(model: Path, output: Path, *extra: str, **kwargs) -> Probe:
-    return Probe("export", ["--model", str(model), "--output", str(output), "--format", "ctranslate2", *extra],
+    return Probe("export", ["--model", str(model), "--output_dir", str(output), "--format", "ctranslate2", *extra],
                  **kwargs)  # fmt: skip
 
 
@@ -1200,7 +1200,7 @@ def _(folder, fx):
     return export_probe(model, model)
 
 
-# prune and export read a model folder and write a new one (MODEL --output OUT): the same damaged models.
+# prune and export read a model folder and write a new one (MODEL --output_dir OUT): the same damaged models.
 for command, model_to_folder_probe in (("prune", prune_probe), ("export", export_probe)):
     damaged_model_cases(
         command, lambda folder, fx, model, probe=model_to_folder_probe: probe(model, folder / "out"),
@@ -1257,7 +1257,7 @@ def _(folder, fx):
 
 # -- vaswani push (the Hub replaced by recorders) -------------------------------------------------------------------
 def push_probe(folder: Path, model: Path, *extra: str, **kwargs) -> Probe:
-    return Probe("push", ["--model", str(model), "--repo_id", "someone/tiny", *extra], **kwargs)
+    return Probe("push", ["--model", str(model), "--hub_model_id", "someone/tiny", *extra], **kwargs)
 
 
 def no_local_paths(folder: Path, local: Path) -> str | None:
@@ -1278,7 +1278,7 @@ def _(folder, fx):
 
 @case("push-bad-repo-id", "push", "option")
 def _(folder, fx):
-    return Probe("push", ["--model", str(fx.model), "--repo_id", "not a/valid/repo id"])
+    return Probe("push", ["--model", str(fx.model), "--hub_model_id", "not a/valid/repo id"])
 
 
 damaged_model_cases(

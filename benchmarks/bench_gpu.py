@@ -22,7 +22,7 @@ padded) tokens, training = 3 x forward (the backward pass costs twice the forwar
 weighted sum over the S source positions); per decoder layer and target token 4 d^2 + 2 T d (self-attention,
 counted over all T positions as the kernels compute them) + 2 d^2 + 2 S d (cross-attention queries, output, scores)
 + 2 d d_ff, plus 2 d^2 per source token (cross-attention keys and values); and d V per target token for the output
-projection. tests/test_bench_gpu.py checks this count against torch's FLOP counter on a tiny model. The peak is
+projection. tests/benchmarks/test_bench_gpu.py checks this count against torch's FLOP counter on a tiny model. The peak is
 looked up from the GPU's name (dense bf16 tensor-core peak) or given with --peak_tflops.
 """
 

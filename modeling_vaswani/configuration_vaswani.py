@@ -257,19 +257,19 @@ class VaswaniConfig(PretrainedConfig):
         The groups, in this order: dimensions, dropout rates (with LayerDrop and DropHead), the options chosen from a
         list, switches, the other numbers, special-token ids, pruning and the records, and last the combinations
         that contradict each other."""
-        _check_dimensions(self, _SIZES, sides=("encoder", "decoder"))
-        _check_rates(self, _RATES)
-        _check_choice("activation_function", self.activation_function, sorted(ACT2FN))
-        _check_choice("position_embedding_type", self.position_embedding_type, POSITION_EMBEDDING_TYPES)
-        _check_choice("sinusoidal_layout", self.sinusoidal_layout, SINUSOIDAL_LAYOUTS)
-        _check_choice("norm_position", self.norm_position, NORM_POSITIONS)
-        _check_choice("norm_type", self.norm_type, NORM_TYPES)
-        _check_flags(self, _FLAGS)
+        check_dimensions(self, _SIZES, sides=("encoder", "decoder"))
+        check_rates(self, _RATES)
+        check_choice("activation_function", self.activation_function, sorted(ACT2FN))
+        check_choice("position_embedding_type", self.position_embedding_type, POSITION_EMBEDDING_TYPES)
+        check_choice("sinusoidal_layout", self.sinusoidal_layout, SINUSOIDAL_LAYOUTS)
+        check_choice("norm_position", self.norm_position, NORM_POSITIONS)
+        check_choice("norm_type", self.norm_type, NORM_TYPES)
+        check_flags(self, _FLAGS)
         if not self.is_encoder_decoder:
             raise ValueError("is_encoder_decoder=False is not allowed: the Transformer is an encoder-decoder model.")
-        _check_numbers(self)
-        _check_token_ids(self, _TOKEN_IDS, required=("pad_token_id", "eos_token_id", "decoder_start_token_id"))
-        _check_pruning(self, sides=("encoder", "decoder"))
+        check_numbers(self)
+        check_token_ids(self, _TOKEN_IDS, required=("pad_token_id", "eos_token_id", "decoder_start_token_id"))
+        check_pruning(self, sides=("encoder", "decoder"))
         _check_converted_from(self.converted_from)
         self._validate_combinations()
 
@@ -286,7 +286,7 @@ class VaswaniConfig(PretrainedConfig):
                 f"{self.position_embedding_type!r}): the layout places the sines and cosines of sinusoidal positions. "
                 "Leave sinusoidal_layout at 'interleaved' with learned positions."
             )
-        _check_fixnorm(self, rows="target embedding rows")
+        check_fixnorm(self, rows="target embedding rows")
 
 
 # The arguments of each group of `VaswaniConfig.validate`, in the order they are checked.
@@ -306,7 +306,7 @@ _TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_tok
 # The checks, shared with the one-stack configurations (configuration_vaswani_lm.py): each raises `ValueError` naming
 # the argument, its value and what is allowed.
 # ----------------------------------------------------------------------------------------------------------------
-def _check_dimensions(config: PretrainedConfig, names: tuple[str, ...], sides: tuple[str, ...]) -> None:
+def check_dimensions(config: PretrainedConfig, names: tuple[str, ...], sides: tuple[str, ...]) -> None:
     """Sizes and counts (`names`) are positive integers, and each stack's number of heads divides d_model."""
     for name in names:
         _check_positive_int(name, getattr(config, name))
@@ -319,20 +319,20 @@ def _check_dimensions(config: PretrainedConfig, names: tuple[str, ...], sides: t
             )
 
 
-def _check_rates(config: PretrainedConfig, names: tuple[str, ...]) -> None:
+def check_rates(config: PretrainedConfig, names: tuple[str, ...]) -> None:
     """Dropout, label smoothing, LayerDrop and DropHead probabilities are in [0, 1)."""
     for name in names:
-        _check_rate(name, getattr(config, name))
+        check_rate(name, getattr(config, name))
 
 
-def _check_flags(config: PretrainedConfig, names: tuple[str, ...]) -> None:
+def check_flags(config: PretrainedConfig, names: tuple[str, ...]) -> None:
     """Switches are True or False (not 0, 1 or a string)."""
     for name in names:
         if not isinstance(getattr(config, name), bool):
             raise ValueError(f"{name}={getattr(config, name)!r} is not allowed; use True or False.")
 
 
-def _check_numbers(config: PretrainedConfig) -> None:
+def check_numbers(config: PretrainedConfig) -> None:
     """`init_std` is positive or None, `layer_norm_eps` positive, `layerdrop_seed` an integer."""
     if config.init_std is not None and not (_is_number(config.init_std) and config.init_std > 0):
         raise ValueError(f"init_std={config.init_std!r} is not allowed; use a positive float or None (d_model**-0.5).")
@@ -342,7 +342,7 @@ def _check_numbers(config: PretrainedConfig) -> None:
         raise ValueError(f"layerdrop_seed={config.layerdrop_seed!r} is not allowed; use an integer.")
 
 
-def _check_token_ids(config: PretrainedConfig, names: tuple[str, ...], required: tuple[str, ...]) -> None:
+def check_token_ids(config: PretrainedConfig, names: tuple[str, ...], required: tuple[str, ...]) -> None:
     """Special-token ids are ids of the vocabulary; those in `required` may not be None."""
     for name in names:
         value = getattr(config, name)
@@ -354,7 +354,7 @@ def _check_token_ids(config: PretrainedConfig, names: tuple[str, ...], required:
             raise ValueError(f"{name}={value!r} is not allowed; use an id in [0, vocab_size={config.vocab_size}).")
 
 
-def _check_pruning(config: PretrainedConfig, sides: tuple[str, ...]) -> None:
+def check_pruning(config: PretrainedConfig, sides: tuple[str, ...]) -> None:
     """`{side}_layers_to_keep` are layers of the stack, and `pruned_layers` is pruning's record for these stacks."""
     for side in sides:
         _check_layers_to_keep(
@@ -384,7 +384,7 @@ def _check_converted_from(converted_from) -> None:
         )
 
 
-def _check_fixnorm(config: PretrainedConfig, rows: str) -> None:
+def check_fixnorm(config: PretrainedConfig, rows: str) -> None:
     """FixNorm needs the tied output projection (its logits use the unit-length `rows`) and the scaled input."""
     if config.fixnorm and not config.tie_word_embeddings:
         raise ValueError(
@@ -406,12 +406,12 @@ def _check_positive_int(name: str, value) -> None:
         raise ValueError(f"{name}={value!r} is not allowed; use a positive integer.")
 
 
-def _check_rate(name: str, value) -> None:
+def check_rate(name: str, value) -> None:
     if not _is_number(value) or not 0.0 <= value < 1.0:
         raise ValueError(f"{name}={value!r} is not allowed; use a probability in [0, 1).")
 
 
-def _check_choice(name: str, value, allowed) -> None:
+def check_choice(name: str, value, allowed) -> None:
     if value not in allowed:
         raise ValueError(f"{name}={value!r} is not allowed; choose one of {list(allowed)}.")
 

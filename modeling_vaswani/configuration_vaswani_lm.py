@@ -38,15 +38,15 @@ from .configuration_vaswani import (
     POSITION_EMBEDDING_TYPES,
     SINUSOIDAL_LAYOUTS,
     VaswaniConfig,
-    _check_choice,
-    _check_dimensions,
-    _check_fixnorm,
-    _check_flags,
-    _check_numbers,
-    _check_pruning,
-    _check_rate,
-    _check_rates,
-    _check_token_ids,
+    check_choice,
+    check_dimensions,
+    check_fixnorm,
+    check_flags,
+    check_numbers,
+    check_pruning,
+    check_rate,
+    check_rates,
+    check_token_ids,
 )
 
 
@@ -103,7 +103,9 @@ class VaswaniSingleStackConfig(PretrainedConfig):
         bos_token_id (`int`, *optional*, defaults to 1):
             Beginning-of-sequence id.
         eos_token_id (`int`, *optional*, defaults to 2):
-            End-of-sequence id (ends generation; the sequence classifier pools at it).
+            End-of-sequence id: ends generation, and the sequence classifier pools at it. `None` is allowed for the
+            language models, which then generate until a length limit (what transformers' generation tests set);
+            [`VaswaniForSequenceClassification`] refuses it.
 
     The loss is plain cross-entropy (so `exp(loss)` is the perplexity); the seq2seq model's `label_smoothing` is a
     translation regulariser and not an option here.
@@ -166,13 +168,13 @@ class VaswaniSingleStackConfig(PretrainedConfig):
         `VaswaniConfig.validate`, for this model's one stack."""
         side = self.side
         stack_sizes = (f"{side}_layers", f"{side}_attention_heads", f"{side}_ffn_dim")
-        _check_dimensions(self, ("vocab_size", "d_model", *stack_sizes, "max_position_embeddings"), sides=(side,))
-        _check_rates(
+        check_dimensions(self, ("vocab_size", "d_model", *stack_sizes, "max_position_embeddings"), sides=(side,))
+        check_rates(
             self, ("dropout", "attention_dropout", "activation_dropout", f"{side}_layerdrop", f"{side}_drophead")
         )
-        _check_choice("activation_function", self.activation_function, sorted(ACT2FN))
-        _check_choice("position_embedding_type", self.position_embedding_type, POSITION_EMBEDDING_TYPES)
-        _check_choice("sinusoidal_layout", self.sinusoidal_layout, SINUSOIDAL_LAYOUTS)
+        check_choice("activation_function", self.activation_function, sorted(ACT2FN))
+        check_choice("position_embedding_type", self.position_embedding_type, POSITION_EMBEDDING_TYPES)
+        check_choice("sinusoidal_layout", self.sinusoidal_layout, SINUSOIDAL_LAYOUTS)
         if self.sinusoidal_layout == "fairseq" and self.d_model < 4:
             raise ValueError(f"sinusoidal_layout='fairseq' needs d_model >= 4 (it is {self.d_model}).")
         if self.sinusoidal_layout != "interleaved" and self.position_embedding_type != "sinusoidal":
@@ -180,20 +182,19 @@ class VaswaniSingleStackConfig(PretrainedConfig):
                 f"sinusoidal_layout={self.sinusoidal_layout!r} needs position_embedding_type='sinusoidal'; leave it at "
                 "'interleaved' with learned positions."
             )
-        _check_choice("norm_position", self.norm_position, NORM_POSITIONS)
-        _check_choice("norm_type", self.norm_type, NORM_TYPES)
-        _check_flags(self, ("scale_embedding", "tie_word_embeddings", "fixnorm", "use_cache"))
+        check_choice("norm_position", self.norm_position, NORM_POSITIONS)
+        check_choice("norm_type", self.norm_type, NORM_TYPES)
+        check_flags(self, ("scale_embedding", "tie_word_embeddings", "fixnorm", "use_cache"))
         if self.is_encoder_decoder:
             raise ValueError(
                 f"is_encoder_decoder=True is not allowed for {type(self).__name__}, a {side}-only model; use "
                 "VaswaniConfig for the encoder-decoder Transformer."
             )
-        _check_numbers(self)
-        _check_token_ids(
-            self, ("pad_token_id", "bos_token_id", "eos_token_id"), required=("pad_token_id", "eos_token_id")
-        )
-        _check_pruning(self, sides=(side,))
-        _check_fixnorm(self, rows="embedding rows")
+        check_numbers(self)
+        # EOS may be None: a language model without one generates until a length limit (the classifier checks it).
+        check_token_ids(self, ("pad_token_id", "bos_token_id", "eos_token_id"), required=("pad_token_id",))
+        check_pruning(self, sides=(side,))
+        check_fixnorm(self, rows="embedding rows")
 
 
 class VaswaniDecoderConfig(VaswaniSingleStackConfig):
@@ -279,7 +280,7 @@ class VaswaniEncoderConfig(VaswaniSingleStackConfig):
 
     def validate(self) -> None:
         super().validate()
-        _check_rate("classifier_dropout", self.classifier_dropout)
+        check_rate("classifier_dropout", self.classifier_dropout)
 
 
 __all__ = ["VaswaniDecoderConfig", "VaswaniEncoderConfig", "VaswaniSingleStackConfig"]

@@ -50,9 +50,9 @@ def paper_beam_search(
     Returns (B * num_return_sequences, P + T) token ids, best first per sentence, padded with PAD.
 
     Each step: score the live beams' next tokens (`_next_token_log_probs`), take the 2K best extensions
-    (`_best_extensions`), add those that end to the finished hypotheses (`_keep_finished`), continue the K best
-    others (`_continue_live`), and stop a sentence once nothing can improve it (`_sentences_done`); at the end,
-    `_best_finished` picks the output.
+    (`best_extensions`), add those that end to the finished hypotheses (`keep_finished`), continue the K best
+    others (`continue_live`), and stop a sentence once nothing can improve it (`_sentences_done`); at the end,
+    `best_finished` picks the output.
     """
     config = generation_config
     num_beams, alpha = config.num_beams, float(config.length_penalty)
@@ -90,20 +90,20 @@ def paper_beam_search(
         log_probs = _next_token_log_probs(
             model, tokens, model_kwargs, cache if use_cache else None, logits_processor, at_cap, eos_ids
         )  # (B, K, V)
-        top_scores, top_beam, top_token, ends = _best_extensions(beam_scores, log_probs, eos_ids)
+        top_scores, top_beam, top_token, ends = best_extensions(beam_scores, log_probs, eos_ids)
         penalty = gnmt_length_penalty(length, alpha)  # lp(Y) of the hypotheses that end here
         ending = ends & ~done[:, None]  # (B, 2K): a sentence that is done takes no more hypotheses
-        finished_scores, finished_tokens = _keep_finished(
+        finished_scores, finished_tokens = keep_finished(
             finished_scores, finished_tokens, tokens, top_scores, top_beam, top_token, ending, penalty, pad_id
         )
-        tokens, beam_scores, origin = _continue_live(tokens, top_scores, top_beam, top_token, ends)
+        tokens, beam_scores, origin = continue_live(tokens, top_scores, top_beam, top_token, ends)
         if use_cache:
             cache.reorder_cache((origin + batch_offsets).view(-1))
         done = _sentences_done(done, at_cap, beam_scores, finished_scores, max_new, alpha)
         if bool(done.all()):
             break
 
-    sequences, scores = _best_finished(finished_tokens, finished_scores, num_return, prompt_len, pad_id)
+    sequences, scores = best_finished(finished_tokens, finished_scores, num_return, prompt_len, pad_id)
     if config.return_dict_in_generate:
         return GenerateBeamEncoderDecoderOutput(sequences=sequences, sequences_scores=scores)
     return sequences
@@ -167,7 +167,7 @@ def _next_token_log_probs(
     return log_probs
 
 
-def _best_extensions(
+def best_extensions(
     beam_scores: torch.Tensor, log_probs: torch.Tensor, eos_ids: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Expanding the beams: the 2K best one-token extensions of the K live beams of each sentence (enough to keep K
@@ -181,7 +181,7 @@ def _best_extensions(
     return top_scores, top_beam, top_token, ends
 
 
-def _keep_finished(
+def keep_finished(
     finished_scores: torch.Tensor,
     finished_tokens: torch.Tensor,
     tokens: torch.Tensor,
@@ -208,7 +208,7 @@ def _keep_finished(
     return merged_scores.gather(1, keep), finished_tokens
 
 
-def _continue_live(
+def continue_live(
     tokens: torch.Tensor, top_scores: torch.Tensor, top_beam: torch.Tensor, top_token: torch.Tensor, ends: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The K best extensions that do not end continue as live beams: tokens (B, K, P + t) -> (B, K, P + t + 1), their
@@ -244,7 +244,7 @@ def _sentences_done(
     return done | at_cap | (torch.isfinite(worst_kept) & ~can_improve) | ~torch.isfinite(beam_scores[:, 0])
 
 
-def _best_finished(
+def best_finished(
     finished_tokens: torch.Tensor, finished_scores: torch.Tensor, num_return: int, prompt_len: int, pad_id: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The final pick: the best `num_return` finished hypotheses per sentence, best first, trimmed to the longest one:

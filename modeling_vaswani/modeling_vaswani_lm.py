@@ -330,7 +330,8 @@ class VaswaniForSequenceClassification(VaswaniEncoderPreTrainedModel):
     token, as BERT does: BERT's tokenizer puts a [CLS] there for the purpose, while this project's tokenizer adds no
     BOS and appends `</s>` to every sequence, so the first position holds an ordinary word and the final EOS is the
     one token that every input has in the same role. The encoder is bidirectional, so the EOS state sees the whole
-    sentence. A row without EOS (or input given only as `inputs_embeds`) is a `ValueError`.
+    sentence. A config with `eos_token_id=None`, a row without EOS, or input given only as `inputs_embeds` is a
+    `ValueError`.
 
     The loss follows `config.problem_type` as in every transformers classifier: regression (MSE) for
     `num_labels=1`, single-label cross-entropy for integer labels, multi-label BCE for float label vectors.
@@ -338,10 +339,22 @@ class VaswaniForSequenceClassification(VaswaniEncoderPreTrainedModel):
 
     def __init__(self, config: VaswaniEncoderConfig):
         config.validate()
+        self.pooling_token_id(config)
         super().__init__(config)
         self.model = VaswaniEncoderModel(config)
         self.classification_head = VaswaniClassificationHead(config)
         self.post_init()
+
+    @staticmethod
+    def pooling_token_id(config: VaswaniEncoderConfig) -> int:
+        """The EOS id the classifier pools at; a `ValueError` when the config has none (the language models accept
+        `eos_token_id=None`, this head cannot)."""
+        if config.eos_token_id is None:
+            raise ValueError(
+                "VaswaniForSequenceClassification pools at each row's EOS token and needs eos_token_id (it is None); "
+                "set it to the tokenizer's EOS id (tokenizer.eos_token_id)."
+            )
+        return config.eos_token_id
 
     @can_return_tuple
     def forward(
@@ -363,12 +376,13 @@ class VaswaniForSequenceClassification(VaswaniEncoderPreTrainedModel):
             raise ValueError(
                 "VaswaniForSequenceClassification pools at each row's EOS token and needs input_ids to find it."
             )
+        eos_token_id = self.pooling_token_id(self.config)
         kwargs.pop("num_items_in_batch", None)  # the classification loss is a mean over rows
         outputs = self.model(input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, **kwargs)
-        is_eos = input_ids == self.config.eos_token_id  # (B, S)
+        is_eos = input_ids == eos_token_id  # (B, S)
         if not is_eos.any(dim=-1).all():
             raise ValueError(
-                f"Every row of input_ids needs an EOS token (id {self.config.eos_token_id}), at whose position the "
+                f"Every row of input_ids needs an EOS token (id {eos_token_id}), at whose position the "
                 "classifier pools; the tokenizer appends one unless called with add_special_tokens=False."
             )
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)  # (S,)

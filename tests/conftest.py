@@ -116,7 +116,7 @@ def overfit(model, batch: dict, steps: int, lr: float, stop_below: float | None 
 def model_folder(tmp_path_factory):
     """A complete model folder (weights, config, tokenizer) of the tiny trained translator of test_pipeline.py,
     written once per test module that uses it."""
-    from test_pipeline import save_model_folder
+    from test_pipeline_vaswani import save_model_folder
 
     folder = tmp_path_factory.mktemp("tiny") / "model"
     save_model_folder(folder)

@@ -145,7 +145,7 @@ def train_bpe_tokenizer(
     tokenizer = _with_byte_fallback(tokenizer, num_special_tokens=len(special_tokens))
     if ignore_merges:
         _switch_on_ignore_merges(tokenizer)
-    tokenizer.post_processor = _append_eos(tokenizer)
+    tokenizer.post_processor = eos_post_processor(tokenizer)
     if mask_token:
         # Appended: the next free id. lstrip/rstrip: "the <mask> sat" -> ▁the <mask> ▁sat, the mask standing for a
         # whole "▁word" token as the model sees it.
@@ -319,7 +319,9 @@ def _switch_on_ignore_merges(tokenizer: Tokenizer) -> None:
     tokenizer.model.ignore_merges = True  # in place; saved in tokenizer.json
 
 
-def _append_eos(tokenizer: Tokenizer) -> processors.TemplateProcessing:
+def eos_post_processor(tokenizer: Tokenizer) -> processors.TemplateProcessing:
+    """The post-processor that ends every text with `</s>` (each side of a pair too), as the trained BPE and a
+    converted fairseq tokenizer (vaswani/convert/fairseq.py) do."""
     eos_id = tokenizer.token_to_id(EOS_TOKEN)
     return processors.TemplateProcessing(
         single=f"$A {EOS_TOKEN}", pair=f"$A {EOS_TOKEN} $B {EOS_TOKEN}", special_tokens=[(EOS_TOKEN, eos_id)]

@@ -90,7 +90,7 @@ def _read_files(paths: Sequence[PathLike]) -> Iterator[list[str]]:
                 raise TokenizerTrainingError(
                     f"{os.fspath(path)!r} is not valid UTF-8 ({error.reason}): "
                     "convert it first, e.g. with `iconv -f latin1 -t utf-8`."
-                ) from None
+                ) from error
 
 
 def corpus_from_iterator(iterator: Iterable[str | Sequence[str]]) -> Corpus:

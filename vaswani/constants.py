@@ -1,6 +1,8 @@
-"""Every file and folder name of a model folder, a run folder and a checkpoint, defined once (sockeye's constants.py).
+"""Every file and folder name of a model folder, a run folder and a checkpoint, and the model types of our families,
+defined once (sockeye's constants.py).
 
-Modules import the names from here; a literal "config.json" or "README.md" elsewhere in `vaswani/` is a bug.
+Modules import the names from here; a literal "config.json", "README.md" or "vaswani-decoder" elsewhere in `vaswani/`
+is a bug (tests/test_layout.py finds one).
 """
 
 from __future__ import annotations
@@ -56,25 +58,31 @@ FILES_TO_COPY = (*TOKENIZER_FILE_PATTERNS, MODEL_CARD_FILE)
 # ---------------------------------------------------------------------------------------------------------------------
 # Our model families: their model types, the modeling files they carry, the Auto class they load with
 # ---------------------------------------------------------------------------------------------------------------------
-# The model types of our three families and what each is; most commands take the encoder-decoder only (`SEQ2SEQ`).
+# The model types (config.json's "model_type") of our three families: the `model_type` of VaswaniConfig,
+# VaswaniDecoderConfig and VaswaniEncoderConfig (modeling_vaswani imports nothing of this package, so it spells them
+# itself; tests/test_layout.py checks they agree).
+SEQ2SEQ_MODEL_TYPE = "vaswani"
+DECODER_MODEL_TYPE = "vaswani-decoder"
+ENCODER_MODEL_TYPE = "vaswani-encoder"
+# What each family is; most commands take the encoder-decoder only (`SEQ2SEQ`).
 VASWANI_MODEL_TYPES = {
-    "vaswani": "encoder-decoder (translation) model",
-    "vaswani-decoder": "decoder-only language model",
-    "vaswani-encoder": "encoder-only model",
+    SEQ2SEQ_MODEL_TYPE: "encoder-decoder (translation) model",
+    DECODER_MODEL_TYPE: "decoder-only language model",
+    ENCODER_MODEL_TYPE: "encoder-only model",
 }
-SEQ2SEQ = ("vaswani",)
+SEQ2SEQ = (SEQ2SEQ_MODEL_TYPE,)
 # The modules whose files `save_pretrained` copies for trust_remote_code, per family: the config, the model and (for
 # translation) the pipeline of config.json's auto_map and custom_pipelines.
 CODE_MODULES = {
-    "vaswani": ("configuration_vaswani", "modeling_vaswani", "pipeline_vaswani"),
-    "vaswani-decoder": ("configuration_vaswani_lm", "modeling_vaswani_lm"),
-    "vaswani-encoder": ("configuration_vaswani_lm", "modeling_vaswani_lm"),
+    SEQ2SEQ_MODEL_TYPE: ("configuration_vaswani", "modeling_vaswani", "pipeline_vaswani"),
+    DECODER_MODEL_TYPE: ("configuration_vaswani_lm", "modeling_vaswani_lm"),
+    ENCODER_MODEL_TYPE: ("configuration_vaswani_lm", "modeling_vaswani_lm"),
 }
 # The Auto class whose auto_map entry a folder of each family needs to load with trust_remote_code=True
 AUTO_CLASS = {
-    "vaswani": "AutoModelForSeq2SeqLM",
-    "vaswani-decoder": "AutoModelForCausalLM",
-    "vaswani-encoder": "AutoModel",
+    SEQ2SEQ_MODEL_TYPE: "AutoModelForSeq2SeqLM",
+    DECODER_MODEL_TYPE: "AutoModelForCausalLM",
+    ENCODER_MODEL_TYPE: "AutoModel",
 }
 
 # ---------------------------------------------------------------------------------------------------------------------

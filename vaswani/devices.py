@@ -8,7 +8,7 @@ much slower, so there the default stays float32 and an explicit `bf16` gets a wa
 GPU; on CPU Accelerate would silently train in float32, so it is refused.
 
 Inference (`resolve_device`, `check_dtype`, `torch_dtype_supported`): "auto" picks a visible GPU, else the CPU;
-`--dtype bfloat16/float16` runs only where the device computes it natively (the same `native_bf16` check), else it is
+`--mixed_precision bf16/fp16` (dtype bfloat16/float16) runs only where the device computes it natively (the same `native_bf16` check), else it is
 refused with the fix.
 
 torch is imported by the functions that need it, so that the command line's parser and its errors start fast.
@@ -88,6 +88,9 @@ def resolve_device(device: str) -> str:
 
 
 DTYPES = ("float32", "bfloat16", "float16")
+# The command line's name of each: `--mixed_precision no|bf16|fp16` (the registry's one spelling for precision).
+DTYPE_TO_MIXED_PRECISION = {"float32": "no", "bfloat16": "bf16", "float16": "fp16"}
+MIXED_PRECISION_TO_DTYPE = {value: key for key, value in DTYPE_TO_MIXED_PRECISION.items()}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -115,6 +118,7 @@ def torch_dtype_supported(dtype: str, device: str) -> bool:
 
 def refuse_dtype(dtype: str, device: str, backend: str) -> TranslateError:
     return TranslateError(
-        f"--dtype {dtype} cannot run natively on {device} with {backend} (this CPU lacks the instructions for it); "
-        "use --dtype float32, or a GPU / a CPU with AVX512-BF16 or AMX"
+        f"{dtype} (--mixed_precision {DTYPE_TO_MIXED_PRECISION[dtype]}) cannot run natively on {device} with "
+        f"{backend} (this CPU lacks the instructions for it); use float32 (--mixed_precision no), or a GPU / a CPU "
+        "with AVX512-BF16 or AMX"
     )

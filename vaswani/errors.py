@@ -1,18 +1,38 @@
-"""The one user-error type of every command, and the one place that reports it.
+"""The three ways a command can fail, and the one place that reports them (`run_command`).
 
-A `UserError` is a mistake in a command line or in the files it names (a missing folder, a damaged checkpoint, data
-that does not parse, a model that does not fit its tokenizer). Its message names the problem and the fix. Every
-command (`vaswani ...`, `train.py`, `python -m tokenization train`) runs through `run_command`, which prints it as
-`error: <message>` on stderr and exits with status 2, without a traceback. The modules raise subclasses that say
-where the mistake was found (`DataError`, `CheckpointError`, `ModelFolderError`, ...), so that Python callers can
-catch one kind; commands only ever catch `UserError`.
+1. A `UserError` is a mistake in a command line or in the files it names (a missing folder, a damaged checkpoint,
+   data that does not parse, a model that does not fit its tokenizer). Its message names the problem and the fix;
+   it is printed as `error: <message>` on stderr, exit status 2, without a traceback. The modules raise subclasses
+   that say where the mistake was found (`DataError`, `CheckpointError`, `ModelFolderError`, ...), so that Python
+   callers can catch one kind.
+2. An `EnvironmentFailure` is the machine refusing: a full disk, a permission denied, a read-only file system, a
+   network that refuses the connection. One line names the operation, the path or host and the OS error; exit
+   status 1, no traceback and no request to report it (nothing is wrong with the program or the input). An
+   `OSError` whose errno says the same (`ENVIRONMENT_ERRNOS`) is reported the same way where no module wrapped it.
+3. Anything else is a bug: its traceback, then a line asking to report it; exit status 1. A bug never hides behind
+   a user error: only the package's own `UserError`s are printed as mistakes, never a stray `OSError`,
+   `UnicodeError` or `ValueError`.
+
+`VASWANI_DEBUG=1` in the environment prints the traceback in every case. Every command (`vaswani ...`, `train.py`,
+`python -m tokenization train`) runs through `run_command`.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
+import traceback
 from collections.abc import Callable
+
+# OS errors that say the machine refused, not that the program or its input is wrong.
+ENVIRONMENT_ERRNOS = frozenset(
+    getattr(errno, name) for name in (
+        "ENOSPC", "EDQUOT", "EACCES", "EPERM", "EROFS", "EIO", "EMFILE", "ENFILE", "ENOMEM", "EFBIG", "ETXTBSY",
+        "ECONNREFUSED", "ECONNRESET", "ECONNABORTED", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "ENETDOWN",
+        "EHOSTDOWN", "EADDRINUSE", "EADDRNOTAVAIL",
+    ) if hasattr(errno, name)
+)  # fmt: skip
 
 
 class UserError(ValueError):
@@ -49,8 +69,9 @@ class TranslateError(UserError):
     command line prints it without a traceback."""
 
 
-class ExportError(ValueError):
-    """The model cannot be exported as asked; the message names what and why."""
+class ExportError(UserError):
+    """The model cannot be exported as asked (a model CTranslate2 cannot run, a quantization it lacks); the message
+    names what and why."""
 
 
 class PushError(UserError):
@@ -61,23 +82,71 @@ class ConvertError(UserError):
     """A model folder that cannot be converted; the message names the file or field and why."""
 
 
-# Besides our own errors, a file that cannot be read or written (OSError) or decoded (UnicodeError) is the user's to
-# fix, and its message names the file.
-USER_ERRORS = (UserError, UnicodeError, OSError)
+class EnvironmentFailure(Exception):
+    """The machine refused an operation (disk full, permission denied, network refused): `operation` ("writing",
+    "uploading to the Hub"), `target` (a path or a host) and the OS error, in one line."""
+
+    def __init__(self, operation: str, target: object, error: BaseException):
+        reason = (
+            error.strerror if isinstance(error, OSError) and error.strerror else str(error) or type(error).__name__
+        )
+        super().__init__(f"{operation} {target} failed: {reason}")
+        self.operation, self.target, self.error = operation, target, error
+
+
+def is_environment_failure(error: BaseException) -> bool:
+    """Whether `error` says the machine refused (a full disk, a denied permission, a refused connection)."""
+    return isinstance(error, (ConnectionError, TimeoutError)) or (
+        isinstance(error, OSError) and error.errno in ENVIRONMENT_ERRNOS
+    )
+
+
+def _environment_line(error: OSError) -> str:
+    """`error`'s one line: the operation (the innermost function of the package that was running), the path or host
+    and the OS error."""
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__) if "vaswani" in frame.filename]
+    where = f" in {frames[-1].name}()" if frames else ""
+    target = f" {error.filename!r}" if error.filename is not None else ""
+    if error.filename2 is not None:
+        target += f" -> {error.filename2!r}"
+    return f"the system refused an operation{where} on{target or ' the machine'}: {error.strerror or error}"
 
 
 def run_command(run: Callable[[], int | None]) -> int:
-    """Call `run` (a command's body) and return its exit status: 0 (or what it returns), 2 with `error: ...` on
-    stderr for a user mistake, 1 when the reader of stdout went away, 130 on Ctrl-C."""
+    """Call `run` (a command's body) and return its exit status: 0 (or what it returns); 2 with `error: ...` for a
+    user mistake; 1 with `error: ...` when the machine refused an operation; 1 with the traceback for a bug; 1 when
+    the reader of stdout went away; 130 on Ctrl-C."""
+    debug = os.environ.get("VASWANI_DEBUG", "") not in ("", "0")
     try:
         return run() or 0
     except BrokenPipeError:  # the reader of stdout went away (`vaswani translate ... | head`)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that the exit's flush does not fail
         return 1
-    except USER_ERRORS as error:
-        if not isinstance(error, ReportedElsewhere):
-            print(f"error: {error}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except ReportedElsewhere:
+        return 2
+    except UserError as error:
+        _report(f"error: {error}", error if debug else None)
+        return 2
+    except EnvironmentFailure as error:
+        _report(f"error: {error}", error if debug else None)
+        return 1
+    except Exception as error:
+        if is_environment_failure(error):
+            _report(f"error: {_environment_line(error)}", error if debug else None)
+            return 1
+        _report(
+            f"error: this is a bug in vaswani ({type(error).__name__}: {error}), not a mistake of yours; please "
+            "report it with the traceback above on the project's issue tracker",
+            error,
+        )
+        return 1
+
+
+def _report(line: str, error: BaseException | None) -> None:
+    """`line` on stderr, after `error`'s traceback when one is given."""
+    if error is not None:
+        traceback.print_exception(error, file=sys.stderr)
+    print(line, file=sys.stderr)

@@ -22,7 +22,7 @@ from typing import IO
 from vaswani.constants import (
     TMP_PREFIX,
 )
-from vaswani.errors import CheckpointError
+from vaswani.errors import CheckpointError, EnvironmentFailure, is_environment_failure
 
 
 def count_lines(path: str | os.PathLike) -> int:
@@ -49,8 +49,10 @@ def atomic_output(path: str | Path, mode: str = "w", **open_kwargs) -> Iterator[
             stream.flush()
             os.fsync(stream.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
         tmp.unlink(missing_ok=True)
+        if is_environment_failure(error):  # a full disk, a denied permission: the machine's, not a bug
+            raise EnvironmentFailure("writing", path, error) from error
         raise
     fsync_dir(path.parent)
 
@@ -126,7 +128,7 @@ def load_state_file(path: str | Path):
         raise CheckpointError(
             f"{path} is damaged or was not written by train.py ({type(error).__name__}: {error}); it is never "
             "unpickled. Resume from another checkpoint."
-        ) from None
+        ) from error
 
 
 def _encode_state(value, tensors: dict):

@@ -43,6 +43,7 @@ from vaswani.constants import (
     SAFE_WEIGHTS_NAME,
     SAVED_FILES,
     SEQ2SEQ,
+    SEQ2SEQ_MODEL_TYPE,
     TMP_PREFIX,
     TOKENIZER_FILE,
     TOKENIZER_FILE_PATTERNS,
@@ -50,7 +51,7 @@ from vaswani.constants import (
     WEIGHT_FILES,
     WEIGHT_SHARD,
 )
-from vaswani.errors import CheckpointError, ModelFolderError
+from vaswani.errors import CheckpointError, EnvironmentFailure, ModelFolderError, is_environment_failure
 from vaswani.fileio import fsync_dir, fsync_tree
 from vaswani.weights import tied_groups, weight_files
 
@@ -67,7 +68,7 @@ def is_weight_file(name: str) -> bool:
 
 
 @functools.cache
-def code_files(model_type: str | None = "vaswani") -> tuple[str, ...]:
+def code_files(model_type: str | None = SEQ2SEQ_MODEL_TYPE) -> tuple[str, ...]:
     """The modeling files `save_pretrained` copies next to the weights of a `model_type` folder (None: of any of our
     families) for trust_remote_code, derived the way transformers finds them: the modules of `CODE_MODULES` and
     every module they import relatively."""
@@ -155,7 +156,7 @@ def read_json_object(path: Path, *, fix: str = "restore it or save the model aga
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise ModelFolderError(f"{path} is damaged (not readable JSON: {error}): {fix}") from None
+        raise ModelFolderError(f"{path} is damaged (not readable JSON: {error}): {fix}") from error
     if not isinstance(value, dict):
         raise ModelFolderError(f"{path} is damaged (it holds a JSON {type(value).__name__}, not an object): {fix}")
     return value
@@ -198,7 +199,7 @@ def load_config(
         if hasattr(config, "validate"):
             config.validate()
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as error:
-        raise ModelFolderError(f"{path} is not a valid configuration: {error}") from None
+        raise ModelFolderError(f"{path} is not a valid configuration: {error}") from error
     return config
 
 
@@ -213,7 +214,7 @@ def check_weights_fit(folder: Path, config, *, trust_remote_code: bool = False) 
     try:
         files = weight_files(folder)
     except CheckpointError as error:  # an index that is not readable, or lists missing shards
-        raise ModelFolderError(str(error)) from None
+        raise ModelFolderError(str(error)) from error
     shapes: dict[str, tuple] = {}
     for file in files:
         try:
@@ -225,7 +226,7 @@ def check_weights_fit(folder: Path, config, *, trust_remote_code: bool = False) 
         except (SafetensorError, OSError, ValueError) as error:
             raise ModelFolderError(
                 f"{file} is damaged or not a safetensors file ({error}): copy it again or save the model again"
-            ) from None
+            ) from error
     one_stack_class = model_class(folder, config)
     with torch.device("meta"):
         if one_stack_class is not None:
@@ -309,7 +310,7 @@ def load_tokenizer(folder: str | Path, *, trust_remote_code: bool = False) -> Pr
             warnings.filterwarnings("ignore", message="Recommended: pip install sacremoses")
             return AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
     except Exception as error:  # tokenizers and sentencepiece raise plain Exceptions for files they cannot parse
-        raise ModelFolderError(f"{path} cannot be loaded ({type(error).__name__}: {error}): save it again") from None
+        raise ModelFolderError(f"{path} cannot be loaded ({type(error).__name__}: {error}): save it again") from error
 
 
 def check_tokenizer_fits(tokenizer, config, *, where: str, exact: bool = False) -> None:
@@ -385,7 +386,7 @@ def load_model_folder(
             **model_kwargs,
         )  # fmt: skip
     except (OSError, ValueError, RuntimeError, TypeError, KeyError, pickle.UnpicklingError) as error:
-        raise ModelFolderError(f"cannot load the model in {folder}: {error}") from None
+        raise ModelFolderError(f"cannot load the model in {folder}: {error}") from error
     bad = {key: info.get(key) for key in ("missing_keys", "mismatched_keys", "error_msgs") if info.get(key)}
     if bad:
         raise ModelFolderError(f"the weights in {folder} do not fit its config.json: {bad}; save the model again")
@@ -408,7 +409,7 @@ def check_output_folder(
     *,
     replace: bool,
     option: str = "--output_dir",
-    overwrite_option: str | None = "--overwrite",
+    overwrite_option: str | None = "--overwrite_output_dir",
 ) -> Path:
     """`output_dir` as a real path (a symlink is followed) if a model may be written there: a new or empty folder,
     or any folder when `replace` (its model files are replaced, everything else kept). Otherwise a
@@ -430,7 +431,7 @@ def check_output_folder(
     return output_dir
 
 
-def check_tokenizer_output_folder(output: str | Path, *, option: str = "--output") -> Path:
+def check_tokenizer_output_folder(output: str | Path, *, option: str = "--output_dir") -> Path:
     """`output` as a real path if a tokenizer may be written there: a new or empty folder, or one holding nothing but
     tokenizer files (`is_tokenizer_file`), which the new tokenizer replaces. A model folder (weights, config) or a
     folder of the user's files is a `ModelFolderError`, raised before anything is written."""
@@ -466,8 +467,10 @@ def write_model_folder(output_dir: str | Path, write: Callable[[Path], None], *,
             stream.flush()
             os.fsync(stream.fileno())
         fsync_dir(staging)
-    except BaseException:
+    except BaseException as error:
         shutil.rmtree(staging, ignore_errors=True)
+        if is_environment_failure(error):  # a full disk, a denied permission: the machine's, not a bug
+            raise EnvironmentFailure("writing the model folder", output_dir, error) from error
         raise
     _swap_in(output_dir, staging)
     return output_dir

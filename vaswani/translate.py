@@ -1,24 +1,45 @@
-"""The old home of the Translator, kept so that `from vaswani.translate import Translator` (and the other names it
-had) keep working. The code lives in `vaswani.inference`: translator.py (Translator, translate_lines, read_lines),
-outputs.py (the output formats) and engines.py (PyTorch, CTranslate2)."""
+"""Deprecated: the old home of the Translator. `from vaswani.translate import Translator` (and the other names it had)
+still works, with a `DeprecationWarning` naming the real home of each name; import from there instead:
+`from vaswani.inference.translator import Translator`. The code lives in `vaswani.inference`: translator.py
+(Translator, translate_lines, read_lines), outputs.py (the output formats) and engines.py (PyTorch, CTranslate2)."""
 
-from vaswani.devices import resolve_device
-from vaswani.errors import ModelFolderError, TranslateError
-from vaswani.inference.outputs import OUTPUT_FORMATS, format_alignment, format_hypotheses, one_line
-from vaswani.inference.translator import Translation, Translator, read_lines, translate_lines
-from vaswani.model_folder import check_model_folder
+import warnings
 
-__all__ = [
-    "OUTPUT_FORMATS",
-    "ModelFolderError",
-    "TranslateError",
-    "Translation",
-    "Translator",
-    "check_model_folder",
-    "format_alignment",
-    "format_hypotheses",
-    "one_line",
-    "read_lines",
-    "resolve_device",
-    "translate_lines",
-]
+from vaswani import devices, errors, model_folder
+from vaswani.inference import outputs, translator
+
+# Each name this module had -> the module it lives in.
+MOVED = {
+    "OUTPUT_FORMATS": outputs,
+    "ModelFolderError": errors,
+    "TranslateError": errors,
+    "Translation": translator,
+    "Translator": translator,
+    "check_model_folder": model_folder,
+    "format_alignment": outputs,
+    "format_hypotheses": outputs,
+    "one_line": outputs,
+    "read_lines": translator,
+    "resolve_device": devices,
+    "translate_lines": translator,
+}
+
+
+def __getattr__(name: str):
+    """The moved `name`, with a `DeprecationWarning` pointing at the importing line (PEP 562)."""
+    if name not in MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    home = MOVED[name].__name__
+    warnings.warn(
+        f"vaswani.translate is deprecated: import {name} from {home} instead (`from {home} import {name}`).",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(MOVED[name], name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *MOVED])
+
+
+__all__ = sorted(MOVED)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from vaswani.cli.common import add_output_folder_arguments, add_trust_remote_code, positive_int
 from vaswani.errors import UsageError
+from vaswani.options import add_option, positive_int
 
 HELP = "average the last checkpoints of a run into a model folder (paper: 5 for base, 20 for big)"
 DESCRIPTION = (
@@ -25,11 +25,11 @@ def add_arguments(average: argparse.ArgumentParser) -> None:
     average.add_argument(
         "--last", type=positive_int, metavar="N", help="with --run_dir: average the last N checkpoints (paper: 5, 20)"
     )
-    average.add_argument(
-        "--model", type=Path, metavar="DIR", help="with --checkpoints: the model folder (config, tokenizer files)"
-    )
-    add_output_folder_arguments(average, "the model", exempt=" (other than --run_dir)")
-    add_trust_remote_code(average)
+    add_option(average, "model", "average", help="with --checkpoints: the model folder (config, tokenizer files)")
+    add_option(average, "output_dir", "average", required=True, help="where to write the model")
+    add_option(average, "overwrite_output_dir", "average", help="write into a non-empty --output_dir (other than "
+               "--run_dir): its model files are replaced, other files are kept")  # fmt: skip
+    add_option(average, "trust_remote_code", "average")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--run_dir needs --last N (and takes no --model: the run folder is the model)")
     if args.checkpoints is not None and (args.model is None or args.last is not None):
         raise UsageError("--checkpoints needs --model DIR (and takes no --last)")
-    options = {"overwrite": args.overwrite, "trust_remote_code": args.trust_remote_code}
+    options = {"overwrite": args.overwrite_output_dir, "trust_remote_code": args.trust_remote_code}
     if args.run_dir is not None:
         output = average_run(args.run_dir, args.last, args.output_dir, **options)
     else:

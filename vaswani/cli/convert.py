@@ -8,6 +8,7 @@ import argparse
 from pathlib import Path
 
 from vaswani.errors import UsageError
+from vaswani.options import add_option
 
 CONVERT_FORMATS = ("marian", "fairseq")  # vaswani.convert.CONVERTERS, without importing torch for the parser
 HELP = "convert a pretrained Marian (OPUS-MT) model or fairseq Transformer into a vaswani model folder"
@@ -23,18 +24,14 @@ def add_arguments(convert: argparse.ArgumentParser) -> None:
     convert.add_argument(
         "--from", dest="source_format", required=True, choices=CONVERT_FORMATS, help="the source model's kind"
     )
-    convert.add_argument(
-        "--model", type=Path, metavar="DIR", help="--from marian: the model folder (local; download a Hub model first)"
-    )
+    add_option(convert, "model", "convert", help="--from marian: the model folder (local; download a Hub model first)")
     convert.add_argument(
         "--checkpoint", type=Path, metavar="FILE", help="--from fairseq: the checkpoint (model.pt, checkpoint_best.pt)"
     )
     convert.add_argument(
         "--data_dir", type=Path, metavar="DIR", help="--from fairseq: the folder of its dict.LANG.txt dictionaries"
     )
-    convert.add_argument(
-        "--output", required=True, type=Path, metavar="OUT", help="the new (or empty) folder to write"
-    )
+    add_option(convert, "output_dir", "convert", required=True, help="the new (or empty) folder to write")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,6 +46,6 @@ def run(args: argparse.Namespace) -> int:
                 f"--from {args.source_format} {'needs' if name in needed else 'does not take'} --{name} (it takes "
                 f"{' and '.join('--' + n for n in needed)})"
             )
-    output = CONVERTERS[args.source_format](*(getattr(args, name) for name in needed), args.output)
+    output = CONVERTERS[args.source_format](*(getattr(args, name) for name in needed), args.output_dir)
     print(f"wrote the converted model to {output}; translate with: vaswani translate --model {output}")
     return 0

@@ -5,11 +5,10 @@ quantized weights (`--quantization int8`): a translation model for `vaswani tran
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from vaswani.cli.common import add_model_argument
-from vaswani.errors import ExportError, UsageError
+from vaswani.errors import UsageError
 from vaswani.export.ctranslate2 import QUANTIZATIONS, export_ctranslate2, usage_hint
+from vaswani.options import add_option
 
 EXPORT_FORMATS = ("ctranslate2",)
 
@@ -25,8 +24,8 @@ DESCRIPTION = (
 
 
 def add_arguments(export: argparse.ArgumentParser) -> None:
-    add_model_argument(export)
-    export.add_argument("--output", required=True, type=Path, metavar="OUT", help="the new folder to write")
+    add_option(export, "model", "export", required=True)
+    add_option(export, "output_dir", "export", required=True, help="the new folder to write")
     export.add_argument("--format", choices=EXPORT_FORMATS, default="ctranslate2", help="ctranslate2 (the only one)")
     export.add_argument(
         "--quantization", choices=QUANTIZATIONS, default="float32",
@@ -37,11 +36,10 @@ def add_arguments(export: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Export the model folder and say how to run the export."""
-    if args.output.exists() and args.output.resolve() == args.model.resolve():
-        raise UsageError("--output must be a new folder, not the model folder itself")
-    try:
-        output = export_ctranslate2(args.model, args.output, quantization=args.quantization)
-    except ExportError as error:
-        raise UsageError(str(error)) from None
+    if args.output_dir.exists() and args.output_dir.resolve() == args.model.resolve():
+        raise UsageError("--output_dir must be a new folder, not the model folder itself")
+    output = export_ctranslate2(
+        args.model, args.output_dir, quantization=args.quantization
+    )  # ExportError: a UserError
     print(f"wrote the CTranslate2 model ({args.quantization}) to {output}; {usage_hint(output)}")
     return 0

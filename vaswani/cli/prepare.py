@@ -19,8 +19,9 @@ import random
 import shutil
 from pathlib import Path
 
-from vaswani.cli.common import positive_int
+from vaswani.constants import TMP_PREFIX
 from vaswani.errors import UsageError
+from vaswani.options import add_option, positive_int
 
 HELP = "read and tokenize a corpus once, into a folder that `vaswani train --prepared_data` trains from"
 DESCRIPTION = (
@@ -45,20 +46,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         add_tokenizer_options,
     )
 
-    parser.add_argument("--task", choices=list(TASK_NAMES), default="translation",
-                        help="translation: sentence pairs; causal_lm / masked_lm: text (as `vaswani train --task`)")  # fmt: skip
-    add_data_options(parser)
-    add_tokenizer_options(parser)
+    add_option(parser, "task", "prepare", choices=list(TASK_NAMES), default="translation",
+               help="translation: sentence pairs; causal_lm / masked_lm: text (as `vaswani train --task`)")  # fmt: skip
+    add_data_options(parser, "prepare")
+    add_tokenizer_options(parser, "prepare")
     parser.add_argument(
         "--tokenizer_sample", type=positive_int, default=TOKENIZER_SAMPLE, metavar="N",
         help="train the new BPE on N training examples drawn at random (--seed); all of them when there are fewer",
     )  # fmt: skip
-    add_language_model_options(parser)
-    parser.add_argument("--seed", type=int, default=0, help="seeds the validation split carved out and the BPE sample")
-    parser.add_argument("--output_dir", required=True, type=Path, metavar="DIR", help="where to write the folder")
-    parser.add_argument(
-        "--overwrite_output_dir", action="store_true", help="replace the prepared data in a non-empty --output_dir"
-    )
+    add_language_model_options(parser, "prepare")
+    add_option(parser, "seed", "prepare", default=0, help="seeds the validation split carved out and the BPE sample")
+    add_option(parser, "output_dir", "prepare", required=True, type=Path, help="where to write the folder")
+    add_option(parser, "overwrite_output_dir", "prepare",
+               help="replace the prepared data in a non-empty --output_dir (never a folder of anything else)")  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         args.dataset_name = "demo"
     scratch = None
     if args.cache_dir is None and args.dataset_name in (None, "demo"):
-        scratch = args.output_dir.absolute().parent / f".tmp-cache-{args.output_dir.name}-{os.getpid()}"
+        scratch = args.output_dir.absolute().parent / f"{TMP_PREFIX}cache-{args.output_dir.name}-{os.getpid()}"
         args.cache_dir = str(scratch)
     try:
         folder = prepare(args)
@@ -96,6 +96,7 @@ def prepare(args: argparse.Namespace) -> Path:
     from vaswani.training.tasks import TASKS, tokenize_pairs  # start-up: as above
 
     args.max_position_embeddings = None  # the new tokenizer's model_max_length: the default, as in training
+    args.prepared_data = None  # what the task functions ask: this is not a run from prepared data
     state = PartialState(cpu=True)  # one process: what the task functions expect of an accelerator
     task = TASKS[args.task]
     raw, summary = task.load_data(args, state)
@@ -138,18 +139,10 @@ def prepare(args: argparse.Namespace) -> Path:
 
 
 def check_args(args: argparse.Namespace) -> None:
-    """The values `vaswani train` would refuse, refused here before any data is read."""
-    if args.prepared_data:
-        raise UsageError("--prepared_data is an option of `vaswani train` (the folder this command writes is "
-                         "--output_dir); give the data with --train_file/--dataset_name.")  # fmt: skip
-    for name in ("max_source_length", "max_target_length", "vocab_size", "min_frequency"):
-        if getattr(args, name) < 1:
-            raise UsageError(f"--{name} {getattr(args, name)} is not allowed; use a positive integer.")
+    """The values `vaswani train` would refuse, refused here before any data is read (argparse refuses the counts
+    below 1)."""
     if args.block_size < 2:
         raise UsageError(f"--block_size {args.block_size} is not allowed; use an integer of 2 or more.")
-    if args.preprocessing_num_workers is not None and args.preprocessing_num_workers < 1:
-        raise UsageError(f"--preprocessing_num_workers {args.preprocessing_num_workers} is not allowed; use a "
-                         "positive integer or leave it unset.")  # fmt: skip
     if args.validation_size < 0:
         raise UsageError(f"--validation_size {args.validation_size} is not allowed; use 0 or more.")
     if args.source_lang == args.target_lang:

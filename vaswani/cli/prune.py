@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from vaswani.cli.common import add_model_argument, add_output_folder_arguments, add_trust_remote_code
+from vaswani.options import add_option
 
 HELP = "keep some layers of a LayerDrop model (a smaller model folder)"
 DESCRIPTION = (
@@ -39,9 +39,15 @@ def _stacks(text: str) -> list[str]:
 
 
 def add_arguments(prune: argparse.ArgumentParser) -> None:
-    add_model_argument(prune, help="the full model folder")
-    add_output_folder_arguments(prune, "the pruned model")
-    add_trust_remote_code(prune)
+    add_option(prune, "model", "prune", required=True, help="the full model folder")
+    add_option(prune, "output_dir", "prune", required=True, help="where to write the pruned model")
+    add_option(
+        prune,
+        "overwrite_output_dir",
+        "prune",
+        help="write into a non-empty --output_dir: its model files are replaced, other files are kept",
+    )
+    add_option(prune, "trust_remote_code", "prune")
     prune.add_argument("--encoder_layers_to_keep", type=_layer_list, metavar="I,J,...", help="e.g. 0,2,4")
     prune.add_argument("--decoder_layers_to_keep", type=_layer_list, metavar="I,J,...", help="e.g. 0,2,4")
     prune.add_argument(
@@ -60,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     output, kept = prune_model_folder(
         args.model, args.output_dir, encoder_layers_to_keep=args.encoder_layers_to_keep,
         decoder_layers_to_keep=args.decoder_layers_to_keep, every_other=args.every_other, stacks=args.stacks,
-        overwrite=args.overwrite, trust_remote_code=args.trust_remote_code,
+        overwrite=args.overwrite_output_dir, trust_remote_code=args.trust_remote_code,
     )  # fmt: skip
     for stack, (layers, total) in kept.items():
         kept_layers = f"layers {layers}" if layers is not None else "all layers"

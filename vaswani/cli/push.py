@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from vaswani.cli.common import add_model_argument, add_trust_remote_code
+from vaswani.options import add_option
 
 HELP = "upload a model folder to the Hugging Face Hub with its model card"
 DESCRIPTION = (
@@ -16,17 +16,17 @@ DESCRIPTION = (
 
 
 def add_arguments(push: argparse.ArgumentParser) -> None:
-    add_model_argument(push)
-    push.add_argument("--repo_id", required=True, metavar="ID", help="NAME or OWNER/NAME on the Hub")
+    add_option(push, "model", "push", required=True)
+    add_option(push, "hub_model_id", "push", required=True)
     push.add_argument("--private", action="store_true", help="create the repository as private")
     push.add_argument("--commit_message", metavar="TEXT", help="the commit message")
-    add_trust_remote_code(push)
+    add_option(push, "trust_remote_code", "push")
 
 
 def run(args: argparse.Namespace) -> int:
     from vaswani.hub.push import push_model_folder  # start-up: huggingface_hub and transformers load only when it runs
 
-    url = push_model_folder(args.model, args.repo_id, private=args.private, commit_message=args.commit_message,
+    url = push_model_folder(args.model, args.hub_model_id, private=args.private, commit_message=args.commit_message,
                             trust_remote_code=args.trust_remote_code)  # fmt: skip
     print(f"pushed {args.model} to {url}")
     return 0

@@ -1,8 +1,8 @@
 """`vaswani tokenizer` (and `python -m tokenization train`): train the shared BPE vocabulary on text files and save it
 as a tokenizer folder that `AutoTokenizer` loads (`tokenization`).
 
-    vaswani tokenizer --files train.en train.de --vocab_size 37000 --output tokenizer/
-    python -m tokenization train --files train.en train.de --vocab_size 37000 --output tokenizer/   (the same)
+    vaswani tokenizer --files train.en train.de --vocab_size 37000 --output_dir tokenizer/
+    python -m tokenization train --files train.en train.de --vocab_size 37000 --output_dir tokenizer/   (the same)
 
 Mistakes in the arguments or the corpus print `error: <what is wrong and how to fix it>` and exit with status 2.
 """
@@ -13,6 +13,7 @@ import argparse
 from pathlib import Path
 
 from vaswani.model_folder import check_tokenizer_output_folder, write_model_folder
+from vaswani.options import add_option, add_switch, positive_int
 
 HELP = "train a shared BPE tokenizer on text files (both sides of the corpus)"
 DESCRIPTION = HELP + ", saved as a tokenizer folder that AutoTokenizer loads"
@@ -24,32 +25,29 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
     from tokenization.bpe import SPECIAL_TOKEN_LAYOUTS, UNICODE_NORMALIZERS  # start-up: loads tokenizers, transformers
 
     train.add_argument("--files", nargs="+", required=True, help="UTF-8 text files, one sentence per line")
-    train.add_argument("--output", required=True, help="folder to write tokenizer.json and tokenizer_config.json")
-    train.add_argument("--vocab_size", type=int, default=37000, help="final vocabulary size (default: 37000)")
-    train.add_argument("--min_frequency", type=int, default=2, help="minimum count of a merged pair (default: 2)")
-    train.add_argument(
-        "--special_tokens_layout",
-        choices=sorted(SPECIAL_TOKEN_LAYOUTS),
-        default="paper",
-        help="paper: <pad>=0 <s>=1 </s>=2 <unk>=3; fairseq: <s>=0 <pad>=1 </s>=2 <unk>=3 (default: paper)",
-    )
+    add_option(train, "output_dir", "tokenizer", required=True,
+               help="folder to write tokenizer.json and tokenizer_config.json")  # fmt: skip
+    add_option(train, "vocab_size", "tokenizer", default=37000, help="final vocabulary size (default: 37000)")
+    add_option(train, "min_frequency", "tokenizer", default=2, help="minimum count of a merged pair (default: 2)")
+    add_option(train, "special_tokens_layout", "tokenizer", choices=sorted(SPECIAL_TOKEN_LAYOUTS), default="paper")
     train.add_argument(
         "--normalization",
         choices=list(UNICODE_NORMALIZERS),
         default="NFKC",
         help="Unicode normalization (default: NFKC)",
     )
-    train.add_argument("--model_max_length", type=int, default=1024, help="maximum sequence length (default: 1024)")
     train.add_argument(
-        "--limit_alphabet", type=int, default=None, help="keep this many most frequent characters; the rest as bytes"
+        "--model_max_length", type=positive_int, default=1024, help="maximum sequence length (default: 1024)"
     )
     train.add_argument(
-        "--ignore_merges",
-        action=argparse.BooleanOptionalAction,
-        default=True,
+        "--limit_alphabet", type=positive_int, default=None,
+        help="keep this many most frequent characters; the rest as bytes",
+    )  # fmt: skip
+    add_switch(
+        train, "--ignore_merges", default=True, old_negative="--no-ignore_merges",
         help="look words of the vocabulary up whole instead of replaying the merges: same ids, faster encoding "
-        "(default: on; --no-ignore_merges replays the merges for every word)",
-    )
+        "(default: on; --no_ignore_merges replays the merges for every word)",
+    )  # fmt: skip
     train.add_argument(
         "--mask_token",
         action="store_true",
@@ -57,12 +55,8 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
         "every other id is the one a tokenizer without it gets; such a tokenizer recognises its special tokens in "
         "text (default: no mask token)",
     )
-    train.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="show progress bars (default: only for corpora over 10 MB)",
-    )
+    add_option(train, "progress", "tokenizer", help="show progress bars (--progress: always, --no_progress: never; "
+               "default: only for corpora over 10 MB)")  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
@@ -72,9 +66,9 @@ def run(args: argparse.Namespace) -> int:
 
     # Only a new or empty folder, or one holding nothing but an earlier tokenizer, is written (the latter replaced);
     # a model folder or the user's files are refused before anything is touched.
-    output = check_tokenizer_output_folder(args.output)
+    output = check_tokenizer_output_folder(args.output_dir)
     if any(output.resolve() == Path(file).resolve() for file in args.files):
-        raise TokenizerError(f"--output {output} is one of the --files: give a new folder")
+        raise TokenizerError(f"--output_dir {output} is one of the --files: give a new folder")
     tokenizer = train_bpe_tokenizer(
         files=args.files,
         vocab_size=args.vocab_size,
@@ -90,5 +84,5 @@ def run(args: argparse.Namespace) -> int:
     # written to a temporary sibling folder and swapped in: a kill never leaves a half-written tokenizer
     write_model_folder(output, tokenizer.save_pretrained, replace=True)
     ids = ", ".join(f"{token}={tokenizer.convert_tokens_to_ids(token)}" for token in tokenizer.all_special_tokens)
-    print(f"saved a BPE tokenizer with {len(tokenizer)} tokens ({ids}) to {args.output}")
+    print(f"saved a BPE tokenizer with {len(tokenizer)} tokens ({ids}) to {args.output_dir}")
     return 0

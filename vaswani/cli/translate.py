@@ -3,66 +3,44 @@ or --output, one per line: an empty line gives an empty line, and a line break i
 Sentences are batched by length; a progress bar on stderr follows `--input` files. Inputs longer than
 `--max_source_length` tokens (default: the model's max_position_embeddings) are truncated, with a warning naming the
 line numbers. The engine is `vaswani.inference` (translator.py, engines.py); `--nbest N`, `--scores`, `--alignment`
-and `--format jsonl` print n-best lists, model scores and word alignments in the formats of
+and `--output_format jsonl` print n-best lists, model scores and word alignments in the formats of
 `vaswani.inference.outputs`. `--backend` picks PyTorch or CTranslate2 (by default: CTranslate2 for an exported folder),
-`--dtype` the compute type.
+`--mixed_precision` the compute type.
+
+Decoding for production (docs/translation.md): `--prefix FILE` (one target prefix per input line), `--constraints
+FILE` (target phrases that must appear, ` ||| `-separated, one line per input line), `--input_format jsonl` (objects
+with "text" and optional "prefix" / "constraints" fields), and `--model A --model B ...` (an ensemble). A prefix or
+constraint file with fewer or more lines than the input, an empty phrase, a prefix that does not fit
+`--max_new_tokens`, constraints or an ensemble on a CTranslate2 folder, or models with different tokenizers are an
+`error:`; a line whose constraints do not fit its output length is translated with a warning naming them.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import itertools
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from vaswani.cli.common import add_model_argument, add_trust_remote_code, check_output_file, positive_int
-from vaswani.devices import DTYPES
+from vaswani.cli.common import check_output_file
+from vaswani.devices import MIXED_PRECISION_TO_DTYPE
 from vaswani.errors import UsageError
 from vaswani.fileio import atomic_output, count_lines
 from vaswani.inference.engines import BACKENDS
 from vaswani.inference.outputs import OUTPUT_FORMATS, one_line, output_handler
-from vaswani.inference.translator import Translator, read_lines, translate_lines
+from vaswani.inference.translator import Translator, read_jsonl_requests, read_lines, translate_lines
+from vaswani.options import add_option, positive_int
 
 HELP = "translate sentences, one per line"
+INPUT_FORMATS = ("text", "jsonl")
 DESCRIPTION = "Translate sentences from stdin or --input (one per line, UTF-8) into the same number of lines."
 
-# The options of `vaswani translate` after --model and --trust_remote_code, in the order --help lists them.
+# The options of `vaswani translate` of its own (the shared ones come from the registry, `vaswani.options`), in the
+# order --help lists them after those.
 TRANSLATE_OPTIONS = {
-    "--input": dict(type=Path, metavar="FILE", help="read sentences from FILE (default: stdin)"),
-    "--output": dict(type=Path, metavar="FILE", help="write translations to FILE (default: stdout)"),
-    "--num_beams": dict(type=positive_int, default=4, metavar="K", help="beam size (paper: 4)"),
-    "--length_penalty": dict(type=float, default=0.6, metavar="ALPHA", help="paper: 0.6"),
-    "--max_new_tokens": dict(type=positive_int, metavar="N", help="at most N output tokens (default: source + 50)"),
-    "--paper_decoding": dict(
-        action="store_true",
-        help="the paper's beam search: the GNMT length penalty ((5 + |Y|) / 6) ** alpha (generate()'s length_penalty "
-             "divides by |Y| ** alpha) and a cap of source length + 50 per sentence",
-    ),
-    "--device": dict(default="auto", help="auto (a GPU if there is one), cpu, cuda or cuda:N"),
-    "--threads": dict(
-        type=positive_int, metavar="N",
-        help="CPU threads for decoding (default: PyTorch's, one per core unless OMP_NUM_THREADS says otherwise)",
-    ),
-    "--batch_tokens": dict(type=positive_int, default=4096, metavar="N", help="source tokens per batch, padding included"),
-    "--max_source_length": dict(
-        type=positive_int, metavar="N",
-        help="truncate longer inputs to N tokens, with a warning (default: the model's max_position_embeddings)",
-    ),
-    "--buffer_lines": dict(
-        type=positive_int, default=10000, metavar="N", help="lines read, sorted by length and translated at a time"
-    ),
-    "--no_progress": dict(action="store_true", help="no progress bar for --input files"),
-    "--backend": dict(
-        choices=BACKENDS, default="auto",
-        help="auto: CTranslate2 for a folder written by `vaswani export --format ctranslate2`, PyTorch otherwise",
-    ),
-    "--dtype": dict(
-        choices=DTYPES, default="float32",
-        help="compute type: bfloat16/float16 run PyTorch under autocast and CTranslate2 in that type; refused where "
-             "the device has no native support (on CPU: bfloat16 needs AVX512-BF16 or AMX)",
-    ),
     "--parallel_batches": dict(
         type=positive_int, metavar="N",
         help="ctranslate2 backend: decode each batch as N parts at once, each on threads / N cores (default: one part "
@@ -82,17 +60,77 @@ TRANSLATE_OPTIONS = {
         help="add word alignments `i-j` (source word i, target word j, from 0) from the last decoder layer's "
              "encoder-decoder attention averaged over heads (each target subword -> its most attended source subword)",
     ),
-    "--format": dict(
-        choices=OUTPUT_FORMATS, default="text",
-        help="text (one line per translation, or ` ||| `-separated fields with --nbest/--scores/--alignment) or "
-             "jsonl (one JSON object per input line: {line, hypotheses: [{text, score, alignment}]})",
+    "--prefix": dict(
+        type=Path, metavar="FILE",
+        help="target prefixes, one line per input line (an empty line for none): each translation starts with its "
+             "line's prefix and continues it, also inside a word",
+    ),
+    "--constraints": dict(
+        type=Path, metavar="FILE",
+        help="target phrases that must appear in the translation (terminology), one line per input line, phrases "
+             "separated by ' ||| ' (an empty line for none); PyTorch only",
+    ),
+    "--input_format": dict(
+        choices=INPUT_FORMATS, default="text",
+        help='text (one sentence per line) or jsonl (one JSON object per line: {"text": ..., "prefix": ..., '
+             '"constraints": [...]})',
     ),
 }  # fmt: skip
 
 
 def add_arguments(translate: argparse.ArgumentParser) -> None:
-    add_model_argument(translate, help="a saved model folder with its tokenizer (local)")
-    add_trust_remote_code(translate)
+    add_option(
+        translate, "model", "translate", required=True, action="append",
+        help="a saved model folder with its tokenizer (local); repeat it (--model A --model B) to decode with the "
+             "ensemble of the models (the mean of their log-probabilities; PyTorch folders sharing one tokenizer)",
+    )  # fmt: skip
+    add_option(translate, "trust_remote_code", "translate")
+    add_option(translate, "input", "translate", help="read sentences from FILE (default: stdin)")
+    add_option(translate, "output", "translate", help="write translations to FILE (default: stdout)")
+    add_option(translate, "num_beams", "translate", default=4)
+    add_option(translate, "length_penalty", "translate", default=0.6)
+    add_option(translate, "max_new_tokens", "translate", help="at most N output tokens (default: source + 50)")
+    add_option(translate, "device", "translate", default="auto")
+    add_option(
+        translate,
+        "threads",
+        "translate",
+        help="CPU threads for decoding (default: PyTorch's, one per core unless OMP_NUM_THREADS says otherwise)",
+    )
+    add_option(translate, "max_tokens", "translate", default=4096, help="source tokens per batch, padding included")
+    add_option(
+        translate,
+        "max_source_length",
+        "translate",
+        help="truncate longer inputs to N tokens, with a warning (default: the model's max_position_embeddings)",
+    )
+    add_option(
+        translate,
+        "progress",
+        "translate",
+        help="a progress bar on stderr (default: for --input files; --no_progress: never)",
+    )
+    add_option(
+        translate,
+        "mixed_precision",
+        "translate",
+        default="no",
+        help="compute type: bf16/fp16 run PyTorch under autocast and CTranslate2 in that type; refused where the "
+        "device has no native support (on CPU: bf16 needs AVX512-BF16 or AMX); no: float32",
+    )
+    add_option(
+        translate,
+        "output_format",
+        "translate",
+        default="text",
+        choices=OUTPUT_FORMATS,
+        help="text (one line per translation, or ` ||| `-separated fields with --nbest/--scores/--alignment) or "
+        "jsonl (one JSON object per input line: {line, hypotheses: [{text, score, alignment}]})",
+    )
+    add_option(translate, "paper_decoding", "translate")
+    add_option(translate, "buffer_lines", "translate", default=10000,
+               help="lines read, sorted by length and translated at a time")  # fmt: skip
+    add_option(translate, "backend", "translate", choices=BACKENDS, default="auto")
     for flag, settings in TRANSLATE_OPTIONS.items():
         translate.add_argument(flag, **settings)
 
@@ -101,9 +139,14 @@ def run(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
     from transformers.utils import logging as hf_logging
 
-    if args.input is not None and not args.input.is_file():
-        raise UsageError(f"no such input file: {args.input}")
-    check_output_file(args.output, inputs=[args.input], model=Path(args.model))
+    for path, flag in ((args.input, "input"), (args.prefix, "--prefix"), (args.constraints, "--constraints")):
+        if path is not None and not path.is_file():
+            raise UsageError(f"no such {flag} file: {path}")
+        if path is not None and flag != "input" and args.input_format == "jsonl":
+            raise UsageError(f"{flag} FILE and --input_format jsonl do not go together: put a "
+                             f'"{flag[2:]}" field in the JSON objects, or give text input')  # fmt: skip
+    for model in args.model:
+        check_output_file(args.output, inputs=[args.input, args.prefix, args.constraints], model=model)
     hf_logging.disable_progress_bar()  # no "Loading weights" bar: the progress bar on stderr is ours
     if args.threads is not None:
         import torch
@@ -111,15 +154,15 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)  # PyTorch's intra-op threads; CTranslate2 gets the same budget
     if args.nbest > args.num_beams:
         raise UsageError(f"--nbest {args.nbest} needs at least as many beams: add --num_beams {args.nbest}")
-    translator = Translator(args.model, device=args.device, max_source_length=args.max_source_length,
+    translator = Translator(args.model if len(args.model) > 1 else args.model[0], device=args.device, max_source_length=args.max_source_length,
                             trust_remote_code=args.trust_remote_code, backend=args.backend,
-                            dtype=args.dtype, parallel_batches=args.parallel_batches)  # fmt: skip
+                            dtype=MIXED_PRECISION_TO_DTYPE[args.mixed_precision], parallel_batches=args.parallel_batches)  # fmt: skip
     # n-best lists, scores, alignments or JSON lines: the lines of an output handler (vaswani.inference.outputs)
-    detailed = args.nbest > 1 or args.scores or args.alignment or args.format == "jsonl"
-    output = output_handler(args.format, scores=args.scores, alignment=args.alignment) if detailed else None
+    detailed = args.nbest > 1 or args.scores or args.alignment or args.output_format == "jsonl"
+    output = output_handler(args.output_format, scores=args.scores, alignment=args.alignment) if detailed else None
 
-    show_progress = args.input is not None and not args.no_progress
-    bar = tqdm(total=count_lines(args.input) if show_progress else None, unit="line", file=sys.stderr,
+    show_progress = args.progress or (args.input is not None and args.progress is None)
+    bar = tqdm(total=count_lines(args.input) if show_progress and args.input is not None else None, unit="line", file=sys.stderr,
                disable=not show_progress)  # fmt: skip
 
     def warn_truncated(line_numbers: list[int]) -> None:
@@ -128,21 +171,29 @@ def run(args: argparse.Namespace) -> int:
                    "truncated (see --max_source_length)")  # fmt: skip
         tqdm.write(message, file=sys.stderr)
 
+    def warn_unmet(line: int, phrases: list[str]) -> None:
+        tqdm.write(f"warning: the translation of line {line} lacks the constraint(s) {', '.join(map(repr, phrases))}"
+                   " (the output length did not allow them; see --max_new_tokens)", file=sys.stderr)  # fmt: skip
+
     # The input is decoded line by line (an error names the line); the output goes to a temporary file renamed
     # when complete, so an error or a kill never leaves a half-written --output.
     try:
-        _translate_stream(args, translator, bar, warn_truncated, output)
+        _translate_stream(args, translator, bar, warn_truncated, warn_unmet, output)
     finally:
         bar.close()  # first, so that an `error: ...` starts a line of its own
     return 0
 
 
-def _translate_stream(args: argparse.Namespace, translator, bar, warn_truncated, output) -> None:
+def _translate_stream(args: argparse.Namespace, translator, bar, warn_truncated, warn_unmet, output) -> None:
     """Translate the input line by line into the output: plain lines, or `output`'s lines (n-best, scores, ...)."""
-    with _open_input(args.input) as source, _open_output(args.output) as sink:
+    with _open_input(args.input) as source, _open_input_file(args.prefix) as prefix_file, \
+            _open_input_file(args.constraints) as constraints_file, open_output(args.output) as sink:  # fmt: skip
+        lines, requests = _requests(args, source, prefix_file, constraints_file)
         translations = translate_lines(
             translator,
-            read_lines(source, name=str(args.input or "stdin")),
+            lines,
+            **requests,
+            on_unmet_line=warn_unmet,
             buffer_lines=args.buffer_lines,
             progress=bar.update,
             on_truncated_lines=warn_truncated,
@@ -150,7 +201,7 @@ def _translate_stream(args: argparse.Namespace, translator, bar, warn_truncated,
             length_penalty=args.length_penalty,
             max_new_tokens=args.max_new_tokens,
             paper_decoding=args.paper_decoding,
-            batch_tokens=args.batch_tokens,
+            batch_tokens=args.max_tokens,
             **({"hypotheses": True, "nbest": args.nbest, "scores": args.scores, "alignment": args.alignment}
                if output is not None else {}),
         )  # fmt: skip
@@ -160,6 +211,33 @@ def _translate_stream(args: argparse.Namespace, translator, bar, warn_truncated,
                     sink.write(line + "\n")
             else:
                 sink.write(one_line(translation) + "\n")
+
+
+def _requests(args: argparse.Namespace, source, prefix_file, constraints_file) -> tuple[Iterator[str], dict]:
+    """The sentences, and `translate_lines`' `prefixes` and `constraints` streams where there are any: from text
+    lines with `--prefix FILE` and `--constraints FILE`, or from the objects of JSON-lines input."""
+    name = str(args.input or "stdin")
+    if args.input_format == "jsonl":
+        texts, prefixes, constraints = itertools.tee(read_jsonl_requests(read_lines(source, name=name), name=name), 3)
+        return (r["text"] for r in texts), {"prefixes": (r["prefix"] for r in prefixes),
+                                            "constraints": (r["constraints"] for r in constraints)}  # fmt: skip
+    requests = {}
+    if prefix_file is not None:
+        requests["prefixes"] = read_lines(prefix_file, name=str(args.prefix))
+    if constraints_file is not None:
+        lines = read_lines(constraints_file, name=str(args.constraints))
+        requests["constraints"] = (line.split(" ||| ") if line else [] for line in lines)
+    return read_lines(source, name=name), requests
+
+
+@contextmanager
+def _open_input_file(path: Path | None) -> Iterator[io.BufferedIOBase | None]:
+    """The bytes of `path`, or None when it is None."""
+    if path is None:
+        yield None
+        return
+    with open(path, "rb") as stream:
+        yield stream
 
 
 @contextmanager
@@ -173,7 +251,7 @@ def _open_input(path: Path | None) -> Iterator[io.BufferedIOBase]:
 
 
 @contextmanager
-def _open_output(path: Path | None) -> Iterator[io.TextIOBase]:
+def open_output(path: Path | None) -> Iterator[io.TextIOBase]:
     """A UTF-8 text stream with "\\n" line breaks: to a temporary file renamed to `path` when the block completes
     (`atomic_output`), or to stdout when `path` is None."""
     if path is not None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from modeling_vaswani import VaswaniConfig, VaswaniForConditionalGeneration
-from tokenization.bpe import PortableTokenizerFast, _append_eos
+from tokenization.bpe import PortableTokenizerFast, eos_post_processor
 from vaswani.convert.marian import SourceTensors, map_layers
 from vaswani.errors import ConvertError
 from vaswani.hub.model_card import write_model_card
@@ -94,7 +94,7 @@ def load_fairseq_checkpoint(path: Path) -> dict:
             f"{path} was not loaded: it holds objects other than tensors, plain containers and argparse.Namespace "
             f"({reason}). Unpickling other objects can run code; where you trust the file, keep only its 'model' "
             "and 'args' (or a plain-dict 'cfg') and save it again with torch.save"
-        ) from None
+        ) from error
     if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("model"), dict):
         raise ConvertError(f"{path} is not a fairseq checkpoint: expected a dict with the state dict under 'model'")
     model = checkpoint["model"]
@@ -201,7 +201,7 @@ def fairseq_vaswani_config(args: dict, vocab_size: int, converted_from: dict | N
             converted_from=converted_from,
         )
     except ValueError as error:
-        raise ConvertError(f"the fairseq configuration cannot be represented: {error}") from None
+        raise ConvertError(f"the fairseq configuration cannot be represented: {error}") from error
 
 
 def fairseq_vaswani_state_dict(source: dict[str, torch.Tensor], config: VaswaniConfig) -> dict[str, torch.Tensor]:
@@ -317,7 +317,7 @@ def fairseq_tokenizer(vocabulary: list[str], model_max_length: int):
     tokenizer.add_special_tokens(
         [AddedToken(token, special=True, normalized=False) for token in FAIRSEQ_SPECIAL_TOKENS]
     )
-    tokenizer.post_processor = _append_eos(tokenizer)
+    tokenizer.post_processor = eos_post_processor(tokenizer)
     return PortableTokenizerFast(
         tokenizer_object=tokenizer,
         pad_token="<pad>",
@@ -335,7 +335,7 @@ def convert_fairseq(checkpoint_path: str | Path, data_dir: str | Path, output_di
     model folder `output_dir` (new or empty), written atomically: weights, config, generation config, tokenizer
     (fairseq's ids, for segmented input) and model card. Returns the folder."""
     path = Path(checkpoint_path)
-    output = check_output_folder(output_dir, replace=False, option="--output", overwrite_option=None)
+    output = check_output_folder(output_dir, replace=False, option="--output_dir", overwrite_option=None)
     checkpoint = load_fairseq_checkpoint(path)
     args = fairseq_model_args(checkpoint, path)
     source = checkpoint["model"]
@@ -353,7 +353,7 @@ def convert_fairseq(checkpoint_path: str | Path, data_dir: str | Path, output_di
     try:
         model.load_state_dict(state, strict=True)
     except RuntimeError as error:  # shapes that contradict the checkpoint's args
-        raise ConvertError(f"the weights in {path} do not fit its args: {error}") from None
+        raise ConvertError(f"the weights in {path} do not fit its args: {error}") from error
     model.generation_config.bad_words_ids = [[FAIRSEQ_PAD]]  # fairseq's beam search never picks <pad>
 
     def write(staging: Path) -> None:

@@ -47,6 +47,7 @@ from modeling_vaswani.modeling_vaswani import VaswaniConcatenatedSinusoidalPosit
 from vaswani.constants import (
     CONFIG_FILE,
     GENERATION_CONFIG_FILE,
+    MARIAN_TOKENIZER_CLASS,
     MARIAN_TOKENIZER_FILES,
     MODEL_CARD_FILE,
     PICKLED_WEIGHTS_NAME,
@@ -77,13 +78,13 @@ def read_weights(folder: Path) -> dict[str, torch.Tensor]:
         try:
             files = weight_files(folder)
         except CheckpointError as error:
-            raise ConvertError(str(error)) from None
+            raise ConvertError(str(error)) from error
         state: dict[str, torch.Tensor] = {}
         for file in files:
             try:
                 state.update(load_file(file))
             except Exception as error:  # safetensors raises its own error type for damaged files
-                raise ConvertError(f"{file} is damaged or not a safetensors file ({error})") from None
+                raise ConvertError(f"{file} is damaged or not a safetensors file ({error})") from error
         return state
     path = folder / PICKLED_WEIGHTS_NAME
     if not path.is_file():
@@ -102,7 +103,7 @@ def load_pickled_tensors(path: Path) -> dict[str, torch.Tensor]:
             f"{path} was not loaded: it is not a pickle of tensors only ({reason}). Unpickling other objects can run "
             "code; where you trust the file, load the model with transformers and save it again with "
             "save_pretrained (model.safetensors)"
-        ) from None
+        ) from error
     if not isinstance(state, dict) or not all(
         isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
     ):
@@ -125,7 +126,7 @@ def read_marian_config(folder: Path):
     try:
         return MarianConfig.from_pretrained(folder, local_files_only=True)
     except (OSError, ValueError, TypeError) as error:
-        raise ConvertError(f"{path} is not a valid Marian configuration: {error}") from None
+        raise ConvertError(f"{path} is not a valid Marian configuration: {error}") from error
 
 
 def read_license(folder: Path) -> str | None:
@@ -181,7 +182,7 @@ def marian_vaswani_config(marian, *, final_logits_bias: bool, converted_from: di
             converted_from=converted_from,
         )
     except ValueError as error:  # names the field and what is allowed
-        raise ConvertError(f"the Marian configuration cannot be represented: {error}") from None
+        raise ConvertError(f"the Marian configuration cannot be represented: {error}") from error
 
 
 class SourceTensors:
@@ -324,7 +325,7 @@ def load_marian_tokenizer(folder: Path):
     except Exception as error:  # sentencepiece raises plain errors for damaged models
         raise ConvertError(
             f"the MarianTokenizer in {folder} cannot be loaded ({type(error).__name__}: {error})"
-        ) from None
+        ) from error
     if tokenizer.separate_vocabs:
         raise ConvertError(
             f"{folder / 'tokenizer_config.json'}: separate_vocabs=True (target_vocab.json) cannot be represented: "
@@ -349,7 +350,7 @@ def convert_marian(model_dir: str | Path, output_dir: str | Path) -> Path:
     folder = Path(model_dir)
     if not folder.is_dir():
         raise ConvertError(f"no such model folder: {folder} (models are read from local folders only)")
-    output = check_output_folder(output_dir, replace=False, option="--output", overwrite_option=None)
+    output = check_output_folder(output_dir, replace=False, option="--output_dir", overwrite_option=None)
     if output.exists() and output.resolve() == folder.resolve():
         raise ConvertError("--output must be a new folder, not the Marian model folder itself")
 
@@ -366,7 +367,7 @@ def convert_marian(model_dir: str | Path, output_dir: str | Path) -> Path:
     try:
         model.load_state_dict(state, strict=True)
     except RuntimeError as error:  # shapes that contradict config.json
-        raise ConvertError(f"the weights in {folder} do not fit its config.json: {error}") from None
+        raise ConvertError(f"the weights in {folder} do not fit its config.json: {error}") from error
     # Marian's decoding settings come along (OPUS-MT: never PAD, max_length 512, its beam size), from
     # generation_config.json or, in older folders, from config.json (as MarianMTModel.from_pretrained reads them).
     if (folder / GENERATION_CONFIG_FILE).is_file():
@@ -386,8 +387,8 @@ def convert_marian(model_dir: str | Path, output_dir: str | Path) -> Path:
 def _name_tokenizer_class(path: Path) -> None:
     """`AutoTokenizer` picks the class named in tokenizer_config.json (config.json says "vaswani", not "marian")."""
     values = json.loads(path.read_text(encoding="utf-8"))
-    if values.get("tokenizer_class") != "MarianTokenizer":
-        values["tokenizer_class"] = "MarianTokenizer"
+    if values.get("tokenizer_class") != MARIAN_TOKENIZER_CLASS:
+        values["tokenizer_class"] = MARIAN_TOKENIZER_CLASS
         path.write_text(json.dumps(values, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 

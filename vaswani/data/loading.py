@@ -372,7 +372,7 @@ def read_lines(path: str) -> Iterator[str]:
                     f"{path} line {line_number}: not UTF-8 (byte offset {offset + error.start} in the file, "
                     f"bytes {bad}: {error.reason}). The data must be UTF-8: re-encode it, e.g. "
                     f"`iconv -f latin1 -t utf-8 {path} > {path}.utf8` if it is Latin-1 (`file {path}` may tell)."
-                ) from None
+                ) from error
             offset += len(raw)
             if line_number == 1:
                 text = text.removeprefix("\ufeff")
@@ -389,7 +389,7 @@ def _read_json_lines(path: str, source_lang: str, target_lang: str) -> Iterator[
             row = json.loads(line)
         except json.JSONDecodeError as error:
             problem = f"not valid JSON ({error.msg}, column {error.colno})"
-            raise _json_error(path, line_number, line, layout, problem) from None
+            raise _json_error(path, line_number, line, layout, problem) from error
         if not isinstance(row, dict):
             raise _json_error(path, line_number, line, layout, f"expected a JSON object, found {_json_type(row)}")
         if "translation" not in row:
@@ -513,7 +513,7 @@ def load_named_dataset(
         try:
             return build_demo_dataset(source_lang=source_lang, target_lang=target_lang)
         except ValueError as error:
-            raise DataError(f"--dataset_name demo: {error}") from None
+            raise DataError(f"--dataset_name demo: {error}") from error
     try:
         loaded = datasets.load_dataset(name, config_name, cache_dir=cache_dir)
     except Exception as error:  # offline, not found, no such config, broken download: all end the run the same way

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import datasets
 
+from vaswani.constants import TMP_PREFIX
 from vaswani.errors import DataError, UsageError
 
 MANIFEST = "manifest.json"
@@ -108,7 +109,7 @@ def write_prepared(
 
     A non-empty `output_dir` is replaced only with `overwrite`, and only when it is a prepared folder itself."""
     check_prepared_output(output_dir, overwrite)
-    staging = output_dir.parent / f".tmp-{output_dir.name}-{os.getpid()}"
+    staging = output_dir.parent / f"{TMP_PREFIX}{output_dir.name}-{os.getpid()}"
     if staging.exists():
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
@@ -123,7 +124,7 @@ def write_prepared(
         manifest = {**manifest, "token_dtype": token_dtype(vocab_size), "vocab_size": vocab_size}
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
         if output_dir.exists():
-            aside = output_dir.parent / f".old-{output_dir.name}-{os.getpid()}"
+            aside = output_dir.parent / f"{TMP_PREFIX}replaced-{output_dir.name}-{os.getpid()}"
             os.rename(output_dir, aside)
             os.rename(staging, output_dir)
             shutil.rmtree(aside)

@@ -126,7 +126,7 @@ def _json_text(path: str, line_number: int, line: str, text_column: str) -> str:
             f"{path} line {line_number}: {problem}. A .json/.jsonl file holds one JSON object per line with the text "
             f'in its {text_column!r} field, e.g. {{"{text_column}": "..."}}; pass --text_column to name another field '
             "(a dotted path such as translation.en reaches into nested objects), or give a plain-text file."
-        ) from None
+        ) from error
     if not isinstance(value, str):
         raise DataError(f"{path} line {line_number}: the {text_column!r} field is {type(value).__name__}, not text.")
     return value

@@ -30,6 +30,8 @@ from pathlib import Path
 import datasets
 import pyarrow as pa
 
+from vaswani.constants import TMP_PREFIX
+
 CACHE_SUBDIR = "vaswani-tokenized"
 CACHE_VERSION = 1
 """Part of every key: bump it when the tokenization code changes what it writes."""
@@ -114,7 +116,7 @@ def load_or_tokenize(
         return _load(folder, raw) + (folder, True)
     if not may_build:
         raise RuntimeError(f"no tokenized cache at {folder}: the main process of this node should have written it")
-    staging = folder.parent / f".tmp-{folder.name}-{os.getpid()}"
+    staging = folder.parent / f"{TMP_PREFIX}{folder.name}-{os.getpid()}"
     folder.parent.mkdir(parents=True, exist_ok=True)
     if staging.exists():
         shutil.rmtree(staging)

@@ -94,7 +94,7 @@ def _model_from_config(model_dir: Path, config, trust_remote_code: bool) -> PreT
         try:
             model.generation_config = GenerationConfig.from_pretrained(model_dir, local_files_only=True)
         except (OSError, ValueError, TypeError) as error:
-            raise CheckpointError(f"{model_dir / 'generation_config.json'} cannot be read: {error}") from None
+            raise CheckpointError(f"{model_dir / GENERATION_CONFIG_FILE} cannot be read: {error}") from error
     return model
 
 

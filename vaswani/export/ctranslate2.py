@@ -32,7 +32,7 @@ the model maps (Sections refer to the paper):
   times) and eps' = eps^2 / d, RMSNorm computes g * x / sqrt(||x||^2 + eps^2). That equals ScaleNorm up to a
   relative difference of (eps / ||x||)^2 / 2: below float32 resolution (6e-8) once ||x|| > 3000 * eps (0.03 with the
   default eps = 1e-5), i.e. for every activation a trained model produces; the two differ only for vectors of norm
-  near eps (by 1 / sqrt(2) at ||x|| = eps), where ScaleNorm clamps. `tests/test_ctranslate2.py` checks this
+  near eps (by 1 / sqrt(2) at ||x|| = eps), where ScaleNorm clamps. `tests/export/test_ctranslate2.py` checks this
   numerically, and that the exported models compute the same log-probabilities. CTranslate2 has one epsilon per
   model, which is enough since a model has one norm type.
 - FixNorm: the unit-length embedding rows are exported already normalised, for the embeddings and the output
@@ -54,7 +54,9 @@ What CTranslate2 cannot represent is refused with `ExportError` naming it: a fee
 ReLU, GELU (exact or tanh), SiLU/Swish, tanh or sigmoid; `VaswaniForSequenceClassification`, whose head (the last
 EOS's hidden state through dense + tanh + a projection to the labels) CTranslate2's encoder cannot compute (its
 pooler takes the first token, without a projection), rather than an export that silently drops the classifier; and
-`VaswaniDecoderModel`, which has no next-token head for the Generator (`REFUSED_CLASSES`).
+`VaswaniDecoderModel`, which has no next-token head for the Generator (`REFUSED_CLASSES`); and a model that generates
+(`NEEDS_EOS`) with `eos_token_id=None` (a language model may have none and generate until a length limit; the
+Translator and the Generator end at the EOS the export names).
 
 The exported folder holds CTranslate2's files (model.bin, config.json, shared_vocabulary.json or the two
 vocabularies, or vocabulary.json for a one-stack model), the tokenizer files and `vaswani_ctranslate2.json`: what
@@ -74,7 +76,15 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from vaswani.constants import CT2_MODEL_FILE, EXPORT_INFO_FILE, TOKENIZER_FILE_PATTERNS, VASWANI_MODEL_TYPES
+from vaswani.constants import (
+    CT2_MODEL_FILE,
+    DECODER_MODEL_TYPE,
+    ENCODER_MODEL_TYPE,
+    EXPORT_INFO_FILE,
+    SEQ2SEQ_MODEL_TYPE,
+    TOKENIZER_FILE_PATTERNS,
+    VASWANI_MODEL_TYPES,
+)
 from vaswani.errors import ExportError
 from vaswani.model_folder import check_model_folder, load_model_folder
 
@@ -82,14 +92,14 @@ QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat1
 
 # What each model family exports as, and which CTranslate2 class runs it.
 RUNS_WITH = {
-    "vaswani": "ctranslate2.Translator",
-    "vaswani-decoder": "ctranslate2.Generator",
-    "vaswani-encoder": "ctranslate2.Encoder",
+    SEQ2SEQ_MODEL_TYPE: "ctranslate2.Translator",
+    DECODER_MODEL_TYPE: "ctranslate2.Generator",
+    ENCODER_MODEL_TYPE: "ctranslate2.Encoder",
 }
 EXPORTED_CLASSES = {
-    "vaswani": ("VaswaniForConditionalGeneration",),
-    "vaswani-decoder": ("VaswaniForCausalLM",),
-    "vaswani-encoder": ("VaswaniEncoderModel", "VaswaniForMaskedLM"),
+    SEQ2SEQ_MODEL_TYPE: ("VaswaniForConditionalGeneration",),
+    DECODER_MODEL_TYPE: ("VaswaniForCausalLM",),
+    ENCODER_MODEL_TYPE: ("VaswaniEncoderModel", "VaswaniForMaskedLM"),
 }
 # What an exported VaswaniForMaskedLM leaves out (CTranslate2's Encoder returns the last hidden states only), with a
 # tied head (the token embedding, which the export holds) or an untied one (weights of its own, not exported).
@@ -104,6 +114,9 @@ MASKED_LM_HEAD = {
         "with the PyTorch model"
     ),
 }
+# The families whose CTranslate2 class generates, and so needs the EOS token that ends generation (a language model
+# may have eos_token_id=None; the encoder's export runs without one).
+NEEDS_EOS = (SEQ2SEQ_MODEL_TYPE, DECODER_MODEL_TYPE)
 # One-stack classes CTranslate2 cannot run, and why.
 REFUSED_CLASSES = {
     "VaswaniForSequenceClassification": (
@@ -189,8 +202,8 @@ class VaswaniSpecBuilder:
 
     # -- the three specifications ---------------------------------------------------------------------------
     def _load(self):
-        family = {"vaswani": self.seq2seq_spec, "vaswani-decoder": self.decoder_model_spec,
-                  "vaswani-encoder": self.encoder_model_spec}  # fmt: skip
+        family = {SEQ2SEQ_MODEL_TYPE: self.seq2seq_spec, DECODER_MODEL_TYPE: self.decoder_model_spec,
+                  ENCODER_MODEL_TYPE: self.encoder_model_spec}  # fmt: skip
         return family[self.config.model_type]()
 
     def seq2seq_spec(self):
@@ -293,7 +306,8 @@ class VaswaniSpecBuilder:
         spec_config.unk_token = tokens[self.tokenizer.unk_token_id]
         if config.bos_token_id is not None:
             spec_config.bos_token = tokens[config.bos_token_id]
-        spec_config.eos_token = tokens[config.eos_token_id]
+        if config.eos_token_id is not None:  # None only for an encoder (NEEDS_EOS): CTranslate2's default stays
+            spec_config.eos_token = tokens[config.eos_token_id]
         epsilon = scalenorm_as_rmsnorm(1.0, config.d_model, config.layer_norm_eps)[1]
         spec_config.layer_norm_epsilon = epsilon if self.scalenorm else config.layer_norm_eps
         return tokens
@@ -380,6 +394,12 @@ def check_exportable(config, architecture: str | None = None) -> None:
             f"{architecture} is not a class the CTranslate2 export knows; a {config.model_type!r} export takes "
             f"{' or '.join(exported)}"
         )
+    if config.eos_token_id is None and config.model_type in NEEDS_EOS:
+        raise ExportError(
+            f"eos_token_id=None: {RUNS_WITH[config.model_type]} ends generation at the EOS token named in the export, "
+            "and this model has none (it generates until a length limit, which CTranslate2 cannot reproduce); set "
+            "eos_token_id in the model folder's config.json to the tokenizer's EOS id and export again"
+        )
 
 
 def export_ctranslate2(model_dir: str | Path, output_dir: str | Path, quantization: str = "float32") -> Path:
@@ -433,10 +453,10 @@ def export_info(model, quantization: str) -> dict:
         "eos_token_id": config.eos_token_id,
         "pad_token_id": config.pad_token_id,
     }
-    if config.model_type == "vaswani":
+    if config.model_type == SEQ2SEQ_MODEL_TYPE:
         info["decoder_start_token_id"] = config.decoder_start_token_id
         info["max_new_tokens_over_source"] = model.MAX_NEW_TOKENS_OVER_SOURCE
-    if config.model_type != "vaswani-encoder":
+    if config.model_type != ENCODER_MODEL_TYPE:
         info["generation"] = {  # bad_words_ids: ids never generated (a converted Marian model's PAD)
             k: getattr(model.generation_config, k)
             for k in ("num_beams", "length_penalty", "min_new_tokens", "bad_words_ids")
@@ -448,8 +468,8 @@ def export_info(model, quantization: str) -> dict:
 def usage_hint(folder: str | Path) -> str:
     """How to run the export in `folder` (printed by `vaswani export`), and what it leaves out, if anything."""
     info = json.loads((Path(folder) / EXPORT_INFO_FILE).read_text())
-    runs_with = info.get("runs_with", RUNS_WITH["vaswani"])
-    if runs_with == RUNS_WITH["vaswani"]:
+    runs_with = info.get("runs_with", RUNS_WITH[SEQ2SEQ_MODEL_TYPE])
+    if runs_with == RUNS_WITH[SEQ2SEQ_MODEL_TYPE]:
         return f"translate with: vaswani translate --model {folder}"
     hint = f"run it in Python with {runs_with}({str(folder)!r}) (`vaswani translate` runs translation models only)"
     return hint + (f"; {info['not_exported']}" if info.get("not_exported") else "")

@@ -52,7 +52,7 @@ def prune_model_folder(
     except ModelFolderError:
         raise
     except ValueError as error:  # layer indices outside the model
-        raise UsageError(str(error)) from None
+        raise UsageError(str(error)) from error
 
     def write(folder: Path) -> None:
         pruned.save_pretrained(folder)

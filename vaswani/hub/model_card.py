@@ -18,7 +18,14 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from modeling_vaswani import VaswaniConfig
 from modeling_vaswani.configuration_vaswani import ARCHITECTURE_OPTIONS
-from vaswani.constants import CONFIG_FILE, MODEL_CARD_FILE, RESULTS_FILE, RUN_ARGS_FILE
+from vaswani.constants import (
+    CONFIG_FILE,
+    DECODER_MODEL_TYPE,
+    ENCODER_MODEL_TYPE,
+    MODEL_CARD_FILE,
+    RESULTS_FILE,
+    RUN_ARGS_FILE,
+)
 from vaswani.fileio import write_file_atomically
 from vaswani.model_folder import read_json_object
 from vaswani.training.checkpoints import step_of
@@ -27,11 +34,11 @@ TRANSLATION_TEMPLATE = Path(__file__).resolve().parent / "templates" / "translat
 LANGUAGE_MODEL_TEMPLATE = TRANSLATION_TEMPLATE.with_name("language_model.md")
 # The one-stack models of `vaswani train --task causal_lm|masked_lm`, by config.json's model_type.
 LANGUAGE_MODELS = {
-    "vaswani-decoder": {"task": "causal_lm", "stack": "decoder", "pipeline_tag": "text-generation",
+    DECODER_MODEL_TYPE: {"task": "causal_lm", "stack": "decoder", "pipeline_tag": "text-generation",
                         "description": "A causal (next-token) language model", "accuracy_name": "next-token accuracy",
                         "usage": 'generate = pipeline("text-generation", model="{repo_id}")\n'
                                  'print(generate("The", max_new_tokens=20, add_special_tokens=False))'},
-    "vaswani-encoder": {"task": "masked_lm", "stack": "encoder", "pipeline_tag": "fill-mask",
+    ENCODER_MODEL_TYPE: {"task": "masked_lm", "stack": "encoder", "pipeline_tag": "fill-mask",
                         "description": "A masked language model (BERT's objective)",
                         "accuracy_name": "masked-token accuracy",
                         "usage": 'fill = pipeline("fill-mask", model="{repo_id}")\nprint(fill("The <mask> is here."))'},

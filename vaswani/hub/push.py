@@ -34,9 +34,10 @@ from vaswani.constants import (
     LOGS_DIR,
     MODEL_CARD_FILE,
     RUN_ARGS_FILE,
+    SEQ2SEQ_MODEL_TYPE,
     VASWANI_MODEL_TYPES,
 )
-from vaswani.errors import ModelFolderError, PushError
+from vaswani.errors import EnvironmentFailure, ModelFolderError, PushError, is_environment_failure
 from vaswani.hub.model_card import public_run_args, render_model_card
 from vaswani.model_folder import check_model_files, code_files
 
@@ -67,13 +68,14 @@ def check_push_folder(folder: str | Path, *, trust_remote_code: bool = False) ->
             folder, trust_remote_code=trust_remote_code, model_types=tuple(VASWANI_MODEL_TYPES)
         )
     except ModelFolderError as error:
-        raise PushError(str(error)) from None
-    model_type = config.model_type if config.model_type in AUTO_CLASS else "vaswani"
+        raise PushError(str(error)) from error
+    model_type = config.model_type if config.model_type in AUTO_CLASS else SEQ2SEQ_MODEL_TYPE
     missing = [name for name in code_files(model_type) if not (folder / name).is_file()]
     saved = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
     auto_map = saved.get("auto_map") or {}
     pipelines = saved.get("custom_pipelines") or {}
-    needs_pipeline = model_type == "vaswani"  # the LMs use transformers' own text-generation / fill-mask pipelines
+    # the LMs use transformers' own text-generation / fill-mask pipelines
+    needs_pipeline = model_type == SEQ2SEQ_MODEL_TYPE
     if missing or AUTO_CLASS[model_type] not in auto_map or (needs_pipeline and TASK not in pipelines):
         lacks = ", ".join(missing) if missing else "the auto_map / custom_pipelines entries in config.json"
         raise PushError(
@@ -106,7 +108,7 @@ def _public_bytes(run_args_file: Path) -> bytes:
         if not isinstance(run_args, dict):
             raise ValueError("not a JSON object")
     except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise PushError(f"{run_args_file} is damaged ({error}): fix or remove it before pushing") from None
+        raise PushError(f"{run_args_file} is damaged ({error}): fix or remove it before pushing") from error
     return (json.dumps(public_run_args(run_args), indent=2, sort_keys=True) + "\n").encode("utf-8")
 
 
@@ -124,7 +126,7 @@ def push_model_folder(
     Raises `PushError` for a bad repo id or an incomplete folder (before any network call) and when the Hub refuses
     (no token, no permission, offline)."""
     from huggingface_hub import CommitOperationAdd, HfApi
-    from huggingface_hub.errors import HfHubHTTPError
+    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 
     check_repo_id(repo_id)
     folder = check_push_folder(folder, trust_remote_code=trust_remote_code)
@@ -149,8 +151,19 @@ def push_model_folder(
             operations=operations,
             commit_message=commit_message or f"Upload {folder.name} (vaswani)",
         )
-    except (HfHubHTTPError, OSError) as error:
+    except OfflineModeIsEnabled as error:  # the user's own setting (HF_HUB_OFFLINE=1): theirs to change
         raise PushError(f"uploading {folder} to {repo_id} failed: {error}") from error
+    except HfHubHTTPError as error:  # the Hub answered: no token, no permission, a name taken (a 5xx is the Hub's)
+        status = getattr(getattr(error, "response", None), "status_code", None)
+        if status is not None and status >= 500:
+            raise EnvironmentFailure("uploading to the Hub at", api.endpoint, error) from error
+        raise PushError(f"uploading {folder} to {repo_id} failed: {error}") from error
+    except Exception as error:  # the network refused or timed out: an OSError, or a transport error of the HTTP
+        # client huggingface_hub uses (httpx or its fork httpx2: told by the class name, which both keep)
+        transport = any(cls.__name__ == "TransportError" for cls in type(error).__mro__)
+        if transport or is_environment_failure(error):
+            raise EnvironmentFailure("uploading to the Hub at", api.endpoint, error) from error
+        raise
     return str(repo_url)
 
 

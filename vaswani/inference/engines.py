@@ -1,7 +1,13 @@
 """The two decoding engines behind `vaswani translate`: PyTorch (`generate()`) and CTranslate2, with one interface.
 
     engine.generate(sources, num_beams=4, length_penalty=0.6, max_new_tokens=None, paper_decoding=False,
-                    num_hypotheses=1, return_scores=False, return_attention=False) -> list[list[Hypothesis]]
+                    num_hypotheses=1, return_scores=False, return_attention=False, prefixes=None,
+                    constraints=None) -> list[list[Hypothesis]]
+    engine.score(sources, targets) -> list[list[float]]      # teacher-forced log-probability of each target token
+
+PyTorch decodes with `generate()`, except for target prefixes, constraints and ensembles (several models, their
+log-probabilities averaged), which run our own beam search (`vaswani.inference.search`, `.constraints`).
+CTranslate2 forces prefixes with its `target_prefix` and scores with `score_batch`; it refuses constraints.
 
 `sources` are token-id lists that end with EOS (as the tokenizer makes them); each sentence gets `num_hypotheses`
 hypotheses, best first. What a hypothesis holds:
@@ -40,6 +46,10 @@ from vaswani.export.ctranslate2 import import_ctranslate2
 logger = logging.getLogger(__name__)
 
 BACKENDS = ("auto", "torch", "ctranslate2")
+CT2_NO_CONSTRAINTS = (
+    "CTranslate2 has no lexically constrained decoding, and a constraint is never ignored: translate with the PyTorch "
+    "model folder the export was made from (--model DIR --backend torch)"
+)
 WORD_START = "\u2581"  # "▁": the tokenizer's word-boundary mark (SentencePiece style)
 
 
@@ -59,15 +69,18 @@ class TorchEngine:
     def __init__(self, model, tokenizer, device: str, dtype: str = "float32"):
         import torch
 
-        self.model, self.tokenizer, self.device = model, tokenizer, device
+        # an ensemble: several models (sharing the tokenizer) whose log-probabilities are averaged
+        self.models = list(model) if isinstance(model, list | tuple) else [model]
+        self.model, self.tokenizer, self.device = self.models[0], tokenizer, device
         self.dtype = check_dtype(dtype)
         if not torch_dtype_supported(dtype, device):
             raise refuse_dtype(dtype, device, "PyTorch")
         self.autocast_dtype = None if dtype == "float32" else getattr(torch, dtype)
-        config = model.config
+        config = self.model.config
         # Learned positions end at the table; the decoder's start token takes position 0.
         self.decoder_room = config.max_position_embeddings - 1 if config.position_embedding_type == "learned" else None
-        self.max_new_tokens_over_source = model.MAX_NEW_TOKENS_OVER_SOURCE
+        self.max_new_tokens_over_source = self.model.MAX_NEW_TOKENS_OVER_SOURCE
+        self._pieces: list[str] | None = None
 
     def _autocast(self):
         import contextlib
@@ -80,16 +93,22 @@ class TorchEngine:
 
     def generate(self, sources: list[list[int]], *, num_beams: int = 4, length_penalty: float = 0.6,
                  max_new_tokens: int | None = None, paper_decoding: bool = False, num_hypotheses: int = 1,
-                 return_scores: bool = False, return_attention: bool = False) -> list[list[Hypothesis]]:  # fmt: skip
+                 return_scores: bool = False, return_attention: bool = False,
+                 prefixes: list[list[int]] | None = None,
+                 constraints: list[list[list[int]]] | None = None) -> list[list[Hypothesis]]:  # fmt: skip
         import torch
 
         input_ids, attention_mask = self._pad(sources)
         with torch.inference_mode(), self._autocast():
-            output_ids = self.model.generate(
-                input_ids=input_ids, attention_mask=attention_mask, num_beams=num_beams,
-                length_penalty=length_penalty, paper_decoding=paper_decoding, num_return_sequences=num_hypotheses,
-                **self._length_limit(input_ids.shape[1], max_new_tokens, paper_decoding),
-            )  # fmt: skip  # (B * n, T)
+            if prefixes is None and constraints is None and len(self.models) == 1:  # today's path: `generate()`
+                output_ids = self.model.generate(
+                    input_ids=input_ids, attention_mask=attention_mask, num_beams=num_beams,
+                    length_penalty=length_penalty, paper_decoding=paper_decoding, num_return_sequences=num_hypotheses,
+                    **self._length_limit(input_ids.shape[1], max_new_tokens, paper_decoding),
+                )  # fmt: skip  # (B * n, T)
+            else:  # prefixes, constraints or an ensemble: our own beam search
+                output_ids = self._search(input_ids, attention_mask, num_beams, length_penalty, max_new_tokens,
+                                          paper_decoding, num_hypotheses, prefixes, constraints)  # fmt: skip
             scores = attention = None
             if return_scores or return_attention:
                 scores, attention = self._rescore(input_ids, attention_mask, output_ids, num_hypotheses,
@@ -106,6 +125,74 @@ class TorchEngine:
                 hypothesis.attention = attention[row, : len(ids), :source_length].tolist()
             hypotheses.append(hypothesis)
         return [hypotheses[i : i + num_hypotheses] for i in range(0, len(hypotheses), num_hypotheses)]
+
+    def _search(self, input_ids, attention_mask, num_beams, length_penalty, max_new_tokens, paper_decoding,
+                num_hypotheses, prefixes, constraints=None):  # fmt: skip
+        """Our own beam search over the models' averaged log-probabilities (`vaswani.inference.search`), each sentence
+        starting with its prefix (token ids, or None) and, with `constraints` (phrases as token ids per sentence),
+        lexically constrained (`vaswani.inference.constraints`): (B * n, 1 + T) like `generate()`."""
+        # start-up: the command line's parser imports this module; the search (torch) loads only to translate
+        from vaswani.inference.constraints import constrained_beam_search
+        from vaswani.inference.search import EnsembleStep, PrefixForcing, beam_search, split_prefix  # start-up: ditto
+
+        config, generation = self.model.config, self.model.generation_config
+        caps = self._caps(attention_mask.sum(-1), max_new_tokens, paper_decoding)  # (B,)
+        prefix = None
+        if prefixes is not None:
+            if self._pieces is None:  # the subword strings by id, for healing a prefix's last word
+                self._pieces = self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))
+            pieces = self._pieces
+            split = [split_prefix(ids or [], pieces) for ids in prefixes]
+            prefix = PrefixForcing([ids for ids, _ in split], [partial for _, partial in split], pieces,
+                                   set(self.tokenizer.all_special_ids), num_beams, self.device)  # fmt: skip
+            caps = self._prefix_caps(caps, prefix.min_lengths(), [len(ids or []) for ids in prefixes], max_new_tokens)
+        bad_words = generation.bad_words_ids or []
+        if any(len(words) != 1 for words in bad_words):
+            raise TranslateError("bad_words_ids of more than one token are not supported with prefixes, constraints "
+                                 "or ensembles")  # fmt: skip
+        step = EnsembleStep(self.models, input_ids, attention_mask, num_beams)
+        options = dict(
+            num_beams=num_beams, length_penalty=length_penalty, paper_decoding=paper_decoding,
+            num_return=num_hypotheses, start_id=config.decoder_start_token_id, eos_id=config.eos_token_id,
+            pad_id=config.pad_token_id, min_new_tokens=generation.min_new_tokens or 0,
+            suppress_ids=[words[0] for words in bad_words], prefix=prefix,
+        )  # fmt: skip
+        if constraints is not None:
+            phrases = [sentence or [] for sentence in constraints]
+            return constrained_beam_search(step, caps.to(self.device), phrases, **options)
+        return beam_search(step, caps.to(self.device), **options)
+
+    def _caps(self, source_lengths, max_new_tokens: int | None, paper_decoding: bool):
+        """Each sentence's cap on output tokens (EOS included), (B,): `max_new_tokens`, else its source length
+        (`paper_decoding`) or the batch's longest + 50, always inside a learned position table (as `_length_limit`)."""
+        import torch
+
+        if max_new_tokens is not None:
+            caps = torch.full_like(source_lengths, max_new_tokens)
+        elif paper_decoding:
+            caps = source_lengths + self.max_new_tokens_over_source
+        else:
+            caps = torch.full_like(source_lengths, int(source_lengths.max()) + self.max_new_tokens_over_source)
+        return caps if self.decoder_room is None else caps.clamp(max=self.decoder_room)
+
+    def _prefix_caps(self, caps, needed: list[int], prefix_lengths: list[int], max_new_tokens: int | None):
+        """Caps that leave room for each prefix and EOS: a prefix that does not fit `max_new_tokens` (or the
+        position table) is a `TranslateError`; without `max_new_tokens` a prefix gets up to 50 more tokens."""
+        import torch
+
+        needed_t = torch.tensor(needed, device=caps.device) + 1  # the prefix, then EOS
+        limit = max_new_tokens if max_new_tokens is not None else self.decoder_room
+        if limit is not None and int(needed_t.max()) > limit:
+            what = f"--max_new_tokens {max_new_tokens}" if max_new_tokens is not None else "the position table"
+            raise TranslateError(
+                f"a prefix of {max(prefix_lengths)} tokens does not fit {what} (the prefix and EOS need "
+                f"{int(needed_t.max())}): shorten the prefix or allow more tokens"
+            )
+        if max_new_tokens is None:
+            lengths = torch.tensor(prefix_lengths, device=caps.device) + self.max_new_tokens_over_source
+            caps = torch.maximum(caps, lengths)
+            caps = caps if self.decoder_room is None else caps.clamp(max=self.decoder_room)
+        return torch.maximum(caps, needed_t)
 
     def _pad(self, sources: list[list[int]]):
         import torch
@@ -140,8 +227,9 @@ class TorchEngine:
         from modeling_vaswani.generation_vaswani import gnmt_length_penalty
 
         config = self.model.config
-        if return_attention and self.model.config._attn_implementation != "eager":
-            self.model.set_attn_implementation("eager")  # attention probabilities need the eager kernel
+        for model in self.models if return_attention else []:
+            if model.config._attn_implementation != "eager":
+                model.set_attn_implementation("eager")  # attention probabilities need the eager kernel
         repeat = torch.arange(input_ids.shape[0], device=input_ids.device).repeat_interleave(num_hypotheses)
         decoder_input_ids = output_ids[:, :-1]  # (B * n, T): start token + all but the last output
         labels = output_ids[:, 1:]  # (B * n, T)
@@ -150,16 +238,54 @@ class TorchEngine:
         for t in range(labels.shape[1]):  # a token counts up to and including the first EOS
             valid[:, t] = ~finished
             finished |= labels[:, t] == config.eos_token_id
-        outputs = self.model(
-            input_ids=input_ids[repeat], attention_mask=attention_mask[repeat], decoder_input_ids=decoder_input_ids,
-            decoder_attention_mask=valid.long(), output_attentions=return_attention, use_cache=False,
-        )  # fmt: skip
-        log_probs = torch.log_softmax(outputs.logits.float(), dim=-1).gather(-1, labels[..., None]).squeeze(-1)
+        log_probs, attention = self.teacher_forced(input_ids[repeat], attention_mask[repeat], decoder_input_ids,
+                                                   labels, valid, return_attention)  # fmt: skip
         total = (log_probs * valid).sum(-1)  # (B * n,)
         lengths = valid.sum(-1).float()
         penalty = gnmt_length_penalty(lengths, length_penalty) if paper_decoding else lengths**length_penalty
-        attention = outputs.cross_attentions[-1].float().mean(dim=1) if return_attention else None  # (B * n, T, S)
         return (total / penalty).tolist(), attention
+
+    def teacher_forced(self, input_ids, attention_mask, decoder_input_ids, labels, valid, return_attention=False):
+        """One teacher-forced pass of every model: the log-probability of each label, (N, T), averaged over the
+        models (an ensemble's step log-probabilities), and with `return_attention` the last decoder layer's
+        encoder-decoder attention averaged over heads (and models), (N, T, S)."""
+        import torch
+
+        log_probs = attention = None
+        for model in self.models:
+            outputs = model(
+                input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
+                decoder_attention_mask=valid.long(), output_attentions=return_attention, use_cache=False,
+            )  # fmt: skip
+            member = torch.log_softmax(outputs.logits.float(), dim=-1).gather(-1, labels[..., None]).squeeze(-1)
+            log_probs = member if log_probs is None else log_probs + member
+            if return_attention:
+                heads = outputs.cross_attentions[-1].float().mean(dim=1)  # (N, T, S)
+                attention = heads if attention is None else attention + heads
+        count = len(self.models)
+        return log_probs / count, None if attention is None else attention / count
+
+    def score(self, sources: list[list[int]], targets: list[list[int]]) -> list[list[float]]:
+        """The log-probability of each target token (its ids, ending with EOS) given its source, teacher-forced
+        (averaged over the models of an ensemble): one list per pair, as long as its target."""
+        import torch
+
+        input_ids, attention_mask = self._pad(sources)
+        longest = max(len(ids) for ids in targets)
+        pad = self.model.config.pad_token_id
+        labels = torch.full((len(targets), longest), pad, dtype=torch.long)
+        for row, ids in enumerate(targets):
+            labels[row, : len(ids)] = torch.tensor(ids)
+        labels = labels.to(self.device)
+        start = torch.full_like(labels[:, :1], self.model.config.decoder_start_token_id)
+        valid = (
+            torch.arange(longest, device=self.device)[None, :]
+            < torch.tensor([len(ids) for ids in targets], device=self.device)[:, None]
+        )  # (N, T)
+        with torch.inference_mode(), self._autocast():
+            log_probs, _ = self.teacher_forced(input_ids, attention_mask, torch.cat([start, labels[:, :-1]], 1),
+                                               labels, valid)  # fmt: skip
+        return [row[: len(ids)] for row, ids in zip(log_probs.tolist(), targets, strict=True)]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -173,7 +299,7 @@ class CTranslate2Engine:
         try:
             ctranslate2 = import_ctranslate2()
         except ExportError as error:
-            raise TranslateError(str(error)) from None
+            raise TranslateError(str(error)) from error
         self.tokenizer = tokenizer
         self.info = json.loads((Path(folder) / EXPORT_INFO_FILE).read_text())
         device_type, index = _ct2_device(device, ctranslate2)
@@ -211,7 +337,11 @@ class CTranslate2Engine:
 
     def generate(self, sources: list[list[int]], *, num_beams: int = 4, length_penalty: float = 0.6,
                  max_new_tokens: int | None = None, paper_decoding: bool = False, num_hypotheses: int = 1,
-                 return_scores: bool = False, return_attention: bool = False) -> list[list[Hypothesis]]:  # fmt: skip
+                 return_scores: bool = False, return_attention: bool = False,
+                 prefixes: list[list[int]] | None = None,
+                 constraints: list[list[list[int]]] | None = None) -> list[list[Hypothesis]]:  # fmt: skip
+        if constraints is not None:
+            raise TranslateError(CT2_NO_CONSTRAINTS)
         longest = max(len(ids) for ids in sources)
         if longest > self.positions:
             raise TranslateError(
@@ -228,12 +358,25 @@ class CTranslate2Engine:
             self._warned_paper = True
         room = self.positions - 1  # the decoder start token takes position 0
         limit = max_new_tokens if max_new_tokens is not None else longest + self.info["max_new_tokens_over_source"]
+        target_prefix = None
+        if prefixes is not None:  # CTranslate2 forces the prefix's own subwords (no healing of a partial last word)
+            target_prefix = [self.tokenizer.convert_ids_to_tokens(ids) if ids else None for ids in prefixes]
+            needed = max(len(ids or []) for ids in prefixes) + 1  # the prefix and EOS
+            if max_new_tokens is not None and needed > max_new_tokens:
+                raise TranslateError(f"a prefix of {needed - 1} tokens does not fit --max_new_tokens {max_new_tokens}"
+                                     f" (the prefix and EOS need {needed}): shorten the prefix or allow more tokens")  # fmt: skip
+            if needed > room:
+                raise TranslateError(f"a prefix of {needed - 1} tokens does not fit the position table of {room + 1}"
+                                     " positions: shorten the prefix")  # fmt: skip
+            if max_new_tokens is None:
+                limit = max(limit, needed - 1 + self.info["max_new_tokens_over_source"])
         results = self.translator.translate_batch(
             [self.tokenizer.convert_ids_to_tokens(ids) for ids in sources],
             beam_size=num_beams, num_hypotheses=num_hypotheses, length_penalty=length_penalty,
             max_decoding_length=min(limit, room), min_decoding_length=self.min_new_tokens, max_input_length=0,
             return_scores=return_scores, return_attention=return_attention and num_beams == 1,
             max_batch_size=self._split(sources), suppress_sequences=self.suppress_sequences or None,
+            target_prefix=target_prefix,
         )  # fmt: skip
         batches = []
         for result in results:
@@ -248,7 +391,33 @@ class CTranslate2Engine:
             batches.append(hypotheses)
         if return_attention and num_beams > 1:
             self._forced_attention(sources, batches)
+        if return_scores and prefixes is not None:
+            self._whole_output_scores(sources, batches, length_penalty)
         return batches
+
+    def _whole_output_scores(self, sources: list[list[int]], batches: list[list[Hypothesis]], alpha: float) -> None:
+        """With `target_prefix`, CTranslate2's scores leave the prefix's tokens out; the score of the whole output
+        (prefix included, as the PyTorch engine and `vaswani score` give it) comes from `score_batch`."""
+        eos = self.tokenizer.eos_token_id
+        pairs = [(i, hypothesis) for i, hypotheses in enumerate(batches) for hypothesis in hypotheses]
+        log_probs = self.score([sources[i] for i, _ in pairs], [[*h.ids, eos] for _, h in pairs])
+        for (_, hypothesis), values in zip(pairs, log_probs, strict=True):
+            hypothesis.score = sum(values) / len(values) ** alpha
+
+    def score(self, sources: list[list[int]], targets: list[list[int]]) -> list[list[float]]:
+        """The log-probability of each target token (its ids, ending with EOS) given its source, from CTranslate2's
+        `score_batch` (which adds the start token and EOS itself): one list per pair, as long as its target."""
+        longest = max(len(ids) for ids in [*sources, *targets])
+        if longest > self.positions:
+            raise TranslateError(f"a sentence of {longest} tokens does not fit the exported position table of "
+                                 f"{self.positions} positions: use shorter sentences")  # fmt: skip
+        eos = self.tokenizer.eos_token_id
+        results = self.translator.score_batch(
+            [self.tokenizer.convert_ids_to_tokens(ids) for ids in sources],
+            [self.tokenizer.convert_ids_to_tokens(ids[:-1] if ids and ids[-1] == eos else ids) for ids in targets],
+            max_batch_size=self._split(sources), max_input_length=0,
+        )  # fmt: skip
+        return [list(result.log_probs) for result in results]
 
     def _split(self, batch: list) -> int:
         return ct2_max_batch_size(len(batch), self.parallel_batches)

@@ -18,6 +18,11 @@ Over-long inputs: a sentence of more than `max_source_length` tokens (EOS includ
 `max_position_embeddings`) is truncated to that length, keeping its EOS, and a warning names it (the command line
 names the line numbers). The output of a model with learned positions is also kept within its position table.
 
+Decoding for production: `prefixes` (each translation starts with its sentence's prefix), `constraints` (target
+phrases that must appear), an ensemble (`Translator([folder_a, folder_b])`: the mean of the models'
+log-probabilities) and `Translator.score` (the log-probability of given translations); see `translate_hypotheses`,
+`vaswani.inference.search` and `vaswani.inference.constraints`.
+
 `translate_lines` is the streaming loop of the command line: it reads `buffer_lines` lines at a time, translates
 them as above and yields one translation per line.
 """
@@ -32,11 +37,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vaswani.constants import EXPORT_INFO_FILE
+from vaswani.constants import EXPORT_INFO_FILE, SEQ2SEQ_MODEL_TYPE
 from vaswani.devices import resolve_device
 from vaswani.errors import TranslateError
 from vaswani.export.ctranslate2 import RUNS_WITH, is_ctranslate2_folder
-from vaswani.inference.engines import BACKENDS, CTranslate2Engine, TorchEngine, hard_alignment
+from vaswani.inference.engines import BACKENDS, CT2_NO_CONSTRAINTS, CTranslate2Engine, TorchEngine, hard_alignment
 from vaswani.model_folder import check_model_folder, load_model_folder, load_tokenizer
 
 if TYPE_CHECKING:
@@ -53,6 +58,18 @@ class Translation:
     text: str
     score: float | None = None
     alignment: list[tuple[int, int]] | None = None
+
+
+@dataclass
+class Score:
+    """The model's log-probability of a target given its source (`Translator.score`): `score` is `log_prob` / lp(|Y|),
+    normalised as `translate --scores` normalises (|Y| ** length_penalty, or GNMT's penalty with `paper_decoding`;
+    |Y| counts EOS); `log_prob` is the sum over the target's `tokens` (its subwords and EOS) of `token_log_probs`."""
+
+    score: float
+    log_prob: float
+    tokens: list[str]
+    token_log_probs: list[float]
 
 
 def _choose_backend(model: str | Path, backend: str) -> str:
@@ -85,15 +102,30 @@ def check_translation_export(folder: Path) -> None:
     try:
         info = json.loads(path.read_text())
     except (OSError, ValueError) as error:
-        raise TranslateError(f"{path} cannot be read ({error}): export the model again") from None
+        raise TranslateError(f"{path} cannot be read ({error}): export the model again") from error
     if not isinstance(info, dict):
         raise TranslateError(f"{path} is not a JSON object: export the model again")
-    runs_with = info.get("runs_with", RUNS_WITH["vaswani"])  # exports made before the one-stack models: Translator
-    if runs_with != RUNS_WITH["vaswani"]:
+    # exports made before the one-stack models have no runs_with: a Translator
+    runs_with = info.get("runs_with", RUNS_WITH[SEQ2SEQ_MODEL_TYPE])
+    if runs_with != RUNS_WITH[SEQ2SEQ_MODEL_TYPE]:
         raise TranslateError(
             f"{folder} is a CTranslate2 export of a {info.get('architecture', 'one-stack model')} "
             f"({info.get('model_type')!r}), not of a translation model: run it with {runs_with} in Python, or "
             "translate with the export of a VaswaniForConditionalGeneration"
+        )
+
+
+def check_same_tokenizer(first, other, first_config, other_config, first_folder, other_folder) -> None:
+    """The members of an ensemble must share one vocabulary: the same tokens with the same ids, and the same special
+    tokens (start, EOS, PAD); otherwise a `TranslateError` naming the two folders."""
+    ids = ("decoder_start_token_id", "eos_token_id", "pad_token_id", "vocab_size")
+    differences = [name for name in ids if getattr(first_config, name) != getattr(other_config, name)]
+    if first.get_vocab() != other.get_vocab():
+        differences.insert(0, "vocabulary")
+    if differences:
+        raise TranslateError(
+            f"the models of an ensemble must share one tokenizer, but {other_folder} differs from {first_folder} "
+            f"in its {', '.join(differences)}: ensemble models trained with the same tokenizer"
         )
 
 
@@ -109,7 +141,7 @@ class Translator:
 
     def __init__(
         self,
-        model: str | Path,
+        model: str | Path | Sequence[str | Path],
         device: str = "auto",
         max_source_length: int | None = None,
         *,
@@ -118,6 +150,12 @@ class Translator:
         dtype: str = "float32",
         parallel_batches: int | None = None,
     ):
+        if isinstance(model, list | tuple):  # an ensemble (or a list of one)
+            if len(model) > 1:
+                self._init_ensemble(model, device, max_source_length, trust_remote_code, backend, dtype,
+                                    parallel_batches)  # fmt: skip
+                return
+            (model,) = model
         if _choose_backend(check_model_folder(model, need_weights=False), backend) == "ctranslate2":
             self._init_ctranslate2(Path(model), device, max_source_length, dtype, parallel_batches)
             return
@@ -136,6 +174,31 @@ class Translator:
         self._set_max_source_length(max_source_length, config.max_position_embeddings)
         self.engine = TorchEngine(self.model, self.tokenizer, self.device, dtype)
         self.backend = "torch"
+
+    def _init_ensemble(self, folders, device, max_source_length, trust_remote_code, backend, dtype, parallel_batches):
+        """An ensemble of PyTorch model folders that share one tokenizer: decoding averages their next-token
+        log-probabilities (`vaswani.inference.search`)."""
+        for folder in folders:
+            if backend == "ctranslate2" or is_ctranslate2_folder(folder):
+                raise TranslateError(
+                    f"ensembles run on PyTorch only, and {folder} is a CTranslate2 export (or --backend ctranslate2 "
+                    "was given): give the PyTorch model folders the exports were made from"
+                )
+        if parallel_batches not in (None, 1):
+            raise TranslateError(f"parallel_batches={parallel_batches} needs the ctranslate2 backend: leave it out")
+        self.folder, self.device, self.backend = Path(folders[0]), resolve_device(device), "torch"
+        models = []
+        for folder in folders:
+            check_model_folder(folder, need_weights=False)
+            model, tokenizer = load_model_folder(Path(folder), trust_remote_code=trust_remote_code)
+            if models:
+                check_same_tokenizer(self.tokenizer, tokenizer, models[0].config, model.config, folders[0], folder)
+            else:
+                self.tokenizer = tokenizer
+            models.append(model.to(self.device).eval())
+        self.model, self.models = models[0], models
+        self._set_max_source_length(max_source_length, min(m.config.max_position_embeddings for m in models))
+        self.engine = TorchEngine(models, self.tokenizer, self.device, dtype)
 
     def _init_ctranslate2(
         self, folder: Path, device: str, max_source_length: int | None, dtype: str, parallel_batches: int | None
@@ -159,7 +222,8 @@ class Translator:
     def translate(self, sentences: Sequence[str], *args, **options) -> list[str]:
         """The translations of `sentences`, in their order ("" for a blank one): the best hypothesis of
         `translate_hypotheses(sentences, ...)`, which takes the same arguments (`num_beams`, `length_penalty`,
-        `max_new_tokens`, `paper_decoding`, `batch_tokens`, `progress`, `on_truncated`)."""
+        `max_new_tokens`, `paper_decoding`, `batch_tokens`, `progress`, `on_truncated`, `prefixes`, `constraints`,
+        `on_unmet`)."""
         results = self.translate_hypotheses(sentences, *args, **options)
         return [hypotheses[0].text if hypotheses else "" for hypotheses in results]
 
@@ -177,9 +241,21 @@ class Translator:
         alignment: bool = False,
         progress: Callable[[int], None] | None = None,
         on_truncated: Callable[[list[int]], None] | None = None,
+        prefixes: Sequence[str | None] | None = None,
+        constraints: Sequence[Sequence[str] | None] | None = None,
+        on_unmet: Callable[[int, list[str]], None] | None = None,
     ) -> list[list[Translation]]:
         """The `nbest` best translations of each sentence (best first; an empty list for a blank sentence), with
         their scores (`scores`) and word alignments (`alignment`): see `vaswani.inference.engines` for what they are.
+
+        `prefixes`: one per sentence (None or "" for none): each translation of that sentence starts with it and
+        continues from it, also inside a word ("Die Kat" may go on as "Die Katze"); its score counts the prefix's
+        tokens too. A blank sentence still translates to nothing.
+
+        `constraints`: one list of target phrases per sentence (None or [] for none): each phrase appears in the
+        translation (lexically constrained decoding, `vaswani.inference.constraints`; PyTorch only). Where the output
+        length does not allow it, the sentence still gets a translation and `on_unmet(index, phrases)` gets the
+        phrases its best translation lacks (default: a logged warning).
 
         `progress(n)` is called as n more sentences are done; `on_truncated(indices)` gets the (0-based) indices of
         the sentences that were truncated to `max_source_length` (default: a logged warning)."""
@@ -195,9 +271,16 @@ class Translator:
         if not todo:
             return results
         sources = self._encode([sentences[index] for index in todo], todo, on_truncated)
+        prefix_ids = self._encode_prefixes(prefixes, len(sentences), max_new_tokens)
+        constraint_ids = self._encode_constraints(constraints, len(sentences))
         for batch in self._batches(sources, batch_tokens):
+            extra = {}
+            if prefix_ids is not None:
+                extra["prefixes"] = [prefix_ids[index] for index in batch]
+            if constraint_ids is not None:
+                extra["constraints"] = [constraint_ids[index] for index in batch]
             outputs = self._generate([sources[index] for index in batch], num_beams, length_penalty, max_new_tokens,
-                                     paper_decoding, nbest, scores, alignment)  # fmt: skip
+                                     paper_decoding, nbest, scores, alignment, **extra)  # fmt: skip
             for index, hypotheses in zip(batch, outputs, strict=True):
                 source_tokens = self.tokenizer.convert_ids_to_tokens(sources[index][:-1])  # without EOS
                 for hypothesis in hypotheses:
@@ -207,6 +290,8 @@ class Translator:
                         target_tokens = self.tokenizer.convert_ids_to_tokens(hypothesis.ids)
                         words = hard_alignment(source_tokens, target_tokens, hypothesis.attention)
                     results[index].append(Translation(text, hypothesis.score, words))
+                if constraint_ids is not None and constraints[index]:
+                    _check_constraints(index, constraints[index], results[index][0].text, on_unmet)
             if progress is not None:
                 progress(len(batch))
         return results
@@ -235,15 +320,114 @@ class Translator:
             for index, ids in zip(indices, encoded, strict=True)
         }
 
+    def _encode_prefixes(
+        self, prefixes: Sequence[str | None] | None, count: int, max_new_tokens: int | None
+    ) -> list[list[int] | None] | None:
+        """The token ids of each prefix (no special tokens; None for none), or None when no sentence has one. A
+        prefix list of the wrong length, or a prefix that does not fit `max_new_tokens` with EOS, is a
+        `TranslateError` naming the (1-based) sentence."""
+        if prefixes is None:
+            return None
+        if len(prefixes) != count:
+            raise TranslateError(f"{len(prefixes)} prefixes for {count} sentences: give one prefix per sentence "
+                                 "(an empty one for none)")  # fmt: skip
+        encoded: list[list[int] | None] = []
+        for number, prefix in enumerate(prefixes, 1):
+            ids = self.tokenizer(prefix, add_special_tokens=False)["input_ids"] if prefix else None
+            if ids and max_new_tokens is not None and len(ids) + 1 > max_new_tokens:
+                raise TranslateError(
+                    f"the prefix of sentence {number} has {len(ids)} tokens and does not fit max_new_tokens="
+                    f"{max_new_tokens} (the prefix and EOS need {len(ids) + 1}): shorten it or allow more tokens"
+                )
+            encoded.append(ids or None)
+        return encoded if any(encoded) else None
+
     def _generate(
         self, sources: list[list[int]], num_beams: int, length_penalty: float, max_new_tokens: int | None,
         paper_decoding: bool, nbest: int = 1, scores: bool = False, alignment: bool = False,
+        **requests,
     ) -> list[list[Hypothesis]]:  # fmt: skip
-        """Decode one batch of token-id lists with the engine (PyTorch or CTranslate2)."""
+        """Decode one batch of token-id lists with the engine (PyTorch or CTranslate2); `requests`: `prefixes` and
+        `constraints` of the batch's sentences, as token ids."""
         return self.engine.generate(
             sources, num_beams=num_beams, length_penalty=length_penalty, max_new_tokens=max_new_tokens,
             paper_decoding=paper_decoding, num_hypotheses=nbest, return_scores=scores, return_attention=alignment,
+            **requests,
         )  # fmt: skip
+
+    def _encode_constraints(
+        self, constraints: Sequence[Sequence[str] | None] | None, count: int
+    ) -> list[list[list[int]]] | None:
+        """The token ids of each sentence's phrases (each tokenized as a word of running text), or None when no
+        sentence has any. A list of the wrong length or an empty phrase is a `TranslateError`; so are constraints
+        on a CTranslate2 folder (CTranslate2 cannot decode with them, and a constraint is never ignored)."""
+        if constraints is None:
+            return None
+        if len(constraints) != count:
+            raise TranslateError(f"{len(constraints)} constraint lists for {count} sentences: give one per sentence "
+                                 "(an empty one for none)")  # fmt: skip
+        encoded = []
+        for number, phrases in enumerate(constraints, 1):
+            if isinstance(phrases, str):
+                raise TranslateError(f"the constraints of sentence {number} are a string: give a list of phrases")
+            for phrase in phrases or []:
+                if not phrase.strip():
+                    raise TranslateError(f"sentence {number} has an empty constraint: every phrase needs text "
+                                         "(separate phrases with ' ||| ' and leave an empty line for none)")  # fmt: skip
+            encoded.append([self.tokenizer(p.strip(), add_special_tokens=False)["input_ids"] for p in phrases or []])
+        if not any(encoded):
+            return None
+        if self.backend == "ctranslate2":
+            raise TranslateError(CT2_NO_CONSTRAINTS)
+        return encoded
+
+    def score(
+        self,
+        sources: Sequence[str],
+        targets: Sequence[str],
+        length_penalty: float = 0.6,
+        paper_decoding: bool = False,
+        batch_tokens: int = 4096,
+        *,
+        progress: Callable[[int], None] | None = None,
+        on_truncated: Callable[[list[int]], None] | None = None,
+        first_number: int = 1,
+    ) -> list[Score]:
+        """The model's log-probability of each target given its source (teacher-forced; an ensemble's averaged
+        log-probabilities): see `Score`. `score` is normalised as `translate(..., scores=True)` normalises, so a
+        translation scores the same both ways. Sources are truncated as for translating; a target must fit the
+        decoder (a `TranslateError` naming it, counting from `first_number`)."""
+        # start-up: torch and transformers load only when a model is loaded
+        from modeling_vaswani.generation_vaswani import gnmt_length_penalty
+
+        if len(sources) != len(targets):
+            raise TranslateError(f"{len(sources)} sources and {len(targets)} targets: give one target per source")
+        indices = list(range(len(sources)))
+        encoded = self._encode(list(sources), indices, on_truncated)
+        target_ids = {index: ids for index, ids in zip(indices, self.tokenizer(list(targets))["input_ids"],
+                                                       strict=True)}  # fmt: skip
+        room = self._decoder_room()
+        for index, ids in target_ids.items():
+            if room is not None and len(ids) > room:
+                raise TranslateError(f"target {index + first_number} has {len(ids)} tokens (EOS included) and does not fit the "
+                                     f"model's {room} decoder positions: shorten it")  # fmt: skip
+        results: list[Score | None] = [None] * len(sources)
+        for batch in self._batches(encoded, batch_tokens):
+            log_probs = self.engine.score([encoded[i] for i in batch], [target_ids[i] for i in batch])
+            for index, values in zip(batch, log_probs, strict=True):
+                total, length = float(sum(values)), len(values)
+                penalty = gnmt_length_penalty(length, length_penalty) if paper_decoding else length**length_penalty
+                tokens = self.tokenizer.convert_ids_to_tokens(target_ids[index])
+                results[index] = Score(total / penalty, total, tokens, [float(v) for v in values])
+            if progress is not None:
+                progress(len(batch))
+        return results
+
+    def _decoder_room(self) -> int | None:
+        """How many output tokens the decoder can hold (learned positions: the table less the start token)."""
+        if self.backend == "ctranslate2":
+            return self.engine.positions - 1
+        return self.engine.decoder_room
 
     @staticmethod
     def _batches(sources: dict[int, list[int]], batch_tokens: int) -> Iterator[list[int]]:
@@ -261,6 +445,19 @@ class Translator:
             yield batch
 
 
+def _check_constraints(index: int, phrases: Sequence[str], text: str, on_unmet) -> None:
+    """Each phrase must appear in the detokenized translation; the missing ones go to `on_unmet(index, phrases)`
+    (default: a logged warning)."""
+    missing = [phrase.strip() for phrase in phrases if phrase.strip() not in text]
+    if not missing:
+        return
+    if on_unmet is not None:
+        on_unmet(index, missing)
+    else:
+        logger.warning("The translation of sentence %d lacks the constraint(s) %s (the output length did not allow "
+                       "them).", index + 1, ", ".join(map(repr, missing)))  # fmt: skip
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Streaming lines (the command line)
 # ----------------------------------------------------------------------------------------------------------------
@@ -276,8 +473,45 @@ def read_lines(stream: Iterable[str | bytes], name: str = "the input") -> Iterat
                 raise TranslateError(
                     f"{name} is not UTF-8 text: line {number} has the byte {line[error.start]:#04x} at position "
                     f"{error.start + 1}; convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)"
-                ) from None
+                ) from error
         yield line.removesuffix("\n").removesuffix("\r")
+
+
+INPUT_FIELDS = {"text": str, "prefix": str, "constraints": list}
+
+
+def read_jsonl_requests(lines: Iterable[str], name: str = "the input") -> Iterator[dict]:
+    """The JSON-lines input of `vaswani translate --input_format jsonl`: one object per line, {"text": SENTENCE} with
+    an optional "prefix" (a string) and "constraints" (a list of strings); yields dicts with all three keys (None
+    where absent). A line that is not such an object is a `TranslateError` naming `name` and the line number."""
+    for number, line in enumerate(lines, 1):
+        try:
+            record = json.loads(line)
+        except ValueError as error:
+            raise TranslateError(f"{name} line {number} is not JSON ({error}): give one JSON object per line, "
+                                 'e.g. {"text": "A sentence.", "prefix": "Ein"}') from None  # fmt: skip
+        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+            raise TranslateError(f'{name} line {number} has no "text" string: give one JSON object per line, '
+                                 'e.g. {"text": "A sentence."}')  # fmt: skip
+        unknown = sorted(set(record) - set(INPUT_FIELDS))
+        if unknown:
+            raise TranslateError(f"{name} line {number} has unknown field(s) {', '.join(map(repr, unknown))}: the "
+                                 f"fields are {', '.join(INPUT_FIELDS)}")  # fmt: skip
+        for field_name, kind in INPUT_FIELDS.items():
+            value = record.get(field_name)
+            if value is not None and (not isinstance(value, kind) or (kind is list and not all(
+                    isinstance(item, str) for item in value))):  # fmt: skip
+                wanted = "a list of strings" if kind is list else "a string"
+                raise TranslateError(f'{name} line {number}: "{field_name}" must be {wanted}')
+        yield {field_name: record.get(field_name) for field_name in INPUT_FIELDS}
+
+
+def _check_phrases(constraints: list[list[str] | None], first_line: int) -> None:
+    """An empty phrase is a `TranslateError` naming its (1-based) line, before anything is translated."""
+    for number, phrases in enumerate(constraints, first_line):
+        if phrases and not isinstance(phrases, str) and any(not phrase.strip() for phrase in phrases):
+            raise TranslateError(f"line {number} has an empty constraint: every phrase needs text (separate phrases "
+                                 "with ' ||| ' and leave an empty line for none)")  # fmt: skip
 
 
 def translate_lines(
@@ -287,16 +521,29 @@ def translate_lines(
     buffer_lines: int = 10000,
     progress: Callable[[int], None] | None = None,
     on_truncated_lines: Callable[[list[int]], None] | None = None,
+    on_unmet_line: Callable[[int, list[str]], None] | None = None,
     hypotheses: bool = False,
+    prefixes: Iterable[str | None] | None = None,
+    constraints: Iterable[list[str] | None] | None = None,
     **options,
 ) -> Iterator[str] | Iterator[list[Translation]]:
     """One translation per line, in order, reading `buffer_lines` lines at a time (length batching works within a
-    buffer). `on_truncated_lines` gets 1-based line numbers; `options` go to `Translator.translate`, or, with
-    `hypotheses=True`, to `Translator.translate_hypotheses` (then each line gives its list of `Translation`s)."""
+    buffer). `on_truncated_lines` gets 1-based line numbers, `on_unmet_line(line, phrases)` a 1-based line number
+    and the constraints its translation lacks; `options` go to `Translator.translate`, or, with `hypotheses=True`,
+    to `Translator.translate_hypotheses` (then each line gives its list of `Translation`s). `prefixes` and
+    `constraints` (lists of phrases): one per line, read along with the lines; fewer or more of them than lines is a
+    `TranslateError`."""
     translate = translator.translate_hypotheses if hypotheses else translator.translate
     lines = iter(lines)
+    requests = {name: iter(stream) for name, stream in (("prefixes", prefixes), ("constraints", constraints))
+                if stream is not None}  # fmt: skip
     first_line = 1
     while chunk := list(itertools.islice(lines, buffer_lines)):
+        for name, stream in requests.items():
+            options[name] = list(itertools.islice(stream, len(chunk)))
+            if len(options[name]) < len(chunk):
+                raise TranslateError(f"the {name} end after line {first_line + len(options[name]) - 1} but the input "
+                                     f"goes on: give one line of {name} per input line (an empty line for none)")  # fmt: skip
 
         def on_truncated(indices: list[int], first_line: int = first_line) -> None:
             if on_truncated_lines is not None:
@@ -306,5 +553,19 @@ def translate_lines(
                     "Lines %s were truncated (max_source_length).", ", ".join(str(first_line + i) for i in indices)
                 )
 
+        def on_unmet(index: int, phrases: list[str], first_line: int = first_line) -> None:
+            if on_unmet_line is not None:
+                on_unmet_line(first_line + index, phrases)
+            else:
+                logger.warning("The translation of line %d lacks the constraint(s) %s.", first_line + index,
+                               ", ".join(map(repr, phrases)))  # fmt: skip
+
+        if "constraints" in requests:
+            options["on_unmet"] = on_unmet
+            _check_phrases(options["constraints"], first_line)
         yield from translate(chunk, progress=progress, on_truncated=on_truncated, **options)
         first_line += len(chunk)
+    for name, stream in requests.items():
+        if next(stream, None) is not None:
+            raise TranslateError(f"there are more lines of {name} than the {first_line - 1} input lines: give one "
+                                 f"line of {name} per input line")  # fmt: skip

@@ -315,7 +315,7 @@ def set_rng_states(states: dict, source: Path) -> None:
     except (KeyError, TypeError, ValueError, RuntimeError) as error:
         raise CheckpointError(
             f"{source} holds random number generator states that cannot be restored: {error}."
-        ) from None
+        ) from error
 
 
 @dataclasses.dataclass
@@ -441,6 +441,6 @@ def load_checkpoint(accelerator, path: Path, training: TrainingState) -> None:
         raise CheckpointError(
             f"{path / TRAINING_STATE_FILE} does not fit this run ({type(error).__name__}: {error}); resume with the "
             "original options, or from another checkpoint."
-        ) from None
+        ) from error
     rng_file = path / RNG_FILE.format(rank=accelerator.process_index)
     set_rng_states(load_state_file(rng_file), rng_file)

@@ -85,7 +85,7 @@ def create_accelerator(args: argparse.Namespace):
     try:
         mixed_precision, why = resolve_mixed_precision(args.mixed_precision, training_device_type())
     except ValueError as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(str(exc)) from exc
     accelerator = Accelerator(
         cpu=needs_cpu_group(),  # several processes, no accelerator device: a gloo group on CPU
         gradient_accumulation_steps=args.gradient_accumulation_steps,
@@ -146,7 +146,7 @@ def _stop_together(accelerator, failed: bool) -> None:
         raise ReportedElsewhere(f"process {others.index(True)} of the run failed")
 
 
-def _from_main_process(accelerator, compute: Callable[[], object]) -> object:
+def from_main_process(accelerator, compute: Callable[[], object]) -> object:
     """`compute()` on the main process, its value sent to every process."""
     if accelerator.num_processes == 1:
         return compute()
@@ -155,7 +155,7 @@ def _from_main_process(accelerator, compute: Callable[[], object]) -> object:
     return broadcast_object_list([compute() if accelerator.is_main_process else None])[0]
 
 
-def _main_process_decides(accelerator, *flags: bool) -> tuple[bool, ...]:
+def main_process_decides(accelerator, *flags: bool) -> tuple[bool, ...]:
     """The main process's time-based decisions, for every process: all must save (or stop) at the same step."""
     if accelerator.num_processes == 1:
         return flags

@@ -40,6 +40,7 @@ from vaswani.constants import (
 from vaswani.data.batching import TokenBatchSampler, collate, padding_efficiency
 from vaswani.data.prepared import apply_manifest, check_sources_unchanged, load_prepared, read_manifest
 from vaswani.errors import (
+    EnvironmentFailure,
     ModelFolderError,
     PushError,
     UsageError,
@@ -62,9 +63,9 @@ from vaswani.training.checkpoints import (
     load_checkpoint,
     save_checkpoint,
 )
-from vaswani.training.distributed import _from_main_process, _main_process_decides, create_accelerator, together
+from vaswani.training.distributed import create_accelerator, from_main_process, main_process_decides, together
 from vaswani.training.evaluation import log_evaluation
-from vaswani.training.options import _unknown_length, parse_args
+from vaswani.training.options import parse_args, unknown_length
 from vaswani.training.run_dir import MetricsLog, prepare_output_dir, setup_logging, start_new_run, truncate_metrics
 from vaswani.training.schedules import build_lr_scheduler
 from vaswani.training.stopping import (
@@ -86,24 +87,24 @@ def resolve_model_config(args) -> VaswaniConfig:
     come from the tokenizer later; until then `--vocab_size` stands in.)"""
     overrides = {name: getattr(args, name) for name in MODEL_OPTIONS if getattr(args, name) is not None}
     try:
-        if args.model_name_or_path:  # a local folder; config.json checked (ModelFolderError names the problem)
-            check_model_folder(args.model_name_or_path, need_tokenizer=False)
-            config = load_config(args.model_name_or_path, **overrides)
+        if args.model:  # a local folder; config.json checked (ModelFolderError names the problem)
+            check_model_folder(args.model, need_tokenizer=False)
+            config = load_config(args.model, **overrides)
         else:
             config = VaswaniConfig.from_preset(args.model_preset, vocab_size=args.vocab_size, **overrides)
         config.validate()
     except ModelFolderError as exc:
-        raise UsageError(f"--model_name_or_path: {exc}") from None
+        raise UsageError(f"--model: {exc}") from exc
     except ValueError as exc:  # config validation: a wrong option value
-        raise UsageError(str(exc)) from None
+        raise UsageError(str(exc)) from exc
     return config
 
 
 def build_model(args, config, tokenizer) -> torch.nn.Module:
-    """The task's model (`Task.model_class`): loaded from --model_name_or_path, or new with the tokenizer's
+    """The task's model (`Task.model_class`): loaded from --model, or new with the tokenizer's
     vocabulary size and special-token ids."""
-    if args.model_name_or_path:  # weights checked against the config (with the command line's overrides)
-        model, _ = load_model_folder(args.model_name_or_path, need_tokenizer=False, config=config)
+    if args.model:  # weights checked against the config (with the command line's overrides)
+        model, _ = load_model_folder(args.model, need_tokenizer=False, config=config)
     else:
         config.vocab_size = len(tokenizer)
         config.pad_token_id, config.bos_token_id = tokenizer.pad_token_id, tokenizer.bos_token_id
@@ -113,7 +114,7 @@ def build_model(args, config, tokenizer) -> torch.nn.Module:
         try:
             config.validate()
         except ValueError as exc:
-            raise UsageError(f"the tokenizer does not fit the model configuration: {exc}") from None
+            raise UsageError(f"the tokenizer does not fit the model configuration: {exc}") from exc
         model = TASKS[args.task].model_class(config)
     check_tokenizer_fits(tokenizer, model.config, where=f"--tokenizer {args.tokenizer or 'of this run'}", exact=True)
     if args.gradient_checkpointing:
@@ -141,9 +142,15 @@ def build_optimizer(args, model, device_type: str) -> torch.optim.Optimizer:
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> dict:
-    """One training run, from options to the saved model; returns its results (what results.json holds), or
-    `{"step": N, "stopped_early": True}` when --stop_after_steps/--stop_after_minutes ended this invocation."""
-    run = set_up(parse_args(argv, prog))
+    """One training run from a command line (`train.py`); see `train`."""
+    return train(parse_args(argv, prog))
+
+
+def train(args: argparse.Namespace) -> dict:
+    """One training run, from checked options (`vaswani.training.options.finish_args`) to the saved model; returns its
+    results (what results.json holds), or `{"step": N, "stopped_early": True}` when --stop_after_steps /
+    --stop_after_minutes ended this invocation."""
+    run = set_up(args)
     try:
         ended = train_loop(run)
         if ended == STOPPED:
@@ -199,7 +206,7 @@ def set_up(args: argparse.Namespace) -> Run:
         num_replicas=accelerator.num_processes, rank=accelerator.process_index, max_sentences=args.max_sentences,
     )  # fmt: skip
     updates_per_epoch = max(len(sampler) // args.gradient_accumulation_steps, 1)
-    max_steps = None if _unknown_length(args) else (
+    max_steps = None if unknown_length(args) else (
         args.max_train_steps or math.ceil(args.num_train_epochs * updates_per_epoch))  # fmt: skip
     logger.info(
         "Training %d %s in %d batches/epoch/process (padding efficiency %.1f%%), %s, %d processes",
@@ -267,7 +274,7 @@ def build_schedules(args, model, optimizer, max_steps: int | None) -> tuple[obje
             model, args.drophead_p_start, args.drophead_p_end, args.warmup_steps, max_steps, kinds=kinds
         )
     except ValueError as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(str(exc)) from exc
     return lr_scheduler, drophead
 
 
@@ -309,7 +316,7 @@ def train_loop(run: Run) -> str | None:
     window = LossWindow(accelerator)
     last_save, invocation_start, start_step = time.monotonic(), time.monotonic(), progress.step
     loop_seconds = 0.0
-    (budget_spent,) = _main_process_decides(accelerator, run.rules.budget_spent(loop_seconds))
+    (budget_spent,) = main_process_decides(accelerator, run.rules.budget_spent(loop_seconds))
     if budget_spent:  # resumed from the checkpoint the budget ended at (a kill came during the final steps)
         bar.close()
         return TIME_BUDGET_SPENT
@@ -335,7 +342,7 @@ def train_loop(run: Run) -> str | None:
         stop = (args.stop_after_steps and progress.step - start_step >= args.stop_after_steps) or (
             args.stop_after_minutes and loop_seconds >= 60 * args.stop_after_minutes
         )
-        stop, due_by_time, budget_spent, early_stop, due_in_window = _main_process_decides(
+        stop, due_by_time, budget_spent, early_stop, due_in_window = main_process_decides(
             accelerator, bool(stop), time.monotonic() - last_save >= 60 * args.checkpoint_minutes,
             run.rules.budget_spent(loop_seconds), early_stop,
             run.rules.save_due(progress.step, loop_seconds_before, loop_seconds),
@@ -527,7 +534,7 @@ def choose_final_model(run: Run, finished_early: str | None) -> tuple[Candidate,
     when they were computed here ({"validation": results}, else {}: the caller need not compute them again)."""
     args, accelerator, unwrapped = run.args, run.accelerator, run.training.model
     # The main process alone holds the validation record (and BLEU/chrF): it lists the candidates for every process.
-    candidates = _from_main_process(
+    candidates = from_main_process(
         accelerator, lambda: run.rules.candidates(run.manager.checkpoints(), finished_early)
     )
     selection = args.final_model
@@ -542,7 +549,7 @@ def choose_final_model(run: Run, finished_early: str | None) -> tuple[Candidate,
                 validation[candidate.name] = run.evaluate("validation", max_samples=args.max_eval_samples)
                 candidate.score = validation[candidate.name].get(args.metric_for_best)
         chosen = candidates.index(choose(candidates, args.metric_for_best)) if accelerator.is_main_process else 0
-        chosen = candidates[_from_main_process(accelerator, lambda: chosen)]
+        chosen = candidates[from_main_process(accelerator, lambda: chosen)]
     else:  # forced; a candidate the run does not have (no evaluation, a window of one) falls back to the last
         chosen = next((c for c in candidates if c.name == selection), candidates[0])
     average_into_model(unwrapped, chosen.checkpoints)
@@ -562,9 +569,9 @@ def push(output_dir: Path, repo_id: str) -> dict:
     try:
         logger.info("Pushed to %s", push_model_folder(output_dir, repo_id))
         return {}
-    except PushError as exc:
+    except (PushError, EnvironmentFailure) as exc:  # the Hub or the network refused: the model is saved
         logger.error("Could not push to the Hub: %s. The model is saved in %s; retry with: vaswani push --model %s "
-                     "--repo_id %s", exc, output_dir, output_dir, repo_id)  # fmt: skip
+                     "--hub_model_id %s", exc, output_dir, output_dir, repo_id)  # fmt: skip
         return {"push_error": str(exc)}
 
 

@@ -9,11 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import sys
-from pathlib import Path
-
-import yaml
 
 from modeling_vaswani import (
     PRESETS,
@@ -25,12 +21,12 @@ from tokenization import SPECIAL_TOKEN_LAYOUTS
 from vaswani.data.text import (
     PACKING_CHOICES,
 )
-from vaswani.devices import MIXED_PRECISION_CHOICES
 from vaswani.errors import (
     PushError,
     UsageError,
 )
 from vaswani.hub.push import check_repo_id
+from vaswani.options import ConfigArgumentParser, add_option
 from vaswani.training.schedules import LR_SCHEDULERS, SCHEDULES_NEEDING_TOTAL
 from vaswani.training.stopping import (
     FINAL_MODELS,
@@ -38,8 +34,8 @@ from vaswani.training.stopping import (
 from vaswani.training.stopping import METRICS as STOPPING_METRICS
 from vaswani.training.tasks import TASKS
 
-# --task: the model and objective; each is a `Task` below (section 8), chosen once at set-up.
-TASK_NAMES = ("translation", "causal_lm", "masked_lm")
+# --task: the model and objective; each is a `Task` of vaswani/training/tasks.py, chosen once at set-up.
+TASK_NAMES = tuple(TASKS)
 
 
 def str2bool(value: str) -> bool:
@@ -52,12 +48,6 @@ def str2bool(value: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
 
 
-def int_list(value: str | list) -> list[int]:
-    if isinstance(value, list):
-        return [int(v) for v in value]
-    return [int(v) for v in value.split(",") if v.strip()]
-
-
 def str_list(value: str | list) -> list[str]:
     return list(value) if isinstance(value, list) else [v.strip() for v in value.split(",") if v.strip()]
 
@@ -66,20 +56,29 @@ def optional_float(value: str) -> float | None:
     return None if str(value).lower() == "none" else float(value)
 
 
+DESCRIPTION = "Train the Transformer of 'Attention Is All You Need' with the paper's recipe."
+COMMAND = "train"  # the command's name in the option registry (`vaswani.options`)
+
+
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
-    """The options of `vaswani train` / `train.py` (`prog`: the command named in the usage line), composed of the
-    argument groups below (sockeye's `arguments.py`), in the order `--help` lists them."""
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        description="Train the Transformer of 'Attention Is All You Need' with the paper's recipe.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    """The parser of `train.py` (`prog`: the command named in the usage line); `vaswani train` builds the same
+    options into its subparser (`add_arguments`)."""
+    parser = ConfigArgumentParser(
+        prog=prog, description=DESCRIPTION, command=COMMAND, formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         allow_abbrev=False,  # a misspelt option must fail, not silently match a longer one
-    )
+    )  # fmt: skip
+    add_arguments(parser)
+    return parser
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of `vaswani train` / `train.py`, composed of the argument groups below (sockeye's `arguments.py`),
+    in the order `--help` lists them; the ideas other commands share come from the registry (`vaswani.options`)."""
     parser.add_argument(
         "--config", help="YAML file of options (same names as the command line); the command line wins"
     )
-    parser.add_argument(
-        "--task", choices=list(TASK_NAMES), default="translation",
+    add_option(
+        parser, "task", COMMAND, choices=list(TASK_NAMES), default="translation",
         help="translation: the paper's encoder-decoder on sentence pairs; causal_lm: a decoder-only next-token model "
         "(VaswaniForCausalLM); masked_lm: an encoder-only masked LM (VaswaniForMaskedLM, BERT's objective). The LM "
         "tasks read text (--text_column, --block_size, --packing) and build the one stack from the same model options",
@@ -91,14 +90,13 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     add_evaluation_options(parser)
     add_checkpoint_options(parser)
     add_language_model_options(parser)
-    return parser
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
     """The model: a preset, a saved model or each VaswaniConfig option."""
     group = parser.add_argument_group("model (VaswaniConfig names; unset options keep the preset's value)")
     group.add_argument("--model_preset", choices=sorted(PRESETS), default="base", help="the paper's Table 3 model")
-    group.add_argument("--model_name_or_path", help="start from a saved Vaswani model folder instead of a preset")
+    add_option(group, "model", COMMAND, help="start from a saved Vaswani model folder instead of a preset")
     field_types = {f.name: f.type for f in dataclasses.fields(VaswaniConfig)}
     for name in MODEL_OPTIONS:
         annotation = str(field_types[name])
@@ -113,60 +111,57 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--gradient_checkpointing", type=str2bool, default=False, help="trade compute for memory")
 
 
-def add_data_options(parser: argparse.ArgumentParser) -> None:
-    """The data: files or a `datasets` source, languages, lengths."""
+def add_data_options(parser: argparse.ArgumentParser, command: str = COMMAND) -> None:
+    """The data: files or a `datasets` source, languages, lengths (`command`: train, or prepare, which shares them
+    all but --prepared_data)."""
     group = parser.add_argument_group("data")
-    group.add_argument(
-        "--train_file",
+    add_option(
+        group, "train_file", command,
         help="a .json/.jsonl translation file, a .tsv, or a prefix PATH (PATH.src/.tgt); LM tasks: plain text, one "
         "text per line, or .json/.jsonl with a --text_column field",
-    )
-    group.add_argument("--validation_file", help="same formats as --train_file")
-    group.add_argument("--test_file", help="same formats as --train_file")
-    group.add_argument(
-        "--dataset_name",
+    )  # fmt: skip
+    add_option(group, "validation_file", command, help="same formats as --train_file")
+    add_option(group, "test_file", command, help="same formats as --train_file")
+    add_option(
+        group, "dataset_name", command,
         help="a `datasets` name (Hub when online), or 'demo' for the built-in set (the default without --train_file)",
-    )
-    group.add_argument("--dataset_config_name", help="the `datasets` configuration, e.g. 'de-en'")
-    group.add_argument("--source_lang", default="en", help="language code of the source side (default: en)")
-    group.add_argument("--target_lang", default="de", help="language code of the target side (default: de)")
-    group.add_argument("--validation_size", type=int, default=500, help="pairs carved from train without validation")
-    group.add_argument("--max_source_length", type=int, default=256, help="in tokens, EOS included")
-    group.add_argument("--max_target_length", type=int, default=256, help="in tokens, EOS included")
-    group.add_argument("--overlong", choices=["drop", "truncate"], default="drop", help="pairs over the limits")
-    group.add_argument(
-        "--preprocessing_num_workers", type=int, default=None,
-        help="processes that tokenize the data (`datasets.map` num_proc; default: every core, one for a split under "
-        "10,000 examples)",
     )  # fmt: skip
-    group.add_argument(
-        "--prepared_data", metavar="DIR",
-        help="train from a folder written by `vaswani prepare` (its tokens and tokenizer; the text is not read "
-        "again); data and tokenizer options given beside it must agree with its manifest.json",
-    )  # fmt: skip
-    group.add_argument(
-        "--cache_dir",
+    add_option(group, "dataset_config_name", command)
+    add_option(group, "source_lang", command, default="en")
+    add_option(group, "target_lang", command, default="de")
+    add_option(group, "validation_size", command, default=500, help="pairs carved from train without validation")
+    add_option(group, "max_source_length", command, default=256, help="in tokens, EOS included")
+    add_option(group, "max_target_length", command, default=256, help="in tokens, EOS included")
+    add_option(group, "overlong", command, default="drop", help="pairs over the limits")
+    add_option(group, "preprocessing_num_workers", command,
+               help="processes that tokenize the data (`datasets.map` num_proc; default: every core, one for a split "
+               "under 10,000 examples)")  # fmt: skip
+    if command == COMMAND:
+        group.add_argument(
+            "--prepared_data", metavar="DIR",
+            help="train from a folder written by `vaswani prepare` (its tokens and tokenizer; the text is not read "
+            "again); data and tokenizer options given beside it must agree with its manifest.json",
+        )  # fmt: skip
+    add_option(
+        group, "cache_dir", command,
         help="where `datasets` caches downloads, the Arrow copy of the text files and the tokenized splits "
         "(vaswani-tokenized/; default: HF_DATASETS_CACHE, ~/.cache/huggingface/datasets)",
-    )
+    )  # fmt: skip
 
 
-def add_tokenizer_options(parser: argparse.ArgumentParser) -> None:
+def add_tokenizer_options(parser: argparse.ArgumentParser, command: str = COMMAND) -> None:
     """The tokenizer: an existing one, or the BPE to train."""
     group = parser.add_argument_group("tokenizer")
-    group.add_argument("--tokenizer", help="an existing tokenizer folder; without it a shared BPE is trained")
-    group.add_argument("--vocab_size", type=int, default=37000, help="BPE vocabulary size (paper: ~37k for EN-DE)")
-    group.add_argument("--min_frequency", type=int, default=2, help="BPE merge minimum frequency")
-    group.add_argument(
-        "--special_tokens_layout", choices=sorted(SPECIAL_TOKEN_LAYOUTS), default="paper",
-        help="ids of the trained BPE's special tokens; paper: <pad>=0 <s>=1 </s>=2 <unk>=3, fairseq: <s>=0 <pad>=1",
-    )  # fmt: skip
+    add_option(group, "tokenizer", command, help="an existing tokenizer folder; without it a shared BPE is trained")
+    add_option(group, "vocab_size", command, default=37000)
+    add_option(group, "min_frequency", command, default=2)
+    add_option(group, "special_tokens_layout", command, choices=sorted(SPECIAL_TOKEN_LAYOUTS), default="paper")
 
 
 def add_optimization_options(parser: argparse.ArgumentParser) -> None:
     """The batching, the length of the run, Adam and the learning rate, precision, DropHead."""
     group = parser.add_argument_group("batching and optimization")
-    group.add_argument("--max_tokens", type=int, default=4096, help="per device and batch: sentences x longest side")
+    add_option(group, "max_tokens", COMMAND, default=4096, help="per device and batch: sentences x longest side")
     group.add_argument("--max_sentences", type=int, default=None, help="optional cap on pairs per batch")
     group.add_argument(
         "--gradient_accumulation_steps", type=int, default=1,
@@ -207,16 +202,17 @@ def add_optimization_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--adam_epsilon", type=float, default=1e-9, help="Adam epsilon (paper: 1e-9)")
     group.add_argument("--weight_decay", type=float, default=0.0, help="AdamW decay of matrices (paper: 0)")
     group.add_argument("--max_grad_norm", type=float, default=0.0, help="clip gradients to this norm (0: off)")
-    group.add_argument(
-        "--mixed_precision",
-        choices=list(MIXED_PRECISION_CHOICES),
-        default=None,
+    add_option(
+        group,
+        "mixed_precision",
+        COMMAND,
         help="bf16: autocast, float32 weights/optimizer/loss; fp16: GPU only. Default: the accelerate configuration's, "
         "else bf16 where the hardware computes it natively (GPU, CPU with AVX512-BF16/AMX), else no",
     )
-    group.add_argument(
-        "--seed", type=int, default=0, help="seeds the initial weights, the validation split, batch order and dropout"
-    )
+    add_option(
+        group, "seed", COMMAND, default=0,
+        help="seeds the initial weights, the validation split, batch order and dropout",
+    )  # fmt: skip
     group.add_argument("--drophead_p_start", type=float, default=None, help="scheduled DropHead: rate at step 0")
     group.add_argument("--drophead_p_end", type=float, default=None, help="scheduled DropHead: rate at the end")
     group.add_argument("--drophead_kinds", type=str_list, default=list(DROPHEAD_KINDS), help="encoder,decoder,cross")
@@ -228,9 +224,9 @@ def add_evaluation_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--eval_steps", type=int, default=1000, help="evaluate every N updates (0: only at the end)")
     group.add_argument("--max_eval_samples", type=int, default=None, help="BLEU on at most N validation pairs")
     group.add_argument("--eval_max_tokens", type=int, default=None, help="token budget of evaluation batches")
-    group.add_argument("--num_beams", type=int, default=4, help="beam size of evaluation's translations (paper: 4)")
-    group.add_argument(
-        "--length_penalty", type=float, default=0.6,
+    add_option(group, "num_beams", COMMAND, default=4, help="beam size of evaluation's translations (paper: 4)")
+    add_option(
+        group, "length_penalty", COMMAND, default=0.6,
         help="alpha of evaluation's beam search, generate()'s score/length**alpha (paper: 0.6, GNMT's formula)",
     )  # fmt: skip
     group.add_argument("--num_examples", type=int, default=5, help="translations to print after evaluation")
@@ -253,8 +249,8 @@ def add_evaluation_options(parser: argparse.ArgumentParser) -> None:
 def add_checkpoint_options(parser: argparse.ArgumentParser) -> None:
     """The checkpoints, averaging, the final model, output, logging and the Hub."""
     group = parser.add_argument_group("checkpoints, output and logging")
-    group.add_argument("--output_dir", help="where the run and the final model go (required)")
-    group.add_argument("--overwrite_output_dir", action="store_true", help="replace a previous run in output_dir")
+    add_option(group, "output_dir", COMMAND, help="where the run and the final model go (required)")
+    add_option(group, "overwrite_output_dir", COMMAND, help="replace a previous run in output_dir")
     group.add_argument("--resume_from_checkpoint", help="'latest' or a checkpoint folder of this run")
     group.add_argument("--checkpoint_steps", type=int, default=None, help="save every N updates")
     group.add_argument("--checkpoint_minutes", type=float, default=10.0, help="save every N minutes (paper: 10)")
@@ -284,42 +280,43 @@ def add_checkpoint_options(parser: argparse.ArgumentParser) -> None:
         "--report_to", default="auto", help="accelerate trackers: auto (tensorboard if installed), none"
     )
     group.add_argument("--push_to_hub", action="store_true", help="upload the final model with its model card")
-    group.add_argument("--hub_model_id", help="the Hub repository, e.g. user/transformer-en-de")
+    add_option(group, "hub_model_id", COMMAND, help="the Hub repository, e.g. user/transformer-en-de")
 
 
-def add_language_model_options(parser: argparse.ArgumentParser) -> None:
-    """The options of --task causal_lm / masked_lm (vaswani/data/text.py); an error with --task translation."""
+def add_language_model_options(parser: argparse.ArgumentParser, command: str = COMMAND) -> None:
+    """The options of --task causal_lm / masked_lm (vaswani/data/text.py); an error with --task translation.
+    (`vaswani prepare` shares them all but --mlm_probability: the masks are drawn in training.)"""
     group = parser.add_argument_group("language-model tasks (--task causal_lm / masked_lm)")
-    group.add_argument(
-        "--text_column", default="text",
+    add_option(
+        group, "text_column", command, default="text",
         help="LM tasks: the field of a .json/.jsonl line or the `datasets` column that holds the text (a dotted path "
         "such as translation.en reaches into nested objects); other files are plain text, one text per line",
     )  # fmt: skip
-    group.add_argument(
-        "--block_size", type=int, default=256,
+    add_option(
+        group, "block_size", command, default=256,
         help="LM tasks: tokens per example: packed blocks (--packing yes) or the limit of a line (--packing no)",
     )  # fmt: skip
-    group.add_argument(
-        "--packing", choices=PACKING_CHOICES, default="yes",
+    add_option(
+        group, "packing", command, choices=PACKING_CHOICES, default="yes",
         help="LM tasks: yes: concatenate the texts and cut blocks of --block_size tokens (run_clm's group_texts); "
         "no: one example per line, cut to --block_size tokens",
     )  # fmt: skip
-    group.add_argument(
-        "--mlm_probability", type=float, default=0.15,
-        help="masked_lm: share of tokens to predict (of them 80%% <mask>, 10%% a random token, 10%% unchanged)",
-    )  # fmt: skip
+    if command == COMMAND:
+        group.add_argument(
+            "--mlm_probability", type=float, default=0.15,
+            help="masked_lm: share of tokens to predict (of them 80%% <mask>, 10%% a random token, 10%% unchanged)",
+        )  # fmt: skip
 
 
 def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argparse.Namespace:
-    """Defaults < YAML (`--config`) < command line. Unknown options, on either side, are errors."""
-    argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser(prog)
-    config_path = _find_config_path(argv)
-    from_yaml = _read_yaml_options(parser, config_path) if config_path is not None else {}
-    parser.set_defaults(**from_yaml)
-    args = parser.parse_args(argv)
-    # Options the user set (YAML or command line), as opposed to defaults; not saved with the run.
-    args.explicit = set(from_yaml) | {a[2:].split("=", 1)[0] for a in argv if a.startswith("--")}
+    """Defaults < YAML (`--config`) < command line, then checked (`finish_args`). Unknown options, on either side,
+    are errors."""
+    return finish_args(build_parser(prog).parse_args(sys.argv[1:] if argv is None else argv))
+
+
+def finish_args(args: argparse.Namespace) -> argparse.Namespace:
+    """The parsed options checked together and the defaults that depend on others resolved, once: run_args.json and a
+    resume see the resolved values. Every mistake is a `UsageError`, before any training time is spent."""
     TASKS[args.task].check_args(args)
     if args.metric_for_best is None:  # resolved here, once: run_args.json and a resume see the task's default
         args.metric_for_best = TASKS[args.task].metrics[0]
@@ -329,50 +326,8 @@ def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argpar
     return args
 
 
-def _find_config_path(argv: list[str]) -> str | None:
-    probe = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    probe.add_argument("--config")
-    known, _ = probe.parse_known_args(argv)
-    return known.config
-
-
-def _read_yaml_options(parser: argparse.ArgumentParser, path: str) -> dict:
-    if not os.path.isfile(path):
-        raise UsageError(f"--config {path}: no such file.")
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise UsageError(
-            f"--config {path} is not UTF-8 text ({exc.reason} at byte {exc.start}): save it as UTF-8 (e.g. "
-            f"`iconv -f latin1 -t utf-8`)"
-        ) from None
-    try:
-        values = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        raise UsageError(f"--config {path} is not valid YAML: {exc}") from None
-    if not isinstance(values, dict):
-        raise UsageError(f"--config {path} must hold a mapping of option: value.")
-    actions = {action.dest: action for action in parser._actions}
-    options = {}
-    for key, value in values.items():
-        if key not in actions or key in ("help", "config"):
-            close = [name for name in actions if name.startswith(str(key)[:4])][:3]
-            hint = f" (did you mean {', '.join(close)}?)" if close else ""
-            raise UsageError(f"--config {path}: unknown option {key!r}{hint}.")
-        action = actions[key]
-        if value is not None and action.type is not None:
-            try:  # the command line's conversion; lists and booleans pass through as YAML typed them
-                value = action.type(value if isinstance(value, (list, bool)) else str(value))
-            except (argparse.ArgumentTypeError, ValueError, TypeError) as exc:
-                raise UsageError(f"--config {path}: option {key!r}: {exc}") from None
-        if action.choices is not None and value is not None and value not in action.choices:
-            raise UsageError(f"--config {path}: {key}={value!r} is not one of {list(action.choices)}.")
-        options[key] = value
-    return options
-
-
 def _check_args(args: argparse.Namespace) -> None:
-    if not args.output_dir:
+    if not args.output_dir:  # not `required`: it may come from the --config file
         raise UsageError("--output_dir is required (on the command line or in the --config file).")
     positive = ["max_tokens", "gradient_accumulation_steps", "max_source_length", "max_target_length", "num_beams"]
     for name in positive:
@@ -385,24 +340,23 @@ def _check_args(args: argparse.Namespace) -> None:
         "checkpoint_steps",
         "max_eval_samples",
         "stop_after_steps",
-        "preprocessing_num_workers",
     ):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise UsageError(
                 f"--{name} {getattr(args, name)} is not allowed; use a positive integer or leave it unset."
             )
-    if _unknown_length(args) and args.max_train_minutes is None and args.early_stopping_patience is None:
+    if unknown_length(args) and args.max_train_minutes is None and args.early_stopping_patience is None:
         raise UsageError(
             "set when training ends: --max_train_steps (optimizer updates), --num_train_epochs, --max_train_minutes "
             "or --early_stopping_patience."
         )
-    if _unknown_length(args) and args.lr_scheduler in SCHEDULES_NEEDING_TOTAL:
+    if unknown_length(args) and args.lr_scheduler in SCHEDULES_NEEDING_TOTAL:
         raise UsageError(
             f"--lr_scheduler {args.lr_scheduler} decays over the run's number of updates, which is unknown without "
             "--max_train_steps or --num_train_epochs: set one, or use noam, inverse_sqrt, constant_with_warmup or "
             "constant with a time budget or early stopping."
         )
-    if _unknown_length(args) and args.drophead_p_start is not None:
+    if unknown_length(args) and args.drophead_p_start is not None:
         raise UsageError(
             "scheduled DropHead (--drophead_p_start/--drophead_p_end) runs over the run's number of updates, which is "
             "unknown without --max_train_steps or --num_train_epochs: set one."
@@ -438,7 +392,7 @@ def _check_args(args: argparse.Namespace) -> None:
         try:
             check_repo_id(args.hub_model_id)  # before training, not after hours of it
         except PushError as exc:
-            raise UsageError(f"--hub_model_id: {exc}") from None
+            raise UsageError(f"--hub_model_id: {exc}") from exc
     unknown = [k for k in args.drophead_kinds if k not in DROPHEAD_KINDS]
     if unknown:
         raise UsageError(f"--drophead_kinds {unknown} are not allowed; choose from {list(DROPHEAD_KINDS)}.")
@@ -448,6 +402,6 @@ def _check_args(args: argparse.Namespace) -> None:
         raise UsageError(f"--report_to {args.report_to!r} is not a known tracker; use auto, none or a tracker name.")
 
 
-def _unknown_length(args: argparse.Namespace) -> bool:
+def unknown_length(args: argparse.Namespace) -> bool:
     """Whether the run's number of updates is unknown in advance (a time budget or early stopping ends it)."""
     return args.max_train_steps is None and args.num_train_epochs is None

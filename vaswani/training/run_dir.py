@@ -31,6 +31,7 @@ from vaswani.fileio import write_file_atomically
 from vaswani.model_folder import (
     is_model_file,
 )
+from vaswani.options import rename_legacy_keys
 from vaswani.training.checkpoints import CheckpointManager
 
 logger = logging.getLogger("train")  # one logger for the whole training run
@@ -51,16 +52,17 @@ def prepare_output_dir(args: argparse.Namespace) -> tuple[Path, Path | None]:
         try:
             checkpoint = CheckpointManager(output_dir / CHECKPOINTS_SUBDIR).resolve(args.resume_from_checkpoint)
         except CheckpointError as exc:
-            raise UsageError(f"cannot resume: {exc}") from None
+            raise UsageError(f"cannot resume: {exc}") from exc
         try:
             saved = json.loads(previous.read_text(encoding="utf-8"))
             if not isinstance(saved, dict):
                 raise ValueError("not a JSON object")
         except (ValueError, UnicodeDecodeError) as exc:
-            raise UsageError(f"cannot resume: {previous} is damaged ({exc}); start a new run.") from None
+            raise UsageError(f"cannot resume: {previous} is damaged ({exc}); start a new run.") from exc
+        saved = rename_legacy_keys(saved, where=str(previous), command="train")  # a run of an older version
         changed = [k for k in RUN_DEFINING_OPTIONS if k in saved and saved[k] != _jsonable(getattr(args, k))]
         if changed:
-            details = ", ".join(f"--{k} {saved[k]!r} -> {getattr(args, k)!r}" for k in changed)
+            details = ", ".join(f"--{k} {saved[k]!r} -> {_jsonable(getattr(args, k))!r}" for k in changed)
             raise UsageError(
                 f"cannot resume: options that define the run changed ({details}). Resume with the original "
                 "options, or start a new run in another --output_dir."
@@ -134,7 +136,7 @@ def remove_previous_run(output_dir: Path) -> list[str]:
 
 
 def _jsonable(value):
-    return json.loads(json.dumps(value))
+    return json.loads(json.dumps(value, default=os.fspath))  # paths as text; anything else not JSON is a bug
 
 
 def setup_logging(accelerator) -> None:
@@ -193,7 +195,7 @@ def truncate_metrics(path: Path, step: int) -> int:
 
 # Options that define what a run computes: resuming with different values would not continue the same run.
 RUN_DEFINING_OPTIONS = [
-    *MODEL_OPTIONS, "model_preset", "model_name_or_path", "train_file", "dataset_name", "dataset_config_name",
+    *MODEL_OPTIONS, "model_preset", "model", "train_file", "dataset_name", "dataset_config_name",
     "source_lang", "target_lang", "tokenizer", "vocab_size", "min_frequency", "special_tokens_layout",
     "max_source_length", "max_target_length", "overlong", "max_tokens", "max_sentences", "gradient_accumulation_steps",
     "seed", "lr_scheduler", "learning_rate", "lr_factor", "warmup_steps", "adam_beta1", "adam_beta2", "adam_epsilon",

@@ -37,7 +37,7 @@ import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from vaswani.constants import BEST_DIR, STOPPING_STATE_FILE
+from vaswani.constants import BEST_DIR, STOPPING_STATE_FILE, TMP_PREFIX
 from vaswani.errors import CheckpointError
 from vaswani.training.checkpoints import CheckpointManager, step_of
 from vaswani.weights import weight_files
@@ -228,7 +228,7 @@ def load_state(checkpoint: Path) -> dict:
     except FileNotFoundError:
         raise CheckpointError(f"{path} is missing: the checkpoint is incomplete; resume from another one") from None
     except (OSError, ValueError, KeyError, TypeError) as error:
-        raise CheckpointError(f"{path} is damaged ({error}); resume from another checkpoint") from None
+        raise CheckpointError(f"{path} is damaged ({error}); resume from another checkpoint") from error
     return state
 
 
@@ -243,14 +243,14 @@ def keep_best(checkpoint: Path, output_dir: Path) -> Path:
     twice the weights. A complete copy first, then the previous best is replaced. Returns the copy."""
     best_root = output_dir / BEST_DIR
     target = best_root / checkpoint.name
-    staging = best_root / f".tmp-{checkpoint.name}"
+    staging = best_root / f"{TMP_PREFIX}{checkpoint.name}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     for file in [*weight_files(checkpoint), *sorted(checkpoint.glob("*.json"))]:
         shutil.copy2(file, staging / file.name)
     os.replace(staging, target)  # the new best is complete before the previous one goes (the newest step wins)
     for old in best_root.iterdir():
-        if old != target and not old.name.startswith(".tmp-"):
+        if old != target and not old.name.startswith(TMP_PREFIX):
             shutil.rmtree(old)
     return target
 

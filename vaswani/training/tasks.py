@@ -1,10 +1,12 @@
 """`--task`: what differs between translation and the language models, chosen once at set-up (`TASKS[args.task]`),
 so that the loop never asks which: the options each task takes, its data and tokenizer, its model class, collators
-and evaluation, the log line that tells the user what to do with the model. `Run` holds what `set_up` builds.
+and evaluation, the log line that tells the user what to do with the model. `Task` names what every task provides;
+`TASKS` holds one of each (`--task` offers their names). `Run` holds what `set_up` builds.
 """
 
 from __future__ import annotations
 
+import abc
 import argparse
 import dataclasses
 import logging
@@ -26,9 +28,7 @@ from modeling_vaswani import (
 )
 from modeling_vaswani.configuration_vaswani import MODEL_OPTIONS
 from tokenization import train_bpe_tokenizer
-from vaswani.constants import (
-    TOKENIZER_STAGING,
-)
+from vaswani.constants import TOKENIZER_STAGING
 from vaswani.data.batching import TokenBatchSampler, collate
 from vaswani.data.loading import load_translation_splits
 from vaswani.data.prepared import load_prepared, read_manifest
@@ -41,21 +41,13 @@ from vaswani.data.text import (
     training_texts,
 )
 from vaswani.data.tokenized import cache_folder, load_or_tokenize, tokens_key, workers_for
-from vaswani.errors import (
-    DataError,
-    UsageError,
-)
-from vaswani.model_folder import (
-    check_tokenizer_fits,
-    load_tokenizer,
-)
+from vaswani.errors import DataError, UsageError
+from vaswani.model_folder import check_tokenizer_fits, load_tokenizer
 from vaswani.training.checkpoints import CheckpointManager, TrainingState
-from vaswani.training.distributed import _from_main_process, main_process_first
+from vaswani.training.distributed import from_main_process, main_process_first
 from vaswani.training.evaluation import evaluate_language_model, run_evaluation
 from vaswani.training.run_dir import MetricsLog
-from vaswani.training.stopping import (
-    StoppingRules,
-)
+from vaswani.training.stopping import StoppingRules
 
 logger = logging.getLogger("train")  # one logger for the whole training run
 
@@ -85,14 +77,14 @@ def get_tokenizer(args, raw, output_dir: Path, accelerator, config: VaswaniConfi
                 f"--tokenizer {args.tokenizer} has {len(tokenizer)} tokens but --vocab_size is {args.vocab_size}: the "
                 "model's vocabulary must match the tokenizer. Drop --vocab_size or use a matching tokenizer."
             )
-        if args.model_name_or_path:
+        if args.model:
             check_tokenizer_fits(tokenizer, config, where=f"--tokenizer {source}", exact=True)
         TASKS[args.task].check_tokenizer(tokenizer, source)
         return tokenizer
-    if args.model_name_or_path:
+    if args.model:
         raise UsageError(
-            "--model_name_or_path needs the tokenizer the model was trained with: pass --tokenizer (a saved model "
-            "folder holds its tokenizer, e.g. --tokenizer " + str(args.model_name_or_path) + ")."
+            "--model needs the tokenizer the model was trained with: pass --tokenizer (a saved model "
+            "folder holds its tokenizer, e.g. --tokenizer " + str(args.model) + ")."
         )
     with main_process_first(accelerator):
         if accelerator.is_main_process:
@@ -156,7 +148,7 @@ def tokenize_pairs(args, raw, tokenizer, accelerator) -> tuple[dict, dict]:
 
     options = {"task": "translation", "source_lang": src, "target_lang": tgt, "limits": limits,
                "overlong": overlong_policy}  # fmt: skip
-    key = _from_main_process(accelerator, lambda: tokens_key(raw, tokenizer, options))
+    key = from_main_process(accelerator, lambda: tokens_key(raw, tokenizer, options))
     folder = cache_folder(key, args.cache_dir)
     with main_process_first(accelerator, local=True):
         tokenized, counts, folder, reused = load_or_tokenize(
@@ -198,7 +190,76 @@ def vaswani_command() -> str:
     return str(script) if relative.startswith("..") else relative
 
 
-class TranslationTask:
+class Task(abc.ABC):
+    """What a `--task` provides, in the order `set_up` and the loop use it: its name and metrics, the checks of its
+    options (at parsing), its data, tokenizer and model configuration, the tokenized splits and their batching,
+    the collators, the tokens a batch scores, evaluation, and the closing advice. A new task subclasses this, fills
+    in every abstract method and is added to `TASKS`."""
+
+    name: str  # the value of --task
+    examples: str  # what a training example is, for the log
+    metrics: tuple[str, ...]  # the validation metrics (--metric_for_best), the default first
+    model_class: type  # the model it trains, built from `model_config`
+
+    # -- options (called by `parse_args`) ------------------------------------------------------------------------
+    @abc.abstractmethod
+    def check_args(self, args) -> None:
+        """A `UsageError` for an option the user set (`args.explicit`) that this task does not take."""
+
+    @abc.abstractmethod
+    def check_lengths(self, args) -> None:
+        """A `UsageError` for length and batch-size options that contradict each other."""
+
+    def check_metric(self, args) -> None:
+        """A `UsageError` when --metric_for_best is not one of this task's `metrics`."""
+        if args.metric_for_best is not None and args.metric_for_best not in self.metrics:
+            raise UsageError(f"--metric_for_best {args.metric_for_best} is not a metric of --task {self.name}; use "
+                             f"one of {', '.join(self.metrics)}.")  # fmt: skip
+
+    # -- data, tokenizer, model (called by `set_up`) -------------------------------------------------------------
+    @abc.abstractmethod
+    def load_data(self, args, accelerator) -> tuple[dict, str]:
+        """The raw splits (name -> `datasets.Dataset`) and a summary of them for the log."""
+
+    @abc.abstractmethod
+    def train_tokenizer(self, args, raw):
+        """A new shared BPE tokenizer trained on `raw["train"]`."""
+
+    @abc.abstractmethod
+    def check_tokenizer(self, tokenizer, source) -> None:
+        """A `UsageError` when the given tokenizer (--tokenizer `source`) lacks what this task needs."""
+
+    def model_config(self, config: VaswaniConfig):
+        """The configuration of `model_class`, from the resolved encoder-decoder `config` (by default as it is)."""
+        return config
+
+    @abc.abstractmethod
+    def tokenize(self, args, raw, tokenizer, accelerator) -> dict:
+        """The tokenized splits (name -> `datasets.Dataset` with input_ids, labels and the lengths of `lengths`)."""
+
+    @abc.abstractmethod
+    def lengths(self, dataset) -> tuple:
+        """The (source, target) lengths of every example of a tokenized split, for the token-budget batches."""
+
+    @abc.abstractmethod
+    def collators(self, args, tokenizer, model) -> tuple[object, object]:
+        """The collators of (training, held-out) batches."""
+
+    # -- training and evaluation (called by the loop) ----------------------------------------------------------
+    @abc.abstractmethod
+    def scored_tokens(self, batch: dict) -> int:
+        """How many tokens of a collated batch the loss scores (the loss is their sum divided by the total)."""
+
+    @abc.abstractmethod
+    def evaluate(self, run: Run, split: str, max_samples: int | None) -> dict:
+        """The metrics of the model on a held-out split (at most `max_samples` examples)."""
+
+    @abc.abstractmethod
+    def usage(self, output_dir: Path) -> str:
+        """The closing log line: how to use the trained model in `output_dir`."""
+
+
+class TranslationTask(Task):
     """The paper's task: sentence pairs, `VaswaniForConditionalGeneration`, BLEU and chrF of beam-search output."""
 
     name = "translation"
@@ -208,7 +269,7 @@ class TranslationTask:
 
     def check_args(self, args) -> None:
         refuse_options(args, LM_OPTIONS, self.name, "it belongs to --task causal_lm / masked_lm")
-        _check_metric(args, self)
+        self.check_metric(args)
 
     def check_lengths(self, args) -> None:
         if args.max_tokens < max(args.max_source_length, args.max_target_length):
@@ -230,10 +291,7 @@ class TranslationTask:
         )  # fmt: skip
 
     def check_tokenizer(self, tokenizer, source) -> None:
-        pass
-
-    def model_config(self, config: VaswaniConfig) -> VaswaniConfig:
-        return config
+        pass  # any shared tokenizer translates
 
     def tokenize(self, args, raw, tokenizer, accelerator) -> dict:
         return tokenize_splits(args, raw, tokenizer, accelerator)
@@ -260,7 +318,7 @@ class TranslationTask:
         return f"Translate with it: echo 'Your sentence.' | {vaswani_command()} translate --model {output_dir}"
 
 
-class CausalLMTask:
+class CausalLMTask(Task):
     """A decoder-only next-token model (`VaswaniForCausalLM`) on text (vaswani/data/text.py): loss and perplexity
     over every next token of the held-out text."""
 
@@ -281,9 +339,9 @@ class CausalLMTask:
                        f"{self.config_class.side}_* and shared model options")  # fmt: skip
         if not self.mask_token:
             refuse_options(args, ["mlm_probability"], self.name, "it belongs to --task masked_lm")
-        refuse_options(args, ["model_name_or_path"], self.name, "continuing a saved language model is not supported "
+        refuse_options(args, ["model"], self.name, "continuing a saved language model is not supported "
                        "yet; train from a preset and the model options")  # fmt: skip
-        _check_metric(args, self)
+        self.check_metric(args)
 
     def check_lengths(self, args) -> None:
         if args.block_size < 2:
@@ -320,7 +378,7 @@ class CausalLMTask:
         try:
             return self.config_class.from_seq2seq(config)
         except ValueError as exc:
-            raise UsageError(str(exc)) from None
+            raise UsageError(str(exc)) from exc
 
     def tokenize(self, args, raw, tokenizer, accelerator) -> dict:
         """Blocks of tokens, cached by what changes them (as `tokenize_splits`)."""
@@ -333,7 +391,7 @@ class CausalLMTask:
                                   work_dir=work)[split], {}  # fmt: skip
 
         options = {"task": "language_model", "block_size": args.block_size, "packing": args.packing}
-        key = _from_main_process(accelerator, lambda: tokens_key(raw, tokenizer, options))
+        key = from_main_process(accelerator, lambda: tokens_key(raw, tokenizer, options))
         with main_process_first(accelerator, local=True):
             tokenized, _, folder, reused = load_or_tokenize(
                 raw, key, args.cache_dir, tokenize_split, may_build=accelerator.is_local_main_process
@@ -401,13 +459,7 @@ class MaskedLMTask(CausalLMTask):
         return f"Fill masks with it: pipeline('fill-mask', model='{output_dir}') (docs/language-models.md)"
 
 
-def _check_metric(args, task) -> None:
-    if args.metric_for_best is not None and args.metric_for_best not in task.metrics:
-        raise UsageError(f"--metric_for_best {args.metric_for_best} is not a metric of --task {task.name}; use one "
-                         f"of {', '.join(task.metrics)}.")  # fmt: skip
-
-
-TASKS = {task.name: task for task in (TranslationTask(), CausalLMTask(), MaskedLMTask())}
+TASKS: dict[str, Task] = {task.name: task for task in (TranslationTask(), CausalLMTask(), MaskedLMTask())}
 
 
 LM_OPTIONS = ("text_column", "block_size", "packing", "mlm_probability")  # the LM tasks' own options
@@ -431,7 +483,7 @@ class Run:
     args: argparse.Namespace  # parsed once by `parse_args`; nothing below changes it
     accelerator: object
     output_dir: Path
-    task: TranslationTask | CausalLMTask  # --task: data, model class, collators, evaluation
+    task: Task  # --task: data, model class, collators, evaluation
     raw: dict  # split name -> `datasets.Dataset` of {"translation": {src: ..., tgt: ...}} (LM tasks: {"text": ...})
     tokenized: dict  # split name -> input_ids, attention_mask, labels, source_length, target_length (LM: length)
     tokenizer: object

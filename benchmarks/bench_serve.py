@@ -1,0 +1,272 @@
+"""Benchmark: `vaswani serve` under load against `vaswani translate` over the same sentences in one process (issue 31).
+
+For each backend (`--backends`: ct2-int8, the model exported with `vaswani export --quantization int8`, and torch, the
+PyTorch folder), the server runs as a user starts it (`python -m vaswani.cli serve`, its own process, `--threads`
+threads) and the reference runs `Translator.translate` over all the sentences in this process, as `vaswani
+translate` does (length-sorted batches of 4096 tokens, the same threads). Then, in rounds that alternate the order
+(reference then server, server then reference, ...):
+
+- the reference: sentences/s of one `translate` call over the test sentences;
+- the server under load: `--clients` (16) client threads on loopback, each sending one sentence per
+  `POST /translate` (LibreTranslate API, JSON, a kept-alive connection), for `--duration` seconds: sentences/s,
+  p50 and p99 latency, and the mean batch size from /metrics (`vaswani_batch_sentences`).
+
+Before the rounds, the unloaded latency: one client, one sentence at a time. Targets: server throughput at least
+0.5x the reference (though requests arrive one sentence at a time), mean batch size above 4, p99 under load at most
+2x the unloaded p50 plus the batching wait (`--max_wait_ms`). The load generator (16 Python threads) shares the CPU
+with the server, which the reference does not have to: the report says how many cores there were.
+
+    python benchmarks/bench_serve.py --model runs/gettext-small                          # both backends, 5 rounds
+    python benchmarks/bench_serve.py --model runs/gettext-small --backends torch --rounds 1 --duration 5 --limit 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # `common` when run as a script
+sys.path.insert(1, str(REPO_ROOT))
+
+import common  # noqa: E402
+
+DEFAULT_TEST_FILE = REPO_ROOT.parent / "shared" / "data" / "gettext-en-es" / "test.jsonl"
+BACKENDS = ("ct2-int8", "torch")
+
+
+def positive(kind):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+        return value
+
+    return parse
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", type=Path, required=True, help="a PyTorch model folder (written by train.py)")
+    parser.add_argument("--test_file", type=Path, default=DEFAULT_TEST_FILE,
+                        help="the sentences: a .jsonl of {translation: {LANG: text}} or a text file, one per line")  # fmt: skip
+    parser.add_argument("--source_lang", default="en")
+    parser.add_argument("--target_lang", default="es")
+    parser.add_argument("--limit", type=positive(int), default=500, help="first N test sentences (default: 500)")
+    parser.add_argument("--backends", type=common.choice_list(BACKENDS, "backends"), default=list(BACKENDS),
+                        help="comma-separated: ct2-int8, torch (default: both)")  # fmt: skip
+    parser.add_argument("--clients", type=positive(int), default=16, help="concurrent clients (default: 16)")
+    parser.add_argument("--duration", type=positive(float), default=20.0, help="seconds of load per round")
+    parser.add_argument("--rounds", type=positive(int), default=5, help="alternating rounds (default: 5)")
+    parser.add_argument("--threads", type=positive(int), default=os.cpu_count(), help="decoding threads (both sides)")
+    parser.add_argument("--max_wait_ms", type=positive(float), default=10.0, help="the server's batching wait")
+    parser.add_argument("--max_tokens", type=positive(int), default=2048, help="the server's token budget")
+    parser.add_argument("--json", type=Path, help="also write the settings and results to this file")
+    args = parser.parse_args(argv)
+    if not args.model.is_dir():
+        parser.error(f"--model {args.model} is not a folder")
+    if not args.test_file.is_file():
+        parser.error(f"--test_file {args.test_file} is not a file")
+    return args
+
+
+def read_sentences(path: Path, source_lang: str, limit: int) -> list[str]:
+    """The first `limit` non-blank source sentences of a .jsonl (translation pairs) or a text file."""
+    sentences = []
+    with open(path, encoding="utf-8") as lines:
+        for line in lines:
+            text = json.loads(line)["translation"][source_lang] if path.suffix == ".jsonl" else line.strip()
+            if text.strip():
+                sentences.append(text.replace("\n", " "))
+            if len(sentences) == limit:
+                break
+    return sentences
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The server and its clients
+# ---------------------------------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def server_process(folder: Path, args, log: Path):
+    """`vaswani serve` on a free loopback port, in its own process; yields the port, stops it with SIGTERM."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "vaswani.cli", "serve", "--model", f"{args.source_lang}-{args.target_lang}={folder}",
+               "--port", str(port), "--threads", str(args.threads), "--max_wait_ms", str(args.max_wait_ms),
+               "--max_tokens", str(args.max_tokens), "--max_request_seconds", "600"]  # fmt: skip
+    with open(log, "w") as output:
+        process = subprocess.Popen(command, cwd=REPO_ROOT, env=common.worker_env(args.threads), stdout=output,
+                                   stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while not _answers(port):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"the server did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.2)
+        yield port
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def _answers(port: int) -> bool:
+    with contextlib.suppress(OSError):
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        connection.request("GET", "/health")
+        return connection.getresponse().status == 200
+    return False
+
+
+def client_loop(port: int, sentences: list[str], args, start: int, stop_at: float, latencies: list[float]) -> None:
+    """One client: sentence after sentence (from `start`), one per request, until `stop_at`."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    index = start
+    while time.monotonic() < stop_at:
+        body = json.dumps({"q": sentences[index % len(sentences)], "source": args.source_lang,
+                           "target": args.target_lang})  # fmt: skip
+        sent = time.monotonic()
+        connection.request("POST", "/translate", body=body, headers={"Content-Type": "application/json"})
+        response = connection.getresponse()
+        response.read()
+        if response.status != 200:
+            raise SystemExit(f"the server answered {response.status}")
+        latencies.append(time.monotonic() - sent)
+        index += 1
+    connection.close()
+
+
+def batch_totals(port: int) -> tuple[float, float]:
+    """(sentences, batches) decoded so far, from /metrics."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    connection.request("GET", "/metrics")
+    values = {}
+    for line in connection.getresponse().read().decode().splitlines():
+        if line.startswith("vaswani_batch_sentences_"):
+            name, value = line.split(" ")
+            values[name] = float(value)
+    return values["vaswani_batch_sentences_sum"], values["vaswani_batch_sentences_count"]
+
+
+def load_round(port: int, sentences: list[str], args, clients: int, duration: float) -> dict:
+    """`clients` clients for `duration` seconds: sentences/s, latencies and the mean batch size."""
+    latencies: list[list[float]] = [[] for _ in range(clients)]
+    before = batch_totals(port)
+    stop_at = time.monotonic() + duration
+    started = time.monotonic()
+    threads = [threading.Thread(target=client_loop, args=(port, sentences, args, i * len(sentences) // clients,
+                                                          stop_at, latencies[i])) for i in range(clients)]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.monotonic() - started
+    after = batch_totals(port)
+    done = sorted(latency for per_client in latencies for latency in per_client)
+    batches = after[1] - before[1]
+    return {
+        "sentences_per_second": len(done) / elapsed,
+        "p50": statistics.median(done),
+        "p99": done[min(len(done) - 1, int(0.99 * len(done)))],
+        "mean_batch_size": (after[0] - before[0]) / batches if batches else float("nan"),
+        "requests": len(done),
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# One backend
+# ---------------------------------------------------------------------------------------------------------------------
+def backend_folder(backend: str, args, scratch: Path) -> Path:
+    if backend == "torch":
+        return args.model
+    from vaswani.export.ctranslate2 import export_ctranslate2
+
+    return export_ctranslate2(args.model, scratch / "ct2-int8", quantization="int8")
+
+
+def run_backend(backend: str, sentences: list[str], args, scratch: Path) -> dict:
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    from vaswani.inference.translator import Translator
+
+    torch.set_num_threads(args.threads)
+    hf_logging.disable_progress_bar()
+    folder = backend_folder(backend, args, scratch)
+    reference = Translator(folder, device="cpu")
+    reference.translate(sentences[:16])  # warm-up
+    rounds = []
+    with server_process(folder, args, scratch / f"server-{backend}.log") as port:
+        load_round(port, sentences, args, args.clients, min(2.0, args.duration))  # warm-up
+        unloaded = load_round(port, sentences, args, clients=1, duration=min(5.0, args.duration))
+        for index in range(args.rounds):
+            sides = ["reference", "server"] if index % 2 == 0 else ["server", "reference"]
+            result = {}
+            for side in sides:
+                if side == "reference":
+                    seconds = common.time_call(lambda: reference.translate(sentences))
+                    result["reference_sentences_per_second"] = len(sentences) / seconds
+                else:
+                    result.update(load_round(port, sentences, args, args.clients, args.duration))
+            rounds.append(result)
+    return {"unloaded_p50": unloaded["p50"], "rounds": rounds}
+
+
+def report(backend: str, result: dict, args) -> list[str]:
+    rounds = result["rounds"]
+    ratios = [r["sentences_per_second"] / r["reference_sentences_per_second"] for r in rounds]
+    batch_sizes = [r["mean_batch_size"] for r in rounds]
+    p99_limit = 2 * result["unloaded_p50"] + args.max_wait_ms / 1000
+    p99s = [r["p99"] for r in rounds]
+    median = statistics.median
+    return [
+        backend,
+        f"{median(r['reference_sentences_per_second'] for r in rounds):.1f}",
+        f"{median(r['sentences_per_second'] for r in rounds):.1f}",
+        f"{median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) {common.verdict(ratios, 0.5)}",
+        f"{median(batch_sizes):.1f} {common.verdict(batch_sizes, 4.0 + 1e-9)}",
+        f"{median(r['p50'] for r in rounds) * 1000:.0f}",
+        f"{median(p99s) * 1000:.0f} (limit {p99_limit * 1000:.0f}) {common.verdict(p99s, p99_limit, False)}",
+        f"{result['unloaded_p50'] * 1000:.0f}",
+    ]
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    sentences = read_sentences(args.test_file, args.source_lang, args.limit)
+    machine = common.machine_description(args.threads)
+    print(common.describe_machine(machine))
+    print(f"{len(sentences)} sentences, {args.clients} clients x {args.duration:g} s, {args.rounds} rounds; the "
+          f"clients share the {machine['cores_available']} cores with the server (the reference does not)")  # fmt: skip
+    results, rows = {}, []
+    with tempfile.TemporaryDirectory(prefix="bench-serve-") as scratch:
+        for backend in args.backends:
+            results[backend] = run_backend(backend, sentences, args, Path(scratch))
+            rows.append(report(backend, results[backend], args))
+    headers = ["backend", "translate sent/s", "serve sent/s", "ratio (>= 0.5)", "mean batch (> 4)", "p50 ms",
+               "p99 ms", "unloaded p50 ms"]  # fmt: skip
+    print(common.format_table(headers, rows))
+    common.write_json_report(args.json, args, machine=machine, results=results)
+
+
+if __name__ == "__main__":
+    main()

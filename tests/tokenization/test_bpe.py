@@ -1,0 +1,470 @@
+"""Tests of the BPE pipeline in `tokenization/`: round trip, special tokens, saving and loading, CLI errors."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import site
+import subprocess
+import sys
+import unicodedata
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from tokenizers import normalizers
+
+from tokenization import (
+    SPECIAL_TOKEN_LAYOUTS,
+    TokenizerTrainingError,
+    load_tokenizer,
+    train_bpe_tokenizer,
+)
+from vaswani.errors import ModelFolderError
+
+# --- a small English-German corpus -----------------------------------------------------------------------------
+
+PAIRS = [
+    ("The house is small.", "Das Haus ist klein."),
+    ("The weather is nice today.", "Das Wetter ist heute schön."),
+    ("I would like a cup of coffee, please.", "Ich hätte gern eine Tasse Kaffee, bitte."),
+    ("Where is the train station?", "Wo ist der Bahnhof?"),
+    ("We are going to the museum tomorrow.", "Wir gehen morgen ins Museum."),
+    ("She has been learning German for three years.", "Sie lernt seit drei Jahren Deutsch."),
+    ("The meeting was postponed until Friday.", "Die Besprechung wurde auf Freitag verschoben."),
+    ("Can you help me with my luggage?", "Können Sie mir mit meinem Gepäck helfen?"),
+    ("The children are playing in the garden.", "Die Kinder spielen im Garten."),
+    ("This book is very interesting.", "Dieses Buch ist sehr interessant."),
+    ("He drives to work every day.", "Er fährt jeden Tag zur Arbeit."),
+    ("The shop closes at eight o'clock.", "Das Geschäft schließt um acht Uhr."),
+    ("My grandmother lives in Munich.", "Meine Großmutter wohnt in München."),
+    (
+        "The negotiations between the two countries failed.",
+        "Die Verhandlungen zwischen den beiden Ländern scheiterten.",
+    ),
+    ("The European Parliament adopted the resolution.", "Das Europäische Parlament nahm die Entschließung an."),
+    ("Prices rose by 3 % last year.", "Die Preise stiegen im vergangenen Jahr um 3 %."),
+    ("Please close the window, it is cold.", "Bitte schließ das Fenster, es ist kalt."),
+    ("The train to Berlin is late again.", "Der Zug nach Berlin hat wieder Verspätung."),
+    ("I don't understand the question.", "Ich verstehe die Frage nicht."),
+    ("The government must protect the environment.", "Die Regierung muss die Umwelt schützen."),
+]
+SUBJECTS = [
+    ("The old man", "Der alte Mann"),
+    ("My sister", "Meine Schwester"),
+    ("Our teacher", "Unsere Lehrerin"),
+    ("A young woman", "Eine junge Frau"),
+    ("The doctor", "Der Arzt"),
+    ("His brother", "Sein Bruder"),
+    ("The farmer", "Der Bauer"),
+    ("Every student", "Jeder Student"),
+]
+VERBS = [
+    ("reads", "liest"),
+    ("writes", "schreibt"),
+    ("buys", "kauft"),
+    ("finds", "findet"),
+    ("carries", "trägt"),
+    ("forgets", "vergisst"),
+]
+OBJECTS = [
+    ("a long letter", "einen langen Brief"),
+    ("the newspaper", "die Zeitung"),
+    ("an old map", "eine alte Karte"),
+    ("the green bicycle", "das grüne Fahrrad"),
+    ("a heavy suitcase", "einen schweren Koffer"),
+    ("the small gift", "das kleine Geschenk"),
+]
+ENDINGS = [
+    ("in the morning.", "am Morgen."),
+    ("every Sunday.", "jeden Sonntag."),
+    ("near the river.", "in der Nähe des Flusses."),
+    ("with great care.", "mit großer Sorgfalt."),
+    ("before the holidays.", "vor den Ferien."),
+]
+
+
+def parallel_corpus() -> tuple[list[str], list[str]]:
+    """240 generated sentence pairs plus 20 written ones, in a fixed order."""
+    english, german = [en for en, _ in PAIRS], [de for _, de in PAIRS]
+    combinations = itertools.product(SUBJECTS, VERBS, OBJECTS, ENDINGS)
+    for subject, verb, obj, ending in itertools.islice(combinations, 0, None, 6):
+        english.append(f"{subject[0]} {verb[0]} {obj[0]} {ending[0]}")
+        # German main clauses put the time/place adverbial after the object, like English here.
+        german.append(f"{subject[1]} {verb[1]} {obj[1]} {ending[1]}")
+    return english, german
+
+
+ENGLISH, GERMAN = parallel_corpus()
+SMALL_VOCAB = 400  # 4 special + 256 byte tokens + ~70 characters leave room for merges
+
+
+def write_corpus(directory: Path) -> list[Path]:
+    files = [directory / "train.en", directory / "train.de"]
+    for path, lines in zip(files, (ENGLISH, GERMAN), strict=True):
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return files
+
+
+@pytest.fixture(scope="module")
+def corpus_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    return write_corpus(tmp_path_factory.mktemp("corpus"))
+
+
+@pytest.fixture(scope="module")
+def tokenizer(corpus_files):
+    return train_bpe_tokenizer(files=corpus_files, vocab_size=SMALL_VOCAB)
+
+
+# --- round trip --------------------------------------------------------------------------------------------------
+
+
+def unicode_database_disagreements() -> list[str]:
+    """Characters on which the Unicode tables of `tokenizers` and of Python's `unicodedata` disagree.
+
+    `tokenizers` normalizes with older tables than Python 3.11's Unicode 14.0: characters whose decomposition was
+    added later (e.g. U+32FF SQUARE ERA NAME REIWA) are left as they are. Only characters with a decomposition in
+    Python's tables can differ; the canonical parts of those decompositions are excluded too (they compose).
+    """
+    forms = {form: getattr(normalizers, form)() for form in ("NFC", "NFD", "NFKC", "NFKD")}
+    excluded = set()
+    for code_point in range(sys.maxunicode + 1):
+        char = chr(code_point)
+        decomposition = unicodedata.decomposition(char)
+        if decomposition and any(forms[f].normalize_str(char) != unicodedata.normalize(f, char) for f in forms):
+            excluded.add(char)
+            if not decomposition.startswith("<"):
+                excluded.update(chr(int(part, 16)) for part in decomposition.split())
+    return sorted(excluded)
+
+
+def expected_round_trip(text: str, form: str | None) -> str:
+    """The documented normalization: Unicode `form`, and "▁" (the word-boundary marker) read as a space."""
+    return (unicodedata.normalize(form, text) if form else text).replace("\u2581", " ")
+
+
+INTERESTING = [
+    *[" ", "  ", "\t", "\n", "\r", "\u00a0", "\u3000", "\u2581"],  # spaces, line breaks, the "▁" marker itself
+    *["\x00", "\x1b", "\x7f", "\u200b"],  # control and invisible characters
+    *["é", "e\u0301", "ß", "ﬁ", "²", "Å"],  # accents, composed and not; compatibility characters
+    *["日本", "😀", "👩\u200d👩\u200d👧"],  # CJK, emoji, emoji sequence (4-byte UTF-8)
+    *["</s>", "<s>", "<0x41>"],  # text that looks like special or byte tokens
+]
+# Any character (surrogates cannot be encoded), mixed with pieces that stress spacing, bytes and normalization.
+texts = st.lists(
+    st.one_of(
+        st.characters(codec="utf-8", exclude_characters=unicode_database_disagreements()), st.sampled_from(INTERESTING)
+    ),
+    max_size=30,
+).map("".join)
+
+
+@pytest.fixture(scope="module")
+def tokenizers_by_normalization(corpus_files):
+    return {
+        form: train_bpe_tokenizer(files=corpus_files, vocab_size=SMALL_VOCAB, normalization=form)
+        for form in ("NFKC", "NFD", None)
+    }
+
+
+@pytest.mark.parametrize("form", ["NFKC", "NFD", None])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=texts)
+@example(text="")
+@example(text="   leading and trailing   ")
+@example(text="Die Größe des Gepäcks – 23 kg – überschreitet das Limit 😀.")
+@example(text="日本語のテキストと한국어 텍스트")
+@example(text="tab\tnew\nline\x00null \u2581 marker")
+@example(text="e\u0301 ﬁ ² Å")
+def test_decode_encode_returns_normalized_text(tokenizers_by_normalization, form, text):
+    tok = tokenizers_by_normalization[form]
+    ids = tok(text)["input_ids"]
+    assert tok.unk_token_id not in ids
+    assert tok.decode(ids, skip_special_tokens=True) == expected_round_trip(text, form)
+
+
+def test_unseen_characters_use_byte_tokens_not_unk(tokenizer):
+    tokens = tokenizer.convert_ids_to_tokens(tokenizer("漢 😀")["input_ids"])
+    assert "<unk>" not in tokens
+    assert tokens.count("<0xF0>") == 1  # the emoji's four UTF-8 bytes start with F0
+    assert "<0xF0>" not in tokenizer.all_special_tokens
+
+
+def test_normalization_is_configurable(corpus_files):
+    nfkc = train_bpe_tokenizer(files=corpus_files, vocab_size=SMALL_VOCAB, normalization="NFKC")
+    raw = train_bpe_tokenizer(files=corpus_files, vocab_size=SMALL_VOCAB, normalization=None)
+    text = "ﬁve m²"
+    assert nfkc.decode(nfkc(text)["input_ids"], skip_special_tokens=True) == "five m2"
+    assert raw.decode(raw(text)["input_ids"], skip_special_tokens=True) == text
+
+
+# --- looking words of the vocabulary up whole (ignore_merges) ---------------------------------------------------
+
+
+def test_ignore_merges_changes_no_ids(corpus_files, tmp_path):
+    looked_up = train_bpe_tokenizer(files=corpus_files, vocab_size=600)
+    replayed = train_bpe_tokenizer(files=corpus_files, vocab_size=600, ignore_merges=False)
+    looked_up.save_pretrained(tmp_path / "tok")
+    saved = json.loads((tmp_path / "tok" / "tokenizer.json").read_text(encoding="utf-8"))
+    assert saved["model"]["ignore_merges"] is True
+    assert json.loads(replayed.backend_tokenizer.to_str())["model"]["ignore_merges"] is False
+    # Every word token of the vocabulary, spelled out as text, and the corpus itself: the same ids either way.
+    words = [token[1:] for token in looked_up.get_vocab() if token.startswith("\u2581") and len(token) > 1]
+    assert len(words) > 100
+    texts = words + ENGLISH + GERMAN
+    assert looked_up(texts)["input_ids"] == replayed(texts)["input_ids"]
+
+
+def test_ignore_merges_is_left_off_when_the_merges_split_a_word_token():
+    from tokenizers import Tokenizer, models
+
+    from tokenization.bpe import _switch_on_ignore_merges, words_the_merges_split
+
+    # "a"+"b" is merged first, so the merges turn "▁ab" into "▁" "ab" and never reach the token "▁ab"
+    # (made from "▁a"+"b" in some other context); looking "▁ab" up whole would give a different id.
+    vocab = {"\u2581": 0, "a": 1, "b": 2, "ab": 3, "\u2581a": 4, "\u2581ab": 5}
+    merges = [("a", "b"), ("\u2581", "a"), ("\u2581a", "b")]
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    assert words_the_merges_split(tokenizer) == ["\u2581ab"]
+    with pytest.warns(UserWarning, match="ignore_merges left off"):
+        _switch_on_ignore_merges(tokenizer)
+    assert json.loads(tokenizer.to_str())["model"]["ignore_merges"] is False
+    assert [token.value for token in tokenizer.model.tokenize("\u2581ab")] == ["\u2581", "ab"]
+
+
+def test_cli_can_switch_ignore_merges_off(corpus_files, tmp_path, capsys):
+    from tokenization.__main__ import main
+
+    files = list(map(str, corpus_files))
+    assert main(["train", "--files", *files, "--vocab_size", "400", "--output_dir", str(tmp_path / "on")]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--files",
+                *files,
+                "--vocab_size",
+                "400",
+                "--no_ignore_merges",
+                "--output_dir",
+                str(tmp_path / "off"),
+            ]
+        )
+        == 0
+    )
+    for name, expected in (("on", True), ("off", False)):
+        saved = json.loads((tmp_path / name / "tokenizer.json").read_text(encoding="utf-8"))
+        assert saved["model"]["ignore_merges"] is expected
+    assert "saved a BPE tokenizer with 400 tokens" in capsys.readouterr().out
+
+
+# --- special tokens and model inputs -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("layout", "expected"),
+    [("paper", {"pad": 0, "bos": 1, "eos": 2, "unk": 3}), ("fairseq", {"bos": 0, "pad": 1, "eos": 2, "unk": 3})],
+)
+def test_special_token_ids(corpus_files, layout, expected):
+    tok = train_bpe_tokenizer(files=corpus_files, vocab_size=SMALL_VOCAB, special_tokens_layout=layout)
+    ids = {"pad": tok.pad_token_id, "bos": tok.bos_token_id, "eos": tok.eos_token_id, "unk": tok.unk_token_id}
+    assert ids == expected
+    assert tok.convert_ids_to_tokens(list(range(4))) == SPECIAL_TOKEN_LAYOUTS[layout]
+    assert tok.convert_ids_to_tokens([4, 4 + 255]) == ["<0x00>", "<0xFF>"]  # bytes follow the special tokens
+
+
+def test_text_target_gives_labels_ending_with_eos(tokenizer):
+    batch = tokenizer(ENGLISH[:3], text_target=GERMAN[:3])
+    for source, target, input_ids, labels in zip(
+        ENGLISH[:3], GERMAN[:3], batch["input_ids"], batch["labels"], strict=True
+    ):
+        assert input_ids[-1] == labels[-1] == tokenizer.eos_token_id
+        assert tokenizer.eos_token_id not in input_ids[:-1] + labels[:-1]
+        assert tokenizer.bos_token_id not in input_ids + labels
+        assert tokenizer.decode(input_ids[:-1]) == source
+        assert tokenizer.decode(labels[:-1]) == target
+
+
+def test_truncation_keeps_eos_and_padding_uses_pad(tokenizer):
+    truncated = tokenizer(" ".join(GERMAN[:5]), truncation=True, max_length=8)["input_ids"]
+    assert len(truncated) == 8
+    assert truncated[-1] == tokenizer.eos_token_id
+    padded = tokenizer([ENGLISH[0], ENGLISH[1]], padding=True)
+    short, long = (padded["input_ids"][i] for i in (0, 1))
+    assert len(short) == len(long)
+    assert short[-1] == tokenizer.pad_token_id and padded["attention_mask"][0][-1] == 0
+
+
+def test_literal_special_token_text_is_not_a_special_token(tokenizer):
+    ids = tokenizer("a </s> b")["input_ids"]
+    assert ids.count(tokenizer.eos_token_id) == 1
+
+
+def test_vocab_size_is_honoured(corpus_files, tmp_path):
+    for vocab_size in (350, 600):  # the corpus supports about 700 tokens at min_frequency=2
+        tok = train_bpe_tokenizer(files=corpus_files, vocab_size=vocab_size)
+        tok.save_pretrained(tmp_path / str(vocab_size))
+        saved = json.loads((tmp_path / str(vocab_size) / "tokenizer.json").read_text(encoding="utf-8"))
+        assert len(tok) == vocab_size
+        assert len(saved["model"]["vocab"]) == vocab_size
+
+
+def test_iterator_and_dataset_sources_match_files(corpus_files):
+    from datasets import Dataset
+
+    from_files = train_bpe_tokenizer(files=corpus_files, vocab_size=SMALL_VOCAB)
+    # Batches of sentences, and both sides of a translation column, give the same counts, hence the same merges.
+    batches = [ENGLISH[i : i + 50] for i in range(0, len(ENGLISH), 50)] + [GERMAN]
+    from_iterator = train_bpe_tokenizer(iterator=iter(batches), vocab_size=SMALL_VOCAB)
+    dataset = Dataset.from_dict(
+        {"translation": [{"en": en, "de": de} for en, de in zip(ENGLISH, GERMAN, strict=True)]}
+    )
+    from_dataset = train_bpe_tokenizer(dataset=dataset, source_lang="en", target_lang="de", vocab_size=SMALL_VOCAB)
+    english_only = train_bpe_tokenizer(iterator=ENGLISH, vocab_size=SMALL_VOCAB)
+    reference = from_files.backend_tokenizer.to_str()
+    assert from_iterator.backend_tokenizer.to_str() == reference
+    assert from_dataset.backend_tokenizer.to_str() == reference
+    assert english_only.backend_tokenizer.to_str() != reference
+
+
+# --- saving, loading, determinism --------------------------------------------------------------------------------
+
+LOAD_IN_FRESH_PROCESS = """
+import importlib.util, json, sys
+sys.path.extend(sys.argv[2:])  # site-packages, without running its .pth files (the editable install of this repo)
+if importlib.util.find_spec("tokenization") is not None:
+    sys.exit("tokenization is importable")
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
+tok = AutoTokenizer.from_pretrained(sys.argv[1])
+texts = json.loads(sys.stdin.read())
+print(json.dumps({"is_fast": isinstance(tok, PreTrainedTokenizerFast), "ids": tok(texts)["input_ids"],
+                  "pad": tok.pad_token_id, "eos": tok.eos_token_id}))
+"""
+
+
+def clean_env(tmp_path: Path) -> dict[str, str]:
+    return {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(tmp_path),
+        "HF_HOME": str(tmp_path / "hf_home"),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
+
+
+@pytest.mark.slow
+def test_autotokenizer_loads_folder_in_fresh_process_without_package(tokenizer, tmp_path):
+    folder = tmp_path / "tokenizer"
+    tokenizer.save_pretrained(folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    assert config["tokenizer_class"] == "PreTrainedTokenizerFast"
+
+    texts = [*ENGLISH[:5], *GERMAN[:5], "  Ünïcödé 😀 日本 \t x"]
+    command = [sys.executable, "-I", "-S", "-c", LOAD_IN_FRESH_PROCESS, str(folder), *site.getsitepackages()]
+    result = subprocess.run(
+        command, input=json.dumps(texts), capture_output=True, text=True, cwd=tmp_path, env=clean_env(tmp_path)
+    )
+    assert result.returncode == 0, result.stderr
+    loaded = json.loads(result.stdout)
+    assert loaded["is_fast"]
+    assert loaded["ids"] == tokenizer(texts)["input_ids"]
+    assert (loaded["pad"], loaded["eos"]) == (tokenizer.pad_token_id, tokenizer.eos_token_id)
+
+
+def test_load_tokenizer(tokenizer, tmp_path):
+    tokenizer.save_pretrained(tmp_path / "tok")
+    loaded = load_tokenizer(tmp_path / "tok")
+    assert loaded("Das Haus ist klein.")["input_ids"] == tokenizer("Das Haus ist klein.")["input_ids"]
+    with pytest.raises(ModelFolderError, match="no such tokenizer folder"):
+        load_tokenizer(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ModelFolderError, match="holds no tokenizer"):
+        load_tokenizer(tmp_path / "empty")
+
+
+def run_cli(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    env = {**clean_env(tmp_path), "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    return subprocess.run(
+        [sys.executable, "-m", "tokenization", "train", *args], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
+
+
+@pytest.mark.slow
+def test_training_is_deterministic_across_processes(corpus_files, tmp_path):
+    first = train_bpe_tokenizer(files=corpus_files, vocab_size=SMALL_VOCAB)
+    second = train_bpe_tokenizer(files=corpus_files, vocab_size=SMALL_VOCAB)
+    first.save_pretrained(tmp_path / "first")
+    second.save_pretrained(tmp_path / "second")
+    # A separate process has other hash seeds and thread timings.
+    result = run_cli(
+        "--files",
+        *map(str, corpus_files),
+        "--vocab_size",
+        str(SMALL_VOCAB),
+        "--output_dir",
+        "third",
+        tmp_path=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    reference = (tmp_path / "first" / "tokenizer.json").read_bytes()
+    assert (tmp_path / "second" / "tokenizer.json").read_bytes() == reference
+    assert (tmp_path / "third" / "tokenizer.json").read_bytes() == reference
+
+
+# --- clear errors ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("empty corpus", "corpus is empty"),
+        ("missing file", "not found"),
+        ("tiny vocabulary", "smaller than the alphabet"),
+    ],
+)
+def test_cli_reports_user_errors_without_traceback(corpus_files, tmp_path, case, message):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n  \n", encoding="utf-8")
+    arguments = {
+        "empty corpus": ["--files", str(empty)],
+        "missing file": ["--files", str(corpus_files[0]), str(tmp_path / "missing.de")],
+        "tiny vocabulary": ["--files", *map(str, corpus_files), "--vocab_size", "280"],
+    }[case]
+    result = run_cli(*arguments, "--output_dir", str(tmp_path / "out"), tmp_path=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: ")
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({}, "exactly one of files, iterator or dataset"),
+        ({"files": ["a.txt"], "iterator": ["a"]}, "exactly one of files, iterator or dataset"),
+        ({"iterator": ["a b c"], "special_tokens_layout": "t5"}, "unknown special_tokens_layout"),
+        ({"iterator": ["a b c"], "normalization": "NFKX"}, "unknown normalization"),
+        ({"iterator": ["a b c"], "vocab_size": 100}, "too small"),
+        ({"iterator": ["", "   "]}, "corpus is empty"),
+        ({"iterator": [1, 2]}, "strings or lists of strings"),
+        ({"iterator": ["a b c"], "ignore_merges": "yes"}, "must be True or False"),
+    ],
+)
+def test_training_errors_name_the_problem(kwargs, message):
+    with pytest.raises(TokenizerTrainingError, match=message):
+        train_bpe_tokenizer(**kwargs)
+    assert issubclass(TokenizerTrainingError, ValueError)
+
+
+def test_dataset_errors_name_the_problem():
+    from datasets import Dataset
+
+    three_languages = Dataset.from_dict({"translation": [{"en": "a", "de": "b", "fr": "c"}]})
+    with pytest.raises(TokenizerTrainingError, match="source_lang and target_lang"):
+        train_bpe_tokenizer(dataset=three_languages)
+    with pytest.raises(TokenizerTrainingError, match="no 'translation' column"):
+        train_bpe_tokenizer(dataset=Dataset.from_dict({"text": ["a"]}))

@@ -1,0 +1,385 @@
+"""train.py end to end on a tiny config: one process, two processes, exact resume, and every bad input it must
+reject before training time is spent (with `error: ...`, exit code 2 and no traceback)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import REPO_ROOT, run_command, run_cpu_ranks, train_command_in_process
+from safetensors.torch import load_file
+
+from vaswani.data.demo import write_demo_files
+
+TINY_RUN = [
+    "--vocab_size", "400", "--d_model", "32", "--encoder_layers", "2", "--decoder_layers", "2",
+    "--encoder_attention_heads", "2", "--decoder_attention_heads", "2", "--encoder_ffn_dim", "64",
+    "--decoder_ffn_dim", "64", "--max_tokens", "600", "--max_source_length", "48", "--max_target_length", "48",
+    "--warmup_steps", "4", "--eval_steps", "0", "--logging_steps", "1", "--max_eval_samples", "12",
+    "--num_beams", "2", "--num_examples", "2", "--report_to", "none", "--checkpoint_minutes", "60",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("data")
+    write_demo_files(folder, num_train=240, num_validation=16, num_test=16)
+    return folder
+
+
+def data_args(data_dir: Path) -> list[str]:
+    return [
+        "--train_file", str(data_dir / "train.jsonl"), "--validation_file", str(data_dir / "validation.jsonl"),
+        "--test_file", str(data_dir / "test.jsonl"),
+    ]  # fmt: skip
+
+
+def run_train(
+    args: list[str], cwd: Path, processes: int = 1, timeout: int = 400, script: Path = REPO_ROOT / "train.py"
+) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
+    env["HF_DATASETS_CACHE"] = str(cwd / "datasets_cache")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    if processes == 1:
+        return run_command([sys.executable, str(script), *args], env=env, cwd=cwd, timeout=timeout)
+    return run_cpu_ranks(script, args, processes=processes, env=env, cwd=cwd, timeout=timeout)
+
+
+def read_metrics(output_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def read_pairs(path: Path) -> list[tuple[str, str]]:
+    rows = [json.loads(line)["translation"] for line in path.read_text(encoding="utf-8").splitlines()]
+    return [(row["en"], row["de"]) for row in rows]
+
+
+def assert_scores_are_sacrebleu_of_every_pair(scores: dict, split_file: Path, size: int) -> None:
+    """With --num_examples at least the split size, the examples are every hypothesis scored: each of the first
+    `size` pairs of the split once, in order, and BLEU and chrF are sacrebleu's on exactly them."""
+    import sacrebleu
+
+    examples = scores["examples"]
+    assert [(e["source"], e["reference"]) for e in examples] == read_pairs(split_file)[:size]
+    hypotheses, references = [e["translation"] for e in examples], [e["reference"] for e in examples]
+    assert scores["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hypotheses, [references]).score)
+    assert scores["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hypotheses, [references]).score)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Runs
+# ---------------------------------------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_few_step_run_in_one_process_leaves_a_loadable_model(data_dir, tmp_path):
+    out = tmp_path / "run"
+    result = run_train(
+        [*data_args(data_dir), *TINY_RUN, "--output_dir", str(out), "--max_train_steps", "6",
+         "--checkpoint_steps", "2", "--average_checkpoints", "3", "--eval_steps", "3", "--num_examples", "16",
+         "--average_window", "1", "--final_model", "average"],
+        tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-4000:]
+    # The folder: weights, config, generation config, tokenizer, model card, records.
+    for name in ("model.safetensors", "config.json", "generation_config.json", "tokenizer.json", "README.md",
+                 "metrics.jsonl", "results.json", "run_args.json", "modeling_vaswani.py"):  # fmt: skip
+        assert (out / name).exists(), name
+    generation = json.loads((out / "generation_config.json").read_text())
+    assert generation["num_beams"] == 4 and generation["length_penalty"] == 0.6
+    results = json.loads((out / "results.json").read_text())
+    # the window (the whole run) holds the checkpoints of steps 2, 4, 6, planned by the window and --checkpoint_steps
+    # (--final_model average keeps no validation record, so the evaluation at step 3 saves none)
+    assert results["step"] == 6 and results["averaged_checkpoints"] == ["step-00000002", "step-00000004",
+                                                                        "step-00000006"]  # fmt: skip
+    for split, size in (("validation", 12), ("test", 16)):
+        assert "signature" not in results[split] and results[split]["bleu_signature"].startswith("nrefs:1|")
+        assert_scores_are_sacrebleu_of_every_pair(results[split], data_dir / f"{split}.jsonl", size)
+    metrics = read_metrics(out)
+    train_steps = [m["step"] for m in metrics if m["split"] == "train"]
+    assert train_steps == [1, 2, 3, 4, 5, 6]
+    assert [m["step"] for m in metrics if m["split"] == "validation"] == [3]
+    assert all(m["loss"] > 0 and m["target_tokens_per_second"] > 0 for m in metrics if m["split"] == "train")
+    # The final model is the average of the three checkpoints.
+    average = {k: sum(load_file(out / "checkpoints" / c / "model.safetensors")[k].double()
+                      for c in results["averaged_checkpoints"]) / 3
+               for k in load_file(out / "checkpoints" / "step-00000006" / "model.safetensors")}  # fmt: skip
+    final = load_file(out / "model.safetensors")
+    for key, tensor in average.items():
+        torch.testing.assert_close(final[key].double(), tensor, atol=1e-6, rtol=1e-6, msg=key)
+    # It loads with the Auto classes and translates.
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    import modeling_vaswani  # noqa: F401
+
+    model = AutoModelForSeq2SeqLM.from_pretrained(out).eval()
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    batch = tokenizer(["She was born on the third of March."], return_tensors="pt")
+    assert model.generate(**batch, max_new_tokens=5).shape[0] == 1
+    assert "---" in (out / "README.md").read_text()[:5]  # YAML metadata of the model card
+
+
+@pytest.mark.slow
+def test_a_user_error_on_one_process_stops_every_process_with_one_message(data_dir, tmp_path):
+    """Only the main process trains the tokenizer, so only it finds --vocab_size too small: it prints the error and
+    the other process stops with it (status 2, nothing printed), instead of a gloo traceback about a lost peer."""
+    out = tmp_path / "run"
+    result = run_train([*data_args(data_dir), *TINY_RUN, "--output_dir", str(out), "--max_train_steps", "2",
+                        "--vocab_size", "20"], tmp_path, processes=2, timeout=300)  # fmt: skip
+    assert result.returncode != 0
+    assert result.stderr.count("error: vocab_size=20 is too small") == 1, result.stderr[-4000:]
+    for symptom in ("[rank1]", "[rank0]", "Connection closed", "gloo"):  # torch's prefix of a rank's traceback
+        assert symptom not in result.stderr, result.stderr[-4000:]
+    assert result.stderr.count("exitcode  : 2") + result.stderr.count("exitcode: 2") >= 1  # the launcher's report
+    assert not out.exists() or not any(out.iterdir())  # nothing made or left behind
+
+
+@pytest.mark.slow
+def test_main_process_first_and_together_stop_every_process_together(tmp_path):
+    """The two helpers with a failure planted on one rank (tests/scripts/stop_together.py): the rank that failed
+    raises its own error, the other raises ReportedElsewhere (printed by nobody), and nobody waits for a peer that
+    is gone; without a failure, the main process's block ends before the other's starts (main first)."""
+    out = tmp_path / "report"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    script = REPO_ROOT / "tests" / "scripts" / "stop_together.py"
+    result = run_cpu_ranks(script, [str(out)], processes=2, env=env, cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+    main, other = (json.loads(Path(f"{out}.rank{rank}.json").read_text()) for rank in (0, 1))
+    planted = [["UsageError", f"planted on rank {rank}"] for rank in (0, 1)]
+    elsewhere = [["ReportedElsewhere", f"process {rank} of the run failed"] for rank in (0, 1)]
+    expected = {  # case: (what rank 0 raised, what rank 1 raised)
+        "main first, nobody fails": (None, None),
+        "main first, the main process fails": (planted[0], elsewhere[0]),
+        "main first, the other process fails": (elsewhere[1], planted[1]),
+        "together, the other process fails": (elsewhere[1], planted[1]),
+        "together, nobody fails": (None, None),
+    }
+    assert {case: (main[case]["error"], other[case]["error"]) for case in expected} == expected
+    checkpoint = (
+        main["checkpoint, the other process's write fails"],
+        other["checkpoint, the other process's write fails"],
+    )
+    assert checkpoint[0]["error"] == elsewhere[1] and checkpoint[1]["error"][0] == "OSError"
+    assert checkpoint[0]["published"] == checkpoint[1]["published"] == []  # nothing half-written was published
+    assert other["main first, the main process fails"]["ran_at"] is None  # it never ran its block
+    case = main["main first, nobody fails"], other["main first, nobody fails"]
+    assert case[1]["ran_at"] >= case[0]["ran_at"] + 0.5  # the main process slept 0.5 s in its block first
+
+
+@pytest.mark.slow
+def test_two_process_run_with_layerdrop(data_dir, tmp_path):
+    out = tmp_path / "run"
+    result = run_train(
+        [*data_args(data_dir), *TINY_RUN, "--output_dir", str(out), "--max_train_steps", "4",
+         "--checkpoint_steps", "2", "--average_checkpoints", "2", "--average_window", "1", "--encoder_layerdrop", "0.3",
+         "--decoder_layerdrop", "0.3", "--drophead_p_start", "0.2", "--drophead_p_end", "0.1", "--num_examples", "16"],
+        tmp_path, processes=2,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "Expected to have finished reduction" not in result.stderr
+    assert "2 processes" in result.stderr
+    results = json.loads((out / "results.json").read_text())
+    assert results["step"] == 4
+    assert [m["step"] for m in read_metrics(out) if m["split"] == "train"] == [1, 2, 3, 4]
+    # The final model was chosen by the main process's validation BLEU and loaded by both processes alike.
+    choice = results["final_model"]
+    assert [c["name"] for c in choice["candidates"]] == ["last", "average"]
+    assert choice["chosen"] == max(choice["candidates"], key=lambda c: (c["score"], c["name"] == "last"))["name"]
+    # Every test pair was translated once, the two processes' halves gathered in order, and scored as a whole.
+    assert_scores_are_sacrebleu_of_every_pair(results["test"], data_dir / "test.jsonl", 16)
+    # The test loss is reduced over both processes: it equals the loss of the saved model over the whole test set,
+    # computed here in one process, pair by pair.
+    from transformers import AutoTokenizer
+
+    from modeling_vaswani import VaswaniForConditionalGeneration
+
+    model = VaswaniForConditionalGeneration.from_pretrained(out).eval()
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    loss_sum, tokens = 0.0, 0
+    with torch.no_grad():
+        for source, target in read_pairs(data_dir / "test.jsonl"):
+            batch = tokenizer([source], text_target=[target], return_tensors="pt")
+            loss_sum += model(**batch).loss.item() * batch["labels"].numel()
+            tokens += batch["labels"].numel()
+    assert results["test"]["loss"] == pytest.approx(loss_sum / tokens, rel=1e-5)
+
+
+@pytest.mark.slow
+def test_bf16_mixed_precision_trains_on_cpu_and_saves_float32_weights(data_dir, tmp_path):
+    """`--mixed_precision bf16` goes through Accelerate's autocast (CPU here, CUDA on a GPU): the same seed then
+    gives slightly different losses than full precision, all finite, and the saved weights stay float32."""
+    losses = {}
+    for precision in ("no", "bf16"):
+        out = tmp_path / precision
+        result = run_train(
+            [*data_args(data_dir), *TINY_RUN, "--output_dir", str(out), "--max_train_steps", "3",
+             "--checkpoint_steps", "3", "--average_checkpoints", "1", "--mixed_precision", precision],
+            tmp_path,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr[-4000:]
+        losses[precision] = [m["loss"] for m in read_metrics(out) if m["split"] == "train"]
+    assert len(losses["bf16"]) == 3 and all(torch.isfinite(torch.tensor(losses["bf16"])))
+    assert losses["bf16"] != losses["no"]  # autocast really ran in bfloat16
+    torch.testing.assert_close(torch.tensor(losses["bf16"]), torch.tensor(losses["no"]), rtol=0.05, atol=0.0)
+    weights = load_file(tmp_path / "bf16" / "model.safetensors")
+    assert {tensor.dtype for tensor in weights.values()} == {torch.float32}
+
+
+RESUME_RUN = [*TINY_RUN, "--max_train_steps", "6", "--average_checkpoints", "0", "--encoder_layerdrop", "0.2",
+              "--drophead_p_start", "0.2", "--drophead_p_end", "0.2", "--gradient_accumulation_steps", "2"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def straight_run(data_dir, tmp_path_factory):
+    """An uninterrupted run of RESUME_RUN (dropout, LayerDrop and scheduled DropHead on)."""
+    cwd = tmp_path_factory.mktemp("straight")
+    result = run_train([*data_args(data_dir), *RESUME_RUN, "--output_dir", str(cwd / "run")], cwd)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return cwd / "run"
+
+
+def train_losses(folder):
+    return {m["step"]: m["loss"] for m in read_metrics(folder) if m["split"] == "train"}
+
+
+@pytest.mark.slow
+def test_stopped_and_resumed_run_equals_an_uninterrupted_run(data_dir, tmp_path, straight_run):
+    """Same data order, same next losses, same final weights (dropout, LayerDrop and scheduled DropHead on)."""
+    common = [*data_args(data_dir), *RESUME_RUN]
+    resumed = tmp_path / "resumed"
+    stopped = run_train([*common, "--output_dir", str(resumed), "--stop_after_steps", "3"], tmp_path)
+    assert stopped.returncode == 0, stopped.stderr[-4000:]
+    assert not (resumed / "model.safetensors").exists()  # no final model yet
+    assert [c.name for c in (resumed / "checkpoints").iterdir()] == ["step-00000003"]
+    again = run_train([*common, "--output_dir", str(resumed), "--resume_from_checkpoint", "latest"], tmp_path)
+    assert again.returncode == 0, again.stderr[-4000:]
+    assert "Resumed from" in again.stderr
+
+    assert train_losses(resumed) == pytest.approx(train_losses(straight_run), rel=1e-6, abs=1e-9)
+    a, b = load_file(straight_run / "model.safetensors"), load_file(resumed / "model.safetensors")
+    assert a.keys() == b.keys()
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], atol=1e-6, rtol=1e-6, msg=key)
+
+
+@pytest.mark.slow
+def test_a_run_killed_mid_training_resumes_to_bit_identical_weights(data_dir, tmp_path, straight_run):
+    """SIGKILL after the first checkpoint, then --resume_from_checkpoint latest: the final weights are bit for bit
+    the uninterrupted run's, and metrics.jsonl holds each step once with the same losses (cut back on resume)."""
+    import signal
+    import time
+
+    killed = tmp_path / "killed"
+    args = [*data_args(data_dir), *RESUME_RUN, "--checkpoint_steps", "1", "--output_dir", str(killed)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1",
+           "HF_DATASETS_CACHE": str(tmp_path / "datasets_cache")}  # fmt: skip
+    process = subprocess.Popen([sys.executable, str(REPO_ROOT / "train.py"), *args], cwd=tmp_path, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 400
+    while not (killed / "checkpoints" / "step-00000001" / "checkpoint.json").exists():
+        assert process.poll() is None and time.monotonic() < deadline, "the run ended before its first checkpoint"
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=60)
+    assert process.returncode == -signal.SIGKILL
+    steps_at_kill = sorted(c.name for c in (killed / "checkpoints").iterdir() if c.name.startswith("step-"))
+    assert "step-00000006" not in steps_at_kill, "killed too late to test anything"
+    again = run_train([*args, "--resume_from_checkpoint", "latest"], tmp_path)
+    assert again.returncode == 0, again.stderr[-4000:]
+    rows = [(m["split"], m["step"]) for m in read_metrics(killed)]
+    assert len(rows) == len(set(rows))  # no step logged twice
+    assert train_losses(killed) == train_losses(straight_run)
+    a, b = load_file(straight_run / "model.safetensors"), load_file(killed / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[key], b[key]) for key in a)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Bad input: clear errors before any training
+# ---------------------------------------------------------------------------------------------------------------------
+def expect_error(args: list[str], cwd: Path, *fragments: str) -> str:
+    """`vaswani train ARGS` ends with status 2 and an `error: ...` holding `fragments` (in this process: a real
+    process's exit without a traceback is checked by test_bad_options_and_set_up_are_rejected_before_training and
+    tests/test_faults.py)."""
+    status, stderr = train_command_in_process(["--cache_dir", str(cwd / "datasets_cache"), *args])
+    assert status == 2, (status, stderr[-3000:])
+    assert "error:" in stderr, stderr[-3000:]
+    for fragment in fragments:
+        assert fragment in stderr, (fragment, stderr[-2000:])
+    return stderr
+
+
+@pytest.mark.slow
+def test_bad_data_is_rejected_before_training(tmp_path):
+    out = tmp_path / "out"
+    base = [*TINY_RUN, "--max_train_steps", "2", "--output_dir", str(out)]
+    expect_error([*base, "--train_file", str(tmp_path / "missing.jsonl")], tmp_path, "error:", "missing.jsonl")
+    (tmp_path / "train.en").write_text("one\ntwo\nthree\n", encoding="utf-8")
+    (tmp_path / "train.de").write_text("eins\nzwei\n", encoding="utf-8")
+    expect_error(
+        [*base, "--train_file", str(tmp_path / "train")], tmp_path, "train.en has 3 lines but", "train.de has 2"
+    )
+    (tmp_path / "latin.en").write_text("caf\n", encoding="utf-8")
+    (tmp_path / "latin.de").write_bytes("Caf\xe9\n".encode("latin-1"))
+    expect_error([*base, "--train_file", str(tmp_path / "latin")], tmp_path, "UTF-8", "latin.de")
+    assert not (out / "checkpoints").exists() and not (out / "model.safetensors").exists()
+
+
+@pytest.mark.slow
+def test_bad_options_and_set_up_are_rejected_before_training(data_dir, tmp_path):
+    out = tmp_path / "out"
+    base = [*data_args(data_dir), *TINY_RUN, "--max_train_steps", "2", "--output_dir", str(out)]
+    unknown = run_train([*base, "--learning_rat", "0.1"], tmp_path)
+    assert unknown.returncode == 2 and "unrecognized arguments: --learning_rat" in unknown.stderr
+    assert "Traceback" not in unknown.stderr
+    (tmp_path / "bad.yaml").write_text("d_modell: 64\n")
+    expect_error([*base, "--config", str(tmp_path / "bad.yaml")], tmp_path, "unknown option 'd_modell'")
+    expect_error([*base, "--dropout", "1.5"], tmp_path, "dropout=1.5", "[0, 1)")
+    expect_error(
+        [*base, "--push_to_hub", "--hub_model_id", "not a repo!"], tmp_path, "--hub_model_id", "not a valid repo id"
+    )
+    expect_error([*base, "--d_model", "30", "--encoder_attention_heads", "4"], tmp_path, "not divisible")
+
+    # A tokenizer whose vocabulary does not match the model.
+    from tokenization import train_bpe_tokenizer
+
+    tokenizer = train_bpe_tokenizer(iterator=["ein Satz", "a sentence", "noch ein Satz"] * 20, vocab_size=320,
+                                    min_frequency=1)  # fmt: skip
+    tokenizer.save_pretrained(tmp_path / "tok")
+    expect_error([*base, "--tokenizer", str(tmp_path / "tok"), "--vocab_size", "500"], tmp_path,
+                 f"has {len(tokenizer)} tokens but --vocab_size is 500")  # fmt: skip
+    model_dir = tmp_path / "model"
+    from modeling_vaswani import VaswaniConfig, VaswaniForConditionalGeneration
+
+    VaswaniForConditionalGeneration(
+        VaswaniConfig(vocab_size=len(tokenizer) + 7, d_model=16, encoder_layers=1, decoder_layers=1,
+                      encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16)
+    ).save_pretrained(model_dir)  # fmt: skip
+    without_vocab_size = [a for i, a in enumerate(base) if "--vocab_size" not in base[max(i - 1, 0) : i + 1]]
+    expect_error([*without_vocab_size, "--tokenizer", str(tmp_path / "tok"), "--model", str(model_dir)],
+                 tmp_path,
+                 "the tokenizer does not fit the model", f"model's vocab_size is {len(tokenizer) + 7}")  # fmt: skip
+
+    # An output folder that holds another run.
+    out.mkdir()
+    (out / "run_args.json").write_text("{}")
+    expect_error(base, tmp_path, "already holds another run", "--resume_from_checkpoint", "--overwrite_output_dir")
+    expect_error([*base, "--resume_from_checkpoint", "latest"], tmp_path, "cannot resume: no complete checkpoint")
+    assert not (out / "checkpoints").exists() or not any((out / "checkpoints").iterdir())
+
+
+@pytest.mark.slow
+def test_empty_lines_are_skipped_and_reported(tmp_path):
+    lines_en = ["one apple", "", "two apples", "three apples"] * 10
+    lines_de = ["ein Apfel", "leer", "", "drei Äpfel"] * 10
+    (tmp_path / "train.en").write_text("\n".join(lines_en) + "\n", encoding="utf-8")
+    (tmp_path / "train.de").write_text("\n".join(lines_de) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    result = run_train(
+        ["--train_file", str(tmp_path / "train"), *TINY_RUN, "--vocab_size", "300", "--max_train_steps", "1",
+         "--output_dir", str(out), "--validation_size", "4", "--average_checkpoints", "0"],
+        tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "20 skipped because a side is empty" in result.stderr, result.stderr[-3000:]

@@ -1,0 +1,472 @@
+"""The HTTP application of `vaswani serve` (FastAPI on Starlette, run by uvicorn): the LibreTranslate API, the native
+API, /health and /metrics. docs/serving.md is the user's description; this is how it is built.
+
+    POST /translate      LibreTranslate: q (a text or a list), source (a code or "auto"), target, format (text|html),
+                         alternatives (n-best), api_key -> {"translatedText", ["alternatives"], ["detectedLanguage"]}
+    GET  /languages      LibreTranslate: [{"code", "name", "targets"}] of the loaded pairs
+    POST /detect         LibreTranslate: the one source language the server translates from (no detector: see below)
+    POST /v1/translate   native: one sentence per item, vaswani translate's options and its jsonl output format
+    GET  /health         {"status": "ok", "pairs": [...]}
+    GET  /metrics        Prometheus text (`vaswani.serve.metrics`)
+
+Bodies are JSON or forms (urlencoded or multipart), parsed here, strictly: a body that is not UTF-8, JSON that does
+not parse or is not an object, another content type, an unknown pair or a bad option are 400s with LibreTranslate's
+error shape `{"error": "..."}` (the native API's too). The order of the checks: body size (413), body parsing (400),
+API key (403), rate limit (429), parameters and limits (400), decoding time (408).
+
+`auto` and /detect: the server has no language detector and invents none. `source: "auto"` is the one source
+language that translates into the requested target (400 when several do, naming them); /detect answers the one
+source language of the loaded models (confidence 100: the only language this server reads), and 400 when there are
+several.
+
+Texts are split into sentences (`vaswani.serve.text`), the sentences of concurrent requests are decoded together
+(`vaswani.serve.batching`) in one worker thread, and the translations are glued back into each text's shape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Hashable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from urllib.parse import parse_qsl
+
+from fastapi import FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.exceptions import HTTPException
+
+from vaswani.inference.outputs import JsonlOutput
+from vaswani.serve.batching import Batcher, DecodingOptions
+from vaswani.serve.limits import ApiKeys, BodyLimit, Limits, RateLimiter, RequestError
+from vaswani.serve.metrics import CONTENT_TYPE, ServerMetrics
+from vaswani.serve.models import ServedPair
+from vaswani.serve.text import HtmlText, SplitText, split_text
+
+logger = logging.getLogger("vaswani.serve")
+ENDPOINTS = ("/translate", "/languages", "/detect", "/v1/translate", "/health", "/metrics")
+FORMATS = ("text", "html")
+
+
+@dataclass
+class ServerSettings:
+    """How the server batches, decodes by default, and whom it answers (the options of `vaswani serve`)."""
+
+    limits: Limits = field(default_factory=Limits)
+    max_tokens: int = 2048  # source tokens per batch
+    max_wait: float = 0.01  # seconds a request waits for others to join its batch
+    num_beams: int = 4  # LibreTranslate requests (the native API chooses its own)
+    length_penalty: float = 0.6
+    api_keys: ApiKeys | None = None
+    rate_limit: float | None = None  # requests per minute, per key (per client address without keys)
+    cors_origins: list[str] = field(default_factory=list)
+    log_texts: bool = False
+
+
+class NativeRequest(BaseModel):
+    """The body of `POST /v1/translate`: what `vaswani translate` can be asked for, one sentence per `text` item."""
+
+    model_config = ConfigDict(extra="forbid")
+    source: str
+    target: str
+    text: str | list[str]
+    num_beams: int = Field(4, ge=1)
+    length_penalty: float = Field(0.6, ge=-10, le=10)
+    max_new_tokens: int | None = Field(None, ge=1)
+    paper_decoding: bool = False
+    nbest: int = Field(1, ge=1)
+    scores: bool = False
+    alignment: bool = False
+    api_key: str | None = None
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Reading a body
+# ---------------------------------------------------------------------------------------------------------------------
+async def read_fields(request: Request) -> dict:
+    """The fields of a JSON object or form body (`{}` for an empty body), or a 400 that says what is wrong."""
+    body = await request.body()
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if not body and media_type in ("", "application/json", "application/x-www-form-urlencoded"):
+        return {}
+    if media_type == "application/json":
+        try:
+            fields = json.loads(_utf8(body))
+        except ValueError as error:
+            raise RequestError(400, f"Invalid request: malformed JSON ({error})") from None
+        except RecursionError:
+            raise RequestError(400, "Invalid request: malformed JSON (nested too deeply)") from None
+        if not isinstance(fields, dict):
+            raise RequestError(400, "Invalid request: the JSON body must be an object of parameters")
+        return fields
+    if media_type == "application/x-www-form-urlencoded":
+        try:
+            pairs = parse_qsl(_utf8(body), keep_blank_values=True, encoding="utf-8", errors="strict",
+                              max_num_fields=1000)  # fmt: skip
+        except UnicodeDecodeError:
+            raise RequestError(400, "Invalid request: a form value is not UTF-8 once decoded") from None
+        except ValueError as error:
+            raise RequestError(400, f"Invalid request: malformed form body ({error})") from None
+        return _form_fields(pairs)
+    if media_type == "multipart/form-data":
+        return _form_fields(_multipart_pairs(request, body))
+    raise RequestError(400, f"Invalid request: unsupported content type {media_type or '(none)'!r}; send "
+                            "application/json, application/x-www-form-urlencoded or multipart/form-data")  # fmt: skip
+
+
+def _utf8(body: bytes) -> str:
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise RequestError(400, f"Invalid request: the body is not UTF-8 (byte {body[error.start]:#04x} at "
+                                f"position {error.start})") from None  # fmt: skip
+
+
+def _form_fields(pairs: list[tuple[str, str]]) -> dict:
+    """A form's fields: the last value of each name, except `q`, which is a list when given several times."""
+    fields: dict = {}
+    for name, value in pairs:
+        if name == "q" and "q" in fields:
+            fields["q"] = [*(fields["q"] if isinstance(fields["q"], list) else [fields["q"]]), value]
+        else:
+            fields[name] = value
+    return fields
+
+
+def _multipart_pairs(request: Request, body: bytes) -> list[tuple[str, str]]:
+    """The fields of a multipart body (python-multipart's parser, fed the whole body, which `BodyLimit` bounded);
+    a file part is refused, and is kept in memory until then (never written to disk)."""
+    from python_multipart import create_form_parser
+    from python_multipart.exceptions import FormParserError
+
+    pairs, files = [], []
+    headers = {"Content-Type": request.headers["content-type"].encode("latin-1")}
+    config = {"MAX_MEMORY_FILE_SIZE": len(body) + 1}
+    try:
+        parser = create_form_parser(headers, lambda f: pairs.append((f.field_name, f.value)), files.append, config)
+        parser.write(body)
+        parser.finalize()
+    except (FormParserError, ValueError) as error:
+        raise RequestError(400, f"Invalid request: malformed multipart body ({error})") from None
+    if files:
+        raise RequestError(400, "Invalid request: files are not accepted; send the text in a field")
+    return [(_utf8(name or b""), _utf8(value or b"")) for name, value in pairs]
+
+
+def _int_field(fields: dict, name: str, default: int, low: int, high: int) -> int:
+    value = fields.get(name, default)
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise RequestError(400, f"Invalid request: {name} must be a whole number from {low} to {high}, got {value!r}")
+    return value
+
+
+def _text_field(fields: dict, name: str) -> str:
+    value = fields.get(name)
+    if not value:
+        raise RequestError(400, f"Invalid request: missing {name} parameter")
+    if not isinstance(value, str):
+        raise RequestError(400, f"Invalid request: {name} must be a string")
+    return value
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The server's state: models, batcher, limits, keys, metrics
+# ---------------------------------------------------------------------------------------------------------------------
+class Server:
+    """What every endpoint uses: the table of pairs, the batcher, the limits, the keys and the metrics."""
+
+    def __init__(self, models: dict[tuple[str, str], ServedPair], settings: ServerSettings):
+        self.models, self.settings, self.limits = models, settings, settings.limits
+        self.metrics = ServerMetrics()
+        self.rate_limiter = RateLimiter()
+        self.batcher = Batcher(self._decode, max_tokens=settings.max_tokens, max_wait=settings.max_wait,
+                               on_batch=self.metrics.observe_batch)  # fmt: skip
+        self.sources = sorted({source for source, _ in models})
+
+    def authorize(self, request: Request, fields: dict) -> None:
+        """A 403 for a missing or wrong API key (when the server has keys), a 429 over the rate limit."""
+        given = fields.get("api_key")
+        authorization = request.headers.get("authorization", "")
+        if not given and authorization.lower().startswith("bearer "):
+            given = authorization[7:].strip()
+        if given is not None and not isinstance(given, str):
+            raise RequestError(403, "Invalid API key")
+        identity, rate = (request.client.host if request.client else "unknown"), None
+        if self.settings.api_keys is not None:
+            identity, rate = self.settings.api_keys.check(given)
+        rate = rate or self.settings.rate_limit
+        if rate:
+            self.rate_limiter.take(identity, rate)
+
+    def pair(self, source: str, target: str) -> tuple[tuple[str, str], bool]:
+        """The loaded pair for `source` (a code or "auto") and `target`, and whether `auto` chose it; else a 400."""
+        targets = {t for _, t in self.models}
+        if target not in targets:
+            raise RequestError(
+                400, f"{target} is not supported: this server translates into {', '.join(sorted(targets))}"
+            )
+        if source == "auto":
+            sources = sorted(s for s, t in self.models if t == target)
+            if len(sources) > 1:
+                raise RequestError(400, f"source 'auto': this server has no language detector and translates into "
+                                        f"{target} from {', '.join(sources)}; give the source language")  # fmt: skip
+            return (sources[0], target), True
+        if source not in self.sources:
+            raise RequestError(
+                400, f"{source} is not supported: this server translates from {', '.join(self.sources)}"
+            )
+        if (source, target) not in self.models:
+            raise RequestError(400, f"{target} is not available as a target language from {source}")
+        return (source, target), False
+
+    async def translate(self, pair: tuple[str, str], sentences: list[str], options: DecodingOptions) -> list:
+        """The hypotheses of each sentence, decoded in a batch with other requests'; a 408 past the time limit."""
+        served = self.models[pair]
+        tokens = sum(served.count_tokens(sentences)) if sentences else 0
+        self.metrics.queued.set(self.batcher.queued_sentences() + len(sentences))
+        try:
+            results = await asyncio.wait_for(self.batcher.translate(pair, sentences, tokens, options),
+                                             self.limits.max_request_seconds)  # fmt: skip
+        except asyncio.TimeoutError:  # noqa: UP041 (Python 3.10's wait_for raises asyncio's own)
+            raise RequestError(408, f"Translation took longer than the limit of {self.limits.max_request_seconds:g} "
+                                    "s; send less text per request, or retry when the server is less busy") from None  # fmt: skip
+        finally:
+            self.metrics.queued.set(self.batcher.queued_sentences())
+        self.metrics.sentences.labels(f"{pair[0]}-{pair[1]}").inc(len(sentences))
+        return results
+
+    def _decode(self, pair: Hashable, sentences: list[str], options: DecodingOptions) -> list:
+        """One batch, in the decoding thread."""
+        return self.models[pair].translator.translate_hypotheses(
+            sentences, num_beams=options.num_beams, length_penalty=options.length_penalty,
+            max_new_tokens=options.max_new_tokens, paper_decoding=options.paper_decoding,
+            batch_tokens=self.settings.max_tokens, nbest=options.nbest, scores=options.scores,
+            alignment=options.alignment, on_truncated=lambda indices: logger.warning(
+                "%d sentence(s) longer than the model's max_source_length were truncated", len(indices)),
+        )  # fmt: skip
+
+    def log_texts(self, texts, translations) -> None:
+        if self.settings.log_texts:
+            logger.info("texts %s -> %s", json.dumps(texts, ensure_ascii=False),
+                        json.dumps(translations, ensure_ascii=False))  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The LibreTranslate API
+# ---------------------------------------------------------------------------------------------------------------------
+async def libretranslate_translate(server: Server, request: Request) -> dict:
+    fields = await read_fields(request)
+    server.authorize(request, fields)
+    q = fields.get("q")
+    if q is None or q == "" or q == []:
+        raise RequestError(400, "Invalid request: missing q parameter")
+    if not (isinstance(q, str) or (isinstance(q, list) and all(isinstance(text, str) for text in q))):
+        raise RequestError(400, "Invalid request: q must be a string or a list of strings")
+    source, target = _text_field(fields, "source"), _text_field(fields, "target")
+    text_format = fields.get("format") or "text"
+    if text_format not in FORMATS:
+        raise RequestError(400, f"{text_format} format is not supported: use text or html")
+    alternatives = _int_field(fields, "alternatives", 0, 0, server.limits.max_num_beams - 1)
+    pair, detected = server.pair(source, target)
+    texts = q if isinstance(q, list) else [q]
+    server.limits.check_characters(texts)
+    documents = [HtmlText(text) for text in texts] if text_format == "html" else None
+    splits: list[SplitText] = (
+        [s for d in documents for s in d.texts()] if documents else [split_text(t) for t in texts]
+    )
+    sentences = [sentence for split in splits for sentence in split.sentences]
+    server.limits.check_sentences(len(sentences))
+    nbest = alternatives + 1
+    options = DecodingOptions(num_beams=max(server.settings.num_beams, nbest),
+                              length_penalty=server.settings.length_penalty, nbest=nbest)  # fmt: skip
+    hypotheses = await server.translate(pair, sentences, options)
+    versions = [_glue(splits, hypotheses, documents, rank) for rank in range(nbest)]  # best, then alternatives
+    server.log_texts(texts, versions[0])
+    answer: dict = {"translatedText": versions[0] if isinstance(q, list) else versions[0][0]}
+    if alternatives:
+        by_text = [[version[i] for version in versions[1:]] for i in range(len(texts))]
+        answer["alternatives"] = by_text if isinstance(q, list) else by_text[0]
+    if detected:
+        language = {"confidence": 100.0, "language": pair[0]}
+        answer["detectedLanguage"] = [language] * len(texts) if isinstance(q, list) else language
+    return answer
+
+
+def _glue(splits, hypotheses, documents, rank: int) -> list[str]:
+    """Each text with its sentences replaced by their `rank`-th hypothesis (the best where a sentence has fewer)."""
+    chosen, start, joined = [], 0, []
+    for split in splits:
+        found = hypotheses[start : start + len(split.sentences)]
+        chosen.append([(h[rank] if rank < len(h) else h[0]).text if h else "" for h in found])
+        start += len(split.sentences)
+    if documents is None:
+        return [split.join(sentences) for split, sentences in zip(splits, chosen, strict=True)]
+    for document in documents:
+        count = len(document.texts())
+        joined.append(document.render(chosen[:count]))
+        chosen = chosen[count:]
+    return joined
+
+
+def languages(server: Server) -> list[dict]:
+    from babel import Locale, UnknownLocaleError
+
+    def name(code: str) -> str:
+        try:
+            return Locale.parse(code).get_display_name("en") or code
+        except (ValueError, UnknownLocaleError):
+            return code
+
+    codes = sorted({code for pair in server.models for code in pair})
+    return [{"code": c, "name": name(c), "targets": sorted(t for s, t in server.models if s == c)} for c in codes]
+
+
+async def detect(server: Server, request: Request) -> list[dict]:
+    fields = await read_fields(request)
+    server.authorize(request, fields)
+    q = fields.get("q")
+    if not q or not isinstance(q, str):
+        raise RequestError(400, "Invalid request: missing q parameter")
+    if len(server.sources) > 1:
+        raise RequestError(400, f"this server has no language detector: it translates from "
+                                f"{', '.join(server.sources)}; give the source language")  # fmt: skip
+    return [{"confidence": 100.0, "language": server.sources[0]}]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The native API
+# ---------------------------------------------------------------------------------------------------------------------
+async def native_translate(server: Server, request: Request) -> dict:
+    if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+        raise RequestError(400, "Invalid request: /v1/translate takes a JSON body (Content-Type: application/json)")
+    fields = await read_fields(request)
+    server.authorize(request, fields)
+    try:
+        body = NativeRequest.model_validate(fields)
+    except ValidationError as error:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in error.errors())
+        raise RequestError(400, f"Invalid request: {problems}") from None
+    limits = server.limits
+    if body.num_beams > limits.max_num_beams or body.nbest > body.num_beams:
+        raise RequestError(400, f"Invalid request: num_beams must be at most {limits.max_num_beams} and nbest at "
+                                f"most num_beams (got num_beams={body.num_beams}, nbest={body.nbest})")  # fmt: skip
+    if body.max_new_tokens is not None and body.max_new_tokens > limits.max_new_tokens:
+        raise RequestError(400, f"Invalid request: max_new_tokens must be at most {limits.max_new_tokens}")
+    pair, _ = server.pair(body.source, body.target)
+    sentences = body.text if isinstance(body.text, list) else [body.text]
+    limits.check_characters(sentences)
+    limits.check_sentences(len(sentences))
+    options = DecodingOptions(body.num_beams, body.length_penalty, body.max_new_tokens, body.paper_decoding,
+                              body.nbest, body.scores, body.alignment)  # fmt: skip
+    hypotheses = await server.translate(pair, sentences, options)
+    output = JsonlOutput(scores=body.scores, alignment=body.alignment)
+    translations = [json.loads(output.lines(i, found)[0]) for i, found in enumerate(hypotheses)]
+    server.log_texts(sentences, [[h["text"] for h in t["hypotheses"]] for t in translations])
+    return {"source": pair[0], "target": pair[1], "translations": translations}
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The application
+# ---------------------------------------------------------------------------------------------------------------------
+def create_app(models: dict[tuple[str, str], ServedPair], settings: ServerSettings | None = None) -> FastAPI:
+    """The ASGI application serving `models` (the table of `vaswani.serve.models.load_models`)."""
+    server = Server(models, settings or ServerSettings())
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        server.batcher.start()
+        yield
+        await server.batcher.stop()  # uvicorn has answered every request by now (graceful shutdown)
+
+    app = FastAPI(title="vaswani serve", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.server = server
+
+    @app.exception_handler(RequestError)
+    async def refused(request: Request, error: RequestError) -> JSONResponse:
+        return JSONResponse({"error": error.message}, status_code=error.status, headers=error.headers)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, error: HTTPException) -> JSONResponse:  # 404, 405
+        return JSONResponse({"error": error.detail}, status_code=error.status_code, headers=error.headers)
+
+    @app.post("/translate")
+    async def translate(request: Request):
+        return await libretranslate_translate(server, request)
+
+    @app.api_route("/languages", methods=["GET", "POST"])
+    async def get_languages():
+        return languages(server)
+
+    @app.post("/detect")
+    async def post_detect(request: Request):
+        return await detect(server, request)
+
+    @app.post("/v1/translate")
+    async def v1_translate(request: Request):
+        return await native_translate(server, request)
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok", "pairs": [f"{s}-{t}" for s, t in server.models]}
+
+    @app.get("/metrics")
+    async def metrics():
+        return Response(server.metrics.text(), media_type=CONTENT_TYPE)
+
+    if settings is not None and settings.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
+                           allow_headers=["Content-Type", "Authorization"])  # fmt: skip
+    app.add_middleware(BodyLimit, max_bytes=server.limits.max_request_bytes)
+    app.add_middleware(RequestLog, metrics=server.metrics)  # outermost: sees every answer, refusals included
+    return app
+
+
+class RequestLog:
+    """ASGI middleware: each request's endpoint, status, sizes and time go to the metrics and the log, nothing else
+    of it (not its path beyond the known endpoints, its address, its headers or its text)."""
+
+    def __init__(self, app, metrics: ServerMetrics):
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        endpoint = scope["path"] if scope["path"] in ENDPOINTS else "other"
+        started, sizes, status = time.monotonic(), {"in": 0, "out": 0}, [500]
+
+        async def counting_receive():
+            message = await receive()
+            sizes["in"] += len(message.get("body", b""))
+            return message
+
+        async def counting_send(message):
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            elif message["type"] == "http.response.body":
+                sizes["out"] += len(message.get("body", b""))
+            await send(message)
+
+        try:
+            await self.app(scope, counting_receive, counting_send)
+        finally:
+            seconds = time.monotonic() - started
+            if endpoint != "/metrics":
+                self.metrics.observe_request(endpoint, status[0], seconds, sizes["in"])
+            logger.info("%s %s %d: %d bytes in, %d bytes out, %.1f ms", scope["method"], endpoint, status[0],
+                        sizes["in"], sizes["out"], seconds * 1000)  # fmt: skip
+
+
+def run_server(app: FastAPI, host: str, port: int, *, graceful_seconds: float, log_level: str = "info") -> None:
+    """Serve `app` until SIGINT or SIGTERM; then stop accepting connections and finish the requests in flight
+    (at most `graceful_seconds`) before the process exits."""
+    import uvicorn
+
+    config = uvicorn.Config(app, host=host, port=port, access_log=False, server_header=False, log_level=log_level,
+                            timeout_graceful_shutdown=graceful_seconds, lifespan="on")  # fmt: skip
+    uvicorn.Server(config).run()

@@ -1,0 +1,147 @@
+"""Dynamic batching: the sentences of concurrent requests decoded together, off the event loop.
+
+Requests that want the same thing (the same language pair and the same `DecodingOptions`) wait in one queue. One
+dispatcher task takes the oldest queue, waits until its sentences fill the token budget (`max_tokens` source tokens)
+or the oldest request has waited `max_wait` seconds, and hands that batch to the decoding thread (one worker thread:
+the event loop keeps reading and answering other requests meanwhile, and a slow client only ever holds its own
+connection). While a batch decodes, new requests queue up, so under load batches grow by themselves; an idle server
+answers a lone request after `max_wait`.
+
+A request whose client gave up, or whose time ran out (`asyncio.wait_for` cancels its future), is dropped from its
+queue before decoding; one cancelled during decoding has its results thrown away. Every other request gets exactly
+its own results, in order (tests/test_serve.py's load test checks that none is lost or answered twice).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Callable, Hashable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class DecodingOptions:
+    """What a batch is decoded with (`Translator.translate_hypotheses`' arguments); requests share a batch only when
+    these are equal."""
+
+    num_beams: int = 4
+    length_penalty: float = 0.6
+    max_new_tokens: int | None = None
+    paper_decoding: bool = False
+    nbest: int = 1
+    scores: bool = False
+    alignment: bool = False
+
+
+@dataclass
+class _Job:
+    sentences: list[str]
+    tokens: int
+    future: asyncio.Future
+    arrived: float
+
+
+# decode(model key, sentences, options) -> one list of hypotheses per sentence; runs in the decoding thread
+Decode = Callable[[Hashable, list[str], DecodingOptions], list[Any]]
+# on_batch(sentences, tokens, seconds): after each batch, for the metrics
+OnBatch = Callable[[int, int, float], None]
+
+
+class Batcher:
+    """Collects sentences into batches per (model key, options) and decodes them in one worker thread."""
+
+    def __init__(self, decode: Decode, *, max_tokens: int, max_wait: float, on_batch: OnBatch | None = None):
+        self.decode, self.max_tokens, self.max_wait, self.on_batch = decode, max_tokens, max_wait, on_batch
+        self._queues: dict[tuple[Hashable, DecodingOptions], deque[_Job]] = {}
+        self._arrived = asyncio.Event()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vaswani-decode")
+        self._task: asyncio.Task | None = None
+
+    # -- the requests' side -------------------------------------------------------------------------------------
+    async def translate(self, key: Hashable, sentences: list[str], tokens: int, options: DecodingOptions) -> list:
+        """The hypotheses of each of `sentences` (`tokens`: their source tokens), decoded in a batch with others."""
+        if not sentences:
+            return []
+        future = asyncio.get_running_loop().create_future()
+        self._queues.setdefault((key, options), deque()).append(_Job(sentences, tokens, future, time.monotonic()))
+        self._arrived.set()
+        return await future
+
+    def queued_sentences(self) -> int:
+        return sum(len(job.sentences) for queue in self._queues.values() for job in queue if not job.future.done())
+
+    # -- the dispatcher -------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="vaswani-batcher")
+
+    async def stop(self) -> None:
+        """Stop the dispatcher (after the server has answered its requests) and the decoding thread."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self._executor.shutdown(wait=True)
+
+    async def _run(self) -> None:
+        while True:
+            if not self._queues:
+                self._arrived.clear()
+                await self._arrived.wait()
+                continue
+            key = next(iter(self._queues))  # the queue that waited longest (a drained queue is re-added at the end)
+            await self._fill(key)
+            jobs = self._take(key)
+            if jobs:
+                await self._decode(key, jobs)
+
+    async def _fill(self, key) -> None:
+        """Wait until the queue of `key` holds `max_tokens` tokens or its oldest request has waited `max_wait`."""
+        queue = self._queues[key]
+        deadline = queue[0].arrived + self.max_wait
+        while sum(job.tokens for job in queue) < self.max_tokens:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self._arrived.clear()
+            try:
+                await asyncio.wait_for(self._arrived.wait(), left)
+            except asyncio.TimeoutError:  # noqa: UP041 (Python 3.10's wait_for raises asyncio's own)
+                return
+
+    def _take(self, key) -> list[_Job]:
+        """The jobs of the next batch: the oldest first, up to `max_tokens` (always at least one); cancelled jobs are
+        dropped. The queue is removed when empty, so that a new request of `key` queues behind the others."""
+        queue, jobs, tokens = self._queues[key], [], 0
+        while queue and (not jobs or tokens + queue[0].tokens <= self.max_tokens):
+            job = queue.popleft()
+            if not job.future.done():
+                jobs.append(job)
+                tokens += job.tokens
+        if not queue:
+            del self._queues[key]
+        return jobs
+
+    async def _decode(self, key, jobs: list[_Job]) -> None:
+        model, options = key
+        sentences = [sentence for job in jobs for sentence in job.sentences]
+        started = time.monotonic()
+        try:
+            loop = asyncio.get_running_loop()
+            results = await loop.run_in_executor(self._executor, self.decode, model, sentences, options)
+        except Exception as error:  # a bug: every request of the batch fails with it (a 500 with its traceback)
+            for job in jobs:
+                if not job.future.done():
+                    job.future.set_exception(error)
+            return
+        if self.on_batch is not None:
+            self.on_batch(len(sentences), sum(job.tokens for job in jobs), time.monotonic() - started)
+        start = 0
+        for job in jobs:
+            if not job.future.done():  # not cancelled meanwhile
+                job.future.set_result(results[start : start + len(job.sentences)])
+            start += len(job.sentences)

@@ -1,0 +1,111 @@
+"""The models a server answers with: one entry per language pair, loaded once at start-up from the folders given.
+
+`--model [SRC-TGT=]DIR` names a folder and, optionally, its language pair; without `SRC-TGT=` the pair is read from
+the folder's training arguments (`run_args.json`: `source_lang`, `target_lang`, written by `vaswani train`). A
+folder whose pair cannot be told (a CTranslate2 export, a converted model) is a start-up error that says to write
+`SRC-TGT=DIR`. Language codes are letters, digits and `_` (`en`, `pt_BR`, `zh_Hant`): the `-` separates the pair.
+
+Requests choose a model by its pair only: a path from a request never reaches the file system.
+
+Two folders for one pair are an ensemble (as repeated `--model` in `vaswani translate`): the table keeps every
+folder of a pair (`ServedPair.folders`) and `load` builds one translator from them (the mean of their
+log-probabilities; a CTranslate2 folder or two tokenizers are refused at start-up by `Translator`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vaswani.constants import RUN_ARGS_FILE
+from vaswani.errors import UsageError
+
+LANGUAGE_CODE = r"[A-Za-z][A-Za-z0-9_]{0,15}"
+PAIR_PREFIX = re.compile(rf"^({LANGUAGE_CODE})-({LANGUAGE_CODE})=(.+)$", flags=re.DOTALL)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One `--model` value: a folder and, when given, its pair."""
+
+    folder: Path
+    pair: tuple[str, str] | None = None
+
+
+def parse_model_spec(text: str) -> ModelSpec:
+    """`SRC-TGT=DIR` or `DIR` (argparse type of `--model`)."""
+    match = PAIR_PREFIX.match(text)
+    if match and match.group(1) == match.group(2):
+        raise UsageError(f"--model {text}: the source and target language are both {match.group(1)!r}")
+    if match:
+        return ModelSpec(Path(match.group(3)), (match.group(1), match.group(2)))
+    return ModelSpec(Path(text))
+
+
+def pair_from_training_arguments(folder: Path) -> tuple[str, str]:
+    """The (source, target) language codes of `folder` from its run_args.json, or a `UsageError` that says how to
+    name the pair."""
+    fix = f"name the pair on the command line: --model SRC-TGT={folder} (e.g. en-de={folder})"
+    path = folder / RUN_ARGS_FILE
+    if not path.is_file():
+        raise UsageError(f"the language pair of {folder} cannot be told: it has no {RUN_ARGS_FILE}; {fix}")
+    try:
+        run_args = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise UsageError(f"{path} cannot be read ({error}); {fix}") from None
+    pair = (run_args.get("source_lang"), run_args.get("target_lang")) if isinstance(run_args, dict) else (None, None)
+    if not all(isinstance(code, str) and re.fullmatch(LANGUAGE_CODE, code) for code in pair) or pair[0] == pair[1]:
+        raise UsageError(f"{path} names no usable language pair (source_lang={pair[0]!r}, target_lang={pair[1]!r}); "
+                         f"{fix}")  # fmt: skip
+    return pair
+
+
+@dataclass
+class ServedPair:
+    """A language pair and what translates it: the folders given for it (several: an ensemble) and the loaded
+    translator (a `vaswani.inference.translator.Translator`)."""
+
+    source: str
+    target: str
+    folders: list[Path]
+    translator: Any = None
+    count_tokens: Callable[[Sequence[str]], list[int]] = field(default=lambda texts: [len(t.split()) for t in texts])
+
+
+def group_by_pair(specs: Sequence[ModelSpec]) -> dict[tuple[str, str], list[Path]]:
+    """The folders of each pair, in command-line order; every folder is checked to exist first."""
+    pairs: dict[tuple[str, str], list[Path]] = {}
+    for spec in specs:
+        if not spec.folder.is_dir():
+            raise UsageError(f"--model {spec.folder}: no such folder")
+        pair = spec.pair or pair_from_training_arguments(spec.folder)
+        pairs.setdefault(pair, []).append(spec.folder)
+    return pairs
+
+
+def load_models(specs: Sequence[ModelSpec], load: Callable[[list[Path]], Any]) -> dict[tuple[str, str], ServedPair]:
+    """The table of pairs: `load(folders)` gives the translator of one pair (its folders, several for an ensemble)."""
+    table = {}
+    for (source, target), folders in group_by_pair(specs).items():
+        translator = load(folders)
+        table[(source, target)] = ServedPair(source, target, folders, translator, token_counter(translator.tokenizer))
+    return table
+
+
+def token_counter(tokenizer) -> Callable[[Sequence[str]], list[int]]:
+    """The number of tokens of each text, for the batch budget. A fast tokenizer is counted with its own copy of the
+    Rust tokenizer (the decoding thread uses the original at the same time, and a fast tokenizer must not be used by
+    two threads at once); another tokenizer (sentencepiece) is called directly."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        from tokenizers import Tokenizer
+
+        copy = Tokenizer.from_str(backend.to_str())
+        copy.no_truncation()
+        copy.no_padding()
+        return lambda texts: [len(encoding.ids) for encoding in copy.encode_batch(list(texts))]
+    return lambda texts: [len(ids) for ids in tokenizer(list(texts))["input_ids"]]

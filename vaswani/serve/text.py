@@ -1,0 +1,135 @@
+"""What the server does to a text before and after translation: paragraphs split into sentences, HTML into text nodes.
+
+The model translates sentences (it was trained on sentence pairs), so a LibreTranslate `q` is cut into pieces and
+glued back together with the original white space between them:
+
+- `split_text`: a text is split at line breaks (paragraphs; the line breaks are kept as they were), and each
+  paragraph after sentence-final punctuation (`.`, `!`, `?`, `…` and the CJK `。！？`, with any closing quotes or
+  brackets after them) followed by white space and a character that is not a lower-case letter. That is the whole
+  rule: no abbreviation list, no language model, so "Dr. Smith" is cut after "Dr." (each half is translated on its
+  own); a client that knows better sends one sentence per `q` item, or uses the native API, which never splits.
+- `HtmlText`: an HTML fragment or page is parsed with the standard library's `html.parser`; the text nodes are
+  translated (each one as a text, so it is split into sentences too) and everything else is written back as it came:
+  tags with their attributes exactly as written, comments, doctypes, and the content of `<script>`, `<style>`,
+  `<code>`, `<pre>` and `<textarea>`, which are not translated. Text that inline markup cuts into several nodes
+  (`Hello <b>world</b>!`) is translated node by node.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+
+# Sentence-final punctuation, then closing quotes or brackets, then the white space where the text is cut.
+SENTENCE_END = re.compile(r"[.!?…。！？]+[\"'”’»)\]]*(\s+)")
+PARAGRAPH_BREAK = re.compile(r"((?:\r\n|\r|\n)+)")
+
+
+def split_paragraph(paragraph: str) -> list[str]:
+    """The sentences of one paragraph, and between them the white space they were separated by: [sentence, space,
+    sentence, ...] (odd positions are separators, kept to glue the translations back)."""
+    parts, start = [], 0
+    for match in SENTENCE_END.finditer(paragraph):
+        following = paragraph[match.end() : match.end() + 1]
+        if not following or following.islower():
+            continue
+        parts += [paragraph[start : match.start(1)], match.group(1)]
+        start = match.end()
+    parts.append(paragraph[start:])
+    return parts
+
+
+@dataclass
+class SplitText:
+    """A text cut into `sentences` (what is translated) and the `layout` that puts translations back: a list whose
+    items are a str (white space or a line break, kept) or an int (the index of a sentence)."""
+
+    sentences: list[str] = field(default_factory=list)
+    layout: list[str | int] = field(default_factory=list)
+
+    def join(self, translations: list[str]) -> str:
+        """The text with each sentence replaced by its translation (in the order of `sentences`)."""
+        return "".join(translations[item] if isinstance(item, int) else item for item in self.layout)
+
+
+def split_text(text: str) -> SplitText:
+    """`text` cut into paragraphs and sentences (see the module docstring); blank pieces and the white space around
+    a sentence stay in the layout, so `join` gives back the text's shape."""
+    split = SplitText()
+    for index, chunk in enumerate(PARAGRAPH_BREAK.split(text)):
+        if index % 2:  # a run of line breaks, kept
+            split.layout.append(chunk)
+            continue
+        for position, part in enumerate(split_paragraph(chunk)):
+            stripped = part.strip()
+            if position % 2 or not stripped:
+                split.layout.append(part)
+                continue
+            lead, trail = part[: len(part) - len(part.lstrip())], part[len(part.rstrip()) :]
+            split.layout += [lead, len(split.sentences), trail]
+            split.sentences.append(stripped)
+    return split
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# HTML
+# ---------------------------------------------------------------------------------------------------------------------
+UNTRANSLATED_ELEMENTS = {"script", "style", "code", "pre", "textarea"}
+
+
+class HtmlText(HTMLParser):
+    """An HTML document read into `parts`: markup kept as written (str) and text nodes to translate (`SplitText`).
+
+    `texts()` are the text nodes' `SplitText`s in order; `render(translated)` gives the document back with each
+    text node's sentences replaced by `translated` (one list of strings per text node), escaped for HTML."""
+
+    def __init__(self, document: str):
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str | SplitText] = []
+        self._untranslated: list[str] = []  # the open elements whose content is kept as it is
+        self.feed(document)
+        self.close()
+
+    def handle_starttag(self, tag, attrs):
+        self.parts.append(self.get_starttag_text())
+        if tag in UNTRANSLATED_ELEMENTS:
+            self._untranslated.append(tag)
+
+    def handle_startendtag(self, tag, attrs):
+        self.parts.append(self.get_starttag_text())
+
+    def handle_endtag(self, tag):
+        self.parts.append(f"</{tag}>")
+        if tag in self._untranslated:
+            del self._untranslated[self._untranslated.index(tag) :]
+
+    def handle_data(self, data):
+        if self._untranslated or self.cdata_elem is not None or not data.strip():
+            # <script>/<style> content arrives raw (cdata_elem), other kept text was unescaped: escape it back
+            self.parts.append(data if self.cdata_elem is not None else html.escape(data, quote=False))
+            return
+        self.parts.append(split_text(data))
+
+    def handle_comment(self, data):
+        self.parts.append(f"<!--{data}-->")
+
+    def handle_decl(self, decl):
+        self.parts.append(f"<!{decl}>")
+
+    def handle_pi(self, data):
+        self.parts.append(f"<?{data}>")
+
+    def unknown_decl(self, data):
+        self.parts.append(f"<![{data}]>")
+
+    def texts(self) -> list[SplitText]:
+        return [part for part in self.parts if isinstance(part, SplitText)]
+
+    def render(self, translated: list[list[str]]) -> str:
+        translations = iter(translated)
+        return "".join(
+            html.escape(part.join(next(translations)), quote=False) if isinstance(part, SplitText) else part
+            for part in self.parts
+        )
