@@ -104,7 +104,11 @@ def tiny_options(words: list[str]) -> list[str]:
     task = words[words.index("--task") + 1] if "--task" in words else "translation"
     if "--model" in words:
         return [*COMMON, *(["--num_beams", "2", "--max_eval_samples", "8"] if task == "translation" else [])]
-    return [*COMMON, *{"translation": TRANSLATION, "causal_lm": CAUSAL_LM, "masked_lm": MASKED_LM}[task]]
+    options = [*COMMON, *{"translation": TRANSLATION, "causal_lm": CAUSAL_LM, "masked_lm": MASKED_LM}[task]]
+    if "--prepared_data" in words:  # the prepared folder fixes the vocabulary and the blocks (another is refused)
+        fixed = {i for i, word in enumerate(options) if word in ("--vocab_size", "--block_size")}
+        options = [word for i, word in enumerate(options) if i not in fixed and i - 1 not in fixed]
+    return options
 
 
 def rewrite(code: str) -> str:

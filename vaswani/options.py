@@ -126,6 +126,27 @@ REGISTRY: dict[str, Option] = {
     "preprocessing_num_workers": Option(
         "--preprocessing_num_workers", "processes that tokenize the data", dict(type=positive_int, metavar="N")
     ),
+    # the corpus (vaswani train and vaswani prepare)
+    "task": Option("--task", "the model and objective: translation, causal_lm or masked_lm"),
+    "train_file": Option("--train_file", "the training data (a file, or a prefix of two aligned files)",
+                         dict(metavar="PATH")),
+    "validation_file": Option("--validation_file", "the validation data (same formats as --train_file)",
+                              dict(metavar="PATH")),
+    "test_file": Option("--test_file", "the test data (same formats as --train_file)", dict(metavar="PATH")),
+    "dataset_name": Option("--dataset_name", "a `datasets` name, or 'demo' for the built-in set", dict(metavar="NAME")),
+    "dataset_config_name": Option("--dataset_config_name", "the `datasets` configuration, e.g. 'de-en'",
+                                  dict(metavar="NAME")),
+    "validation_size": Option("--validation_size", "examples carved out of train when no validation data is given",
+                              dict(type=int, metavar="N")),
+    "max_target_length": Option("--max_target_length", "target length limit in tokens, EOS included",
+                                dict(type=positive_int, metavar="N")),
+    "overlong": Option("--overlong", "pairs over the length limits", dict(choices=["drop", "truncate"])),
+    "text_column": Option("--text_column", "the field or column that holds an LM's text", dict(metavar="NAME")),
+    "block_size": Option("--block_size", "tokens per language-model example", dict(type=int, metavar="N")),
+    "packing": Option("--packing", "concatenate an LM's texts into blocks (yes) or one example per line (no)",
+                      dict(choices=["yes", "no"])),
+    "cache_dir": Option("--cache_dir", "where `datasets` caches downloads and the data caches", dict(metavar="DIR")),
+    "seed": Option("--seed", "the random seed", dict(type=int)),
     # batching, precision, devices
     "max_tokens": Option(
         "--max_tokens", "token budget of a batch (sentences x longest sequence, padding included)",

@@ -1,6 +1,7 @@
 """The `vaswani` command: one subcommand per stage of a model's life, each in a module of its own here.
 
     vaswani train     --config configs/demo.yaml [--OPTION VALUE ...]    (python train.py: the same)
+    vaswani prepare   --train_file data/train --validation_file data/valid --output_dir data/prepared
     vaswani tokenizer --files train.en train.de --vocab_size 37000 --output_dir tokenizer/
 
     vaswani translate --model DIR [--input FILE] [--output FILE] [--num_beams 4] [--length_penalty 0.6]
@@ -37,7 +38,20 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vaswani.cli import average, card, convert, export, prune, push, score, serve, tokenizer, train, translate
+from vaswani.cli import (
+    average,
+    card,
+    convert,
+    export,
+    prepare,
+    prune,
+    push,
+    score,
+    serve,
+    tokenizer,
+    train,
+    translate,
+)  # fmt: skip
 from vaswani.errors import run_command
 from vaswani.options import ConfigArgumentParser
 
@@ -45,7 +59,7 @@ PROG = "vaswani"
 # The commands in the order `vaswani --help` lists them.
 COMMANDS = {
     "translate": translate, "score": score, "serve": serve, "export": export, "push": push, "train": train,
-    "tokenizer": tokenizer, "average": average, "prune": prune, "card": card, "convert": convert,
+    "prepare": prepare, "tokenizer": tokenizer, "average": average, "prune": prune, "card": card, "convert": convert,
 }  # fmt: skip
 
 

@@ -210,10 +210,14 @@ def training_texts(dataset: datasets.Dataset, batch_size: int = 1000) -> Iterato
 # Tokenization and packing
 # ---------------------------------------------------------------------------------------------------------------------
 def tokenize_texts(
-    raw: dict, tokenizer, *, block_size: int, packing: str, num_proc: int | None = None
+    raw: dict, tokenizer, *, block_size: int, packing: str, num_proc: int | None = None, work_dir: Path | None = None
 ) -> dict[str, datasets.Dataset]:
     """Each split as examples of at most `block_size` tokens: columns input_ids, attention_mask and length (see the
-    module docstring for packing)."""
+    module docstring for packing). `work_dir`: where the `datasets` cache files go (default: beside the text's)."""
+
+    def cache_file(split: str, step: str) -> dict:
+        return {} if work_dir is None else {"cache_file_name": str(Path(work_dir) / f"{split}-{step}.arrow")}
+
     eos = tokenizer.eos_token_id
 
     def per_line(batch):
@@ -229,12 +233,12 @@ def tokenize_texts(
     for split, dataset in raw.items():
         mapped = dataset.map(
             packed if packing == "yes" else per_line, batched=True, batch_size=1000, num_proc=num_proc,
-            remove_columns=dataset.column_names, desc=f"Tokenizing {split}",
+            remove_columns=dataset.column_names, desc=f"Tokenizing {split}", **cache_file(split, "tokens"),
         )  # fmt: skip
         tokenized[split] = mapped.map(
             lambda batch: {"attention_mask": [[1] * len(r) for r in batch["input_ids"]],
                            "length": [len(r) for r in batch["input_ids"]]},
-            batched=True, desc=f"Lengths of {split}",
+            batched=True, desc=f"Lengths of {split}", **cache_file(split, "lengths"),
         )  # fmt: skip
     return tokenized
 
@@ -248,7 +252,7 @@ def mask_held_out(dataset: datasets.Dataset, collator) -> datasets.Dataset:
         batch = collator([{"input_ids": example["input_ids"]}])
         rows["input_ids"].append(batch["input_ids"][0].tolist())
         rows["labels"].append(batch["labels"][0].tolist())
-        rows["attention_mask"].append(example["attention_mask"])
+        rows["attention_mask"].append([1] * len(example["input_ids"]))  # prepared data stores no masks
         rows["length"].append(example["length"])
     return datasets.Dataset.from_dict(rows)
 

@@ -40,6 +40,7 @@ from vaswani.constants import (
     RESULTS_FILE,
 )
 from vaswani.data.batching import TokenBatchSampler, collate, padding_efficiency
+from vaswani.data.prepared import apply_manifest, check_sources_unchanged, load_prepared, read_manifest
 from vaswani.errors import (
     EnvironmentFailure,
     ModelFolderError,
@@ -174,6 +175,11 @@ def set_up(args: argparse.Namespace) -> Run:
     from accelerate.utils import set_seed
 
     task = TASKS[args.task]
+    manifest = None
+    if args.prepared_data:  # its options, checked against the command line's, before any work
+        manifest = read_manifest(args.prepared_data)
+        apply_manifest(args, manifest)
+        task.check_lengths(args)
     accelerator, ddp_kwargs, precision_reason = create_accelerator(args)
     setup_logging(accelerator)
     logger.info("Mixed precision: %s (%s)", accelerator.mixed_precision, precision_reason)
@@ -184,7 +190,11 @@ def set_up(args: argparse.Namespace) -> Run:
     set_seed(args.seed)  # identical initial weights on every process
 
     config = task.model_config(resolve_model_config(args))
-    raw, summary = task.load_data(args, accelerator)
+    if manifest is not None:  # the held-out text only (references); the tokens come in task.tokenize
+        _, raw, summary = load_prepared(args.prepared_data, manifest)
+        summary = "\n".join([summary, *check_sources_unchanged(manifest)])
+    else:
+        raw, summary = task.load_data(args, accelerator)
     logger.info("Data:\n%s", summary)
     tokenizer = get_tokenizer(args, raw, output_dir, accelerator, config)
     model = build_model(args, config, tokenizer)

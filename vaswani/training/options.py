@@ -86,8 +86,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", help="YAML file of options (same names as the command line); the command line wins"
     )
-    parser.add_argument(
-        "--task", choices=list(TASK_NAMES), default="translation",
+    add_option(
+        parser, "task", COMMAND, choices=list(TASK_NAMES), default="translation",
         help="translation: the paper's encoder-decoder on sentence pairs; causal_lm: a decoder-only next-token model "
         "(VaswaniForCausalLM); masked_lm: an encoder-only masked LM (VaswaniForMaskedLM, BERT's objective). The LM "
         "tasks read text (--text_column, --block_size, --packing) and build the one stack from the same model options",
@@ -120,39 +120,51 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--gradient_checkpointing", type=str2bool, default=False, help="trade compute for memory")
 
 
-def add_data_options(parser: argparse.ArgumentParser) -> None:
-    """The data: files or a `datasets` source, languages, lengths."""
+def add_data_options(parser: argparse.ArgumentParser, command: str = COMMAND) -> None:
+    """The data: files or a `datasets` source, languages, lengths (`command`: train, or prepare, which shares them
+    all but --prepared_data)."""
     group = parser.add_argument_group("data")
-    group.add_argument(
-        "--train_file",
+    add_option(
+        group, "train_file", command,
         help="a .json/.jsonl translation file, a .tsv, or a prefix PATH (PATH.src/.tgt); LM tasks: plain text, one "
         "text per line, or .json/.jsonl with a --text_column field",
-    )
-    group.add_argument("--validation_file", help="same formats as --train_file")
-    group.add_argument("--test_file", help="same formats as --train_file")
-    group.add_argument(
-        "--dataset_name",
+    )  # fmt: skip
+    add_option(group, "validation_file", command, help="same formats as --train_file")
+    add_option(group, "test_file", command, help="same formats as --train_file")
+    add_option(
+        group, "dataset_name", command,
         help="a `datasets` name (Hub when online), or 'demo' for the built-in set (the default without --train_file)",
-    )
-    group.add_argument("--dataset_config_name", help="the `datasets` configuration, e.g. 'de-en'")
-    add_option(group, "source_lang", COMMAND, default="en")
-    add_option(group, "target_lang", COMMAND, default="de")
-    group.add_argument("--validation_size", type=int, default=500, help="pairs carved from train without validation")
-    add_option(group, "max_source_length", COMMAND, default=256, help="in tokens, EOS included")
-    group.add_argument("--max_target_length", type=int, default=256, help="in tokens, EOS included")
-    group.add_argument("--overlong", choices=["drop", "truncate"], default="drop", help="pairs over the limits")
-    add_option(group, "preprocessing_num_workers", COMMAND,
-               help="processes that tokenize the data (`datasets.map` num_proc; default: one)")  # fmt: skip
-    group.add_argument("--cache_dir", help="where `datasets` caches downloads")
+    )  # fmt: skip
+    add_option(group, "dataset_config_name", command)
+    add_option(group, "source_lang", command, default="en")
+    add_option(group, "target_lang", command, default="de")
+    add_option(group, "validation_size", command, default=500, help="pairs carved from train without validation")
+    add_option(group, "max_source_length", command, default=256, help="in tokens, EOS included")
+    add_option(group, "max_target_length", command, default=256, help="in tokens, EOS included")
+    add_option(group, "overlong", command, default="drop", help="pairs over the limits")
+    add_option(group, "preprocessing_num_workers", command,
+               help="processes that tokenize the data (`datasets.map` num_proc; default: every core, one for a split "
+               "under 10,000 examples)")  # fmt: skip
+    if command == COMMAND:
+        group.add_argument(
+            "--prepared_data", metavar="DIR",
+            help="train from a folder written by `vaswani prepare` (its tokens and tokenizer; the text is not read "
+            "again); data and tokenizer options given beside it must agree with its manifest.json",
+        )  # fmt: skip
+    add_option(
+        group, "cache_dir", command,
+        help="where `datasets` caches downloads, the Arrow copy of the text files and the tokenized splits "
+        "(vaswani-tokenized/; default: HF_DATASETS_CACHE, ~/.cache/huggingface/datasets)",
+    )  # fmt: skip
 
 
-def add_tokenizer_options(parser: argparse.ArgumentParser) -> None:
+def add_tokenizer_options(parser: argparse.ArgumentParser, command: str = COMMAND) -> None:
     """The tokenizer: an existing one, or the BPE to train."""
     group = parser.add_argument_group("tokenizer")
-    add_option(group, "tokenizer", COMMAND, help="an existing tokenizer folder; without it a shared BPE is trained")
-    add_option(group, "vocab_size", COMMAND, default=37000)
-    add_option(group, "min_frequency", COMMAND, default=2)
-    add_option(group, "special_tokens_layout", COMMAND, choices=sorted(SPECIAL_TOKEN_LAYOUTS), default="paper")
+    add_option(group, "tokenizer", command, help="an existing tokenizer folder; without it a shared BPE is trained")
+    add_option(group, "vocab_size", command, default=37000)
+    add_option(group, "min_frequency", command, default=2)
+    add_option(group, "special_tokens_layout", command, choices=sorted(SPECIAL_TOKEN_LAYOUTS), default="paper")
 
 
 def add_optimization_options(parser: argparse.ArgumentParser) -> None:
@@ -221,9 +233,10 @@ def add_optimization_options(parser: argparse.ArgumentParser) -> None:
         help="bf16: autocast, float32 weights/optimizer/loss; fp16: GPU only. Default: the accelerate configuration's, "
         "else bf16 where the hardware computes it natively (GPU, CPU with AVX512-BF16/AMX), else no",
     )
-    group.add_argument(
-        "--seed", type=int, default=0, help="seeds the initial weights, the validation split, batch order and dropout"
-    )
+    add_option(
+        group, "seed", COMMAND, default=0,
+        help="seeds the initial weights, the validation split, batch order and dropout",
+    )  # fmt: skip
     group.add_argument("--drophead_p_start", type=float, default=None, help="scheduled DropHead: rate at step 0")
     group.add_argument("--drophead_p_end", type=float, default=None, help="scheduled DropHead: rate at the end")
     group.add_argument("--drophead_kinds", type=str_list, default=list(DROPHEAD_KINDS), help="encoder,decoder,cross")
@@ -301,27 +314,29 @@ def add_checkpoint_options(parser: argparse.ArgumentParser) -> None:
     add_option(group, "hub_model_id", COMMAND, help="the Hub repository, e.g. user/transformer-en-de")
 
 
-def add_language_model_options(parser: argparse.ArgumentParser) -> None:
-    """The options of --task causal_lm / masked_lm (vaswani/data/text.py); an error with --task translation."""
+def add_language_model_options(parser: argparse.ArgumentParser, command: str = COMMAND) -> None:
+    """The options of --task causal_lm / masked_lm (vaswani/data/text.py); an error with --task translation.
+    (`vaswani prepare` shares them all but --mlm_probability: the masks are drawn in training.)"""
     group = parser.add_argument_group("language-model tasks (--task causal_lm / masked_lm)")
-    group.add_argument(
-        "--text_column", default="text",
+    add_option(
+        group, "text_column", command, default="text",
         help="LM tasks: the field of a .json/.jsonl line or the `datasets` column that holds the text (a dotted path "
         "such as translation.en reaches into nested objects); other files are plain text, one text per line",
     )  # fmt: skip
-    group.add_argument(
-        "--block_size", type=int, default=256,
+    add_option(
+        group, "block_size", command, default=256,
         help="LM tasks: tokens per example: packed blocks (--packing yes) or the limit of a line (--packing no)",
     )  # fmt: skip
-    group.add_argument(
-        "--packing", choices=PACKING_CHOICES, default="yes",
+    add_option(
+        group, "packing", command, choices=PACKING_CHOICES, default="yes",
         help="LM tasks: yes: concatenate the texts and cut blocks of --block_size tokens (run_clm's group_texts); "
         "no: one example per line, cut to --block_size tokens",
     )  # fmt: skip
-    group.add_argument(
-        "--mlm_probability", type=float, default=0.15,
-        help="masked_lm: share of tokens to predict (of them 80%% <mask>, 10%% a random token, 10%% unchanged)",
-    )  # fmt: skip
+    if command == COMMAND:
+        group.add_argument(
+            "--mlm_probability", type=float, default=0.15,
+            help="masked_lm: share of tokens to predict (of them 80%% <mask>, 10%% a random token, 10%% unchanged)",
+        )  # fmt: skip
 
 
 def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argparse.Namespace:

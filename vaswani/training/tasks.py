@@ -15,6 +15,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from modeling_vaswani import (
@@ -30,6 +31,7 @@ from tokenization import train_bpe_tokenizer
 from vaswani.constants import TOKENIZER_STAGING
 from vaswani.data.batching import TokenBatchSampler, collate
 from vaswani.data.loading import load_translation_splits
+from vaswani.data.prepared import load_prepared, read_manifest
 from vaswani.data.text import (
     load_text_splits,
     mask_held_out,
@@ -38,10 +40,11 @@ from vaswani.data.text import (
     tokenize_texts,
     training_texts,
 )
+from vaswani.data.tokenized import cache_folder, load_or_tokenize, tokens_key, workers_for
 from vaswani.errors import DataError, UsageError
 from vaswani.model_folder import check_tokenizer_fits, load_tokenizer
 from vaswani.training.checkpoints import CheckpointManager, TrainingState
-from vaswani.training.distributed import main_process_first
+from vaswani.training.distributed import from_main_process, main_process_first
 from vaswani.training.evaluation import evaluate_language_model, run_evaluation
 from vaswani.training.run_dir import MetricsLog
 from vaswani.training.stopping import StoppingRules
@@ -52,7 +55,7 @@ logger = logging.getLogger("train")  # one logger for the whole training run
 def load_data(args, accelerator):
     if args.dataset_name == "demo":
         logger.info("Using the built-in demo dataset (numbers, dates, quantities): no --train_file or --dataset_name.")
-    with main_process_first(accelerator):  # the main process builds the Arrow cache, the others reuse it
+    with main_process_first(accelerator, local=True):  # each node's main process builds the Arrow cache
         return load_translation_splits(
             train_file=args.train_file, validation_file=args.validation_file, test_file=args.test_file,
             dataset_name=args.dataset_name, dataset_config_name=args.dataset_config_name,
@@ -98,8 +101,17 @@ def get_tokenizer(args, raw, output_dir: Path, accelerator, config: VaswaniConfi
 
 
 def tokenize_splits(args, raw, tokenizer, accelerator):
-    """input_ids and labels (EOS appended) per pair, over-long pairs dropped or truncated, lengths for batching."""
-    src, tgt = args.source_lang, args.target_lang
+    """input_ids and labels (EOS appended) per pair, over-long pairs dropped or truncated, lengths for batching;
+    cached by what changes the tokens (vaswani/data/tokenized.py): the main process of each node tokenizes, or
+    reuses the cache of an earlier run; the other processes only load it."""
+    if args.prepared_data:  # vaswani prepare's tokens
+        return load_prepared(args.prepared_data, read_manifest(args.prepared_data))[0]
+    return tokenize_pairs(args, raw, tokenizer, accelerator)[0]
+
+
+def tokenize_pairs(args, raw, tokenizer, accelerator) -> tuple[dict, dict]:
+    """`tokenize_splits`, and per split the counts of over-long pairs ({"overlong": N, "dropped": M})."""
+    src, tgt, overlong_policy = args.source_lang, args.target_lang, args.overlong
     limits = {"input_ids": args.max_source_length, "labels": args.max_target_length}
 
     def preprocess(batch):
@@ -109,7 +121,7 @@ def tokenize_splits(args, raw, tokenizer, accelerator):
             len(s) > limits["input_ids"] or len(t) > limits["labels"]
             for s, t in zip(encoded["input_ids"], encoded["labels"], strict=True)
         ]
-        if args.overlong == "truncate":
+        if overlong_policy == "truncate":
             eos = tokenizer.eos_token_id
             for key, limit in limits.items():
                 encoded[key] = [ids if len(ids) <= limit else ids[: limit - 1] + [eos] for ids in encoded[key]]
@@ -119,34 +131,49 @@ def tokenize_splits(args, raw, tokenizer, accelerator):
         encoded["target_length"] = [len(ids) for ids in encoded["labels"]]
         return encoded
 
-    tokenized = {}
-    with main_process_first(accelerator):
-        for split, dataset in raw.items():
-            mapped = dataset.map(
-                preprocess, batched=True, remove_columns=dataset.column_names,
-                num_proc=args.preprocessing_num_workers, desc=f"Tokenizing {split}",
+    def tokenize_split(split, dataset, work):
+        mapped = dataset.map(
+            preprocess, batched=True, remove_columns=dataset.column_names,
+            num_proc=workers_for(len(dataset), args.preprocessing_num_workers), desc=f"Tokenizing {split}",
+            cache_file_name=str(work / f"{split}.arrow"), new_fingerprint=f"{folder.name}-{split}",
+        )  # fmt: skip
+        count = int(np.count_nonzero(mapped.with_format("numpy")["overlong"]))
+        dropped = count if count and overlong_policy == "drop" and split == "train" else 0
+        if dropped:
+            mapped = mapped.filter(
+                lambda flags: [not f for f in flags], input_columns="overlong", batched=True,
+                cache_file_name=str(work / f"{split}-kept.arrow"), new_fingerprint=f"{folder.name}-{split}-kept",
             )  # fmt: skip
-            count = sum(mapped["overlong"])
-            if count:
-                if args.overlong == "drop" and split == "train":
-                    mapped = mapped.filter(
-                        lambda flags: [not f for f in flags], input_columns="overlong", batched=True
-                    )
-                    logger.info("%s: dropped %d over-long pairs (limits %s)", split, count, limits)
-                else:  # held-out pairs are never dropped: scores must cover the whole split
-                    logger.info(
-                        "%s: %d pairs exceed the limits %s and were %s",
-                        split,
-                        count,
-                        limits,
-                        "truncated" if args.overlong == "truncate" else "kept for evaluation",
-                    )
-            if split == "train" and len(mapped) == 0:
-                raise DataError(
-                    "every training pair is over the length limits; raise --max_source_length/--max_target_length."
-                )
-            tokenized[split] = mapped.remove_columns("overlong")
-    return tokenized
+        return mapped.remove_columns("overlong"), {"overlong": count, "dropped": dropped}
+
+    options = {"task": "translation", "source_lang": src, "target_lang": tgt, "limits": limits,
+               "overlong": overlong_policy}  # fmt: skip
+    key = from_main_process(accelerator, lambda: tokens_key(raw, tokenizer, options))
+    folder = cache_folder(key, args.cache_dir)
+    with main_process_first(accelerator, local=True):
+        tokenized, counts, folder, reused = load_or_tokenize(
+            raw, key, args.cache_dir, tokenize_split, may_build=accelerator.is_local_main_process
+        )
+        log_cache(folder, reused, "text, tokenizer, length limits and --overlong")
+        for split, count in ((split, counts[split]["overlong"]) for split in raw):
+            if counts[split]["dropped"]:
+                logger.info("%s: dropped %d over-long pairs (limits %s)", split, count, limits)
+            elif count:  # held-out pairs are never dropped: scores must cover the whole split
+                logger.info("%s: %d pairs exceed the limits %s and were %s", split, count, limits,
+                            "truncated" if overlong_policy == "truncate" else "kept for evaluation")  # fmt: skip
+        if len(tokenized["train"]) == 0:
+            raise DataError(
+                "every training pair is over the length limits; raise --max_source_length/--max_target_length."
+            )
+    return tokenized, counts
+
+
+def log_cache(folder: Path, reused: bool, what: str) -> None:
+    """The log line that says whether the tokenized splits were reused (and where the cache is)."""
+    if reused:
+        logger.info("Tokenized data: reused the cache %s (the same %s); delete it to tokenize again", folder, what)
+    else:
+        logger.info("Tokenized data: cached in %s; a run with the same %s reuses it", folder, what)
 
 
 def vaswani_command() -> str:
@@ -326,7 +353,7 @@ class CausalLMTask(Task):
             raise UsageError(f"--mlm_probability {args.mlm_probability} is not allowed; use a fraction in (0, 1).")
 
     def load_data(self, args, accelerator) -> tuple[dict, str]:
-        with main_process_first(accelerator):  # the main process builds the Arrow cache, the others reuse it
+        with main_process_first(accelerator, local=True):  # each node's main process builds the Arrow cache
             raw, summary = load_text_splits(
                 train_file=args.train_file, validation_file=args.validation_file, test_file=args.test_file,
                 dataset_name=args.dataset_name, dataset_config_name=args.dataset_config_name,
@@ -354,9 +381,23 @@ class CausalLMTask(Task):
             raise UsageError(str(exc)) from exc
 
     def tokenize(self, args, raw, tokenizer, accelerator) -> dict:
-        with main_process_first(accelerator):
-            return tokenize_texts(raw, tokenizer, block_size=args.block_size, packing=args.packing,
-                                  num_proc=args.preprocessing_num_workers)  # fmt: skip
+        """Blocks of tokens, cached by what changes them (as `tokenize_splits`)."""
+        if args.prepared_data:  # vaswani prepare's blocks
+            return load_prepared(args.prepared_data, read_manifest(args.prepared_data))[0]
+
+        def tokenize_split(split, dataset, work):
+            return tokenize_texts({split: dataset}, tokenizer, block_size=args.block_size, packing=args.packing,
+                                  num_proc=workers_for(len(dataset), args.preprocessing_num_workers),
+                                  work_dir=work)[split], {}  # fmt: skip
+
+        options = {"task": "language_model", "block_size": args.block_size, "packing": args.packing}
+        key = from_main_process(accelerator, lambda: tokens_key(raw, tokenizer, options))
+        with main_process_first(accelerator, local=True):
+            tokenized, _, folder, reused = load_or_tokenize(
+                raw, key, args.cache_dir, tokenize_split, may_build=accelerator.is_local_main_process
+            )
+            log_cache(folder, reused, "text, tokenizer, --block_size and --packing")
+        return tokenized
 
     def lengths(self, dataset) -> tuple:
         lengths = dataset["length"]

@@ -1,0 +1,143 @@
+"""Tokenized splits cached on disk, keyed only by what changes the tokens (issue 30).
+
+A training run tokenizes its splits once; every later run whose tokens would be the same reuses them, whatever else
+differs (learning rate, schedule, output folder, number of processes or workers). The key (`tokens_key`) holds:
+
+- each split's text identity (`text_identity`): for a split stored in Arrow files, `datasets`' fingerprint of it,
+  which for files read by `vaswani.data.loading` covers each file's absolute path, size and modification time, the
+  languages and the reading rules (then the carving of a validation split: its size and seed); for a split held in
+  memory (the built-in demo dataset), a hash of its content;
+- the tokenizer's hash (its `tokenizer.json`, as the fast tokenizer serializes it);
+- the options that shape the tokens (the caller's: length limits, the over-long policy, block size, ...) and
+  `CACHE_VERSION`, bumped when the tokenization code changes what it writes.
+
+Where: `<cache_dir>/vaswani-tokenized/<key digest>/`, `cache_dir` being `--cache_dir` or else `HF_DATASETS_CACHE`
+(default `~/.cache/huggingface/datasets`). A folder holds one `save_to_disk` folder per split and `key.json` (the key
+in words, plus the counts its build reported, such as over-long pairs). It is built under a temporary name and
+renamed when complete, so a folder that exists is whole; deleting it (or all of `vaswani-tokenized/`) is always
+safe: the next run tokenizes again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import datasets
+import pyarrow as pa
+
+from vaswani.constants import TMP_PREFIX
+
+CACHE_SUBDIR = "vaswani-tokenized"
+CACHE_VERSION = 1
+"""Part of every key: bump it when the tokenization code changes what it writes."""
+KEY_FILE = "key.json"
+SMALL_SPLIT = 10_000
+"""Below this many examples a split is tokenized in one process: starting workers would cost more than it saves."""
+
+
+def default_workers() -> int:
+    """Every core this process may use (`--preprocessing_num_workers` unset)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def workers_for(num_examples: int, requested: int | None) -> int | None:
+    """The `num_proc` of `datasets.map` for a split: `requested`, else every core, one (None) for a small split."""
+    workers = requested if requested is not None else default_workers()
+    return workers if workers > 1 and num_examples >= SMALL_SPLIT else None
+
+
+def text_identity(dataset: datasets.Dataset) -> str:
+    """What identifies a split's text for the key: its `datasets` fingerprint when it lives in Arrow files (a
+    deterministic function of its sources and of the transforms that made it), else a hash of its content."""
+    if dataset.cache_files:
+        return f"fingerprint:{dataset._fingerprint}"
+    digest = hashlib.sha256()
+    for batch in dataset.with_format("arrow").iter(batch_size=10_000):
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, batch.schema) as writer:
+            writer.write_table(batch)
+        digest.update(sink.getvalue())
+    return f"content:{digest.hexdigest()}"
+
+
+def tokenizer_hash(tokenizer) -> str:
+    """The hash of the fast tokenizer's serialization (what its tokenizer.json holds): normalizer, pre-tokenizer,
+    BPE model, post-processor (the appended EOS) and special tokens."""
+    return hashlib.sha256(tokenizer.backend_tokenizer.to_str().encode("utf-8")).hexdigest()
+
+
+def tokens_key(raw: dict, tokenizer, options: dict) -> dict:
+    """The cache key of tokenizing `raw` (split name -> Dataset) with `tokenizer` under `options` (JSON values)."""
+    return {
+        "version": CACHE_VERSION,
+        "splits": {split: text_identity(dataset) for split, dataset in raw.items()},
+        "tokenizer_sha256": tokenizer_hash(tokenizer),
+        "options": options,
+    }
+
+
+def cache_folder(key: dict, cache_dir: str | os.PathLike | None) -> Path:
+    """`<cache_dir or HF_DATASETS_CACHE>/vaswani-tokenized/<digest of key>`."""
+    root = Path(cache_dir) if cache_dir is not None else Path(datasets.config.HF_DATASETS_CACHE)
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode("utf-8")).hexdigest()[:32]
+    return root / CACHE_SUBDIR / digest
+
+
+def load_or_tokenize(
+    raw: dict,
+    key: dict,
+    cache_dir: str | os.PathLike | None,
+    tokenize_split: Callable[[str, datasets.Dataset, Path], tuple[datasets.Dataset, dict]],
+    may_build: bool = True,
+) -> tuple[dict[str, datasets.Dataset], dict[str, dict], Path, bool]:
+    """The tokenized splits for `key`, from the cache when it holds them, else made by `tokenize_split` and cached.
+
+    Args:
+        raw: split name -> the text Dataset.
+        key: `tokens_key(raw, ...)`, computed by the caller (with several processes: by the main process, for all).
+        cache_dir: the cache's root (None: HF_DATASETS_CACHE).
+        tokenize_split: ``(split, dataset, work_dir) -> (tokenized, counts)``: tokenizes one split, writing any
+            `datasets` cache file under `work_dir` (removed afterwards); `counts` (JSON values) are stored with the
+            cache and returned again when it is reused.
+        may_build: False on a process that must never tokenize (not the main process of its node): a missing cache
+            is then a bug, raised as RuntimeError.
+
+    Returns:
+        ``(tokenized, counts, folder, reused)``: split -> memory-mapped Dataset, split -> counts, the cache folder,
+        and whether it was reused (False: this call tokenized and wrote it).
+    """
+    folder = cache_folder(key, cache_dir)
+    if (folder / KEY_FILE).is_file():
+        return _load(folder, raw) + (folder, True)
+    if not may_build:
+        raise RuntimeError(f"no tokenized cache at {folder}: the main process of this node should have written it")
+    staging = folder.parent / f"{TMP_PREFIX}{folder.name}-{os.getpid()}"
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    if staging.exists():
+        shutil.rmtree(staging)
+    work = staging / "work"
+    counts = {}
+    try:
+        for split, dataset in raw.items():
+            tokenized, counts[split] = tokenize_split(split, dataset, work)
+            tokenized.save_to_disk(str(staging / split))
+        shutil.rmtree(work, ignore_errors=True)
+        (staging / KEY_FILE).write_text(json.dumps({"key": key, "counts": counts}, indent=1), encoding="utf-8")
+        try:
+            os.rename(staging, folder)
+        except OSError:  # another node's main process finished the same folder first: the same tokens
+            if not (folder / KEY_FILE).is_file():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return _load(folder, raw) + (folder, False)
+
+
+def _load(folder: Path, raw: dict) -> tuple[dict[str, datasets.Dataset], dict[str, dict]]:
+    counts = json.loads((folder / KEY_FILE).read_text(encoding="utf-8"))["counts"]
+    return {split: datasets.load_from_disk(str(folder / split)) for split in raw}, counts
