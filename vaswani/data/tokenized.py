@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -66,9 +67,18 @@ def text_identity(dataset: datasets.Dataset) -> str:
 
 
 def tokenizer_hash(tokenizer) -> str:
-    """The hash of the fast tokenizer's serialization (what its tokenizer.json holds): normalizer, pre-tokenizer,
-    BPE model, post-processor (the appended EOS) and special tokens."""
-    return hashlib.sha256(tokenizer.backend_tokenizer.to_str().encode("utf-8")).hexdigest()
+    """The hash of what the tokenizer computes: a fast tokenizer's serialization (what its tokenizer.json holds:
+    normalizer, pre-tokenizer, BPE model, post-processor, special tokens); another tokenizer (a converted model's
+    MarianTokenizer: sentencepiece files) by the bytes of every file its `save_pretrained` writes."""
+    digest = hashlib.sha256()
+    if getattr(tokenizer, "is_fast", False):
+        digest.update(tokenizer.backend_tokenizer.to_str().encode("utf-8"))
+        return digest.hexdigest()
+    with tempfile.TemporaryDirectory() as folder:
+        tokenizer.save_pretrained(folder)  # (the names it returns include files it did not write)
+        for path in sorted(Path(folder).iterdir()):
+            digest.update(path.name.encode("utf-8") + b"\0" + path.read_bytes())
+    return digest.hexdigest()
 
 
 def tokens_key(raw: dict, tokenizer, options: dict) -> dict:
