@@ -37,13 +37,13 @@ def checkpoint_steps(out) -> list[int]:
 # ---------------------------------------------------------------------------------------------------------------------
 # The clock: every update takes one minute
 # ---------------------------------------------------------------------------------------------------------------------
-@pytest.fixture
-def minute_per_update(monkeypatch):
+def one_minute_per_update(monkeypatch, real_time: bool) -> list[int]:
     """`time` as vaswani.training.loop sees it, with a `monotonic()` that runs one minute ahead more after every update
-    (train_step wrapped); everything else about time is real."""
+    (train_step wrapped), on top of the real clock (`real_time`) or alone; everything else about time is real.
+    Returns the minutes counter."""
     minutes = [0]
     clock = types.SimpleNamespace(**{name: getattr(time, name) for name in dir(time) if not name.startswith("_")})
-    clock.monotonic = lambda: time.monotonic() + 60 * minutes[0]
+    clock.monotonic = lambda: (time.monotonic() if real_time else 0.0) + 60.0 * minutes[0]
     monkeypatch.setattr(loop, "time", clock)
     original = loop.train_step
 
@@ -54,6 +54,12 @@ def minute_per_update(monkeypatch):
 
     monkeypatch.setattr(loop, "train_step", one_minute_step)
     return minutes
+
+
+@pytest.fixture
+def minute_per_update(monkeypatch):
+    """Every update takes one more minute of the training loop's clock, which otherwise runs in real time."""
+    return one_minute_per_update(monkeypatch, real_time=True)
 
 
 @pytest.mark.slow
@@ -84,19 +90,7 @@ def exact_minute_per_update(monkeypatch):
     """As `minute_per_update`, but the training loop's `monotonic()` is the fake clock alone (every update exactly one
     minute, nothing else takes time): the fraction of a time budget spent after update k is exactly k minutes over
     the budget, in a run and in its resumed twin alike."""
-    minutes = [0]
-    clock = types.SimpleNamespace(**{name: getattr(time, name) for name in dir(time) if not name.startswith("_")})
-    clock.monotonic = lambda: 60.0 * minutes[0]
-    monkeypatch.setattr(loop, "time", clock)
-    original = loop.train_step
-
-    def one_minute_step(run, stream):
-        result = original(run, stream)
-        minutes[0] += 1
-        return result
-
-    monkeypatch.setattr(loop, "train_step", one_minute_step)
-    return minutes
+    return one_minute_per_update(monkeypatch, real_time=False)
 
 
 def logged_rates(out) -> list[float]:
