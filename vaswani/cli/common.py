@@ -1,12 +1,20 @@
 """What several commands share beyond their options (those are in `vaswani.options`, the registry): the check of an
---output file."""
+--output file, the output stream, and the Translator of the decoding commands (translate, score, serve)."""
 
 from __future__ import annotations
 
+import argparse
+import io
 import os
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
+from vaswani.devices import MIXED_PRECISION_TO_DTYPE
 from vaswani.errors import UsageError
+from vaswani.fileio import atomic_output
+from vaswani.inference.translator import Translator
 
 
 def check_output_file(path: Path | None, inputs: list[Path | None], model: Path | None = None) -> None:
@@ -26,3 +34,29 @@ def check_output_file(path: Path | None, inputs: list[Path | None], model: Path 
     if model is not None and path.exists() and model.is_dir() and path.resolve().is_relative_to(model.resolve()):
         raise UsageError(f"--output {path} is a file of the model folder {model}: writing it would destroy the model; "
                          "give another file")  # fmt: skip
+
+
+@contextmanager
+def open_output(path: Path | None) -> Iterator[io.TextIOBase]:
+    """A UTF-8 text stream with "\\n" line breaks: to a temporary file renamed to `path` when the block completes
+    (`atomic_output`), or to stdout when `path` is None."""
+    if path is not None:
+        with atomic_output(path, "w", encoding="utf-8", newline="\n") as stream:
+            yield stream
+        return
+    sys.stdout.flush()  # whatever was printed before comes first
+    stream = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", newline="\n")
+    try:
+        yield stream
+    finally:
+        stream.flush()
+        stream.detach()  # leave sys.stdout open
+
+
+def load_translator(models: Sequence[str | Path], args: argparse.Namespace, **options) -> Translator:
+    """The Translator of `models` (one folder, or several: an ensemble) with the options every decoding command
+    shares (--device, --max_source_length, --trust_remote_code, --backend, --mixed_precision); `options` adds a
+    command's own (translate's --parallel_batches)."""
+    return Translator(list(models), device=args.device, max_source_length=args.max_source_length,
+                      trust_remote_code=args.trust_remote_code, backend=args.backend,
+                      dtype=MIXED_PRECISION_TO_DTYPE[args.mixed_precision], **options)  # fmt: skip

@@ -25,8 +25,7 @@ import json
 import sys
 from pathlib import Path
 
-from vaswani.cli.common import check_output_file
-from vaswani.devices import MIXED_PRECISION_TO_DTYPE
+from vaswani.cli.common import check_output_file, load_translator, open_output
 from vaswani.errors import UsageError
 from vaswani.fileio import count_lines
 from vaswani.inference.engines import BACKENDS
@@ -82,14 +81,12 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"no such {flag} file: {path}")
     for model in args.model:
         check_output_file(args.output, inputs=[args.source, args.target], model=model)
-    pairs = count_lines(args.source)
-    if count_lines(args.target) != pairs:
-        raise UsageError(f"--source {args.source} has {pairs} lines but --target {args.target} has "
-                         f"{count_lines(args.target)}: give one translation per source line")  # fmt: skip
+    pairs, targets = count_lines(args.source), count_lines(args.target)
+    if targets != pairs:
+        raise UsageError(f"--source {args.source} has {pairs} lines but --target {args.target} has {targets}: give "
+                         "one translation per source line")  # fmt: skip
     hf_logging.disable_progress_bar()
-    translator = Translator(args.model if len(args.model) > 1 else args.model[0], device=args.device,
-                            max_source_length=args.max_source_length, trust_remote_code=args.trust_remote_code,
-                            backend=args.backend, dtype=MIXED_PRECISION_TO_DTYPE[args.mixed_precision])  # fmt: skip
+    translator = load_translator(args.model, args)
     bar = tqdm(total=pairs, unit="pair", file=sys.stderr, disable=args.progress is False)
     try:
         _score_files(args, translator, bar)
@@ -100,9 +97,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _score_files(args: argparse.Namespace, translator: Translator, bar) -> None:
     """Score `buffer_lines` pairs at a time into the output (a temporary file renamed when complete, or stdout)."""
-    # start-up: loaded when scoring runs; the same UTF-8, "\n", atomic output as translate
-    from vaswani.cli.translate import open_output
-
     with open(args.source, "rb") as source, open(args.target, "rb") as target, open_output(args.output) as sink:
         pairs = zip(read_lines(source, name=str(args.source)), read_lines(target, name=str(args.target)), strict=True)
         first = 0

@@ -15,7 +15,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from vaswani.devices import MIXED_PRECISION_TO_DTYPE
+from vaswani.cli.common import load_translator
 from vaswani.errors import UsageError
 from vaswani.inference.engines import BACKENDS
 from vaswani.options import add_option, positive_float, positive_int
@@ -130,8 +130,4 @@ def run(args: argparse.Namespace) -> int:
 def _load_translator(folders: list[Path], args: argparse.Namespace):
     """The translator of one pair: one folder, or an ensemble of several (the mean of their log-probabilities, as
     repeated --model in vaswani translate; PyTorch folders sharing one tokenizer, checked by `Translator`)."""
-    from vaswani.inference.translator import Translator  # start-up: torch loads only when a model is loaded
-
-    return Translator(folders if len(folders) > 1 else folders[0], device=args.device,
-                      max_source_length=args.max_source_length, trust_remote_code=args.trust_remote_code,
-                      backend=args.backend, dtype=MIXED_PRECISION_TO_DTYPE[args.mixed_precision])  # fmt: skip
+    return load_translator(folders, args)

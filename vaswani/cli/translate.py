@@ -25,13 +25,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from vaswani.cli.common import check_output_file
-from vaswani.devices import MIXED_PRECISION_TO_DTYPE
+from vaswani.cli.common import check_output_file, load_translator, open_output
 from vaswani.errors import UsageError
-from vaswani.fileio import atomic_output, count_lines
+from vaswani.fileio import count_lines
 from vaswani.inference.engines import BACKENDS
 from vaswani.inference.outputs import OUTPUT_FORMATS, one_line, output_handler
-from vaswani.inference.translator import Translator, read_jsonl_requests, read_lines, translate_lines
+from vaswani.inference.translator import read_jsonl_requests, read_lines, translate_lines
 from vaswani.options import add_option, positive_int
 
 HELP = "translate sentences, one per line"
@@ -154,9 +153,7 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)  # PyTorch's intra-op threads; CTranslate2 gets the same budget
     if args.nbest > args.num_beams:
         raise UsageError(f"--nbest {args.nbest} needs at least as many beams: add --num_beams {args.nbest}")
-    translator = Translator(args.model if len(args.model) > 1 else args.model[0], device=args.device, max_source_length=args.max_source_length,
-                            trust_remote_code=args.trust_remote_code, backend=args.backend,
-                            dtype=MIXED_PRECISION_TO_DTYPE[args.mixed_precision], parallel_batches=args.parallel_batches)  # fmt: skip
+    translator = load_translator(args.model, args, parallel_batches=args.parallel_batches)
     # n-best lists, scores, alignments or JSON lines: the lines of an output handler (vaswani.inference.outputs)
     detailed = args.nbest > 1 or args.scores or args.alignment or args.output_format == "jsonl"
     output = output_handler(args.output_format, scores=args.scores, alignment=args.alignment) if detailed else None
@@ -248,20 +245,3 @@ def _open_input(path: Path | None) -> Iterator[io.BufferedIOBase]:
         return
     with open(path, "rb") as stream:
         yield stream
-
-
-@contextmanager
-def open_output(path: Path | None) -> Iterator[io.TextIOBase]:
-    """A UTF-8 text stream with "\\n" line breaks: to a temporary file renamed to `path` when the block completes
-    (`atomic_output`), or to stdout when `path` is None."""
-    if path is not None:
-        with atomic_output(path, "w", encoding="utf-8", newline="\n") as stream:
-            yield stream
-        return
-    sys.stdout.flush()  # whatever was printed before comes first
-    stream = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", newline="\n")
-    try:
-        yield stream
-    finally:
-        stream.flush()
-        stream.detach()  # leave sys.stdout open
