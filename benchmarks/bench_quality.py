@@ -28,8 +28,14 @@ Giving the peer its best shot, and separating what the margin comes from:
     python benchmarks/bench_quality.py --tune_peer --seeds 0,1 --tune_seeds 1 --our_recipes small-data,postnorm --minutes 10
 
 `--tune_peer` trains the Trainer side at every point of a grid (`PEER_GRID`: learning rate 3e-4, 5e-4, 1e-3 x batch
-size 32, 64; `--peer_learning_rates` and `--peer_batch_sizes` set others), each at the same budget, and takes the point with the best mean validation BLEU (the first
-`--max_eval_samples` validation pairs, the recipe's 400 by default; never the test set) as the tuned peer.
+size 32, 64 x schedule inverse_sqrt, warmup_stable_decay; `--peer_learning_rates`, `--peer_batch_sizes` and
+`--peer_lr_schedulers` set others), each at the same budget, and takes the point with the best mean validation BLEU
+(the first `--max_eval_samples` validation pairs, the recipe's 400 by default; never the test set) as the tuned peer.
+A schedule that train.py may use, the peer may use too: transformers' `warmup_stable_decay` (the same 400 warmup
+steps, then a 1-sqrt decay to zero over the last 20% of the run: train.py's defaults for that schedule) needs the
+run's number of updates, which a time budget does not give; the peer's is fitted to the budget from its own pace
+(`fit_wsd_to_budget`: at 50% and again at 75% of the budget, in the constant phase, the end is moved to the update
+count the pace so far reaches at 100%), so its decay ends with the budget as train.py's does.
 `--seeds` runs every configuration once per seed; mean and range over seeds are printed. `--tune_seeds N` sweeps
 the grid at the first N seeds only and then runs the peer's best (on those seeds' validation BLEU) at the other
 seeds: 6 + 1 Trainer runs instead of 12 for two seeds, every side still at every seed. `--our_recipes` picks
@@ -39,8 +45,9 @@ LayerNorm and no FixNorm: Marian's architecture, so the margin it keeps is the t
 given per seed and called met only when the median and most seeds reach +5 BLEU (`common.verdict`).
 
 train.py's final model is chosen among candidates (the last checkpoint, the best evaluated one, the average of the
-window; vaswani/training/stopping.py) by validation score. Each candidate is also scored on the test set here, with the same
-beam search, to check the choice: the final model's test BLEU should be at least the best of (last, best) - 0.3.
+window, and the moving average with --ema_decay; vaswani/training/stopping.py) by validation score. Each candidate is also
+scored on the test set here, with the same beam search, to check the choice: the final model's test BLEU should be
+at least the best candidate's - 0.3.
 """
 
 from __future__ import annotations
@@ -73,13 +80,41 @@ OUR_RECIPES = {
     "small-data": [],
     "postnorm": ["--norm_position", "post", "--norm_type", "layernorm", "--fixnorm", "false"],
 }
-PEER_DEFAULT = {"learning_rate": 5e-4, "batch_size": 64}  # the hand-chosen recipe (without --tune_peer)
-PEER_LEARNING_RATES, PEER_BATCH_SIZES = (3e-4, 5e-4, 1e-3), (32, 64)  # --tune_peer's default grid
+# the hand-chosen recipe (without --tune_peer)
+PEER_DEFAULT = {"learning_rate": 5e-4, "batch_size": 64, "lr_scheduler": "inverse_sqrt"}
+# --tune_peer's default grid
+PEER_LEARNING_RATES, PEER_BATCH_SIZES = (3e-4, 5e-4, 1e-3), (32, 64)
+PEER_LR_SCHEDULERS = ("inverse_sqrt", "warmup_stable_decay")
+PEER_WARMUP_STEPS = 400
+# warmup_stable_decay as train.py runs it by default (--decay_fraction, --decay_type, --min_lr_ratio)
+WSD_DECAY_FRACTION, WSD_DECAY_TYPE, WSD_MIN_LR_RATIO = 0.2, "1-sqrt", 0.0
+WSD_FITS = (0.5, 0.75)  # fractions of the budget at which the peer's warmup_stable_decay is fitted to its pace
 
 
-def peer_grid(learning_rates=PEER_LEARNING_RATES, batch_sizes=PEER_BATCH_SIZES) -> list[dict]:
-    """The Trainer settings --tune_peer sweeps: every learning rate with every batch size."""
-    return [{"learning_rate": lr, "batch_size": bs} for lr in learning_rates for bs in batch_sizes]
+def peer_grid(learning_rates=PEER_LEARNING_RATES, batch_sizes=PEER_BATCH_SIZES, lr_schedulers=PEER_LR_SCHEDULERS,
+              ) -> list[dict]:  # fmt: skip
+    """The Trainer settings --tune_peer sweeps: every learning rate with every batch size and schedule."""
+    return [{"learning_rate": lr, "batch_size": bs, "lr_scheduler": schedule}
+            for lr in learning_rates for bs in batch_sizes for schedule in lr_schedulers]  # fmt: skip
+
+
+def fit_wsd_to_budget(scheduler, step: int, spent: float) -> int:
+    """Move the end of transformers' `warmup_stable_decay` schedule to the update count that the pace so far
+    (`step` updates in the fraction `spent` of the time budget) reaches when the budget ends, keeping the learning
+    rate of the next update: called in the constant phase, the curve so far is unchanged and the decay (the last
+    WSD_DECAY_FRACTION of the updates) now ends with the budget. Returns the estimated number of updates."""
+    from transformers import get_wsd_schedule
+
+    scheduler = getattr(scheduler, "scheduler", scheduler)  # accelerate's wrapper, where the Trainer made one
+    total = max(step + 1, round(step / spent))
+    optimizer = scheduler.optimizer
+    next_rates = [group["lr"] for group in optimizer.param_groups]
+    fitted = get_wsd_schedule(optimizer, PEER_WARMUP_STEPS, max(1, round(WSD_DECAY_FRACTION * total)),
+                              num_training_steps=total, decay_type=WSD_DECAY_TYPE, min_lr_ratio=WSD_MIN_LR_RATIO)  # fmt: skip
+    scheduler.lr_lambdas = fitted.lr_lambdas
+    for group, rate in zip(optimizer.param_groups, next_rates, strict=True):  # building `fitted` reset them
+        group["lr"] = rate
+    return total
 
 
 PEER_GRID = peer_grid()
@@ -112,6 +147,7 @@ def _positive_list(kind: type) -> Callable[[str], list]:
 
 
 _recipe_list = common.choice_list(OUR_RECIPES, "recipes")
+_scheduler_list = common.choice_list(PEER_LR_SCHEDULERS, "schedules")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -134,6 +170,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--peer_batch_sizes", type=_positive_list(int), default=None,
                         help="with --tune_peer: the grid's batch sizes, comma-separated (default: "
                              f"{','.join(map(str, PEER_BATCH_SIZES))})")  # fmt: skip
+    parser.add_argument("--peer_lr_schedulers", type=_scheduler_list, default=None,
+                        help="with --tune_peer: the grid's schedules, comma-separated, from "
+                             f"{', '.join(PEER_LR_SCHEDULERS)} (default: both)")  # fmt: skip
     parser.add_argument("--tune_seeds", type=int, default=None,
                         help="with --tune_peer: sweep the grid at the first N seeds, then run the peer's best at the "
                              "others (default: the grid at every seed)")  # fmt: skip
@@ -153,11 +192,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         if args.tune_seeds is not None and not (args.tune_peer and 1 <= args.tune_seeds <= len(args.seeds)):
             parser.error(f"--tune_seeds {args.tune_seeds} is not allowed: it needs --tune_peer and a number from 1 "
                          f"to the number of --seeds ({len(args.seeds)})")  # fmt: skip
-        for name in ("peer_learning_rates", "peer_batch_sizes"):
+        for name in ("peer_learning_rates", "peer_batch_sizes", "peer_lr_schedulers"):
             if getattr(args, name) is not None and not args.tune_peer:
                 parser.error(f"--{name} is not allowed without --tune_peer: it sets the grid that --tune_peer sweeps")
         common.check_data_dir(parser, args.data_dir)
-    args.peers = (peer_grid(args.peer_learning_rates or PEER_LEARNING_RATES, args.peer_batch_sizes or PEER_BATCH_SIZES)
+    args.peers = (peer_grid(args.peer_learning_rates or PEER_LEARNING_RATES, args.peer_batch_sizes or PEER_BATCH_SIZES,
+                            args.peer_lr_schedulers or PEER_LR_SCHEDULERS)
                   if args.tune_peer else [PEER_DEFAULT])  # fmt: skip
     return args
 
@@ -218,11 +258,11 @@ def both_sides_precision() -> str:
 
 
 def trainer_config(peer: dict) -> str:
-    return f"lr {peer['learning_rate']:g}, batch {peer['batch_size']}"
+    return f"lr {peer['learning_rate']:g}, batch {peer['batch_size']}, {peer['lr_scheduler']}"
 
 
 def trainer_run(args, tokenizer_dir: Path, test_file: Path, recipe: dict, peer: dict, seed: int) -> Run:
-    name = f"trainer-lr{peer['learning_rate']:g}-bs{peer['batch_size']}-seed{seed}"
+    name = f"trainer-lr{peer['learning_rate']:g}-bs{peer['batch_size']}-{peer['lr_scheduler']}-seed{seed}"
     spec, result = args.output_dir / f"{name}.spec.json", args.output_dir / f"{name}.result.json"
     result.unlink(missing_ok=True)
     spec.write_text(json.dumps({
@@ -288,20 +328,32 @@ def trainer_worker(spec_path: str) -> None:
                        ffn_dim=dims["encoder_ffn_dim"], dropout=dims["dropout"])  # fmt: skip
     tokenizer, model, train = marian_and_training_set(spec, marian_dims, src, tgt, truncation=True, max_length=256)
     steps = {"done": 0}
+    wsd = spec["lr_scheduler"] == "warmup_stable_decay"
 
     class TimeBudget(TrainerCallback):
+        """Stops when the budget is spent; with warmup_stable_decay, fits the schedule's end to the budget."""
+
         def on_train_begin(self, args, state, control, **kwargs):
-            self.start = time.monotonic()
+            self.start, self.fits, self.total = time.monotonic(), list(WSD_FITS if wsd else ()), None
 
         def on_step_end(self, args, state, control, **kwargs):
             steps["done"] = state.global_step
-            if time.monotonic() - self.start >= 60 * spec["minutes"]:
+            spent = (time.monotonic() - self.start) / (60 * spec["minutes"])
+            if self.fits and spent >= self.fits[0]:
+                self.fits = [f for f in self.fits if f > spent]
+                self.total = fit_wsd_to_budget(trainer.lr_scheduler, state.global_step, spent)  # (not in kwargs)
+                print(f"warmup_stable_decay fitted at {spent:.0%} of the budget, update {state.global_step}: "
+                      f"{self.total} updates expected", flush=True)  # fmt: skip
+            # past the fitted end the rate is zero: updates would change nothing
+            if spent >= 1 or (self.total is not None and state.global_step >= self.total):
                 control.should_training_stop = True
 
     arguments = Seq2SeqTrainingArguments(
         output_dir=spec["output_dir"], per_device_train_batch_size=spec["batch_size"], max_steps=10**6,
         optim="adamw_torch_fused", learning_rate=spec["learning_rate"], adam_beta1=0.9, adam_beta2=0.98,
-        adam_epsilon=1e-9, weight_decay=0.0, warmup_steps=400, lr_scheduler_type="inverse_sqrt",
+        adam_epsilon=1e-9, weight_decay=0.0, warmup_steps=PEER_WARMUP_STEPS, lr_scheduler_type=spec["lr_scheduler"],
+        # warmup_stable_decay until fitted (fit_wsd_to_budget): constant after the warmup
+        lr_scheduler_kwargs={"num_decay_steps": 1, "decay_type": WSD_DECAY_TYPE} if wsd else {},
         label_smoothing_factor=0.1, logging_steps=100, save_strategy="no", report_to=[], use_cpu=True,
         disable_tqdm=True, dataloader_num_workers=0, seed=spec["seed"], train_sampling_strategy="group_by_length",
         bf16=spec["bf16"],
@@ -476,10 +528,10 @@ def print_candidates(run_dir: Path, test_file: Path, args, final: dict) -> None:
         chosen = " (chosen)" if candidate["name"] == choice["chosen"] else ""
         print(f"| {candidate['name']}{chosen} | {candidate['step']} | {len(folders)} | {candidate['score']:.2f} | "
               f"{bleu:.2f} | {chrf:.2f} |")  # fmt: skip
-    floor = max(test["last"], test.get("best", test["last"])) - 0.3
+    floor = max(test.values()) - 0.3
     verdict = "MET" if test[choice["chosen"]] >= floor else "MISSED"
     print(
-        f"{verdict} final model's test BLEU {test[choice['chosen']]:.2f} >= best of (last, best) - 0.3 = {floor:.2f}"
+        f"{verdict} final model's test BLEU {test[choice['chosen']]:.2f} >= the best candidate's - 0.3 = {floor:.2f}"
     )
 
 

@@ -9,7 +9,20 @@ import pytest
 from conftest import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
-from bench_quality import OUR_RECIPES, PEER_DEFAULT, PEER_GRID, Run, parse_args, run_all, summarise  # noqa: E402
+from bench_quality import (  # noqa: E402
+    OUR_RECIPES,
+    PEER_DEFAULT,
+    PEER_GRID,
+    PEER_WARMUP_STEPS,
+    WSD_DECAY_FRACTION,
+    WSD_DECAY_TYPE,
+    WSD_MIN_LR_RATIO,
+    Run,
+    fit_wsd_to_budget,
+    parse_args,
+    run_all,
+    summarise,
+)
 
 
 @pytest.fixture
@@ -19,10 +32,51 @@ def data_dir(tmp_path):
     return tmp_path
 
 
-def test_the_grid_is_three_learning_rates_by_two_batch_sizes_and_holds_the_default():
-    assert len(PEER_GRID) == 6 and PEER_DEFAULT in PEER_GRID
+def test_the_grid_is_three_learning_rates_by_two_batch_sizes_by_two_schedules_and_holds_the_default():
+    assert len(PEER_GRID) == 12 and PEER_DEFAULT in PEER_GRID
     assert len({point["learning_rate"] for point in PEER_GRID}) == 3
     assert len({point["batch_size"] for point in PEER_GRID}) == 2
+    assert {point["lr_scheduler"] for point in PEER_GRID} == {"inverse_sqrt", "warmup_stable_decay"}
+
+
+def test_the_peers_warmup_stable_decay_is_train_pys_default_one(tmp_path):
+    from vaswani.training.options import parse_args as train_args
+
+    args = train_args(["--config", str(REPO_ROOT / "configs" / "small-data.yaml"), "--train_file", "x.jsonl",
+                       "--output_dir", str(tmp_path / "out"), "--max_train_minutes", "1",
+                       "--lr_scheduler", "warmup_stable_decay"])  # fmt: skip
+    assert (args.decay_fraction, args.decay_type, args.min_lr_ratio) == (
+        WSD_DECAY_FRACTION, WSD_DECAY_TYPE, WSD_MIN_LR_RATIO)  # fmt: skip
+    assert args.warmup_steps == PEER_WARMUP_STEPS
+
+
+def test_fitting_wsd_to_the_budget_gives_transformers_schedule_for_the_estimated_update_count():
+    """A run that made 600 updates in half its budget is fitted to 1,200: from there on, its learning rates are those
+    of transformers' warmup_stable_decay built for 1,200 updates (the independent reference), and so are those before
+    (the constant phase is the same)."""
+    import torch
+    from transformers import get_wsd_schedule
+
+    def optimizer():
+        return torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1e-3)
+
+    def rates(scheduler, steps):
+        out = []
+        for _ in range(steps):
+            out.append(scheduler.optimizer.param_groups[0]["lr"])
+            scheduler.optimizer.step()
+            scheduler.step()
+        return out
+
+    provisional = get_wsd_schedule(optimizer(), PEER_WARMUP_STEPS, 1, num_training_steps=10**6, decay_type="1-sqrt")
+    reference = get_wsd_schedule(optimizer(), PEER_WARMUP_STEPS, round(WSD_DECAY_FRACTION * 1200),
+                                 num_training_steps=1200, decay_type=WSD_DECAY_TYPE)  # fmt: skip
+    before = rates(provisional, 600)
+    assert before == pytest.approx(rates(reference, 600))
+    assert fit_wsd_to_budget(provisional, step=600, spent=0.5) == 1200
+    after, expected = rates(provisional, 700), rates(reference, 700)
+    assert after == pytest.approx(expected)
+    assert after[359] == pytest.approx(1e-3) and after[361] < 1e-3 and after[600] == 0.0  # decays from 960 to 1200
 
 
 def test_postnorm_is_marians_normalization():
@@ -55,6 +109,8 @@ def test_the_postnorm_recipe_is_accepted_by_train_py(tmp_path):
         (["--tune_peer", "--peer_batch_sizes", "3.5"], "use comma-separated ints, e.g. 32,64"),
         (["--peer_batch_sizes", "16"], "--peer_batch_sizes is not allowed without --tune_peer"),
         (["--peer_learning_rates", "2e-3"], "--peer_learning_rates is not allowed without --tune_peer"),
+        (["--peer_lr_schedulers", "inverse_sqrt"], "--peer_lr_schedulers is not allowed without --tune_peer"),
+        (["--tune_peer", "--peer_lr_schedulers", "cosine"], "(unknown: cosine)"),
     ],
 )
 def test_bad_options_are_refused(argv, message, data_dir, capsys):
@@ -74,10 +130,12 @@ def test_defaults_are_one_seed_one_peer_setting_and_the_recipe(data_dir):
 
 def test_the_peer_grid_can_be_set_and_keeps_the_default_for_the_axis_not_given(data_dir):
     argv = ["--data_dir", str(data_dir), "--tune_peer", "--peer_learning_rates", "1e-3,2e-3,4e-3"]
-    args = parse_args([*argv, "--peer_batch_sizes", "32"])
-    assert args.peers == [{"learning_rate": lr, "batch_size": 32} for lr in (1e-3, 2e-3, 4e-3)]
+    args = parse_args([*argv, "--peer_batch_sizes", "32", "--peer_lr_schedulers", "warmup_stable_decay"])
+    assert args.peers == [{"learning_rate": lr, "batch_size": 32, "lr_scheduler": "warmup_stable_decay"}
+                          for lr in (1e-3, 2e-3, 4e-3)]  # fmt: skip
     args = parse_args(argv)
-    assert [point["batch_size"] for point in args.peers] == [32, 64] * 3
+    assert [point["batch_size"] for point in args.peers] == [32, 32, 64, 64] * 3
+    assert [point["lr_scheduler"] for point in args.peers] == ["inverse_sqrt", "warmup_stable_decay"] * 6
 
 
 def run(side, config, seed, validation, test):
