@@ -125,6 +125,23 @@ def test_every_phrase_appears_in_the_translation(translator, num_beams):
             assert hypotheses[0].text == reference
 
 
+def test_lines_without_constraints_are_batched_apart_and_take_the_fast_path(translator, monkeypatch):
+    """One constrained line does not put the others on the constrained search: the engine gets the lines without
+    constraints in batches of their own, with no `constraints` (its `generate()` path), and the same translations."""
+    calls = []
+    original = translator.engine.generate
+
+    def spying(sources, **kwargs):
+        calls.append((len(sources), kwargs.get("constraints")))
+        return original(sources, **kwargs)
+
+    monkeypatch.setattr(translator.engine, "generate", spying)
+    got = translator.translate(SOURCES, constraints=CONSTRAINTS)
+    assert sorted((n, c is None) for n, c in calls) == [(1, True), (3, False)]  # CONSTRAINTS: one line has none
+    assert all(all(phrases) for n, phrases in calls if phrases is not None)
+    assert got[1] == translator.translate([SOURCES[1]])[0]
+
+
 def test_an_ensemble_decodes_with_constraints(model_folder, translator):
     ensemble = Translator([model_folder, model_folder], device="cpu")
     assert ensemble.translate(SOURCES, constraints=CONSTRAINTS) == translator.translate(

@@ -128,6 +128,13 @@ def test_a_ctranslate2_export_is_served_as_vaswani_translate_runs_it(model_folde
     with running(load_models([ModelSpec(translator.folder, ("en", "de"))], lambda folders: translator)) as address:
         client = libretranslatepy.LibreTranslateAPI(url(address))
         assert [client.translate(s, "en", "de") for s in LEARNED] == [translator.translate([s])[0] for s in LEARNED]
+        # prefixes: CTranslate2's target_prefix; constraints: refused, never ignored
+        payload = {"source": "en", "target": "de", "text": LEARNED[0], "prefix": "die"}
+        status, answer, _ = post_json(address, "/v1/translate", payload)
+        expected = translator.translate_hypotheses([LEARNED[0]], prefixes=["die"])[0][0].text
+        assert status == 200 and answer["translations"][0]["hypotheses"][0]["text"] == expected
+        status, answer, _ = post_json(address, "/v1/translate", {**payload, "prefix": None, "constraints": ["Hund"]})
+        assert status == 400 and "CTranslate2" in answer["error"], answer
 
 
 def test_paragraphs_and_sentences_are_translated_one_by_one_and_glued_back(address, translator):
@@ -188,10 +195,44 @@ def test_the_native_api_gives_n_best_lists_scores_and_alignments_per_sentence(ad
         assert [h["alignment"] for h in got["hypotheses"]] == [format_alignment(h.alignment) for h in hypotheses]
 
 
+def test_the_native_api_takes_prefixes_and_constraints_per_sentence_as_the_translator_does(address, translator):
+    from vaswani.inference.translator import missing_constraints
+
+    texts = [LEARNED[0], LEARNED[1], LEARNED[2]]
+    prefixes, constraints = ["die Ka", None, None], [None, ["Hund"], ["Wetter", "Katze"]]
+    payload = {"source": "en", "target": "de", "text": texts, "prefix": prefixes, "constraints": constraints}
+    status, answer, _ = post_json(address, "/v1/translate", payload)
+    assert status == 200, answer
+    expected = translator.translate_hypotheses(texts, prefixes=prefixes, constraints=constraints)
+    got = answer["translations"]
+    assert [t["hypotheses"][0]["text"] for t in got] == [h[0].text for h in expected]
+    assert got[0]["hypotheses"][0]["text"].startswith("die Ka")
+    assert "unmet_constraints" not in got[0]  # no constraints given for it
+    for translation, phrases in zip(got[1:], constraints[1:], strict=True):
+        assert translation["unmet_constraints"] == missing_constraints(phrases, translation["hypotheses"][0]["text"])
+    # one text: a prefix string and a list of phrases
+    status, answer, _ = post_json(address, "/v1/translate", {"source": "en", "target": "de", "text": LEARNED[3],
+                                                             "prefix": "wir", "constraints": ["Buch"]})  # fmt: skip
+    assert status == 200, answer
+    (expected,) = translator.translate_hypotheses([LEARNED[3]], prefixes=["wir"], constraints=[["Buch"]])
+    assert answer["translations"][0]["hypotheses"][0]["text"] == expected[0].text
+
+
 @pytest.mark.parametrize(
     ("payload", "problem"),
     [
         ({"source": "en", "target": "de", "text": "x", "beams": 3}, "beams: Extra inputs are not permitted"),
+        ({"source": "en", "target": "de", "text": "x", "prefix": ["a"]}, "with one text, give one prefix"),
+        ({"source": "en", "target": "de", "text": "x", "constraints": [["a"]]}, "with one text, give a list of"),
+        ({"source": "en", "target": "de", "text": ["x", "y"], "prefix": ["a"]}, "give a list of 2 prefixes"),
+        ({"source": "en", "target": "de", "text": ["x", "y"], "prefix": "a"}, "give a list of 2 prefixes"),
+        ({"source": "en", "target": "de", "text": ["x", "y"], "constraints": ["a", "b"]}, "give a list of 2 lists"),
+        ({"source": "en", "target": "de", "text": ["x"], "constraints": [["a"], ["b"]]}, "give a list of 1 lists"),
+        ({"source": "en", "target": "de", "text": "x", "constraints": ["a", " "]}, "has an empty constraint"),
+        (
+            {"source": "en", "target": "de", "text": "x", "prefix": "a b c d e f g", "max_new_tokens": 3},
+            "does not fit max_new_tokens=3",
+        ),
         ({"source": "en", "target": "de", "text": "x", "num_beams": 0}, "num_beams"),
         ({"source": "en", "target": "de", "text": "x", "num_beams": 99}, "num_beams must be at most 16"),
         ({"source": "en", "target": "de", "text": "x", "nbest": 5}, "nbest at most num_beams"),

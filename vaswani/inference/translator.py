@@ -273,11 +273,11 @@ class Translator:
         sources = self._encode([sentences[index] for index in todo], todo, on_truncated)
         prefix_ids = self._encode_prefixes(prefixes, len(sentences), max_new_tokens)
         constraint_ids = self._encode_constraints(constraints, len(sentences))
-        for batch in self._batches(sources, batch_tokens):
+        for batch in self._batches_apart(sources, batch_tokens, constraint_ids):
             extra = {}
-            if prefix_ids is not None:
+            if prefix_ids is not None and any(prefix_ids[index] for index in batch):
                 extra["prefixes"] = [prefix_ids[index] for index in batch]
-            if constraint_ids is not None:
+            if constraint_ids is not None and any(constraint_ids[index] for index in batch):
                 extra["constraints"] = [constraint_ids[index] for index in batch]
             outputs = self._generate([sources[index] for index in batch], num_beams, length_penalty, max_new_tokens,
                                      paper_decoding, nbest, scores, alignment, **extra)  # fmt: skip
@@ -295,6 +295,19 @@ class Translator:
             if progress is not None:
                 progress(len(batch))
         return results
+
+    def check_requests(
+        self,
+        count: int,
+        prefixes: Sequence[str | None] | None = None,
+        constraints: Sequence[Sequence[str] | None] | None = None,
+        max_new_tokens: int | None = None,
+    ) -> None:
+        """Check the `prefixes` and `constraints` of `count` sentences as `translate_hypotheses` does, without
+        decoding: a `TranslateError` says what is wrong (the server refuses a request with it before the request
+        joins a batch with others)."""
+        self._encode_prefixes(prefixes, count, max_new_tokens)
+        self._encode_constraints(constraints, count)
 
     def _encode(
         self, texts: list[str], indices: list[int], on_truncated: Callable[[list[int]], None] | None
@@ -430,6 +443,22 @@ class Translator:
         return self.engine.decoder_room
 
     @staticmethod
+    def _batches_apart(
+        sources: dict[int, list[int]], batch_tokens: int, constraint_ids: list | None
+    ) -> Iterator[list[int]]:
+        """`_batches`, with the sentences that have constraints batched apart from the others: a batch without
+        prefixes or constraints takes the engine's fast path (`generate()`), and constrained beam search, which is
+        slower, runs on the sentences that need it only."""
+        if constraint_ids is None:
+            yield from Translator._batches(sources, batch_tokens)
+            return
+        for constrained in (False, True):
+            yield from Translator._batches(
+                {index: ids for index, ids in sources.items() if bool(constraint_ids[index]) == constrained},
+                batch_tokens,
+            )
+
+    @staticmethod
     def _batches(sources: dict[int, list[int]], batch_tokens: int) -> Iterator[list[int]]:
         """Indices grouped longest first into batches of at most `batch_tokens` padded source tokens (a longer
         sentence gets a batch of its own)."""
@@ -445,10 +474,16 @@ class Translator:
             yield batch
 
 
+def missing_constraints(phrases: Sequence[str], text: str) -> list[str]:
+    """The phrases (stripped) that do not appear in the detokenized translation `text`: the rule of a met constraint
+    (an exact string match)."""
+    return [phrase.strip() for phrase in phrases if phrase.strip() not in text]
+
+
 def _check_constraints(index: int, phrases: Sequence[str], text: str, on_unmet) -> None:
     """Each phrase must appear in the detokenized translation; the missing ones go to `on_unmet(index, phrases)`
     (default: a logged warning)."""
-    missing = [phrase.strip() for phrase in phrases if phrase.strip() not in text]
+    missing = missing_constraints(phrases, text)
     if not missing:
         return
     if on_unmet is not None:

@@ -5,7 +5,8 @@ API, /health and /metrics. docs/serving.md is the user's description; this is ho
                          alternatives (n-best), api_key -> {"translatedText", ["alternatives"], ["detectedLanguage"]}
     GET  /languages      LibreTranslate: [{"code", "name", "targets"}] of the loaded pairs
     POST /detect         LibreTranslate: the one source language the server translates from (no detector: see below)
-    POST /v1/translate   native: one sentence per item, vaswani translate's options and its jsonl output format
+    POST /v1/translate   native: one sentence per item, vaswani translate's options (target prefixes and
+                         terminology constraints too) and its jsonl output format
     GET  /health         {"status": "ok", "pairs": [...]}
     GET  /metrics        Prometheus text (`vaswani.serve.metrics`)
 
@@ -29,9 +30,10 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import NamedTuple
 from urllib.parse import parse_qsl
 
 from fastapi import FastAPI, Request
@@ -41,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException
 
 from vaswani.inference.outputs import JsonlOutput
+from vaswani.inference.translator import TranslateError, missing_constraints
 from vaswani.serve.batching import Batcher, DecodingOptions
 from vaswani.serve.limits import ApiKeys, BodyLimit, Limits, RateLimiter, RequestError
 from vaswani.serve.metrics import CONTENT_TYPE, ServerMetrics
@@ -81,7 +84,18 @@ class NativeRequest(BaseModel):
     nbest: int = Field(1, ge=1)
     scores: bool = False
     alignment: bool = False
+    # with one text: a prefix and a list of phrases; with a list of texts: one of each per text (null for none)
+    prefix: str | list[str | None] | None = None
+    constraints: list[str] | list[list[str] | None] | None = None
     api_key: str | None = None
+
+
+class Segment(NamedTuple):
+    """One sentence as the batcher carries it: its text, and the native API's target prefix and constraints."""
+
+    text: str
+    prefix: str | None = None
+    constraints: list[str] | None = None
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -225,13 +239,16 @@ class Server:
             raise RequestError(400, f"{target} is not available as a target language from {source}")
         return (source, target), False
 
-    async def translate(self, pair: tuple[str, str], sentences: list[str], options: DecodingOptions) -> list:
-        """The hypotheses of each sentence, decoded in a batch with other requests'; a 408 past the time limit."""
+    async def translate(self, pair: tuple[str, str], sentences: Sequence[str | Segment], options: DecodingOptions,
+                        ) -> list:  # fmt: skip
+        """The hypotheses of each sentence (a text, or a `Segment` with a prefix and constraints), decoded in a batch
+        with other requests'; a 408 past the time limit."""
         served = self.models[pair]
-        tokens = sum(served.count_tokens(sentences)) if sentences else 0
+        segments = [Segment(s) if isinstance(s, str) else s for s in sentences]
+        tokens = sum(served.count_tokens([s.text for s in segments])) if segments else 0
         self.metrics.queued.set(self.batcher.queued_sentences() + len(sentences))
         try:
-            results = await asyncio.wait_for(self.batcher.translate(pair, sentences, tokens, options),
+            results = await asyncio.wait_for(self.batcher.translate(pair, segments, tokens, options),
                                              self.limits.max_request_seconds)  # fmt: skip
         except asyncio.TimeoutError:  # noqa: UP041 (Python 3.10's wait_for raises asyncio's own)
             raise RequestError(408, f"Translation took longer than the limit of {self.limits.max_request_seconds:g} "
@@ -241,14 +258,21 @@ class Server:
         self.metrics.sentences.labels(f"{pair[0]}-{pair[1]}").inc(len(sentences))
         return results
 
-    def _decode(self, pair: Hashable, sentences: list[str], options: DecodingOptions) -> list:
-        """One batch, in the decoding thread."""
+    def _decode(self, pair: Hashable, segments: list[Segment], options: DecodingOptions) -> list:
+        """One batch, in the decoding thread. (The requests' prefixes and constraints were checked before they
+        joined it: `native_translate`.) Unmet constraints are logged by count only: the phrases are request text."""
+        prefixes = [s.prefix for s in segments]
+        constraints = [s.constraints for s in segments]
         return self.models[pair].translator.translate_hypotheses(
-            sentences, num_beams=options.num_beams, length_penalty=options.length_penalty,
+            [s.text for s in segments], num_beams=options.num_beams, length_penalty=options.length_penalty,
             max_new_tokens=options.max_new_tokens, paper_decoding=options.paper_decoding,
             batch_tokens=self.settings.max_tokens, nbest=options.nbest, scores=options.scores,
             alignment=options.alignment, on_truncated=lambda indices: logger.warning(
                 "%d sentence(s) longer than the model's max_source_length were truncated", len(indices)),
+            prefixes=prefixes if any(prefixes) else None, constraints=constraints if any(constraints) else None,
+            on_unmet=lambda index, missing: logger.warning(
+                "a translation lacks %d of its constraint phrase(s) (the output length did not allow them)",
+                len(missing)),
         )  # fmt: skip
 
     def log_texts(self, texts, translations) -> None:
@@ -360,15 +384,47 @@ async def native_translate(server: Server, request: Request) -> dict:
         raise RequestError(400, f"Invalid request: max_new_tokens must be at most {limits.max_new_tokens}")
     pair, _ = server.pair(body.source, body.target)
     sentences = body.text if isinstance(body.text, list) else [body.text]
-    limits.check_characters(sentences)
+    prefixes, constraints = _per_sentence(body, len(sentences))
+    limits.check_characters(sentences + [p or "" for p in prefixes or []]
+                            + [" ".join(c or []) for c in constraints or []])  # fmt: skip
     limits.check_sentences(len(sentences))
+    try:
+        server.models[pair].translator.check_requests(len(sentences), prefixes, constraints,
+                                                      body.max_new_tokens or limits.max_new_tokens)  # fmt: skip
+    except TranslateError as error:  # an empty phrase, a prefix too long, constraints on a CTranslate2 model
+        raise RequestError(400, f"Invalid request: {error}") from None
     options = DecodingOptions(body.num_beams, body.length_penalty, body.max_new_tokens, body.paper_decoding,
-                              body.nbest, body.scores, body.alignment)  # fmt: skip
-    hypotheses = await server.translate(pair, sentences, options)
+                              body.nbest, body.scores, body.alignment, constrained=any(constraints or []))  # fmt: skip
+    segments = [Segment(text, (prefixes or [None] * len(sentences))[i] or None,
+                        (constraints or [None] * len(sentences))[i] or None) for i, text in enumerate(sentences)]  # fmt: skip
+    hypotheses = await server.translate(pair, segments, options)
     output = JsonlOutput(scores=body.scores, alignment=body.alignment)
     translations = [json.loads(output.lines(i, found)[0]) for i, found in enumerate(hypotheses)]
+    for segment, translation in zip(segments, translations, strict=True):
+        if segment.constraints and translation["hypotheses"]:  # what the best translation lacks, as translate warns
+            translation["unmet_constraints"] = missing_constraints(segment.constraints,
+                                                                   translation["hypotheses"][0]["text"])  # fmt: skip
     server.log_texts(sentences, [[h["text"] for h in t["hypotheses"]] for t in translations])
     return {"source": pair[0], "target": pair[1], "translations": translations}
+
+
+def _per_sentence(body: NativeRequest, count: int) -> tuple[list | None, list | None]:
+    """The request's prefixes and constraints, one per sentence (None where none was given): with one `text`, a
+    `prefix` string and a `constraints` list of phrases; with a list of texts, a list of each, one per text."""
+    prefix, constraints = body.prefix, body.constraints
+    if isinstance(body.text, str):
+        if isinstance(prefix, list):
+            raise RequestError(400, "Invalid request: prefix: with one text, give one prefix (a string)")
+        if constraints is not None and not all(isinstance(phrase, str) for phrase in constraints):
+            raise RequestError(400, "Invalid request: constraints: with one text, give a list of phrases")
+        return ([prefix] if prefix is not None else None), ([constraints] if constraints is not None else None)
+    if prefix is not None and (not isinstance(prefix, list) or len(prefix) != count):
+        raise RequestError(400, f"Invalid request: prefix: with a list of {count} texts, give a list of {count} "
+                                "prefixes (null for none)")  # fmt: skip
+    if constraints is not None and (len(constraints) != count or any(isinstance(c, str) for c in constraints)):
+        raise RequestError(400, f"Invalid request: constraints: with a list of {count} texts, give a list of {count} "
+                                "lists of phrases (null or [] for none)")  # fmt: skip
+    return prefix, constraints
 
 
 # ---------------------------------------------------------------------------------------------------------------------

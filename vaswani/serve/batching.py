@@ -36,6 +36,7 @@ class DecodingOptions:
     nbest: int = 1
     scores: bool = False
     alignment: bool = False
+    constrained: bool = False  # sentences with constraints decode apart (constrained beam search is slower)
 
 
 @dataclass
@@ -63,8 +64,9 @@ class Batcher:
         self._task: asyncio.Task | None = None
 
     # -- the requests' side -------------------------------------------------------------------------------------
-    async def translate(self, key: Hashable, sentences: list[str], tokens: int, options: DecodingOptions) -> list:
-        """The hypotheses of each of `sentences` (`tokens`: their source tokens), decoded in a batch with others."""
+    async def translate(self, key: Hashable, sentences: list, tokens: int, options: DecodingOptions) -> list:
+        """The hypotheses of each of `sentences` (`tokens`: their source tokens), decoded in a batch with others. A
+        sentence is whatever `decode` takes (the server's: a `Segment`, its text with its prefix and constraints)."""
         if not sentences:
             return []
         future = asyncio.get_running_loop().create_future()
