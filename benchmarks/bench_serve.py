@@ -16,6 +16,12 @@ Before the rounds, the unloaded latency: one client, one sentence at a time. Tar
 2x the unloaded p50 plus the batching wait (`--max_wait_ms`). The load generator (16 Python threads) shares the CPU
 with the server, which the reference does not have to: the report says how many cores there were.
 
+What the p99 target asks, by Little's law: each client sends its next sentence when the last is answered, so the
+server always holds `--clients` requests and their mean latency is clients / throughput. A p99 limit L therefore
+needs a throughput of at least clients / L even for the mean (`throughput_needed`); the report prints it beside
+the reference's throughput, so a target that no scheduling can meet on this machine (it would need the server to
+translate faster than `vaswani translate` does) is told apart from a server that is slower than it could be.
+
     python benchmarks/bench_serve.py --model runs/gettext-small                          # both backends, 5 rounds
     python benchmarks/bench_serve.py --model runs/gettext-small --backends torch --rounds 1 --duration 5 --limit 50
 """
@@ -231,6 +237,13 @@ def run_backend(backend: str, sentences: list[str], args, scratch: Path) -> dict
     return {"unloaded_p50": unloaded["p50"], "rounds": rounds}
 
 
+def throughput_needed(clients: int, latency_limit: float) -> float:
+    """Sentences/s a server must sustain for `clients` closed-loop clients (each waiting for its answer before it
+    sends again) to see a mean latency of at most `latency_limit` seconds: Little's law, latency = clients /
+    throughput. A p99 limit needs at least this much (the mean is below the p99)."""
+    return clients / latency_limit
+
+
 def report(backend: str, result: dict, args) -> list[str]:
     rounds = result["rounds"]
     ratios = [r["sentences_per_second"] / r["reference_sentences_per_second"] for r in rounds]
@@ -247,6 +260,9 @@ def report(backend: str, result: dict, args) -> list[str]:
         f"{median(r['p50'] for r in rounds) * 1000:.0f}",
         f"{median(p99s) * 1000:.0f} (limit {p99_limit * 1000:.0f}) {common.verdict(p99s, p99_limit, False)}",
         f"{result['unloaded_p50'] * 1000:.0f}",
+        f"{throughput_needed(args.clients, p99_limit):.0f} "
+        f"({throughput_needed(args.clients, p99_limit) / median(r['reference_sentences_per_second'] for r in rounds):.1f}x "
+        "translate)",
     ]
 
 
@@ -263,8 +279,12 @@ def main(argv: list[str] | None = None) -> None:
             results[backend] = run_backend(backend, sentences, args, Path(scratch))
             rows.append(report(backend, results[backend], args))
     headers = ["backend", "translate sent/s", "serve sent/s", "ratio (>= 0.5)", "mean batch (> 4)", "p50 ms",
-               "p99 ms", "unloaded p50 ms"]  # fmt: skip
+               "p99 ms", "unloaded p50 ms", "sent/s the p99 limit needs"]  # fmt: skip
     print(common.format_table(headers, rows))
+    print(
+        "sent/s the p99 limit needs: clients / limit (Little's law: closed-loop clients see a mean latency of "
+        "clients / throughput); above 1x translate, no server on this machine can meet the p99 target"
+    )
     common.write_json_report(args.json, args, machine=machine, results=results)
 
 

@@ -7,7 +7,7 @@ import pytest
 from conftest import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
-from bench_serve import parse_args, read_sentences  # noqa: E402
+from bench_serve import parse_args, read_sentences, report, throughput_needed  # noqa: E402
 
 
 @pytest.fixture
@@ -51,3 +51,14 @@ def test_sentences_come_from_a_text_file_or_the_source_side_of_json_lines(files)
     pairs = [{"translation": {"en": f"s{i}", "es": f"t{i}"}} for i in range(3)]
     (files / "test.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs), encoding="utf-8")
     assert read_sentences(files / "test.jsonl", "en", 10) == ["s0", "s1", "s2"]
+
+
+def test_the_report_says_what_throughput_the_p99_limit_needs_by_littles_law(files):
+    """16 closed-loop clients and a p99 limit of 2 x 26 ms + 10 ms (the CTranslate2 record): a mean latency of 62 ms
+    at most needs 16 / 0.062 = 258 sentences/s, 0.7x a reference that translates 362.6/s."""
+    assert throughput_needed(16, 0.062) == pytest.approx(258.06, abs=0.01)
+    args = parse_args(["--model", str(files / "model"), "--test_file", str(files / "test.txt")])
+    round_ = {"sentences_per_second": 172.2, "reference_sentences_per_second": 362.6, "mean_batch_size": 16.1,
+              "p50": 0.089, "p99": 0.173}  # fmt: skip
+    row = report("ct2-int8", {"unloaded_p50": 0.026, "rounds": [round_]}, args)
+    assert row[6] == "173 (limit 62) MISSED" and row[-1] == "258 (0.7x translate)"
