@@ -21,6 +21,8 @@ import os
 from vaswani.errors import TranslateError
 
 MIXED_PRECISION_CHOICES = ("no", "fp16", "bf16")
+ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2")  # transformers' names (`attn_implementation`)
+TF32_CAPABILITY = (8, 0)  # Ampere: the first GPUs with TF32 tensor cores
 
 
 def native_bf16(device_type: str) -> bool:
@@ -67,6 +69,31 @@ def resolve_mixed_precision(requested: str | None, device_type: str) -> tuple[st
     if requested == "bf16" and not native_bf16(device_type):
         return "bf16", f"{source}; WARNING: this {device_type.upper()} has no native bfloat16, expect slower training"
     return requested, source
+
+
+def resolve_tf32(requested: bool | None, device_type: str) -> str | None:
+    """Turn TF32 matrix products (and cuDNN convolutions) on or off for `--tf32 requested` on `device_type`, once
+    before training; returns what was decided, for the log (None on a device where TF32 does not exist: the CPU).
+
+    None means: on where the GPU has TF32 (compute capability 8.0, Ampere, and later). PyTorch's own default is off
+    for matrix products; with autocast (bf16/fp16) only the float32 operations outside it are affected. An explicit
+    true on an older GPU raises ValueError."""
+    import torch
+
+    if device_type != "cuda":
+        return None
+    capability = torch.cuda.get_device_capability()
+    has_tf32 = tuple(capability) >= TF32_CAPABILITY
+    if requested and not has_tf32:
+        raise ValueError(f"--tf32 true needs a GPU of compute capability {TF32_CAPABILITY[0]}.{TF32_CAPABILITY[1]} "
+                         f"(Ampere) or later; this one is {capability[0]}.{capability[1]}: leave --tf32 unset")  # fmt: skip
+    use = has_tf32 if requested is None else requested
+    torch.backends.cuda.matmul.allow_tf32 = use
+    torch.backends.cudnn.allow_tf32 = use
+    return (
+        f"{'on' if use else 'off'} ({'default' if requested is None else '--tf32'}; compute capability "
+        f"{capability[0]}.{capability[1]})"
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------------

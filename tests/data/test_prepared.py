@@ -115,11 +115,13 @@ def test_options_that_agree_are_taken_and_the_others_come_from_the_manifest(corp
 
 
 def test_a_large_vocabulary_gets_int32_columns(tmp_path):
-    assert prepared.token_dtype(2**16) == "uint16" and prepared.token_dtype(2**16 + 1) == "int32"
+    from vaswani.data.tokenized import compact, token_dtype
+
+    assert token_dtype(2**16) == "uint16" and token_dtype(2**16 + 1) == "int32"
     dataset = datasets.Dataset.from_dict({"input_ids": [[70_000, 1]], "attention_mask": [[1, 1]], "length": [2]})
-    compact = prepared.compact(dataset, 80_000, tmp_path)
-    assert compact.features["input_ids"] == datasets.List(datasets.Value("int32"))
-    assert compact.column_names == ["input_ids", "length"] and compact["input_ids"] == [[70_000, 1]]
+    small = compact(dataset, 80_000, tmp_path)
+    assert small.features["input_ids"] == datasets.List(datasets.Value("int32"))
+    assert small.column_names == ["input_ids", "length"] and small["input_ids"] == [[70_000, 1]]
 
 
 def test_a_language_model_corpus_is_prepared_and_a_masked_lm_trains_from_it(tmp_path):

@@ -114,17 +114,25 @@ def test_load_or_tokenize_builds_once_and_other_processes_only_load(tmp_path):
 
     def tokenize_split(split, dataset, work):
         built.append(split)
-        return dataset.map(lambda b: {"n": [len(t) for t in b["text"]]}, batched=True), {"overlong": 0}
+        return dataset.map(lambda b: {"input_ids": [[ord(c) for c in t] for t in b["text"]],
+                                      "attention_mask": [[1] * len(t) for t in b["text"]],
+                                      "length": [len(t) for t in b["text"]]}, batched=True), {"overlong": 0}  # fmt: skip
 
     with pytest.raises(RuntimeError, match="no tokenized cache"):  # a non-main process never tokenizes
-        cache.load_or_tokenize(raw, key, tmp_path, tokenize_split, may_build=False)
+        cache.load_or_tokenize(raw, key, tmp_path, tokenize_split, may_build=False, vocab_size=400)
     assert built == []
-    tokenized, counts, folder, reused = cache.load_or_tokenize(raw, key, tmp_path, tokenize_split)
+    tokenized, counts, folder, reused = cache.load_or_tokenize(raw, key, tmp_path, tokenize_split, vocab_size=400)
     assert (built, reused, counts) == (["train"], False, {"train": {"overlong": 0}})
-    assert tokenized["train"]["n"] == [3, 1] and folder.parent == tmp_path / cache.CACHE_SUBDIR
+    assert tokenized["train"]["length"] == [3, 1] and folder.parent == tmp_path / cache.CACHE_SUBDIR
     assert [p.name for p in folder.parent.iterdir()] == [folder.name]  # no staging folder left behind
-    again, counts, _, reused = cache.load_or_tokenize(raw, key, tmp_path, tokenize_split, may_build=False)
-    assert reused and built == ["train"] and again["train"]["n"] == [3, 1] and counts["train"] == {"overlong": 0}
+    # stored compact: uint16 ids, int32 lengths, no attention masks (the collators make them)
+    assert tokenized["train"].column_names == ["text", "input_ids", "length"]
+    assert tokenized["train"].features["input_ids"] == datasets.List(datasets.Value("uint16"))
+    assert tokenized["train"].features["length"] == datasets.Value("int32")
+    assert tokenized["train"]["input_ids"] == [[97, 32, 98], [99]]
+    again, counts, _, reused = cache.load_or_tokenize(raw, key, tmp_path, tokenize_split, may_build=False,
+                                                      vocab_size=400)  # fmt: skip
+    assert reused and built == ["train"] and again["train"]["length"] == [3, 1] and counts["train"] == {"overlong": 0}
 
 
 def test_workers_default_to_every_core_except_for_small_splits(monkeypatch):

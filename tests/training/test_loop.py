@@ -5,11 +5,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO_ROOT, run_command, run_cpu_ranks, train_command_in_process
+from conftest import REPO_ROOT, run_command, run_cpu_ranks, train_command_in_process, train_in_process
 from safetensors.torch import load_file
 
 from vaswani.data.demo import write_demo_files
@@ -383,3 +384,57 @@ def test_empty_lines_are_skipped_and_reported(tmp_path):
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert "20 skipped because a side is empty" in result.stderr, result.stderr[-3000:]
+
+
+def test_attn_implementation_sets_the_kernel_and_one_that_cannot_run_here_is_refused(data_dir, tmp_path, monkeypatch):
+    """--attn_implementation eager trains with the eager kernel (transformers' default is sdpa); flash_attention_2
+    without the flash-attn package (this CPU machine) is an `error:` before any training."""
+    from transformers import PreTrainedModel
+
+    kernels = []
+    original = PreTrainedModel.set_attn_implementation
+
+    def recording(self, implementation, *args, **kwargs):
+        original(self, implementation, *args, **kwargs)
+        kernels.append(self.config._attn_implementation)
+
+    monkeypatch.setattr(PreTrainedModel, "set_attn_implementation", recording)
+    base = [*data_args(data_dir), *TINY_RUN, "--max_train_steps", "1", "--cache_dir", str(tmp_path / "cache")]
+    train_in_process([*base, "--attn_implementation", "eager", "--output_dir", str(tmp_path / "eager")])
+    assert kernels[0] == "eager"  # (evaluation may set it again: alignments need the eager kernel)
+    expect_error([*base, "--attn_implementation", "flash_attention_2", "--output_dir", str(tmp_path / "flash")],
+                 tmp_path, "--attn_implementation flash_attention_2 cannot be used here", "FlashAttention2")  # fmt: skip
+    expect_error([*base, "--attn_implementation", "flash", "--output_dir", str(tmp_path / "x")], tmp_path,
+                 "invalid choice: 'flash'")  # fmt: skip
+
+
+def test_prefetched_batches_train_the_same_weights_and_hide_a_slow_collator(data_dir, tmp_path, monkeypatch):
+    """Issue 30 item 5: with a collator slowed on purpose (a 20 ms sleep per batch), the share of the steps spent
+    waiting for data (`data_wait_share`, logged with the loss) falls when the next updates' batches are made in the
+    background (--prefetch_updates 2, the default) against making them in the loop (0); the weights are the same."""
+    from vaswani.training import tasks
+
+    original = tasks.TranslationTask.collators
+
+    def slowed(self, *args, **kwargs):
+        train_collator, eval_collator = original(self, *args, **kwargs)
+
+        def collate(rows):
+            time.sleep(0.02)
+            return train_collator(rows)
+
+        return collate, eval_collator
+
+    monkeypatch.setattr(tasks.TranslationTask, "collators", slowed)
+    base = [*data_args(data_dir), *TINY_RUN, "--max_train_steps", "12", "--cache_dir", str(tmp_path / "cache")]
+    waits = {}
+    for prefetch in ("0", "2"):
+        out = tmp_path / f"prefetch-{prefetch}"
+        train_in_process([*base, "--prefetch_updates", prefetch, "--output_dir", str(out)])
+        shares = [m["data_wait_share"] for m in read_metrics(out) if m["split"] == "train"]
+        waits[prefetch] = sum(shares[1:]) / len(shares[1:])  # the first update waits for its batch either way
+    assert (tmp_path / "prefetch-0" / "model.safetensors").read_bytes() == (
+        tmp_path / "prefetch-2" / "model.safetensors").read_bytes()  # fmt: skip
+    assert waits["0"] > 0.05 and waits["2"] < 0.5 * waits["0"], waits
+    expect_error([*base, "--prefetch_updates", "-1", "--output_dir", str(tmp_path / "x")], tmp_path,
+                 "--prefetch_updates -1 is not allowed")  # fmt: skip

@@ -33,6 +33,7 @@ from collections.abc import Iterator, Sequence
 from itertools import cycle, islice
 
 import numpy as np
+import torch
 from torch.utils.data import Sampler
 
 
@@ -258,8 +259,19 @@ def _check_positive(**values: int) -> None:
 BATCH_COLUMNS = ("input_ids", "attention_mask", "labels")  # an LM's training examples have no labels: its collator
 
 
-def collate(dataset, indices, collator, device) -> dict:
+def collate(dataset, indices, collator, device=None) -> dict:
+    """The examples `indices` of a tokenized split as one padded batch of tensors (`collator`), on `device` (`to_device`;
+    None: left on the host)."""
     features = dataset.select_columns([c for c in BATCH_COLUMNS if c in dataset.column_names])[indices]
     rows = [dict(zip(features, values, strict=True)) for values in zip(*features.values(), strict=True)]
     batch = collator(rows)
-    return {key: value.to(device) for key, value in batch.items()}
+    return batch if device is None else to_device(batch, device)
+
+
+def to_device(batch: dict, device) -> dict:
+    """`batch` on `device`; to a CUDA device from pinned host memory without blocking (the copy overlaps the work
+    queued before it, and the host goes on)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return {key: value.to(device) for key, value in batch.items()}
+    return {key: value.pin_memory().to(device, non_blocking=True) for key, value in batch.items()}

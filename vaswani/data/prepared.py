@@ -7,9 +7,10 @@ and read by `vaswani train --prepared_data DIR` without the text being read or t
     DIR/tokenizer.json ... the tokenizer (`save_pretrained`), which `vaswani train --prepared_data` loads
     DIR/train/, validation/, test/
                            `datasets.save_to_disk` folders of the tokenized splits, memory-mapped when read:
-                           input_ids (and the translation's labels) as uint16 where the vocabulary has at most 65,536
-                           ids, else int32; the lengths as int32 (source_length and target_length; LM: length); no
-                           attention masks (the collators make them)
+                           in the tokenized cache's compact form (`vaswani.data.tokenized.compact`): input_ids
+                           (and the translation's labels) as uint16 where the vocabulary has at most 65,536 ids, else
+                           int32; the lengths as int32 (source_length and target_length; LM: length); no attention
+                           masks (the collators make them)
     DIR/text/validation/, text/test/
                            the held-out text (the references of BLEU and chrF; small)
 
@@ -18,7 +19,6 @@ The folder is written under a temporary name beside it and renamed when complete
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -27,16 +27,13 @@ from pathlib import Path
 import datasets
 
 from vaswani.constants import TMP_PREFIX
+from vaswani.data.tokenized import compact, token_dtype
 from vaswani.errors import DataError, UsageError
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "vaswani-prepared-data"
 MANIFEST_VERSION = 1
 TEXT_SUBDIR = "text"
-UINT16_VOCABULARY = 2**16
-"""The largest vocabulary whose ids fit in uint16 columns."""
-TOKEN_COLUMNS = ("input_ids", "labels")
-LENGTH_COLUMNS = ("source_length", "target_length", "length")
 
 # The options that shape the tokens, per task: recorded in the manifest, and refused beside --prepared_data when
 # they disagree with it.
@@ -74,26 +71,6 @@ def source_files(paths: list[str]) -> list[dict]:
         stat = os.stat(path)
         files.append({"path": os.path.abspath(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns})
     return files
-
-
-def token_dtype(vocab_size: int) -> str:
-    """The integer type of the token columns: uint16 when every id fits, else int32."""
-    return "uint16" if vocab_size <= UINT16_VOCABULARY else "int32"
-
-
-def compact(dataset: datasets.Dataset, vocab_size: int, work: Path) -> datasets.Dataset:
-    """`dataset` without attention masks, its token columns as `token_dtype(vocab_size)`, its lengths as int32
-    (written under `work`)."""
-    dataset = dataset.select_columns([name for name in dataset.column_names if name != "attention_mask"])
-    features = dataset.features.copy()
-    for name in dataset.column_names:
-        if name in TOKEN_COLUMNS:
-            features[name] = datasets.List(datasets.Value(token_dtype(vocab_size)))
-        elif name in LENGTH_COLUMNS:
-            features[name] = datasets.Value("int32")
-    work.mkdir(parents=True, exist_ok=True)
-    name = hashlib.sha256(str(dataset.cache_files).encode()).hexdigest()[:16]
-    return dataset.cast(features, cache_file_name=str(work / f"compact-{name}.arrow"))
 
 
 def write_prepared(

@@ -13,7 +13,9 @@ differs (learning rate, schedule, output folder, number of processes or workers)
 
 Where: `<cache_dir>/vaswani-tokenized/<key digest>/`, `cache_dir` being `--cache_dir` or else `HF_DATASETS_CACHE`
 (default `~/.cache/huggingface/datasets`). A folder holds one `save_to_disk` folder per split and `key.json` (the key
-in words, plus the counts its build reported, such as over-long pairs). It is built under a temporary name and
+in words, plus the counts its build reported, such as over-long pairs). The splits are stored compact (`compact`):
+token ids as uint16 where the vocabulary allows (else int32), lengths as int32, no attention masks (the collators make
+them), as `vaswani prepare` writes them. It is built under a temporary name and
 renamed when complete, so a folder that exists is whole; deleting it (or all of `vaswani-tokenized/`) is always
 safe: the next run tokenizes again.
 """
@@ -34,11 +36,15 @@ import pyarrow as pa
 from vaswani.constants import TMP_PREFIX
 
 CACHE_SUBDIR = "vaswani-tokenized"
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: compact columns
 """Part of every key: bump it when the tokenization code changes what it writes."""
 KEY_FILE = "key.json"
 SMALL_SPLIT = 10_000
 """Below this many examples a split is tokenized in one process: starting workers would cost more than it saves."""
+UINT16_VOCABULARY = 2**16
+"""The largest vocabulary whose ids fit in uint16 columns."""
+TOKEN_COLUMNS = ("input_ids", "labels")
+LENGTH_COLUMNS = ("source_length", "target_length", "length")
 
 
 def default_workers() -> int:
@@ -104,6 +110,8 @@ def load_or_tokenize(
     cache_dir: str | os.PathLike | None,
     tokenize_split: Callable[[str, datasets.Dataset, Path], tuple[datasets.Dataset, dict]],
     may_build: bool = True,
+    *,
+    vocab_size: int,
 ) -> tuple[dict[str, datasets.Dataset], dict[str, dict], Path, bool]:
     """The tokenized splits for `key`, from the cache when it holds them, else made by `tokenize_split` and cached.
 
@@ -116,6 +124,7 @@ def load_or_tokenize(
             cache and returned again when it is reused.
         may_build: False on a process that must never tokenize (not the main process of its node): a missing cache
             is then a bug, raised as RuntimeError.
+        vocab_size: the tokenizer's, for the integer type of the token columns (`compact`).
 
     Returns:
         ``(tokenized, counts, folder, reused)``: split -> memory-mapped Dataset, split -> counts, the cache folder,
@@ -135,7 +144,7 @@ def load_or_tokenize(
     try:
         for split, dataset in raw.items():
             tokenized, counts[split] = tokenize_split(split, dataset, work)
-            tokenized.save_to_disk(str(staging / split))
+            compact(tokenized, vocab_size, work).save_to_disk(str(staging / split))
         shutil.rmtree(work, ignore_errors=True)
         (staging / KEY_FILE).write_text(json.dumps({"key": key, "counts": counts}, indent=1), encoding="utf-8")
         try:
@@ -146,6 +155,26 @@ def load_or_tokenize(
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return _load(folder, raw) + (folder, False)
+
+
+def token_dtype(vocab_size: int) -> str:
+    """The integer type of the token columns: uint16 when every id fits, else int32."""
+    return "uint16" if vocab_size <= UINT16_VOCABULARY else "int32"
+
+
+def compact(dataset: datasets.Dataset, vocab_size: int, work: Path) -> datasets.Dataset:
+    """`dataset` without attention masks, its token columns as `token_dtype(vocab_size)`, its lengths as int32
+    (written under `work`)."""
+    dataset = dataset.select_columns([name for name in dataset.column_names if name != "attention_mask"])
+    features = dataset.features.copy()
+    for name in dataset.column_names:
+        if name in TOKEN_COLUMNS:
+            features[name] = datasets.List(datasets.Value(token_dtype(vocab_size)))
+        elif name in LENGTH_COLUMNS:
+            features[name] = datasets.Value("int32")
+    work.mkdir(parents=True, exist_ok=True)
+    name = hashlib.sha256(f"{dataset.cache_files}{dataset._fingerprint}".encode()).hexdigest()[:16]
+    return dataset.cast(features, cache_file_name=str(work / f"compact-{name}.arrow"))
 
 
 def _load(folder: Path, raw: dict) -> tuple[dict[str, datasets.Dataset], dict[str, dict]]:

@@ -39,8 +39,10 @@ from vaswani.constants import (
     METRICS_FILE,
     RESULTS_FILE,
 )
-from vaswani.data.batching import TokenBatchSampler, collate, padding_efficiency
+from vaswani.data.batching import TokenBatchSampler, collate, padding_efficiency, to_device
+from vaswani.data.prefetch import Inline, Prefetcher
 from vaswani.data.prepared import apply_manifest, check_sources_unchanged, load_prepared, read_manifest
+from vaswani.devices import resolve_tf32
 from vaswani.errors import (
     EnvironmentFailure,
     ModelFolderError,
@@ -126,6 +128,11 @@ def build_model(args, config, tokenizer) -> torch.nn.Module:
             raise UsageError(f"the tokenizer does not fit the model configuration: {exc}") from exc
         model = TASKS[args.task].model_class(config)
     check_tokenizer_fits(tokenizer, model.config, where=f"--tokenizer {args.tokenizer or 'of this run'}", exact=True)
+    if args.attn_implementation is not None:
+        try:  # transformers checks that the kernel exists here (flash-attn installed, a CUDA device)
+            model.set_attn_implementation(args.attn_implementation)
+        except (ImportError, ValueError) as exc:
+            raise UsageError(f"--attn_implementation {args.attn_implementation} cannot be used here: {exc}") from None
     if args.gradient_checkpointing:
         # transformers renamed it; the old name warns that it goes away in v6 (the new one is not in every 5.x)
         getattr(model, "activation_checkpointing_enable", model.gradient_checkpointing_enable)()
@@ -183,6 +190,12 @@ def set_up(args: argparse.Namespace) -> Run:
     accelerator, ddp_kwargs, precision_reason = create_accelerator(args)
     setup_logging(accelerator)
     logger.info("Mixed precision: %s (%s)", accelerator.mixed_precision, precision_reason)
+    try:
+        tf32 = resolve_tf32(args.tf32, accelerator.device.type)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if tf32 is not None:
+        logger.info("TF32: %s", tf32)
     with together(accelerator):
         if accelerator.is_main_process:
             recover_model_folder(args.output_dir)  # finish (or undo) a final save that a kill interrupted
@@ -320,12 +333,25 @@ STOPPED = "stopped"  # train_loop's answer when --stop_after_steps/--stop_after_
 def train_loop(run: Run) -> str | None:
     """Updates until max_steps (Section 5), with logging, evaluations and checkpoints on the way. Returns None when
     max_steps was reached, why the run finishes early (time budget spent, early stopping), or STOPPED when this
-    invocation ends and a later one resumes."""
+    invocation ends and a later one resumes. The batches of the next --prefetch_updates updates are made in a
+    background thread meanwhile (`vaswani.data.prefetch`), unless the task's collator draws random numbers."""
+    args = run.args
+    make_group = functools.partial(next_group, run, batch_stream(run.sampler, run.training.progress))
+    if args.prefetch_updates and not run.task.random_collator:
+        feeder = Prefetcher(make_group, depth=args.prefetch_updates)
+    else:
+        feeder = Inline(make_group)
+    try:
+        return _train_loop(run, feeder)
+    finally:
+        feeder.close()
+
+
+def _train_loop(run: Run, feeder: Prefetcher | Inline) -> str | None:
     args, accelerator, training = run.args, run.accelerator, run.training
     progress, max_steps = training.progress, training.max_steps
     bar = ProgressBar(max_steps, run.rules.budget, progress.step, disable=not accelerator.is_local_main_process)
-    stream = batch_stream(run.sampler, progress)
-    window = LossWindow(accelerator)
+    window = LossWindow(accelerator, feeder)
     last_save, invocation_start, start_step = time.monotonic(), time.monotonic(), progress.step
     loop_seconds = 0.0
     (budget_spent,) = main_process_decides(accelerator, run.rules.budget_spent(loop_seconds))
@@ -334,7 +360,7 @@ def train_loop(run: Run) -> str | None:
         return TIME_BUDGET_SPENT
     run.model.train()
     while max_steps is None or progress.step < max_steps:
-        window.add(*train_step(run, stream))
+        window.add(*train_step(run, feeder))
         reach_budget_fraction(run, time.monotonic() - invocation_start)
         if args.logging_steps and progress.step % args.logging_steps == 0:
             values = {**window.flush(), "lr": training.lr_scheduler.get_last_lr()[0], "epoch": progress.epoch}
@@ -449,21 +475,30 @@ def run_fraction(step: int, max_steps: int | None, budget, loop_seconds: float) 
     return by_steps, f"{step}/{max_steps} updates" if max_steps else f"update {step}"
 
 
-def train_step(run: Run, stream) -> tuple[torch.Tensor, int]:
+def next_group(run: Run, stream) -> tuple[list, list[dict]]:
+    """The next update's --gradient_accumulation_steps batches: their (epoch, index_in_epoch, indices) from `stream`
+    and the collated batches, on the host (made ahead by `train_loop`'s feeder)."""
+    group = [next(stream) for _ in range(run.args.gradient_accumulation_steps)]
+    return group, [collate(run.tokenized["train"], indices, run.collator) for *_, indices in group]
+
+
+def train_step(run: Run, feeder: Prefetcher | Inline) -> tuple[torch.Tensor, int]:
     """One optimizer update over --gradient_accumulation_steps micro-batches; returns the update's summed token loss
     (this process) and its target tokens (this process)."""
     args, accelerator, training, model = run.args, run.accelerator, run.training, run.model
     progress, optimizer = training.progress, training.optimizer
     step_start = time.perf_counter()
-    group = [next(stream) for _ in range(args.gradient_accumulation_steps)]
-    micro_batches = [
-        collate(run.tokenized["train"], indices, run.collator, accelerator.device) for *_, indices in group
-    ]
+    group, host_batches = feeder.next()
     # Normalise by the real target tokens of the whole update (all micro-batches, all processes): each micro-batch
     # contributes its token sum / N. DDP averages over processes and `accelerator.backward` divides by the
-    # accumulation steps, so the divisor handed to the model is N / (processes * accumulation steps).
-    local_tokens = sum(run.task.scored_tokens(b) for b in micro_batches)
-    global_tokens = accelerator.reduce(torch.tensor(local_tokens, device=accelerator.device), "sum").item()
+    # accumulation steps, so the divisor handed to the model is N / (processes * accumulation steps). The tokens are
+    # counted on the host, before the copies: a GPU is never waited for here.
+    local_tokens = sum(run.task.scored_tokens(b) for b in host_batches)
+    micro_batches = [to_device(batch, accelerator.device) for batch in host_batches]
+    if accelerator.num_processes == 1:  # no reduction: no wait for the device before the forward pass
+        global_tokens = local_tokens
+    else:
+        global_tokens = accelerator.reduce(torch.tensor(local_tokens, device=accelerator.device), "sum").item()
     divisor = global_tokens / (accelerator.num_processes * args.gradient_accumulation_steps)
     loss_sum = torch.zeros((), dtype=torch.float64, device=accelerator.device)
     for batch in micro_batches:
@@ -487,13 +522,14 @@ def train_step(run: Run, stream) -> tuple[torch.Tensor, int]:
 
 
 class LossWindow:
-    """Training loss per target token and tokens/s since the last log line, summed over processes."""
+    """Training loss per target token and tokens/s since the last log line, summed over processes, and the share of
+    that time this process waited for its batches (`feeder`: the time `next` waited)."""
 
-    def __init__(self, accelerator):
-        self.accelerator = accelerator
+    def __init__(self, accelerator, feeder: Prefetcher | Inline):
+        self.accelerator, self.feeder = accelerator, feeder
         self.loss = torch.zeros((), dtype=torch.float64, device=accelerator.device)
         self.tokens = torch.zeros((), dtype=torch.float64, device=accelerator.device)
-        self.start = time.perf_counter()
+        self.start, self.waited = time.perf_counter(), feeder.wait_seconds
 
     def add(self, loss_sum: torch.Tensor, tokens: int) -> None:
         self.loss += loss_sum
@@ -502,13 +538,15 @@ class LossWindow:
     def flush(self) -> dict:
         """Every process calls this (a reduction); the window starts again."""
         totals = self.accelerator.reduce(torch.stack([self.loss, self.tokens]), "sum")
+        seconds = time.perf_counter() - self.start
         values = {
             "loss": (totals[0] / totals[1]).item(),
-            "target_tokens_per_second": totals[1].item() / (time.perf_counter() - self.start),
+            "target_tokens_per_second": totals[1].item() / seconds,
+            "data_wait_share": (self.feeder.wait_seconds - self.waited) / seconds,
         }
         self.loss.zero_()
         self.tokens.zero_()
-        self.start = time.perf_counter()
+        self.start, self.waited = time.perf_counter(), self.feeder.wait_seconds
         return values
 
 
@@ -619,9 +657,13 @@ def run(argv: list[str] | None = None, prog: str | None = None) -> int:
 
 
 def batch_stream(sampler: TokenBatchSampler, progress: TrainingProgress):
-    """This rank's batches, epoch after epoch, starting at the position stored in `progress`. Yields
-    (epoch, index_in_epoch, batch_indices)."""
-    epoch, start = progress.epoch, progress.batch_in_epoch
+    """This rank's batches, epoch after epoch, starting at the position stored in `progress` now (read here, not when
+    the first batch is asked for, which may happen in the prefetching thread). Yields (epoch, index_in_epoch,
+    batch_indices)."""
+    return _batches_from(sampler, progress.epoch, progress.batch_in_epoch)
+
+
+def _batches_from(sampler: TokenBatchSampler, epoch: int, start: int):
     while True:
         batches = sampler.batches(epoch)
         for index in range(start, len(batches)):

@@ -21,6 +21,7 @@ from tokenization import SPECIAL_TOKEN_LAYOUTS
 from vaswani.data.text import (
     PACKING_CHOICES,
 )
+from vaswani.devices import ATTN_IMPLEMENTATIONS
 from vaswani.errors import (
     PushError,
     UsageError,
@@ -118,6 +119,22 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
         )  # fmt: skip
         group.add_argument(f"--{name}", type=kind, default=None, help=f"VaswaniConfig.{name}")
     group.add_argument("--gradient_checkpointing", type=str2bool, default=False, help="trade compute for memory")
+    group.add_argument(
+        "--prefetch_updates", type=int, default=2,
+        help="make the batches of the next N updates in a background thread while the current one runs (0: in the "
+        "training loop; the masked LM's collator, which draws random numbers, always runs there)",
+    )  # fmt: skip
+    group.add_argument(
+        "--attn_implementation", choices=ATTN_IMPLEMENTATIONS, default=None,
+        help="the attention kernel, as transformers names it: eager (the formula of Section 3.2.1 in PyTorch ops), "
+        "sdpa (torch's scaled_dot_product_attention: fused kernels where the device has them; transformers' default), "
+        "flash_attention_2 (CUDA GPUs with the flash-attn package)",
+    )  # fmt: skip
+    group.add_argument(
+        "--tf32", type=str2bool, default=None,
+        help="TF32 matrix products on CUDA GPUs from Ampere on (float32 in and out, products with a 10-bit mantissa; "
+        "what float32 training uses outside autocast). Default: on where the GPU has them. No effect on CPU",
+    )  # fmt: skip
 
 
 def add_data_options(parser: argparse.ArgumentParser, command: str = COMMAND) -> None:
@@ -364,6 +381,8 @@ def _check_args(args: argparse.Namespace) -> None:
     for name in positive:
         if getattr(args, name) is None or getattr(args, name) < 1:
             raise UsageError(f"--{name} {getattr(args, name)} is not allowed; use a positive integer.")
+    if args.prefetch_updates < 0:
+        raise UsageError(f"--prefetch_updates {args.prefetch_updates} is not allowed; use 0 (off) or more.")
     for name in (
         "max_train_steps",
         "max_sentences",

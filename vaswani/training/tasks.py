@@ -152,8 +152,9 @@ def tokenize_pairs(args, raw, tokenizer, accelerator) -> tuple[dict, dict]:
     folder = cache_folder(key, args.cache_dir)
     with main_process_first(accelerator, local=True):
         tokenized, counts, folder, reused = load_or_tokenize(
-            raw, key, args.cache_dir, tokenize_split, may_build=accelerator.is_local_main_process
-        )
+            raw, key, args.cache_dir, tokenize_split, may_build=accelerator.is_local_main_process,
+            vocab_size=len(tokenizer),
+        )  # fmt: skip
         log_cache(folder, reused, "text, tokenizer, length limits and --overlong")
         for split, count in ((split, counts[split]["overlong"]) for split in raw):
             if counts[split]["dropped"]:
@@ -200,6 +201,7 @@ class Task(abc.ABC):
     examples: str  # what a training example is, for the log
     metrics: tuple[str, ...]  # the validation metrics (--metric_for_best), the default first
     model_class: type  # the model it trains, built from `model_config`
+    random_collator = False  # its training collator draws random numbers: batches are made in the loop, not ahead
 
     # -- options (called by `parse_args`) ------------------------------------------------------------------------
     @abc.abstractmethod
@@ -297,7 +299,8 @@ class TranslationTask(Task):
         return tokenize_splits(args, raw, tokenizer, accelerator)
 
     def lengths(self, dataset) -> tuple:
-        return dataset["source_length"], dataset["target_length"]
+        columns = dataset.with_format("numpy")  # arrays from the memory-mapped columns: no Python int per pair
+        return columns["source_length"], columns["target_length"]
 
     def collators(self, args, tokenizer, model) -> tuple[object, object]:
         from transformers import DataCollatorForSeq2Seq
@@ -394,13 +397,14 @@ class CausalLMTask(Task):
         key = from_main_process(accelerator, lambda: tokens_key(raw, tokenizer, options))
         with main_process_first(accelerator, local=True):
             tokenized, _, folder, reused = load_or_tokenize(
-                raw, key, args.cache_dir, tokenize_split, may_build=accelerator.is_local_main_process
-            )
+                raw, key, args.cache_dir, tokenize_split, may_build=accelerator.is_local_main_process,
+                vocab_size=len(tokenizer),
+            )  # fmt: skip
             log_cache(folder, reused, "text, tokenizer, --block_size and --packing")
         return tokenized
 
     def lengths(self, dataset) -> tuple:
-        lengths = dataset["length"]
+        lengths = dataset.with_format("numpy")["length"]  # an array: no Python int per block
         return lengths, lengths  # one sequence: a batch costs examples x its longest
 
     def collators(self, args, tokenizer, model) -> tuple[object, object]:
@@ -430,6 +434,7 @@ class MaskedLMTask(CausalLMTask):
 
     name = "masked_lm"
     model_class = VaswaniForMaskedLM
+    random_collator = True  # the masking (vaswani.data.prefetch: never in another thread)
     config_class = VaswaniEncoderConfig
     mask_token = True
     targets = staticmethod(masked_token_targets)
