@@ -3,7 +3,7 @@ it, and what each phase costs in time, memory and disk, at several corpus sizes.
 
     python benchmarks/bench_scale.py                                   # 0.5M, 2M and 4.5M pairs (hours on 2 cores)
     python benchmarks/bench_scale.py --pairs 500000                    # one size
-    python benchmarks/bench_scale.py --pairs 3000 --vocab_size 500 --tokenizer_sample 3000   # smoke run (seconds)
+    python benchmarks/bench_scale.py --pairs 3000 --vocab_size 1000 --tokenizer_sample 3000  # smoke run (a minute)
 
 The corpus is synthetic but real text: each line joins 2-3 random pairs of a real corpus (default
 ../shared/data/gettext-en-es, software messages; the same pairs joined on both sides), ~200 bytes of text per pair

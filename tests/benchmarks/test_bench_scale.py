@@ -37,7 +37,7 @@ def test_the_corpus_joins_two_or_three_real_pairs_per_line(data_dir, tmp_path):
 @pytest.mark.slow
 def test_a_small_run_measures_every_phase_and_prints_the_targets(data_dir, tmp_path, capsys):
     results = bench_scale.main(["--pairs", "300", "--data_dir", str(data_dir), "--source_lang", "en",
-                                "--target_lang", "de", "--vocab_size", "300", "--tokenizer_sample", "300",
+                                "--target_lang", "de", "--vocab_size", "500", "--tokenizer_sample", "300",
                                 "--output_dir", str(tmp_path / "out"), "--no_two_processes",
                                 "--json", str(tmp_path / "scale.json")])  # fmt: skip
     r = results[300]
