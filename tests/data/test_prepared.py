@@ -122,6 +122,7 @@ def test_a_large_vocabulary_gets_int32_columns(tmp_path):
     small = compact(dataset, 80_000, tmp_path)
     assert small.features["input_ids"] == datasets.List(datasets.Value("int32"))
     assert small.column_names == ["input_ids", "length"] and small["input_ids"] == [[70_000, 1]]
+    assert compact(small, 80_000, tmp_path) is small  # already compact: no second copy
 
 
 def test_a_language_model_corpus_is_prepared_and_a_masked_lm_trains_from_it(tmp_path):

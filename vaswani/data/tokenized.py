@@ -164,14 +164,18 @@ def token_dtype(vocab_size: int) -> str:
 
 def compact(dataset: datasets.Dataset, vocab_size: int, work: Path) -> datasets.Dataset:
     """`dataset` without attention masks, its token columns as `token_dtype(vocab_size)`, its lengths as int32
-    (written under `work`)."""
-    dataset = dataset.select_columns([name for name in dataset.column_names if name != "attention_mask"])
-    features = dataset.features.copy()
-    for name in dataset.column_names:
+    (written under `work`); `dataset` itself when it is already so (the cache's splits that `vaswani prepare`
+    writes out: no second copy)."""
+    keep = [name for name in dataset.column_names if name != "attention_mask"]
+    features = datasets.Features({name: dataset.features[name] for name in keep})
+    for name in keep:
         if name in TOKEN_COLUMNS:
             features[name] = datasets.List(datasets.Value(token_dtype(vocab_size)))
         elif name in LENGTH_COLUMNS:
             features[name] = datasets.Value("int32")
+    if features == dataset.features:  # no mask, and every column already of its type
+        return dataset
+    dataset = dataset.select_columns(keep)
     work.mkdir(parents=True, exist_ok=True)
     name = hashlib.sha256(f"{dataset.cache_files}{dataset._fingerprint}".encode()).hexdigest()[:16]
     return dataset.cast(features, cache_file_name=str(work / f"compact-{name}.arrow"))
