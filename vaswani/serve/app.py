@@ -261,15 +261,13 @@ class Server:
     def _decode(self, pair: Hashable, segments: list[Segment], options: DecodingOptions) -> list:
         """One batch, in the decoding thread. (The requests' prefixes and constraints were checked before they
         joined it: `native_translate`.) Unmet constraints are logged by count only: the phrases are request text."""
-        prefixes = [s.prefix for s in segments]
-        constraints = [s.constraints for s in segments]
         return self.models[pair].translator.translate_hypotheses(
             [s.text for s in segments], num_beams=options.num_beams, length_penalty=options.length_penalty,
             max_new_tokens=options.max_new_tokens, paper_decoding=options.paper_decoding,
             batch_tokens=self.settings.max_tokens, nbest=options.nbest, scores=options.scores,
             alignment=options.alignment, on_truncated=lambda indices: logger.warning(
                 "%d sentence(s) longer than the model's max_source_length were truncated", len(indices)),
-            prefixes=prefixes if any(prefixes) else None, constraints=constraints if any(constraints) else None,
+            prefixes=[s.prefix for s in segments], constraints=[s.constraints for s in segments],  # None: none
             on_unmet=lambda index, missing: logger.warning(
                 "a translation lacks %d of its constraint phrase(s) (the output length did not allow them)",
                 len(missing)),
@@ -385,8 +383,7 @@ async def native_translate(server: Server, request: Request) -> dict:
     pair, _ = server.pair(body.source, body.target)
     sentences = body.text if isinstance(body.text, list) else [body.text]
     prefixes, constraints = _per_sentence(body, len(sentences))
-    limits.check_characters(sentences + [p or "" for p in prefixes or []]
-                            + [" ".join(c or []) for c in constraints or []])  # fmt: skip
+    limits.check_characters(sentences + [p or "" for p in prefixes] + [" ".join(c or []) for c in constraints])
     limits.check_sentences(len(sentences))
     try:
         server.models[pair].translator.check_requests(len(sentences), prefixes, constraints,
@@ -394,9 +391,9 @@ async def native_translate(server: Server, request: Request) -> dict:
     except TranslateError as error:  # an empty phrase, a prefix too long, constraints on a CTranslate2 model
         raise RequestError(400, f"Invalid request: {error}") from None
     options = DecodingOptions(body.num_beams, body.length_penalty, body.max_new_tokens, body.paper_decoding,
-                              body.nbest, body.scores, body.alignment, constrained=any(constraints or []))  # fmt: skip
-    segments = [Segment(text, (prefixes or [None] * len(sentences))[i] or None,
-                        (constraints or [None] * len(sentences))[i] or None) for i, text in enumerate(sentences)]  # fmt: skip
+                              body.nbest, body.scores, body.alignment, constrained=any(constraints))  # fmt: skip
+    segments = [Segment(text, prefix or None, phrases or None)
+                for text, prefix, phrases in zip(sentences, prefixes, constraints, strict=True)]  # fmt: skip
     hypotheses = await server.translate(pair, segments, options)
     output = JsonlOutput(scores=body.scores, alignment=body.alignment)
     translations = [json.loads(output.lines(i, found)[0]) for i, found in enumerate(hypotheses)]
@@ -408,23 +405,23 @@ async def native_translate(server: Server, request: Request) -> dict:
     return {"source": pair[0], "target": pair[1], "translations": translations}
 
 
-def _per_sentence(body: NativeRequest, count: int) -> tuple[list | None, list | None]:
-    """The request's prefixes and constraints, one per sentence (None where none was given): with one `text`, a
-    `prefix` string and a `constraints` list of phrases; with a list of texts, a list of each, one per text."""
+def _per_sentence(body: NativeRequest, count: int) -> tuple[list, list]:
+    """The request's prefixes and constraints, one of each per sentence (None where none was given): with one `text`,
+    a `prefix` string and a `constraints` list of phrases; with a list of texts, a list of each, one per text."""
     prefix, constraints = body.prefix, body.constraints
     if isinstance(body.text, str):
         if isinstance(prefix, list):
             raise RequestError(400, "Invalid request: prefix: with one text, give one prefix (a string)")
         if constraints is not None and not all(isinstance(phrase, str) for phrase in constraints):
             raise RequestError(400, "Invalid request: constraints: with one text, give a list of phrases")
-        return ([prefix] if prefix is not None else None), ([constraints] if constraints is not None else None)
+        return [prefix], [constraints]
     if prefix is not None and (not isinstance(prefix, list) or len(prefix) != count):
         raise RequestError(400, f"Invalid request: prefix: with a list of {count} texts, give a list of {count} "
                                 "prefixes (null for none)")  # fmt: skip
     if constraints is not None and (len(constraints) != count or any(isinstance(c, str) for c in constraints)):
         raise RequestError(400, f"Invalid request: constraints: with a list of {count} texts, give a list of {count} "
                                 "lists of phrases (null or [] for none)")  # fmt: skip
-    return prefix, constraints
+    return prefix or [None] * count, constraints or [None] * count
 
 
 # ---------------------------------------------------------------------------------------------------------------------
