@@ -122,7 +122,7 @@ def make_corpus(data_dir: Path, out: Path, pairs: int, src: str, tgt: str, seed:
 @dataclass
 class Measured:
     """One command: wall seconds, when each log marker first appeared, seconds to its first update (a train run),
-    the peak resident memory of its process tree (MB), its exit status and the tail of its log."""
+    the peak resident memory of its process tree (MB) and its exit status."""
 
     seconds: float = 0.0
     markers: dict = field(default_factory=dict)
@@ -130,7 +130,6 @@ class Measured:
     peak_anon_mb: float = 0.0
     peak_file_mb: float = 0.0
     returncode: int = 0
-    log_tail: str = ""
 
 
 def _tree(pid: int) -> list[int]:
@@ -191,10 +190,9 @@ def run_measured(command: list[str], env: dict, log: Path, markers: dict[str, st
         reader.join()
     measured.seconds = time.monotonic() - start
     measured.returncode = process.returncode
-    measured.log_tail = log.read_text("utf-8", "replace")[-3000:]
     if process.returncode != 0:
         raise SystemExit(f"{' '.join(command[:4])} ... failed (exit {process.returncode}); see {log}:\n"
-                         f"{measured.log_tail}")  # fmt: skip
+                         f"{log.read_text('utf-8', 'replace')[-3000:]}")  # fmt: skip
     return measured
 
 
@@ -232,7 +230,7 @@ def measure_size(args, pairs: int, two_processes: bool) -> dict:
     at = {name: prepare.markers.get(name, float("nan")) for name in PREPARE_MARKERS}  # nan: a marker never seen
     phases = dict(zip(PHASES, (at["read"], at["tokenizing"] - at["bpe"], at["tokenized"] - at["tokenizing"],
                                prepare.seconds - at["tokenized"]), strict=True))  # fmt: skip
-    result["prepare"] = {**asdict(prepare), "phases": phases, "log_tail": None,
+    result["prepare"] = {**asdict(prepare), "phases": phases,
                          "text_mb_per_second": corpus["text_mb"] / prepare.seconds,
                          "prepared_bytes_per_pair": folder_bytes(work / "prepared" / "train") / pairs}  # fmt: skip
 
@@ -266,11 +264,9 @@ def measure_size(args, pairs: int, two_processes: bool) -> dict:
             {"gloo": "2 processes", "cached": "Tokenized data: cached in"},
         )  # fmt: skip
         log = (work / "two-processes.log").read_text("utf-8", "replace")
-        result["two_processes"] = {**asdict(measured), "log_tail": None, "group_formed": "gloo" in measured.markers,
+        result["two_processes"] = {**asdict(measured), "group_formed": "gloo" in measured.markers,
                                    "tokenized_caches": len(list((work / "cache-two" / "vaswani-tokenized").iterdir())),
                                    "tokenizing_logs": log.count("Tokenized data: cached in")}  # fmt: skip
-    for key in ("train_prepared", "train_cold", "train_rerun"):
-        result[key]["log_tail"] = None
     shutil.rmtree(work / "corpus")  # the largest part; the logs stay
     return result
 
