@@ -120,20 +120,10 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
         group.add_argument(f"--{name}", type=kind, default=None, help=f"VaswaniConfig.{name}")
     group.add_argument("--gradient_checkpointing", type=str2bool, default=False, help="trade compute for memory")
     group.add_argument(
-        "--prefetch_updates", type=int, default=2,
-        help="make the batches of the next N updates in a background thread while the current one runs (0: in the "
-        "training loop; the masked LM's collator, which draws random numbers, always runs there)",
-    )  # fmt: skip
-    group.add_argument(
         "--attn_implementation", choices=ATTN_IMPLEMENTATIONS, default=None,
         help="the attention kernel, as transformers names it: eager (the formula of Section 3.2.1 in PyTorch ops), "
         "sdpa (torch's scaled_dot_product_attention: fused kernels where the device has them; transformers' default), "
         "flash_attention_2 (CUDA GPUs with the flash-attn package)",
-    )  # fmt: skip
-    group.add_argument(
-        "--tf32", type=str2bool, default=None,
-        help="TF32 matrix products on CUDA GPUs from Ampere on (float32 in and out, products with a 10-bit mantissa; "
-        "what float32 training uses outside autocast). Default: on where the GPU has them. No effect on CPU",
     )  # fmt: skip
 
 
@@ -250,6 +240,16 @@ def add_optimization_options(parser: argparse.ArgumentParser) -> None:
         help="bf16: autocast, float32 weights/optimizer/loss; fp16: GPU only. Default: the accelerate configuration's, "
         "else bf16 where the hardware computes it natively (GPU, CPU with AVX512-BF16/AMX), else no",
     )
+    group.add_argument(
+        "--tf32", type=str2bool, default=None,
+        help="TF32 matrix products on CUDA GPUs from Ampere on (float32 in and out, products with a 10-bit mantissa; "
+        "what float32 training uses outside autocast). Default: on where the GPU has them. No effect on CPU",
+    )  # fmt: skip
+    group.add_argument(
+        "--prefetch_updates", type=int, default=2,
+        help="make the batches of the next N updates in a background thread while the current one runs (0: in the "
+        "training loop; the masked LM's collator, which draws random numbers, always runs there)",
+    )  # fmt: skip
     add_option(
         group, "seed", COMMAND, default=0,
         help="seeds the initial weights, the validation split, batch order and dropout",
