@@ -5,6 +5,8 @@ utilization (MFU) for the base and big presets.
     python benchmarks/bench_gpu.py --presets big --steps 60 --peak_tflops 989 --repeats 3
     python benchmarks/bench_gpu.py --device cpu --presets tiny --max_tokens 600 --steps 4 --warmup_steps 1 \\
         --mixed_precision no --peak_tflops 1 --repeats 1   # CPU smoke run (the test runs 2)
+    python benchmarks/bench_gpu.py --variant after= \
+        --variant "before=--prefetch_updates 0 --attn_implementation eager --tf32 false"   # input pipeline A/B
 
 Each preset runs train.py itself (a subprocess, `--max_tokens` per batch, `--mixed_precision bf16`, no evaluation or
 checkpoints inside the timed window) on a synthetic corpus with the length spread of real data (the corpus of
@@ -24,12 +26,18 @@ counted over all T positions as the kernels compute them) + 2 d^2 + 2 S d (cross
 + 2 d d_ff, plus 2 d^2 per source token (cross-attention keys and values); and d V per target token for the output
 projection. tests/benchmarks/test_bench_gpu.py checks this count against torch's FLOP counter on a tiny model. The peak is
 looked up from the GPU's name (dense bf16 tensor-core peak) or given with --peak_tflops.
+
+`--variant LABEL=ARGS` (repeatable) runs every preset once per variant with ARGS added to train.py's command line,
+all runs interleaved (variant and preset alternate within each round), and prints each variant's median against the
+first variant's for each preset: e.g. the input pipeline of issue 30 (the default: batches prepared in a background
+thread, SDPA attention, TF32) against `--prefetch_updates 0 --attn_implementation eager --tf32 false`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import statistics
 import subprocess
 import sys
@@ -95,10 +103,22 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--peak_tflops", type=float, default=None, help="the device's peak, for MFU")
     parser.add_argument("--repeats", type=int, default=5,
                         help="train.py runs per preset, the presets interleaved; the median is reported")  # fmt: skip
+    parser.add_argument("--variant", action="append", default=None, metavar="LABEL=ARGS",
+                        help="train.py arguments added for one variant, e.g. 'eager=--attn_implementation eager'; "
+                             "repeat for several (the first is the baseline of the ratios); default: one variant, "
+                             "train.py's defaults")  # fmt: skip
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
     if args.steps <= args.warmup_steps:
         parser.error("--steps must exceed --warmup_steps")
+    args.variants = {}
+    for spec in args.variant or ["default="]:
+        label, sep, extra = spec.partition("=")
+        if not sep or not label:
+            parser.error(f"--variant {spec!r} is not LABEL=ARGS: give a name, '=' and train.py's arguments")
+        if label in args.variants:
+            parser.error(f"--variant {label!r} is given twice: give each variant its own name")
+        args.variants[label] = shlex.split(extra)
     if args.repeats < 1:
         parser.error(f"--repeats {args.repeats} is not allowed: use 1 or more")
     return args
@@ -113,9 +133,11 @@ def corpus_flops_per_target_token(tokenizer, dataset, config) -> float:
     return sum(training_flops(config, s, t) for s, t in lengths) / sum(t for _, t in lengths)
 
 
-def run_preset(args, preset: str, paths: dict, folder: Path, vocab_size: int, round_index: int = 0) -> dict:
+def run_preset(
+    args, preset: str, paths: dict, folder: Path, vocab_size: int, round_index: int = 0, variant: str = "default"
+) -> dict:
     config = model_config(preset, vocab_size)
-    out = folder / f"run-{preset}-{round_index}"
+    out = folder / f"run-{variant}-{preset}-{round_index}"
     model = [f"--{k}={v}" for k, v in TINY.items()] if preset == "tiny" else ["--model_preset", preset]
     logging_steps = max(1, (args.steps - args.warmup_steps) // 5)
     cmd = [
@@ -126,13 +148,14 @@ def run_preset(args, preset: str, paths: dict, folder: Path, vocab_size: int, ro
         "--warmup_steps", "4000", "--logging_steps", str(logging_steps), "--eval_steps", "0",
         "--average_checkpoints", "0", "--checkpoint_minutes", "100000", "--max_eval_samples", "2", "--num_beams", "1",
         "--mixed_precision", args.mixed_precision, "--report_to", "none", "--output_dir", str(out),
+        *args.variants.get(variant, []),
     ]  # fmt: skip
     env = common.worker_env()
     if args.device == "cpu":
         env["ACCELERATE_USE_CPU"] = "1"
     result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=folder)
     if result.returncode != 0:
-        raise RuntimeError(f"train.py ({preset}) failed:\n{result.stderr[-3000:]}")
+        raise RuntimeError(f"train.py ({variant}, {preset}) failed:\n{result.stderr[-3000:]}")
     windows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     rates = [w["target_tokens_per_second"] for w in windows if w["split"] == "train" and w["step"] > args.warmup_steps]
     return {"config": config, "target_tokens_per_second": statistics.median(rates), "windows": rates}
@@ -160,33 +183,70 @@ def main(argv=None) -> list[dict]:
         print(f"train.py on {args.device} ({peak_source}), {args.mixed_precision}, --max_tokens {args.max_tokens}, "
               f"{args.steps} updates per run (first {args.warmup_steps} not timed), {args.repeats} runs per preset, "
               f"interleaved, vocab {len(tokenizer)}")  # fmt: skip
-        runs = {preset: [] for preset in args.presets}
+        for variant, extra in args.variants.items():
+            print(f"variant {variant}: train.py {shlex.join(extra) or '(its defaults)'}")
+        cells = [(variant, preset) for variant in args.variants for preset in args.presets]
+        runs = {cell: [] for cell in cells}
         for round_index in range(args.repeats):  # alternate the order, as common.interleave does
-            for preset in args.presets if round_index % 2 == 0 else reversed(args.presets):
-                runs[preset].append(run_preset(args, preset, paths, folder, len(tokenizer), round_index))
-        for preset, preset_runs in runs.items():
+            for variant, preset in cells if round_index % 2 == 0 else reversed(cells):
+                run = run_preset(args, preset, paths, folder, len(tokenizer), round_index, variant)
+                runs[(variant, preset)].append(run)
+                print(f"round {round_index}: {variant} {preset}: {run['target_tokens_per_second']:,.0f} target "
+                      f"tokens/s", flush=True)  # fmt: skip
+        flops_per_token = {}
+        for (variant, preset), preset_runs in runs.items():
             rates = common.Summary.of([run["target_tokens_per_second"] for run in preset_runs])
-            per_token = corpus_flops_per_target_token(tokenizer, dataset, preset_runs[0]["config"])
+            if preset not in flops_per_token:
+                flops_per_token[preset] = corpus_flops_per_target_token(tokenizer, dataset, preset_runs[0]["config"])
+            per_token = flops_per_token[preset]
             flops = rates.median * per_token
             rows.append({
+                "variant": variant, "train_args": args.variants[variant],
                 "preset": preset, "target_tokens_per_second": rates.median, "runs": rates.to_dict(),
                 "windows": [run["windows"] for run in preset_runs], "flops_per_target_token": per_token,
                 "model_tflops": flops / 1e12, "mfu": flops / (peak * 1e12) if peak else None,
             })  # fmt: skip
+    several = len(args.variants) > 1
     table = common.format_table(
-        ["preset", "target tokens/s (median)", "runs", "GFLOPs / target token", "model TFLOP/s", "MFU"],
-        [[r["preset"], f"{r['target_tokens_per_second']:,.0f}", f"{r['runs']['low']:,.0f}-{r['runs']['high']:,.0f}",
-          f"{r['flops_per_target_token'] / 1e9:.2f}", f"{r['model_tflops']:.3g}",
-          f"{100 * r['mfu']:.1f}%" if r["mfu"] is not None else "n/a"] for r in rows],
+        ["variant"] * several + ["preset", "target tokens/s (median)", "runs", "GFLOPs / target token",
+                                 "model TFLOP/s", "MFU"],
+        [[r["variant"]] * several + [
+            r["preset"], f"{r['target_tokens_per_second']:,.0f}", f"{r['runs']['low']:,.0f}-{r['runs']['high']:,.0f}",
+            f"{r['flops_per_target_token'] / 1e9:.2f}", f"{r['model_tflops']:.3g}",
+            f"{100 * r['mfu']:.1f}%" if r["mfu"] is not None else "n/a"] for r in rows],
     )  # fmt: skip
     print(table)
     for row in rows:
-        print(run_to_run_noise(row["preset"], row["runs"]["values"]))
+        print(run_to_run_noise(f"{row['variant']} {row['preset']}" if several else row["preset"],
+                               row["runs"]["values"]))  # fmt: skip
+    for line in variant_ratios(rows):
+        print(line)
     for row in rows:
         if row["preset"] == "big" and row["mfu"] is not None:
-            print(f"{'MET' if row['mfu'] >= 0.4 else 'MISSED'} target MFU >= 40% for big: {100 * row['mfu']:.1f}%")
+            name = f" ({row['variant']})" if several else ""
+            print(
+                f"{'MET' if row['mfu'] >= 0.4 else 'MISSED'} target MFU >= 40% for big{name}: {100 * row['mfu']:.1f}%"
+            )
     common.write_json_report(args.json, args, rows=rows)
     return rows
+
+
+def variant_ratios(rows: list[dict]) -> list[str]:
+    """Each variant's median tokens/s over the first variant's, per preset (with the range of run-by-run ratios)."""
+    lines = []
+    baseline = {}
+    for row in rows:
+        baseline.setdefault(row["preset"], row)
+    for row in rows:
+        base = baseline[row["preset"]]
+        if row is base:
+            continue
+        ratio = row["target_tokens_per_second"] / base["target_tokens_per_second"]
+        low = row["runs"]["low"] / base["runs"]["high"]
+        high = row["runs"]["high"] / base["runs"]["low"]
+        lines.append(f"{row['preset']}: {row['variant']} / {base['variant']} = {ratio:.3f}x tokens/s "
+                     f"(run ranges allow {low:.3f}-{high:.3f})")  # fmt: skip
+    return lines
 
 
 if __name__ == "__main__":

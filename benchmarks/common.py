@@ -387,7 +387,8 @@ REPO = Path(__file__).resolve().parent.parent
 def worker_env(threads: int | None = None) -> dict[str, str]:
     """The environment of a benchmark's subprocess (train.py, a Trainer worker): offline, this checkout's packages
     first on the path, no tokenizer threads competing with training; with `threads`, that many OpenMP/MKL threads."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": str(REPO)}
+    path = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])  # a path given is kept
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": path}
     if threads is not None:
         env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     return env
