@@ -74,3 +74,21 @@ def test_with_prefetching_the_consumer_hardly_waits_and_without_it_waits_for_eve
 def test_depth_must_be_positive():
     with pytest.raises(ValueError, match="depth must be at least 1, got 0"):
         Prefetcher(counter(), depth=0)
+
+
+def test_the_worker_pads_with_one_intra_op_thread_and_leaves_the_training_loops_count_alone():
+    """A second team of OpenMP threads in the worker would compete for every core with the training loop (on a GPU
+    machine it made the run data-bound: issue 30, benchmarks/README.md "GPU throughput"); the setting is per thread."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        feeder = Prefetcher(torch.get_num_threads, depth=1)
+        try:
+            assert feeder.next() == 1
+        finally:
+            feeder.close()
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

@@ -29,6 +29,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import torch
+
 
 class _Failed:
     def __init__(self, error: BaseException):
@@ -49,6 +51,10 @@ class Prefetcher:
         self._thread.start()
 
     def _work(self) -> None:
+        # One intra-op thread here (the setting is per thread; the training loop keeps its own), as the DataLoader's
+        # pin-memory thread does: padding a batch must not start a second team of OpenMP threads that competes for
+        # every core with the training loop's team and with the thread that launches a GPU's kernels.
+        torch.set_num_threads(1)
         while not self._stop.is_set():
             try:
                 item = self._make_group()
