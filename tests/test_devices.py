@@ -5,7 +5,7 @@ injected, and the flags PyTorch reads are checked and restored."""
 import pytest
 import torch
 
-from vaswani.devices import resolve_tf32
+from vaswani.devices import disable_cudnn_attention, resolve_tf32
 
 
 @pytest.fixture
@@ -41,3 +41,31 @@ def test_tf32_asked_for_on_an_older_gpu_is_refused_and_the_cpu_is_left_alone(mon
     before = tf32_flags()
     assert resolve_tf32(True, "cpu") is None and resolve_tf32(None, "cpu") is None
     assert tf32_flags() == before
+
+
+@pytest.fixture
+def cudnn_sdp_flag():
+    """PyTorch's switch for cuDNN attention, restored after the test."""
+    saved = torch.backends.cuda.cudnn_sdp_enabled()
+    yield torch.backends.cuda.cudnn_sdp_enabled
+    torch.backends.cuda.enable_cudnn_sdp(saved)
+
+
+def test_cudnn_attention_is_switched_off_for_a_gpu_and_the_cpu_is_left_alone(cudnn_sdp_flag):
+    """cuDNN attention plans every new shape (725 against 34 ms per step on an H100 with a shape per batch)."""
+    torch.backends.cuda.enable_cudnn_sdp(True)
+    assert disable_cudnn_attention("cpu") is None and cudnn_sdp_flag()
+    assert disable_cudnn_attention("cuda").startswith("cuDNN attention off")
+    assert not cudnn_sdp_flag()
+
+
+def test_translating_switches_cudnn_attention_off_for_its_device(monkeypatch):
+    """The PyTorch engine asks for it with its device's type (a no-op on the CPU; training: tests/training/test_loop.py)."""
+    from conftest import tiny_model
+
+    import vaswani.inference.engines as engines
+
+    asked = []
+    monkeypatch.setattr(engines, "disable_cudnn_attention", asked.append)
+    engines.TorchEngine(tiny_model(), None, "cpu")
+    assert asked == ["cpu"]

@@ -96,6 +96,27 @@ def resolve_tf32(requested: bool | None, device_type: str) -> str | None:
     )
 
 
+def disable_cudnn_attention(device_type: str) -> str | None:
+    """Keep PyTorch's scaled_dot_product_attention off its cuDNN backend on a GPU (once, before training or
+    translating); returns what was decided, for the log (None on the CPU, which has no such backend).
+
+    cuDNN's attention builds an execution plan for every new (batch, heads, query length, key length) shape. Batches
+    made by token count (`--max_tokens`) and beam search (a longer key every step) bring a new shape nearly every call:
+    measured on an H100 (torch 2.11, base model, bf16, a new shape each step, benchmarks/README.md "GPU throughput"),
+    725 ms per training step with cuDNN attention allowed against 34 ms without it (60 ms with eager attention); with
+    one shape repeated both took 34 ms. Without it PyTorch picks its FlashAttention or memory-efficient kernels, which
+    need no per-shape plan."""
+    import torch
+
+    if device_type != "cuda":
+        return None
+    enable = getattr(torch.backends.cuda, "enable_cudnn_sdp", None)
+    if enable is None:  # a torch without the cuDNN backend
+        return None
+    enable(False)
+    return "cuDNN attention off (a plan per shape; flash / memory-efficient kernels instead)"
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Devices
 # ----------------------------------------------------------------------------------------------------------------

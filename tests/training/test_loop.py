@@ -438,3 +438,14 @@ def test_prefetched_batches_train_the_same_weights_and_hide_a_slow_collator(data
     assert waits["0"] > 0.05 and waits["2"] < 0.5 * waits["0"], waits
     expect_error([*base, "--prefetch_updates", "-1", "--output_dir", str(tmp_path / "x")], tmp_path,
                  "--prefetch_updates -1 is not allowed")  # fmt: skip
+
+
+def test_training_switches_cudnn_attention_off_for_its_device(data_dir, tmp_path, monkeypatch):
+    """The training loop asks for it once, with the Accelerator's device type (vaswani.devices.disable_cudnn_attention:
+    a no-op on the CPU, cuDNN's per-shape attention plans off on a GPU)."""
+    from vaswani.training import loop
+
+    asked = []
+    monkeypatch.setattr(loop, "disable_cudnn_attention", lambda device_type: asked.append(device_type))
+    train_in_process([*data_args(data_dir), *TINY_RUN, "--max_train_steps", "2", "--output_dir", str(tmp_path / "o")])
+    assert asked == ["cpu"]

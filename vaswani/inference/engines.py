@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vaswani.constants import EXPORT_INFO_FILE
-from vaswani.devices import check_dtype, refuse_dtype, torch_dtype_supported
+from vaswani.devices import check_dtype, disable_cudnn_attention, refuse_dtype, torch_dtype_supported
 from vaswani.errors import ExportError, TranslateError
 from vaswani.export.ctranslate2 import import_ctranslate2
 
@@ -76,6 +76,7 @@ class TorchEngine:
         if not torch_dtype_supported(dtype, device):
             raise refuse_dtype(dtype, device, "PyTorch")
         self.autocast_dtype = None if dtype == "float32" else getattr(torch, dtype)
+        disable_cudnn_attention(torch.device(device).type)  # beam search meets a new key length every step
         config = self.model.config
         # Learned positions end at the table; the decoder's start token takes position 0.
         self.decoder_room = config.max_position_embeddings - 1 if config.position_embedding_type == "learned" else None

@@ -42,7 +42,7 @@ from vaswani.constants import (
 from vaswani.data.batching import TokenBatchSampler, collate, padding_efficiency, to_device
 from vaswani.data.prefetch import Inline, Prefetcher
 from vaswani.data.prepared import apply_manifest, check_sources_unchanged, load_prepared, read_manifest
-from vaswani.devices import resolve_tf32
+from vaswani.devices import disable_cudnn_attention, resolve_tf32
 from vaswani.errors import (
     EnvironmentFailure,
     ModelFolderError,
@@ -196,6 +196,8 @@ def set_up(args: argparse.Namespace) -> Run:
         raise UsageError(str(exc)) from None
     if tf32 is not None:
         logger.info("TF32: %s", tf32)
+    if (attention := disable_cudnn_attention(accelerator.device.type)) is not None:
+        logger.info("Attention kernels: %s", attention)
     with together(accelerator):
         if accelerator.is_main_process:
             recover_model_folder(args.output_dir)  # finish (or undo) a final save that a kill interrupted

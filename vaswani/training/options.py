@@ -122,7 +122,8 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--attn_implementation", choices=ATTN_IMPLEMENTATIONS, default=None,
         help="the attention kernel, as transformers names it: eager (the formula of Section 3.2.1 in PyTorch ops), "
-        "sdpa (torch's scaled_dot_product_attention: fused kernels where the device has them; transformers' default), "
+        "sdpa (torch's scaled_dot_product_attention: fused kernels where the device has them, on a GPU not cuDNN's, "
+        "which plans every new shape; transformers' default), "
         "flash_attention_2 (CUDA GPUs with the flash-attn package)",
     )  # fmt: skip
 
