@@ -77,8 +77,8 @@ def test_depth_must_be_positive():
 
 
 def test_the_worker_pads_with_one_intra_op_thread_and_leaves_the_training_loops_count_alone():
-    """A second team of OpenMP threads in the worker would compete for every core with the training loop (on a GPU
-    machine it made the run data-bound: issue 30, benchmarks/README.md "GPU throughput"); the setting is per thread."""
+    """A second team of OpenMP threads in the worker would compete for every core with the training loop's team (as
+    the DataLoader's pin-memory thread, the worker keeps to one); the setting is per thread."""
     import torch
 
     before = torch.get_num_threads()
