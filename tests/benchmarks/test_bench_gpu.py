@@ -62,3 +62,47 @@ def test_repeats_below_one_are_refused(capsys):
     with pytest.raises(SystemExit) as exit_info:
         parse_args(["--repeats", "0"])
     assert exit_info.value.code == 2 and "--repeats 0 is not allowed: use 1 or more" in capsys.readouterr().err
+
+
+def test_variants_are_label_and_train_py_arguments_and_bad_ones_are_refused(capsys):
+    from bench_gpu import parse_args
+
+    assert parse_args([]).variants == {"default": []}
+    args = parse_args(["--variant", "after=", "--variant", "before=--prefetch_updates 0 --attn_implementation eager"])
+    assert args.variants == {"after": [], "before": ["--prefetch_updates", "0", "--attn_implementation", "eager"]}
+    for bad, said in [("noequals", "is not LABEL=ARGS"), ("=--tf32 false", "is not LABEL=ARGS")]:
+        with pytest.raises(SystemExit) as exit_info:
+            parse_args(["--variant", bad])
+        assert exit_info.value.code == 2 and said in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse_args(["--variant", "a=", "--variant", "a=--tf32 false"])
+    assert "--variant 'a' is given twice" in capsys.readouterr().err
+
+
+def test_each_variant_is_compared_with_the_first_for_the_same_preset():
+    from bench_gpu import variant_ratios
+
+    def row(variant, preset, median, low, high):
+        return {"variant": variant, "preset": preset, "target_tokens_per_second": median,
+                "runs": {"low": low, "high": high}}  # fmt: skip
+
+    rows = [row("after", "base", 100.0, 90.0, 110.0), row("after", "big", 50.0, 50.0, 50.0),
+            row("before", "base", 200.0, 180.0, 220.0), row("before", "big", 25.0, 20.0, 30.0)]  # fmt: skip
+    assert variant_ratios(rows) == [
+        "base: before / after = 2.000x tokens/s (run ranges allow 1.636-2.444)",
+        "big: before / after = 0.500x tokens/s (run ranges allow 0.400-0.600)",
+    ]
+    assert variant_ratios(rows[:2]) == []  # one variant: nothing to compare
+
+
+@pytest.mark.slow
+def test_a_variants_arguments_reach_train_py(tmp_path):
+    """An option train.py refuses, given as a variant, fails that variant's run with train.py's own message."""
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "benchmarks" / "bench_gpu.py"), "--device", "cpu", "--presets", "tiny",
+         "--mixed_precision", "no", "--steps", "2", "--warmup_steps", "1", "--pairs", "100", "--vocab_size", "300",
+         "--repeats", "1", "--variant", "odd=--attn_implementation nonsense"],
+        capture_output=True, text=True, timeout=300, env={**__import__("os").environ, "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "train.py (odd, tiny) failed" in result.stderr and "invalid choice: 'nonsense'" in result.stderr

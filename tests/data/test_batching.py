@@ -382,3 +382,44 @@ def test_invariants(corpus, max_sentences, replicas, shuffle, mode, seed, epoch)
         assert counts == [-(-total // replicas)] * replicas
         padding = [global_order[k % total] for k in range(replicas * counts[0] - total)]
         assert Counter(map(tuple, dealt)) == Counter(map(tuple, global_order + padding))
+
+
+def test_an_epochs_batches_read_like_lists_of_indices_and_slice_without_copying_the_order():
+    source, target = varied_lengths(500, seed=3)
+    sampler = TokenBatchSampler(source, target, 200, seed=1)
+    batches = sampler.batches(1)
+    as_lists = [list(batch) for batch in batches]
+    assert all(isinstance(batch, list) and all(type(i) is int for i in batch) for batch in as_lists)
+    assert batches == as_lists and as_lists == batches and batches == sampler.batches(1)
+    assert batches != sampler.batches(2) and batches != as_lists[:-1]
+    assert [batches[k] for k in range(len(batches))] == as_lists and batches[-1] == as_lists[-1]
+    tail = batches[3:]
+    assert tail == as_lists[3:] and tail.order is batches.order  # a view of the same epoch order
+    assert batches[:2] + tail == as_lists[:2] + as_lists[3:] == [*as_lists[:2], *tail]  # + makes a list
+    with pytest.raises(IndexError):
+        batches[len(batches)]
+    assert sorted(i for batch in batches for i in batch) == list(range(500))
+
+
+def test_the_sampler_holds_no_python_object_per_pair():
+    """Issue 30 item 3: lengths, costs and an epoch's order are int32 arrays; building the sampler and an epoch's
+    batches allocates a few bytes per pair (tracemalloc counts numpy's arrays), where lists of Python ints take ~40."""
+    import tracemalloc
+
+    import numpy as np
+
+    pairs = 400_000
+    rng = np.random.default_rng(0)
+    source = rng.integers(1, 120, pairs).astype(np.uint16)  # as the compact tokenized cache stores them
+    target = rng.integers(1, 120, pairs).astype(np.uint16)
+    tracemalloc.start()
+    try:
+        sampler = TokenBatchSampler(source, target, 4096, seed=0)
+        batches = sampler.batches(3)
+        _, peak = tracemalloc.get_traced_memory()
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert sampler.source_lengths.dtype == sampler.costs.dtype == batches.order.dtype == np.int32
+    assert held / pairs < 24, f"{held / pairs:.1f} bytes per pair held"
+    assert peak / pairs < 48, f"{peak / pairs:.1f} bytes per pair at the peak"

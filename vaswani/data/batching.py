@@ -23,6 +23,12 @@ same:
 Randomness comes only from ``numpy.random.default_rng(seed + epoch)``, never from global state: the same arguments
 give the same batches on every rank and every run, and `batches(epoch)` lets a resumed run skip exactly the batches
 of an epoch it has already trained on.
+
+Memory does not hold a Python object per pair (issue 30): the lengths and costs are int32 arrays, the batch bounds
+an array, and an epoch's batches (`EpochBatches`) are the epoch's order of pair indices, the bounds and the batch
+numbers this rank takes, all numpy; a batch becomes a list of indices only when it is read. At 4.5M pairs that is
+about 16 bytes per pair for the sampler (two lengths, the costs, one epoch's order), where lists of Python ints
+took about ten times as much.
 """
 
 from __future__ import annotations
@@ -30,7 +36,6 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator, Sequence
-from itertools import cycle, islice
 
 import numpy as np
 import torch
@@ -127,7 +132,7 @@ class TokenBatchSampler(Sampler[list[int]]):
         # Batch k is positions bounds[k]:bounds[k + 1] of the length-sorted order. Ties are exactly equal
         # (source, target) lengths, so the sequence of costs in that order, and so the bounds, is the same whatever
         # the tie-break: computed once for all epochs.
-        self.bounds = _pack(self.costs[self._length_order(None)].tolist(), max_tokens, max_sentences)
+        self.bounds = np.asarray(_pack(self.costs[self._length_order(None)].tolist(), max_tokens, max_sentences))
 
     # -- the batches -------------------------------------------------------------------------------------------------
 
@@ -154,26 +159,24 @@ class TokenBatchSampler(Sampler[list[int]]):
         """Batches per epoch over all ranks, before padding or dropping for an even split."""
         return len(self.bounds) - 1
 
-    def global_batches(self, epoch: int) -> list[list[int]]:
+    def global_batches(self, epoch: int) -> EpochBatches:
         """All ranks' batches of `epoch`, in the order they are dealt out, before padding/dropping and sharding."""
         rng = np.random.default_rng(self.seed + epoch) if self.shuffle else None
-        order = self._length_order(rng).tolist()
-        batches = [order[start:end] for start, end in zip(self.bounds[:-1], self.bounds[1:], strict=True)]
-        if rng is not None:
-            batches = [batches[k] for k in rng.permutation(len(batches))]
-        return batches
+        order = self._length_order(rng)
+        picks = np.arange(self.num_global_batches) if rng is None else rng.permutation(self.num_global_batches)
+        return EpochBatches(order, self.bounds, picks)
 
-    def batches(self, epoch: int) -> list[list[int]]:
+    def batches(self, epoch: int) -> EpochBatches:
         """This rank's batches of `epoch`, in order (skip the first k to resume an epoch exactly)."""
         batches = self.global_batches(epoch)
-        replicas = self.num_replicas
-        remainder = len(batches) % replicas
+        picks, replicas = batches.picks, self.num_replicas
+        remainder = len(picks) % replicas
         if replicas > 1 and remainder and self.even_batches:
             if self.drop_uneven:
-                batches = batches[: len(batches) - remainder]
-            else:
-                batches = batches + list(islice(cycle(batches), replicas - remainder))
-        return batches[self.rank :: replicas]
+                picks = picks[: len(picks) - remainder]
+            else:  # repeat batches from the start (cyclically, if there are fewer batches than ranks)
+                picks = np.resize(picks, len(picks) + replicas - remainder)
+        return EpochBatches(batches.order, batches.bounds, picks[self.rank :: replicas])
 
     # -- helpers -----------------------------------------------------------------------------------------------------
 
@@ -183,7 +186,47 @@ class TokenBatchSampler(Sampler[list[int]]):
         keys = [self.target_lengths, self.source_lengths]  # np.lexsort sorts by the last key first
         if rng is not None:
             keys.insert(0, rng.permutation(len(self.source_lengths)))
-        return np.lexsort(keys)
+        order = np.lexsort(keys)
+        return order.astype(np.int32) if len(order) < 2**31 else order
+
+
+class EpochBatches(Sequence):
+    """One epoch's batches for one rank, read like a list of lists of pair indices, held as three arrays: the
+    epoch's order of pair indices (N,), the bounds of the batches in that order (num_global_batches + 1,), and the
+    numbers of the batches this rank takes, in its order (its len,). Reading batch k makes its list of indices;
+    slicing gives the batches from a position on without copying the order (a resumed epoch)."""
+
+    def __init__(self, order: np.ndarray, bounds: np.ndarray, picks: np.ndarray):
+        self.order, self.bounds, self.picks = order, bounds, picks
+
+    def __len__(self) -> int:
+        return len(self.picks)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return EpochBatches(self.order, self.bounds, self.picks[index])
+        batch = self.picks[index]  # IndexError past the end
+        return self.order[self.bounds[batch] : self.bounds[batch + 1]].tolist()
+
+    def __iter__(self) -> Iterator[list[int]]:
+        for batch in self.picks.tolist():
+            yield self.order[self.bounds[batch] : self.bounds[batch + 1]].tolist()
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, EpochBatches | list | tuple):
+            return NotImplemented
+        return len(self) == len(other) and all(mine == theirs for mine, theirs in zip(self, other, strict=True))
+
+    def __add__(self, other) -> list[list[int]]:  # concatenation makes lists, as with a list
+        return [*self, *other]
+
+    def __radd__(self, other) -> list[list[int]]:
+        return [*other, *self]
+
+    __hash__ = None  # mutable arrays inside, like a list
+
+    def __repr__(self) -> str:
+        return f"EpochBatches({len(self)} batches)"
 
 
 def padding_efficiency(
@@ -231,7 +274,7 @@ def _round_up(lengths: np.ndarray, multiple: int) -> np.ndarray:
 
 
 def _as_lengths(lengths: Sequence[int], name: str) -> np.ndarray:
-    """(N,) int64 array of non-negative lengths, or ValueError.
+    """(N,) int32 array of non-negative lengths, or ValueError.
 
     Anything but a list, tuple or array is first read with one slice, ``lengths[:]``: a `datasets` column
     (``dataset["source_length"]``) then comes out as a list at once, where iterating it would convert row by row
@@ -242,12 +285,14 @@ def _as_lengths(lengths: Sequence[int], name: str) -> np.ndarray:
             lengths = lengths[:]
     array = np.asarray(lengths)
     if array.size == 0:
-        return np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=np.int32)
     if array.ndim != 1 or not np.issubdtype(array.dtype, np.integer):
         raise ValueError(f"{name} must be a 1-D sequence of integers, got {array.dtype} with shape {array.shape}.")
     if array.min() < 0:
         raise ValueError(f"{name} must be non-negative; index {int(np.argmin(array))} is {int(array.min())}.")
-    return array.astype(np.int64, copy=False)
+    if array.max() >= 2**31:
+        raise ValueError(f"{name} must be below 2**31; index {int(np.argmax(array))} is {int(array.max())}.")
+    return array.astype(np.int32, copy=False)
 
 
 def _check_positive(**values: int) -> None:
