@@ -27,8 +27,8 @@ of an epoch it has already trained on.
 Memory does not hold a Python object per pair (issue 30): the lengths and costs are int32 arrays, the batch bounds
 an array, and an epoch's batches (`EpochBatches`) are the epoch's order of pair indices, the bounds and the batch
 numbers this rank takes, all numpy; a batch becomes a list of indices only when it is read. At 4.5M pairs that is
-about 16 bytes per pair for the sampler (two lengths, the costs, one epoch's order), where lists of Python ints
-took about ten times as much.
+about 16 bytes per pair for the sampler (two lengths, the costs, one epoch's order), where int64 arrays and the
+lists of Python ints (an int object and two list slots per pair) took about four times as much.
 """
 
 from __future__ import annotations
