@@ -382,6 +382,13 @@ def run_in_fresh_process(function: Callable, *args, preload: Sequence[str] = ())
 # Worker processes and data
 # ----------------------------------------------------------------------------------------------------------------
 REPO = Path(__file__).resolve().parent.parent
+# This checkout's packages before any installed copy, in the benchmark's own process as in its workers (`worker_env`):
+# a benchmark run from a git worktree must not import `vaswani` from the checkout an editable install points to.
+if str(REPO) not in sys.path:
+    sys.path.insert(1, str(REPO))
+elif sys.path.index(str(REPO)) > 1:
+    sys.path.remove(str(REPO))
+    sys.path.insert(1, str(REPO))
 
 
 def worker_env(threads: int | None = None) -> dict[str, str]:

@@ -100,3 +100,24 @@ def test_comparison_row_gives_median_range_per_round_speed_ratio_and_rounds_fast
     cells, ratio = common.comparison_row("cand", seconds["cand"], speed["cand"], speed["ref"], ".3f")
     assert ratio.values == (2.0, 0.5, 1.25)  # speed ratio per round: ref seconds / candidate seconds
     assert cells == ["cand", "1.600", "1.000-4.000", "1.25", "0.50-2.00", "2/3 (p=1.00)"]
+
+
+def test_a_benchmark_imports_its_own_checkouts_packages_first(tmp_path):
+    """Run from a copy of the benchmarks (as from a git worktree), `vaswani` comes from beside that copy, not from the
+    checkout the editable install points to."""
+    import shutil
+    import subprocess
+    import sys
+
+    from conftest import REPO_ROOT
+
+    copy = tmp_path / "worktree"
+    (copy / "benchmarks").mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "benchmarks" / "common.py", copy / "benchmarks" / "common.py")
+    (copy / "vaswani").mkdir()
+    (copy / "vaswani" / "__init__.py").write_text("WHERE = 'the copy'\n")
+    script = "import sys; sys.path.insert(0, sys.argv[1]); import common, vaswani; print(vaswani.WHERE)"
+    result = subprocess.run([sys.executable, "-c", script, str(copy / "benchmarks")], capture_output=True, text=True,
+                            cwd=tmp_path, timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "the copy"
