@@ -148,7 +148,7 @@ def run_preset(
         "--warmup_steps", "4000", "--logging_steps", str(logging_steps), "--eval_steps", "0",
         "--average_checkpoints", "0", "--checkpoint_minutes", "100000", "--max_eval_samples", "2", "--num_beams", "1",
         "--mixed_precision", args.mixed_precision, "--report_to", "none", "--output_dir", str(out),
-        *args.variants.get(variant, []),
+        *args.variants[variant],
     ]  # fmt: skip
     env = common.worker_env()
     if args.device == "cpu":

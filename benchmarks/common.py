@@ -384,10 +384,9 @@ def run_in_fresh_process(function: Callable, *args, preload: Sequence[str] = ())
 REPO = Path(__file__).resolve().parent.parent
 # This checkout's packages before any installed copy, in the benchmark's own process as in its workers (`worker_env`):
 # a benchmark run from a git worktree must not import `vaswani` from the checkout an editable install points to.
-if str(REPO) not in sys.path:
-    sys.path.insert(1, str(REPO))
-elif sys.path.index(str(REPO)) > 1:
-    sys.path.remove(str(REPO))
+if str(REPO) not in sys.path[:2]:
+    with contextlib.suppress(ValueError):  # further down the path: moved up
+        sys.path.remove(str(REPO))
     sys.path.insert(1, str(REPO))
 
 
