@@ -16,8 +16,8 @@ resident memory, /proc):
    folder's bytes per pair;
 2. `vaswani train --prepared_data` with a tiny model: seconds to the first update (its first line in metrics.jsonl);
 3. `vaswani train` on the text itself (no prepare): a cold run (reads the text, trains the BPE, tokenizes, caches)
-   and a re-run with another `--learning_rate` (reuses the cache), seconds to the first update each, the tokenized
-   cache's bytes per pair;
+   and a re-run with another `--learning_rate` (reuses the cached BPE and tokens: both are said in the table),
+   seconds to the first update each, the tokenized cache's bytes per pair;
 4. (the smallest N only) the cold run with two processes (`torchrun --nproc_per_node 2`, without
    ACCELERATE_USE_CPU): a gloo group forms ("2 processes" in the log) and the corpus is tokenized once.
 
@@ -247,9 +247,11 @@ def measure_size(args, pairs: int, two_processes: bool) -> dict:
         measured = run_measured(
             [sys.executable, str(REPO / "train.py"), *data, "--vocab_size", str(args.vocab_size), "--cache_dir",
              str(cache), *TINY_MODEL, *ONE_UPDATE, *extra, "--output_dir", str(out)],
-            env, work / f"{name}.log", {"reused": "Tokenized data: reused the cache"}, metrics=out / "metrics.jsonl",
+            env, work / f"{name}.log", {"reused": "Tokenized data: reused the cache", "bpe": "Tokenizer: reused the BPE"},
+            metrics=out / "metrics.jsonl",
         )  # fmt: skip
-        result[name] = {**asdict(measured), "reused_cache": "reused" in measured.markers}
+        result[name] = {**asdict(measured), "reused_cache": "reused" in measured.markers,
+                        "reused_tokenizer": "bpe" in measured.markers}  # fmt: skip
     tokenized = cache / "vaswani-tokenized"
     result["tokenized_cache_bytes_per_pair"] = folder_bytes(tokenized) / pairs if tokenized.exists() else None
 
@@ -292,12 +294,13 @@ def report(results: dict[int, dict]) -> None:
         for key, what in (("train_prepared", "--prepared_data"), ("train_cold", "text, cold"),
                           ("train_rerun", "text, another lr")):  # fmt: skip
             m = r[key]
+            reused = ["-", "-"] if key == "train_prepared" else [
+                "yes" if m.get(flag) else "no" for flag in ("reused_tokenizer", "reused_cache")]  # fmt: skip
             rows.append([f"{n:,}", what, f"{m['first_update_seconds']:.1f}", f"{m['peak_anon_mb']:.0f}",
-                         f"{m['peak_file_mb']:.0f}",
-                         "yes" if m.get("reused_cache") else "-" if key == "train_prepared" else "no"])  # fmt: skip
+                         f"{m['peak_file_mb']:.0f}", *reused])  # fmt: skip
     print("\ntraining a tiny model, one update")
-    print(common.format_table(["pairs", "from", "s to update 1", "peak anon MB", "peak file MB", "cache reused"],
-                              rows))  # fmt: skip
+    print(common.format_table(["pairs", "from", "s to update 1", "peak anon MB", "peak file MB", "BPE reused",
+                               "tokens reused"], rows))  # fmt: skip
     largest = results[sizes[-1]]
     print()
     if sizes[-1] >= 4_500_000:

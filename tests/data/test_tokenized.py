@@ -7,6 +7,8 @@ import logging
 import os
 
 import datasets
+import numpy as np
+import pyarrow as pa
 import pytest
 from conftest import train_in_process
 from test_options import TINY_MODEL
@@ -20,6 +22,7 @@ QUIET = ["--eval_steps", "0", "--logging_steps", "1", "--num_beams", "1", "--num
          "400", "--warmup_steps", "2", "--max_eval_samples", "4", "--max_train_steps", "1", "--checkpoint_minutes",
          "60", "--average_checkpoints", "1"]  # fmt: skip
 REUSED = "Tokenized data: reused the cache"
+BPE_REUSED = "Tokenizer: reused the BPE trained on the same text"
 CACHED = "Tokenized data: cached in"
 
 
@@ -53,14 +56,35 @@ def train(files, tmp_path, caplog, out: str, *extra: str) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.getMessage().startswith("Tokenized data")]
 
 
+@pytest.fixture
+def bpe_training(monkeypatch):
+    """How many times a run trained a BPE tokenizer in this process."""
+    calls = []
+    original = tasks.train_bpe_tokenizer
+
+    def counting(**kwargs):
+        calls.append(kwargs["vocab_size"])
+        return original(**kwargs)
+
+    monkeypatch.setattr(tasks, "train_bpe_tokenizer", counting)
+    return calls
+
+
 @pytest.mark.slow
-def test_another_learning_rate_or_output_dir_reuses_the_tokens(files, tmp_path, caplog, tokenizing):
+def test_another_learning_rate_or_output_dir_reuses_the_tokens(files, tmp_path, caplog, tokenizing, bpe_training):
     first = train(files, tmp_path, caplog, "first", "--learning_rate", "1e-3", "--lr_scheduler", "constant")
     assert len(first) == 1 and first[0].startswith(CACHED) and tokenizing == ["train", "validation"]
+    assert bpe_training == [400] and not any(BPE_REUSED in r.getMessage() for r in caplog.records)
     folder = first[0].split(CACHED, 1)[1].split(";")[0].strip()
-    # a BPE trained again on the same text is the same tokenizer: another learning rate reuses the tokens
+    # another learning rate on the same text: the BPE the first run trained is reused, and so are the tokens
     again = train(files, tmp_path, caplog, "again", "--learning_rate", "2e-3", "--lr_scheduler", "constant")
     assert again[0].startswith(REUSED) and folder in again[0] and tokenizing == ["train", "validation"]
+    assert bpe_training == [400] and any(r.getMessage().startswith(BPE_REUSED) for r in caplog.records)
+    assert (tmp_path / "again" / "tokenizer.json").read_bytes() == (tmp_path / "first" / "tokenizer.json").read_bytes()
+    # another BPE option trains a new one (and so tokenizes again)
+    other = train(files, tmp_path, caplog, "other", "--vocab_size", "380")
+    assert other[0].startswith(CACHED) and bpe_training == [400, 380] and tokenizing[2:] == ["train", "validation"]
+    del tokenizing[2:]
     # the same text, the first run's tokenizer, another learning rate, schedule and output folder: no tokenizing
     second = train(files, tmp_path, caplog, "second", "--tokenizer", str(tmp_path / "first"), "--learning_rate",
                    "5e-4", "--lr_scheduler", "inverse_sqrt")  # fmt: skip
@@ -133,6 +157,92 @@ def test_load_or_tokenize_builds_once_and_other_processes_only_load(tmp_path):
     again, counts, _, reused = cache.load_or_tokenize(raw, key, tmp_path, tokenize_split, may_build=False,
                                                       vocab_size=400)  # fmt: skip
     assert reused and built == ["train"] and again["train"]["length"] == [3, 1] and counts["train"] == {"overlong": 0}
+
+
+def test_a_trained_tokenizer_is_cached_by_its_text_and_options(tmp_path):
+    from tokenization import train_bpe_tokenizer
+    from vaswani.model_folder import load_tokenizer
+
+    texts = datasets.Dataset.from_dict({"translation": [{"en": f"a {i} b", "de": f"c {i} d"} for i in range(30)]})
+    options = {"source_lang": "en", "target_lang": "de", "vocab_size": 300}
+    trained = []
+
+    def train(data=texts, opts=options):
+        trained.append(opts["vocab_size"])
+        return train_bpe_tokenizer(dataset=data, **opts)
+
+    first, folder, reused = cache.load_or_train_tokenizer(texts, options, tmp_path, train, load_tokenizer)
+    assert (trained, reused, folder.parent) == ([300], False, tmp_path / cache.TOKENIZER_SUBDIR)
+    assert sorted(p.name for p in folder.parent.iterdir()) == [folder.name]  # no staging folder left behind
+    again, again_folder, reused = cache.load_or_train_tokenizer(texts, dict(options), tmp_path, train, load_tokenizer)
+    assert (trained, reused, again_folder) == ([300], True, folder)
+    assert again.backend_tokenizer.to_str() == first.backend_tokenizer.to_str()
+    other = {**options, "vocab_size": 290}  # another option: trained again, into another folder
+    _, other_folder, reused = cache.load_or_train_tokenizer(texts, other, tmp_path, lambda: train(opts=other),
+                                                            load_tokenizer)  # fmt: skip
+    assert (trained, reused) == ([300, 290], False) and other_folder != folder
+    edited = texts.select(range(29))  # another text: trained again
+    _, edited_folder, reused = cache.load_or_train_tokenizer(edited, options, tmp_path, lambda: train(data=edited),
+                                                             load_tokenizer)  # fmt: skip
+    assert (trained, reused) == ([300, 290, 300], False) and edited_folder not in (folder, other_folder)
+
+
+def test_a_failed_training_caches_nothing(tmp_path):
+    texts = datasets.Dataset.from_dict({"text": ["a"]})
+
+    def fail():
+        raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError, match="killed"):
+        cache.load_or_train_tokenizer(texts, {}, tmp_path, fail, lambda folder: None)
+    assert not (tmp_path / cache.TOKENIZER_SUBDIR).exists() or not any((tmp_path / cache.TOKENIZER_SUBDIR).iterdir())
+
+
+def test_column_array_reads_a_column_in_one_slice(monkeypatch):
+    """A lazy `datasets` column converted row by row took 16 s for 200k pairs (the over-long count of issue 30)."""
+    dataset = datasets.Dataset.from_dict({"length": [3, 1, 2], "flag": [True, False, True]})
+
+    def refuse(self):
+        raise AssertionError("iterated row by row")
+
+    monkeypatch.setattr(datasets.arrow_dataset.Column, "__iter__", refuse)
+    lengths = cache.column_array(dataset, "length")
+    assert isinstance(lengths, np.ndarray) and lengths.tolist() == [3, 1, 2]
+    assert int(np.count_nonzero(cache.column_array(dataset, "flag"))) == 2
+
+
+def test_pair_encoder_is_the_tokenizers_own_call_made_faster(tmp_path):
+    """The Rust path gives exactly `tokenizer(sources, text_target=targets)`'s ids; a tokenizer whose fast path
+    would disagree (truncation set) keeps its own call."""
+    from tokenization import train_bpe_tokenizer
+
+    pairs = [("Hello world.", "Hallo Welt."), ("Ünïcödé ﬁ ① text", "Straße Ａ"), ("", "x"), ("a " * 40, "b")]
+    data = datasets.Dataset.from_dict({"translation": [{"en": s, "de": t} for s, t in pairs * 5]})
+    tokenizer = train_bpe_tokenizer(dataset=data, source_lang="en", target_lang="de", vocab_size=300)
+    sources, targets = [s for s, _ in pairs], [t for _, t in pairs]
+    encode = cache.pair_encoder(tokenizer, sources, targets)
+    assert encode.__name__ == "encode_fast"
+    reference = tokenizer(sources, text_target=targets)
+    assert encode(sources, targets) == (reference["input_ids"], reference["labels"])
+    assert all(ids[-1] == tokenizer.eos_token_id for ids in encode(sources, targets)[0])
+    tokenizer.backend_tokenizer.enable_truncation(4)  # the tokenizer's call resets this; the Rust one would not
+    assert cache.pair_encoder(tokenizer, sources, targets).__name__ == "call"
+    tokenizer.backend_tokenizer.no_truncation()
+
+    class Disagrees:  # a tokenizer whose backend does not give its call's ids (e.g. a target vocabulary of its own)
+        is_fast, backend_tokenizer = True, tokenizer.backend_tokenizer
+
+        def __call__(self, sources, text_target):
+            encoded = tokenizer(sources, text_target=text_target)
+            return {"input_ids": encoded["input_ids"], "labels": [ids[1:] for ids in encoded["labels"]]}
+
+    assert cache.pair_encoder(Disagrees(), sources, targets).__name__ == "call"
+
+
+def test_ids_array_uses_the_compact_type():
+    assert cache.ids_array([[1, 2], []], 400).type == pa.list_(pa.uint16())
+    assert cache.ids_array([[70000]], 70001).type == pa.list_(pa.int32())
+    assert cache.ids_array([[1, 2], []], 400).to_pylist() == [[1, 2], []]
 
 
 def test_workers_default_to_every_core_except_for_small_splits(monkeypatch):

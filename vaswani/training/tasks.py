@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import torch
 
 from modeling_vaswani import (
@@ -40,7 +41,16 @@ from vaswani.data.text import (
     tokenize_texts,
     training_texts,
 )
-from vaswani.data.tokenized import cache_folder, load_or_tokenize, tokens_key, workers_for
+from vaswani.data.tokenized import (
+    cache_folder,
+    column_array,
+    ids_array,
+    load_or_tokenize,
+    load_or_train_tokenizer,
+    pair_encoder,
+    tokens_key,
+    workers_for,
+)
 from vaswani.errors import DataError, UsageError
 from vaswani.model_folder import check_tokenizer_fits, load_tokenizer
 from vaswani.training.checkpoints import CheckpointManager, TrainingState
@@ -88,8 +98,22 @@ def get_tokenizer(args, raw, output_dir: Path, accelerator, config: VaswaniConfi
         )
     with main_process_first(accelerator):
         if accelerator.is_main_process:
-            logger.info("Training a shared BPE tokenizer (vocab_size=%d) on the training data", args.vocab_size)
-            tokenizer = TASKS[args.task].train_tokenizer(args, raw)
+            task = TASKS[args.task]
+
+            def train():
+                logger.info("Training a shared BPE tokenizer (vocab_size=%d) on the training data", args.vocab_size)
+                return task.train_tokenizer(args, raw)
+
+            tokenizer, folder, reused = load_or_train_tokenizer(
+                raw["train"],
+                {"task": task.name, **task.tokenizer_options(args)},
+                args.cache_dir,
+                train,
+                load_tokenizer,
+            )
+            if reused:
+                logger.info("Tokenizer: reused the BPE trained on the same text with the same options, %s; delete "
+                            "it to train again", folder)  # fmt: skip
             staged = output_dir / TOKENIZER_STAGING  # moved into output_dir once every check has passed
             if staged.exists():
                 shutil.rmtree(staged)
@@ -113,31 +137,32 @@ def tokenize_pairs(args, raw, tokenizer, accelerator) -> tuple[dict, dict]:
     """`tokenize_splits`, and per split the counts of over-long pairs ({"overlong": N, "dropped": M})."""
     src, tgt, overlong_policy = args.source_lang, args.target_lang, args.overlong
     limits = {"input_ids": args.max_source_length, "labels": args.max_target_length}
+    vocab_size, eos = len(tokenizer), tokenizer.eos_token_id
+    sample = raw["train"].select(range(min(len(raw["train"]), 1000)))["translation"]
+    encode = pair_encoder(tokenizer, [p[src] for p in sample], [p[tgt] for p in sample])
 
-    def preprocess(batch):
-        pairs = batch["translation"]
-        encoded = tokenizer([p[src] for p in pairs], text_target=[p[tgt] for p in pairs])
-        overlong = [
-            len(s) > limits["input_ids"] or len(t) > limits["labels"]
-            for s, t in zip(encoded["input_ids"], encoded["labels"], strict=True)
-        ]
-        if overlong_policy == "truncate":
-            eos = tokenizer.eos_token_id
+    def preprocess(batch: pa.Table) -> pa.Table:
+        # Arrow in, Arrow out: the token columns are built in their compact type (no cast pass, no attention masks)
+        pairs = batch.column("translation").combine_chunks()
+        ids = dict(zip(limits, encode(pairs.field(src).to_pylist(), pairs.field(tgt).to_pylist()), strict=True))
+        lengths = {key: np.fromiter(map(len, ids[key]), np.int32, len(ids[key])) for key in limits}
+        overlong = (lengths["input_ids"] > limits["input_ids"]) | (lengths["labels"] > limits["labels"])
+        if overlong_policy == "truncate" and overlong.any():
             for key, limit in limits.items():
-                encoded[key] = [ids if len(ids) <= limit else ids[: limit - 1] + [eos] for ids in encoded[key]]
-            encoded["attention_mask"] = [[1] * len(ids) for ids in encoded["input_ids"]]
-        encoded["overlong"] = overlong
-        encoded["source_length"] = [len(ids) for ids in encoded["input_ids"]]
-        encoded["target_length"] = [len(ids) for ids in encoded["labels"]]
-        return encoded
+                for row in np.flatnonzero(lengths[key] > limit):
+                    ids[key][row] = ids[key][row][: limit - 1] + [eos]
+                np.minimum(lengths[key], limit, out=lengths[key])
+        return pa.table({"input_ids": ids_array(ids["input_ids"], vocab_size),
+                         "labels": ids_array(ids["labels"], vocab_size), "overlong": overlong,
+                         "source_length": lengths["input_ids"], "target_length": lengths["labels"]})  # fmt: skip
 
     def tokenize_split(split, dataset, work):
-        mapped = dataset.map(
+        mapped = dataset.with_format("arrow").map(
             preprocess, batched=True, remove_columns=dataset.column_names,
             num_proc=workers_for(len(dataset), args.preprocessing_num_workers), desc=f"Tokenizing {split}",
             cache_file_name=str(work / f"{split}.arrow"), new_fingerprint=f"{folder.name}-{split}",
-        )  # fmt: skip
-        count = int(np.count_nonzero(mapped.with_format("numpy")["overlong"]))
+        ).with_format(None)  # fmt: skip
+        count = int(np.count_nonzero(column_array(mapped, "overlong")))
         dropped = count if count and overlong_policy == "drop" and split == "train" else 0
         if dropped:
             mapped = mapped.filter(
@@ -224,8 +249,12 @@ class Task(abc.ABC):
         """The raw splits (name -> `datasets.Dataset`) and a summary of them for the log."""
 
     @abc.abstractmethod
+    def tokenizer_options(self, args) -> dict:
+        """What `train_tokenizer` passes to `train_bpe_tokenizer` besides the text (JSON values: the cache key)."""
+
+    @abc.abstractmethod
     def train_tokenizer(self, args, raw):
-        """A new shared BPE tokenizer trained on `raw["train"]`."""
+        """A new shared BPE tokenizer trained on `raw["train"]` with `tokenizer_options`."""
 
     @abc.abstractmethod
     def check_tokenizer(self, tokenizer, source) -> None:
@@ -285,12 +314,13 @@ class TranslationTask(Task):
         raw, report = load_data(args, accelerator)
         return raw, report.summary()
 
+    def tokenizer_options(self, args) -> dict:
+        return {"source_lang": args.source_lang, "target_lang": args.target_lang, "vocab_size": args.vocab_size,
+                "min_frequency": args.min_frequency, "special_tokens_layout": args.special_tokens_layout,
+                "model_max_length": args.max_position_embeddings or 1024}  # fmt: skip
+
     def train_tokenizer(self, args, raw):
-        return train_bpe_tokenizer(
-            dataset=raw["train"], source_lang=args.source_lang, target_lang=args.target_lang,
-            vocab_size=args.vocab_size, min_frequency=args.min_frequency,
-            special_tokens_layout=args.special_tokens_layout, model_max_length=args.max_position_embeddings or 1024,
-        )  # fmt: skip
+        return train_bpe_tokenizer(dataset=raw["train"], **self.tokenizer_options(args))
 
     def check_tokenizer(self, tokenizer, source) -> None:
         pass  # any shared tokenizer translates
@@ -299,8 +329,7 @@ class TranslationTask(Task):
         return tokenize_splits(args, raw, tokenizer, accelerator)
 
     def lengths(self, dataset) -> tuple:
-        columns = dataset.with_format("numpy")  # arrays from the memory-mapped columns: no Python int per pair
-        return columns["source_length"], columns["target_length"]
+        return column_array(dataset, "source_length"), column_array(dataset, "target_length")
 
     def collators(self, args, tokenizer, model) -> tuple[object, object]:
         from transformers import DataCollatorForSeq2Seq
@@ -365,12 +394,13 @@ class CausalLMTask(Task):
             )  # fmt: skip
         return raw, "\n".join(summary)
 
+    def tokenizer_options(self, args) -> dict:
+        return {"vocab_size": args.vocab_size, "min_frequency": args.min_frequency,
+                "special_tokens_layout": args.special_tokens_layout,
+                "model_max_length": args.max_position_embeddings or 1024, "mask_token": self.mask_token}  # fmt: skip
+
     def train_tokenizer(self, args, raw):
-        return train_bpe_tokenizer(
-            iterator=training_texts(raw["train"]), vocab_size=args.vocab_size, min_frequency=args.min_frequency,
-            special_tokens_layout=args.special_tokens_layout, model_max_length=args.max_position_embeddings or 1024,
-            mask_token=self.mask_token,
-        )  # fmt: skip
+        return train_bpe_tokenizer(iterator=training_texts(raw["train"]), **self.tokenizer_options(args))
 
     def check_tokenizer(self, tokenizer, source) -> None:
         if self.mask_token and tokenizer.mask_token is None:
@@ -404,7 +434,7 @@ class CausalLMTask(Task):
         return tokenized
 
     def lengths(self, dataset) -> tuple:
-        lengths = dataset.with_format("numpy")["length"]  # an array: no Python int per block
+        lengths = column_array(dataset, "length")  # an array: no Python int per block
         return lengths, lengths  # one sequence: a batch costs examples x its longest
 
     def collators(self, args, tokenizer, model) -> tuple[object, object]:
