@@ -142,6 +142,47 @@ def test_lines_without_constraints_are_batched_apart_and_take_the_fast_path(tran
     assert got[1] == translator.translate([SOURCES[1]])[0]
 
 
+@pytest.mark.parametrize("early_stopping", [False, "never"])
+def test_finished_sentences_leave_the_batch_and_the_others_decode_as_alone(translator, early_stopping):
+    """A sentence that is done stops being computed (the step gets fewer rows); every sentence, a prefixed one too,
+    comes out as it does searched alone (batch of 1: no other sentence's rows, nothing to leave)."""
+    from vaswani.inference.search import PrefixForcing, split_prefix
+
+    model, tokenizer = translator.engine.model, translator.tokenizer
+    sources = [SOURCES[0], "a dog", SOURCES[2], SOURCES[3] + " and a dog runs in the park"]
+    phrases = [[tokenizer(" " + p, add_special_tokens=False)["input_ids"] for p in sentence]
+               for sentence in (["Katze"], [], ["Buch", "heute"], ["Hund"])]  # fmt: skip
+    prefixes = ["die", "", "", "wir lesen ein Buch und ein Hund läuft im Park und die Katze sitzt auf der Ma"]
+    pieces = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    config = model.config
+
+    def search(indices):
+        batch = tokenizer([sources[i] for i in indices], padding=True, return_tensors="pt")
+        step = EnsembleStep([model], batch["input_ids"], batch["attention_mask"], num_beams=4)
+        rows = []
+
+        def counted(last_tokens):
+            rows.append(last_tokens.shape[0])
+            return step(last_tokens)
+
+        counted.reorder = step.reorder
+        split = [split_prefix(tokenizer(prefixes[i], add_special_tokens=False)["input_ids"], pieces) for i in indices]
+        prefix = PrefixForcing([ids for ids, _ in split], [partial for _, partial in split], pieces,
+                               set(tokenizer.all_special_ids), 4, "cpu")  # fmt: skip
+        output = constrained_beam_search(
+            counted, torch.full((len(indices),), 60), [phrases[i] for i in indices], num_beams=4, length_penalty=0.6,
+            paper_decoding=False, num_return=2, start_id=config.decoder_start_token_id, eos_id=config.eos_token_id,
+            pad_id=config.pad_token_id, prefix=prefix, early_stopping=early_stopping,
+        )  # fmt: skip
+        return tokenizer.batch_decode(output, skip_special_tokens=True), rows
+
+    together, rows = search(range(len(sources)))
+    alone = [text for i in range(len(sources)) for text in search([i])[0]]
+    assert together == alone
+    assert together[0].startswith("die") and together[6].startswith(prefixes[3]) and "Hund" in together[6]
+    assert rows[0] == 4 * len(sources) and rows[-1] < rows[0] and rows == sorted(rows, reverse=True)
+
+
 def test_an_ensemble_decodes_with_constraints(model_folder, translator):
     ensemble = Translator([model_folder, model_folder], device="cpu")
     assert ensemble.translate(SOURCES, constraints=CONSTRAINTS) == translator.translate(

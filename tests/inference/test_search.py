@@ -382,3 +382,43 @@ def test_an_ensemble_scores_with_the_mean_of_its_members_log_probabilities(tmp_p
         mean = [(x + y) / 2 for x, y in zip(a.token_log_probs, b.token_log_probs, strict=True)]
         assert ours.token_log_probs == pytest.approx(mean, abs=1e-5)
         assert a.token_log_probs != pytest.approx(b.token_log_probs, abs=1e-3)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# When a sentence stops
+# ---------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("alpha", [0.6, 1.0])
+def test_the_search_stops_as_generate_does_and_so_takes_fewer_steps_than_the_exact_rule(alpha):
+    """early_stopping=False (the model's generation_config, generate()'s default): the same 4 hypotheses as
+    generate() itself; "never" (the paper's exact rule at the cap) searches longer."""
+    from vaswani.inference.search import beam_search
+
+    model, tokenizer = trained_model_and_tokenizer()
+    sources = SOURCES + ["the cat", "a dog runs in the park and the cat sat on the mat", "ein Hund"]
+    batch = tokenizer(sources, padding=True, return_tensors="pt")
+    cap, config = 40, model.config
+    with torch.no_grad():
+        reference = model.generate(**batch, num_beams=4, num_return_sequences=4, max_new_tokens=cap,
+                                   early_stopping=False, length_penalty=alpha, min_new_tokens=1)  # fmt: skip
+    steps, outputs = {}, {}
+    for rule in (False, "never"):
+        step = EnsembleStep([model], batch["input_ids"], batch["attention_mask"], num_beams=4)
+        calls = []
+
+        def counted(last_tokens, step=step, calls=calls):
+            calls.append(1)
+            return step(last_tokens)
+
+        counted.reorder = step.reorder
+        outputs[rule] = beam_search(
+            counted, torch.full((len(sources),), cap), num_beams=4, length_penalty=alpha, paper_decoding=False,
+            num_return=4, start_id=config.decoder_start_token_id, eos_id=config.eos_token_id,
+            pad_id=config.pad_token_id, min_new_tokens=1, early_stopping=rule,
+        )  # fmt: skip
+        steps[rule] = len(calls)
+
+    def texts(ids):
+        return tokenizer.batch_decode(ids, skip_special_tokens=True)
+
+    assert texts(outputs[False]) == texts(reference)
+    assert steps[False] < steps["never"], steps

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import torch
 
-from vaswani.inference.search import EnsembleStep, PrefixForcing, length_penalty_function
+from vaswani.inference.search import EnsembleStep, PrefixForcing, judged_length, length_penalty_function
 
 
 @dataclass(frozen=True)
@@ -115,10 +115,12 @@ def constrained_beam_search(
     min_new_tokens: int = 1,
     suppress_ids: list[int] | tuple = (),
     prefix: PrefixForcing | None = None,
+    early_stopping: bool | str = "never",
 ) -> torch.Tensor:
     """Beam search with each sentence's `constraints` (phrases as token ids; [] for none), capped at caps[b] output
     tokens (EOS included), starting with the `prefix` of `vaswani.inference.search` where given (a phrase the
-    prefix holds counts as met). Returns (B * num_return, 1 + T) token ids, best first per sentence, like
+    prefix holds counts as met), stopping as `early_stopping` says (`vaswani.inference.search`; the K finished
+    hypotheses must meet every constraint). Returns (B * num_return, 1 + T) token ids, best first per sentence, like
     `beam_search`."""
     batch_size, device = caps.shape[0], caps.device
     penalty = length_penalty_function(length_penalty, paper_decoding)
@@ -126,59 +128,65 @@ def constrained_beam_search(
     beams = [[([start_id], 0.0, ConstraintState.start(phrases))] for phrases in constraints]  # live, per sentence
     finished: list[list[tuple]] = [[] for _ in range(batch_size)]  # (rank key, tokens) per sentence
     done = [False] * batch_size
+    active = list(range(batch_size))  # the sentences still searched: the step computes K rows for each, no more
     for index in range(max(caps_list)):
         length = index + 1
+        count = len(active)
         # every sentence keeps K rows (padding rows repeat its first beam and are never chosen)
-        rows = [[beams[b][min(k, len(beams[b]) - 1)] for k in range(num_beams)] for b in range(batch_size)]
+        rows = [[beams[b][min(k, len(beams[b]) - 1)] for k in range(num_beams)] for b in active]
         last = torch.tensor([[row[0][-1]] for sentence in rows for row in sentence], device=device)
-        log_probs = step(last).view(batch_size, num_beams, -1)
+        log_probs = step(last).view(count, num_beams, -1)
         if len(suppress_ids):
             log_probs[..., list(suppress_ids)] = float("-inf")
         if length <= min_new_tokens:
             log_probs[..., eos_id] = float("-inf")
         if prefix is not None:
             log_probs = prefix.mask(index, log_probs)
-        # (B, K, V); the padding rows of a sentence with fewer than K live beams get -inf
+        # (A, K, V); the padding rows of a sentence with fewer than K live beams get -inf
         live = torch.tensor([[row[1] if k < len(beams[b]) else float("-inf") for k, row in enumerate(sentence)]
-                             for b, sentence in enumerate(rows)], device=device)  # fmt: skip
+                             for b, sentence in zip(active, rows, strict=True)], device=device)  # fmt: skip
         totals = log_probs + live[:, :, None]
-        top_scores, top_index = totals.view(batch_size, -1).topk(num_beams, dim=-1)  # (B, K)
-        best_scores, best_token = totals.max(dim=-1)  # (B, K)
-        wanted = [(b, k, w) for b in range(batch_size) for k in range(len(beams[b])) for w in rows[b][k][2].wanted()]
+        top_scores, top_index = totals.view(count, -1).topk(num_beams, dim=-1)  # (A, K)
+        best_scores, best_token = totals.max(dim=-1)  # (A, K)
+        wanted = [
+            (i, k, w) for i, b in enumerate(active) for k in range(len(beams[b])) for w in rows[i][k][2].wanted()
+        ]
         wanted_scores = (
             totals[[w[0] for w in wanted], [w[1] for w in wanted], [w[2] for w in wanted]].tolist() if wanted else []
         )
         eos_scores = totals[:, :, eos_id].tolist()
         vocab = totals.shape[-1]
-        candidates: list[dict] = [{} for _ in range(batch_size)]
-        for b in range(batch_size):
-            for score, flat in zip(top_scores[b].tolist(), top_index[b].tolist(), strict=True):
-                candidates[b][(flat // vocab, flat % vocab)] = score
-            for k, (score, token) in enumerate(zip(best_scores[b].tolist(), best_token[b].tolist(), strict=True)):
-                candidates[b][(k, token)] = score
-        for (b, k, w), score in zip(wanted, wanted_scores, strict=True):
-            candidates[b][(k, w)] = score
-        origin, chosen_tokens, live_scores = [], [], []
-        for b in range(batch_size):
+        candidates: list[dict] = [{} for _ in range(count)]
+        for i in range(count):
+            for score, flat in zip(top_scores[i].tolist(), top_index[i].tolist(), strict=True):
+                candidates[i][(flat // vocab, flat % vocab)] = score
+            for k, (score, token) in enumerate(zip(best_scores[i].tolist(), best_token[i].tolist(), strict=True)):
+                candidates[i][(k, token)] = score
+        for (i, k, w), score in zip(wanted, wanted_scores, strict=True):
+            candidates[i][(k, w)] = score
+        origin, chosen_tokens = [], []
+        judged_penalty = penalty(judged_length(length, caps, early_stopping)).tolist()  # (B,)
+        for i, b in enumerate(active):
             at_cap = length >= caps_list[b]
-            choice = [] if done[b] else _step_sentence(
-                beams[b], candidates[b], eos_scores[b], finished[b], at_cap, eos_id, penalty(length), num_beams
+            choice = _step_sentence(
+                beams[b], candidates[i], eos_scores[i], finished[b], at_cap, eos_id, penalty(length), num_beams
             )  # fmt: skip
             beams[b] = [(beams[b][k][0] + [w], score, state) for score, k, w, state in choice] or beams[b][:1]
-            if not choice:
-                done[b] = True
-            origin += [k for _, k, _, _ in choice] + [0] * (num_beams - len(choice))
-            chosen_tokens += [w for _, _, w, _ in choice] + [pad_id] * (num_beams - len(choice))
-            live_scores.append(max((c[0] for c in choice), default=float("-inf")))
-            done[b] = done[b] or at_cap or _cannot_improve(finished[b], live_scores[-1], penalty(caps_list[b]),
-                                                           num_beams, length_penalty)  # fmt: skip
-        offsets = torch.arange(batch_size, device=device).repeat_interleave(num_beams) * num_beams
-        step.reorder(torch.tensor(origin, device=device) + offsets)
+            origin.append([k for _, k, _, _ in choice] + [0] * (num_beams - len(choice)))
+            chosen_tokens.append([w for _, _, w, _ in choice] + [pad_id] * (num_beams - len(choice)))
+            best_live = max((c[0] for c in choice), default=float("-inf"))
+            done[b] = not choice or at_cap or _cannot_improve(finished[b], best_live, judged_penalty[b], num_beams,
+                                                              length_penalty, early_stopping)  # fmt: skip
         if prefix is not None:
-            shape = (batch_size, num_beams)
-            prefix.advance(index, torch.tensor(origin).view(shape), torch.tensor(chosen_tokens).view(shape))
-        if all(done):
+            prefix.advance(index, torch.tensor(origin), torch.tensor(chosen_tokens))
+        kept = [i for i, b in enumerate(active) if not done[b]]  # positions of the sentences searched on
+        if not kept:
             break
+        step.reorder(torch.tensor([i * num_beams + k for i in kept for k in origin[i]], device=device))
+        if len(kept) < count:
+            active = [active[i] for i in kept]
+            if prefix is not None:
+                prefix.keep(kept)
     return _output(finished, num_return, start_id, pad_id, device)
 
 
@@ -202,13 +210,17 @@ def _step_sentence(beams, candidates, eos_scores, finished, at_cap, eos_id, pena
     return allocate(scored, num_beams)
 
 
-def _cannot_improve(finished, best_live: float, cap_penalty: float, num_beams: int, alpha: float) -> bool:
-    """No live beam can beat the worst of `num_beams` finished hypotheses that meet their constraints (alpha >= 0)."""
+def _cannot_improve(finished, best_live: float, judged_penalty: float, num_beams: int, alpha: float,
+                    early_stopping: bool | str) -> bool:  # fmt: skip
+    """No live beam can beat the worst of `num_beams` finished hypotheses that meet their constraints, judged with
+    the length penalty at the length `judged_length` gives (alpha >= 0; early_stopping=True: K such are enough)."""
     if best_live == float("-inf"):
         return True
-    if len(finished) < num_beams or not finished[-1][0][0] or alpha < 0:
+    if len(finished) < num_beams or not finished[-1][0][0]:
         return False
-    return best_live / cap_penalty <= finished[-1][0][1]
+    if early_stopping is True:
+        return True
+    return alpha >= 0 and best_live / judged_penalty <= finished[-1][0][1]
 
 
 def _output(finished, num_return, start_id, pad_id, device) -> torch.Tensor:

@@ -157,6 +157,8 @@ class TorchEngine:
             num_return=num_hypotheses, start_id=config.decoder_start_token_id, eos_id=config.eos_token_id,
             pad_id=config.pad_token_id, min_new_tokens=generation.min_new_tokens or 0,
             suppress_ids=[words[0] for words in bad_words], prefix=prefix,
+            # stop as the search it stands in for: the paper's (exact at the cap) or generate()'s (the model's setting)
+            early_stopping="never" if paper_decoding else generation.early_stopping,
         )  # fmt: skip
         if constraints is not None:
             phrases = [sentence or [] for sentence in constraints]

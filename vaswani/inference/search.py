@@ -17,8 +17,11 @@ extensions, keep the K best finished hypotheses and continue the K best live one
   real log-probabilities, so a hypothesis' score is that of its whole output, prefix included.
 
 Finished hypotheses are ranked by sum of log-probabilities / lp(|Y|), with lp(|Y|) = |Y| ** alpha (transformers) or
-the GNMT ((5 + |Y|) / 6) ** alpha (`paper_decoding`); |Y| counts EOS. A sentence stops when no live beam can beat
-its worst kept finished hypothesis even at its cap (exact for alpha >= 0), and at its cap only EOS may follow.
+the GNMT ((5 + |Y|) / 6) ** alpha (`paper_decoding`); |Y| counts EOS. At its cap only EOS may follow. A sentence with
+K finished hypotheses stops as the search it stands in for would (`early_stopping`, `could_still_win`): "never"
+(the default here, and what `paper_decoding`'s search does) when no live beam can beat the worst of them even at
+the cap (exact for alpha >= 0); False (`generate()`'s default, the model's generation_config) when the best live
+beam cannot beat it at its current length (transformers' heuristic: far fewer steps); True at once.
 Unconstrained single-model decoding does not come here: it stays on `generate()`.
 """
 
@@ -70,9 +73,15 @@ class EnsembleStep:
         return total / len(self.models)
 
     def reorder(self, beams: torch.Tensor) -> None:
-        """Row i of every cache becomes row beams[i], (B * K,): the beams that survived the step."""
+        """Row i of every cache becomes row beams[i], (B' * K,): the beams that survived the step. With fewer rows
+        than now (B' < B: the rows of finished sentences left out), the sources' rows shrink with them, and every
+        later step computes only the sentences still searched."""
         for cache in self.caches:
             cache.reorder_cache(beams)
+        if beams.shape[0] != self.attention_mask.shape[0]:  # a row keeps its sentence: its source row goes with it
+            self.attention_mask = self.attention_mask[beams]
+            self.encoder_outputs = [BaseModelOutput(last_hidden_state=output.last_hidden_state[beams])
+                                    for output in self.encoder_outputs]  # fmt: skip
 
 
 class PrefixForcing:
@@ -132,9 +141,22 @@ class PrefixForcing:
                 updated.append(text)
             self.remaining[row] = updated
 
+    def keep(self, sentences: list[int]) -> None:
+        """Only these sentences (their positions, ascending) are searched from now on."""
+        self.forced = self.forced[sentences]
+        self.lengths = [self.lengths[row] for row in sentences]
+        self.remaining = [self.remaining[row] for row in sentences]
+
     def min_lengths(self) -> list[int]:
         """The fewest output tokens each prefix needs before EOS (its forced tokens + 1 for a partial word)."""
         return [length + (1 if beams[0] else 0) for length, beams in zip(self.lengths, self.remaining, strict=True)]
+
+
+def judged_length(length: int, caps: torch.Tensor, early_stopping: bool | str) -> torch.Tensor:
+    """The length at which a sentence's best live beam is judged against its worst finished hypothesis, (B,) floats:
+    its cap with early_stopping "never" (the best it could reach, exact for alpha >= 0), else its current length
+    (transformers' heuristic for early_stopping=False; with True nothing is judged: K finished stop a sentence)."""
+    return caps.float() if early_stopping == "never" else torch.full_like(caps, length, dtype=torch.float)
 
 
 def length_penalty_function(alpha: float, paper_decoding: bool) -> Callable:
@@ -159,9 +181,11 @@ def beam_search(
     min_new_tokens: int = 1,
     suppress_ids: Sequence[int] = (),
     prefix: PrefixForcing | None = None,
+    early_stopping: bool | str = "never",
 ) -> torch.Tensor:
-    """Beam search of B sentences, each capped at caps[b] output tokens (EOS included), (B,). Returns
-    (B * num_return, 1 + T) token ids (the start token, the output, PAD), best first per sentence."""
+    """Beam search of B sentences, each capped at caps[b] output tokens (EOS included), (B,), stopping as
+    `early_stopping` says (module docstring). Returns (B * num_return, 1 + T) token ids (the start token, the output,
+    PAD), best first per sentence."""
     device = caps.device
     batch_size = caps.shape[0]
     penalty = length_penalty_function(length_penalty, paper_decoding)
@@ -198,10 +222,10 @@ def beam_search(
         step.reorder((origin + offsets).view(-1))
         if prefix is not None:
             prefix.advance(index, origin, tokens[:, :, -1])
-        # done: no live beam can beat the worst kept finished hypothesis even at the cap (alpha >= 0), or at the cap
-        best_possible = beam_scores[:, 0] / penalty(caps.float())
+        # done: K finished and no live beam can beat the worst of them (judged at the cap or now), or at the cap
+        best_possible = beam_scores[:, 0] / penalty(judged_length(length, caps, early_stopping))
         worst_kept = finished_scores[:, -1]
-        can_improve = (best_possible > worst_kept) | (length_penalty < 0)
+        can_improve = ((best_possible > worst_kept) | (length_penalty < 0)) & (early_stopping is not True)
         done |= at_cap | (torch.isfinite(worst_kept) & ~can_improve) | ~torch.isfinite(beam_scores[:, 0])
         if bool(done.all()):
             break
@@ -220,4 +244,4 @@ def split_prefix(ids: list[int], pieces: list[str]) -> tuple[list[int], str]:
     return list(ids[: starts[-1]]), "".join(pieces[token] for token in ids[starts[-1] :])
 
 
-__all__ = ["EnsembleStep", "PrefixForcing", "beam_search", "length_penalty_function", "split_prefix"]
+__all__ = ["EnsembleStep", "PrefixForcing", "beam_search", "judged_length", "length_penalty_function", "split_prefix"]
