@@ -1,0 +1,134 @@
+"""Benchmark: the model's own training step on one GPU, outside train.py, at fixed shapes without padding: the MFU
+ceiling train.py works under, and where the GPU time of a step goes (issue 30 item 5; benchmarks/README.md "GPU
+throughput and MFU").
+
+    python benchmarks/bench_gpu_step.py                                   # base and big, bf16, two batch shapes
+    python benchmarks/bench_gpu_step.py --presets big --profile            # and the top operators of three steps
+    python benchmarks/bench_gpu_step.py --device cpu --presets tiny --shapes 8x12x14 --steps 2 --peak_tflops 1 \\
+        --profile   # CPU smoke run (the test)
+
+Per preset and shape (ROWSxSOURCExTARGET, every row that long: no padding), one step is a forward pass under bf16
+autocast (`sdpa` attention, cuDNN attention off as train.py has it, TF32 matmuls), the model's label-smoothed loss
+and its backward pass, then (second row) the same with the fused Adam step. Each row: the mean of --steps steps
+after 3 untimed ones, the device synchronized around them; target tokens/s and MFU with bench_gpu.py's FLOP count
+(`training_flops`) and peak. The gap between this MFU and bench_gpu.py's (train.py on real-length batches) is the
+loop's share (padding, batch making, logging); the gap between this MFU and 100% is the model's own.
+The README's H100 figures came from a one-off script with this same model, shapes, steps and timing; this file was
+written from it afterwards and has run on a CPU only (the session's device time was spent).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench_gpu import model_config, peak_tflops, training_flops  # noqa: E402
+
+from modeling_vaswani import VaswaniForConditionalGeneration  # noqa: E402
+from vaswani.devices import disable_cudnn_attention  # noqa: E402
+
+VOCAB = 12111  # bench_gpu's synthetic corpus
+
+
+def shape(text: str) -> tuple[int, int, int]:
+    try:
+        rows, source, target = (int(part) for part in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: write ROWSxSOURCExTARGET, e.g. 800x30x32") from None
+    if min(rows, source, target) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: every size must be at least 1")
+    return rows, source, target
+
+
+def train_step(model, optimizer, batch: dict, device: str, with_optimizer: bool) -> None:
+    """Forward under bf16 autocast, the model's label-smoothed loss, backward; then the optimizer step if asked."""
+    with torch.autocast(device, dtype=torch.bfloat16):
+        loss = model(**batch).loss
+    loss.backward()
+    if with_optimizer:
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    parser.add_argument("--presets", nargs="+", choices=["tiny", "base", "big"], default=["base", "big"])
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument(
+        "--shapes",
+        nargs="+",
+        type=shape,
+        default=[(800, 30, 32), (200, 120, 125)],
+        help="batches as ROWSxSOURCExTARGET (default: 25k target tokens, short and long rows)",
+    )
+    parser.add_argument("--steps", type=int, default=10, help="timed steps per row")
+    parser.add_argument("--peak_tflops", type=float, default=None, help="the device's peak, for MFU")
+    parser.add_argument("--profile", action="store_true", help="print the top operators of 3 steps per preset")
+    args = parser.parse_args(argv)
+    if args.steps < 1:
+        parser.error(f"--steps {args.steps} is not allowed: use 1 or more")
+    return args
+
+
+def main(argv=None) -> list[dict]:
+    args = parse_args(argv)
+    torch.manual_seed(0)
+    disable_cudnn_attention(args.device)
+    if args.device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+    peak, peak_source = peak_tflops(args.device, args.peak_tflops)
+    print(f"torch {torch.__version__}, {args.device}, peak {peak} TFLOP/s ({peak_source})")
+
+    def synchronize() -> None:
+        if args.device == "cuda":
+            torch.cuda.synchronize()
+
+    rows = []
+    for preset in args.presets:
+        config = model_config(preset, VOCAB)
+        config._attn_implementation = "sdpa"
+        model = VaswaniForConditionalGeneration(config).to(args.device).train()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+        for batch_rows, source, target in args.shapes:
+            input_ids = torch.randint(4, VOCAB, (batch_rows, source), device=args.device)  # (B, S)
+            labels = torch.randint(4, VOCAB, (batch_rows, target), device=args.device)  # (B, T)
+            batch = {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids), "labels": labels}
+
+            for label, with_optimizer in (("forward+backward", False), ("+ fused Adam", True)):
+                for _ in range(3):
+                    train_step(model, optimizer, batch, args.device, with_optimizer)
+                synchronize()
+                start = time.perf_counter()
+                for _ in range(args.steps):
+                    train_step(model, optimizer, batch, args.device, with_optimizer)
+                synchronize()
+                seconds = (time.perf_counter() - start) / args.steps
+                flops = batch_rows * training_flops(config, source, target)
+                row = {"preset": preset, "shape": f"{batch_rows}x{source}x{target}", "step": label,
+                       "ms": seconds * 1000, "target_tokens_per_second": batch_rows * target / seconds,
+                       "mfu": flops / seconds / (peak * 1e12) if peak else None}  # fmt: skip
+                rows.append(row)
+                mfu = f"{row['mfu']:.1%}" if row["mfu"] is not None else "n/a"
+                print(f"{preset} {row['shape']} {label}: {row['ms']:.1f} ms/step, "
+                      f"{row['target_tokens_per_second']:,.0f} target tokens/s, MFU {mfu}", flush=True)  # fmt: skip
+        if args.profile:
+            from torch.profiler import ProfilerActivity, profile
+
+            activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device == "cuda" else [])
+            with profile(activities=activities) as prof:
+                for _ in range(3):
+                    train_step(model, optimizer, batch, args.device, True)
+                synchronize()
+            sort = "cuda_time_total" if args.device == "cuda" else "cpu_time_total"
+            print(prof.key_averages().table(sort_by=sort, row_limit=18, max_name_column_width=60), flush=True)
+    return rows
+
+
+if __name__ == "__main__":
+    main()
