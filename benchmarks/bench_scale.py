@@ -4,6 +4,7 @@ it, and what each phase costs in time, memory and disk, at several corpus sizes.
     python benchmarks/bench_scale.py                                   # 0.5M, 2M and 4.5M pairs (hours on 2 cores)
     python benchmarks/bench_scale.py --pairs 500000                    # one size
     python benchmarks/bench_scale.py --pairs 3000 --vocab_size 1000 --tokenizer_sample 3000  # smoke run (a minute)
+    python benchmarks/bench_scale.py --pairs 500000,4500000 --memory_only --repeats 5    # the memory slope again
 
 The corpus is synthetic but real text: each line joins 2-3 random pairs of a real corpus (default
 ../shared/data/gettext-en-es, software messages; the same pairs joined on both sides), ~200 bytes of text per pair
@@ -21,6 +22,10 @@ resident memory, /proc):
 4. (the smallest N only) the cold run with two processes (`torchrun --nproc_per_node 2`, without
    ACCELERATE_USE_CPU): a gloo group forms ("2 processes" in the log) and the corpus is tokenized once.
 
+`--memory_only` re-runs only step 2 from the prepared folders an earlier run left in `--output_dir`, `--repeats`
+times per size (sizes alternating), and reports the median peak anonymous memory per size and the slope: a single
+run's peak moves by tens of MB, which two sizes turn into +-15 bytes per pair.
+
 The targets of issue 30 are printed with each figure: 4.5M pairs prepared in at most 6 minutes; a re-run reaching
 its first update in at most 30 s; peak anonymous memory of a tiny-model run at most 1 GB at 4.5M pairs and growing by
 at most ~20 bytes per pair; caches at most 150 bytes per pair. Nothing is compared against a peer: the figures are
@@ -36,6 +41,7 @@ import os
 import random
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import threading
@@ -71,12 +77,22 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--output_dir", type=Path, default=REPO / "runs" / "bench_scale",
                         help="corpus, caches and runs (several GB at 4.5M pairs; emptied per size)")  # fmt: skip
     parser.add_argument("--no_two_processes", action="store_true", help="skip the two-process run")
+    parser.add_argument("--memory_only", action="store_true",
+                        help="only re-measure the tiny-model run from the prepared folders an earlier run left in "
+                             "--output_dir (pairs-N/prepared), --repeats times per size: the memory slope")  # fmt: skip
+    parser.add_argument("--repeats", type=int, default=3, help="--memory_only: runs per size, interleaved")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
-    for name in ("vocab_size", "tokenizer_sample"):
+    for name in ("vocab_size", "tokenizer_sample", "repeats"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} {getattr(args, name)} is not allowed: use a positive integer")
     common.check_data_dir(parser, args.data_dir)
+    missing = [n for n in args.pairs if not (args.output_dir / f"pairs-{n}" / "prepared" / "manifest.json").is_file()]
+    if args.memory_only and missing:
+        parser.error(
+            f"--memory_only: no prepared folder for {', '.join(f'{n:,}' for n in missing)} pairs in "
+            f"{args.output_dir}: run bench_scale.py with these --pairs first (without --memory_only)"
+        )
     return args
 
 
@@ -235,10 +251,8 @@ def measure_size(args, pairs: int, two_processes: bool) -> dict:
                          "prepared_bytes_per_pair": folder_bytes(work / "prepared" / "train") / pairs}  # fmt: skip
 
     # 2. training from the prepared folder
-    out = work / "from-prepared"
-    result["train_prepared"] = asdict(run_measured(
-        [sys.executable, str(REPO / "train.py"), "--prepared_data", str(work / "prepared"), *TINY_MODEL, *ONE_UPDATE,
-         "--output_dir", str(out)], env, work / "train-prepared.log", metrics=out / "metrics.jsonl"))  # fmt: skip
+    result["train_prepared"] = asdict(train_from_prepared(args, pairs, work / "from-prepared",
+                                                          work / "train-prepared.log"))  # fmt: skip
 
     # 3. training from the text: cold, then another learning rate
     cache = work / "cache"
@@ -335,8 +349,58 @@ def report(results: dict[int, dict]) -> None:
                   f"written: {two['tokenized_caches']}; 'cached in' log lines: {two['tokenizing_logs']}")  # fmt: skip
 
 
+def train_from_prepared(args, pairs: int, out: Path, log: Path) -> Measured:
+    """The tiny-model run from the prepared folder of `pairs` pairs, to its first update."""
+    prepared = args.output_dir / f"pairs-{pairs}" / "prepared"
+    return run_measured([sys.executable, str(REPO / "train.py"), "--prepared_data", str(prepared), *TINY_MODEL,
+                         *ONE_UPDATE, "--output_dir", str(out)], common.worker_env(), log,
+                        metrics=out / "metrics.jsonl")  # fmt: skip
+
+
+def memory_slope(args) -> dict:
+    """--memory_only: the tiny-model run from each size's prepared folder, `--repeats` rounds (sizes alternating),
+    the median peak anonymous memory per size and the slope between the smallest and largest in bytes per pair.
+    One run's peak is sampled every 0.2 s and moves by tens of MB from run to run; the median of several is what a
+    slope of a few bytes per pair needs."""
+    sizes = sorted(args.pairs)
+    peaks: dict[int, list[float]] = {n: [] for n in sizes}
+    work = args.output_dir / "memory"
+    work.mkdir(parents=True, exist_ok=True)
+    for round_index in range(args.repeats):
+        for n in sizes if round_index % 2 == 0 else reversed(sizes):
+            out = work / f"pairs-{n}-{round_index}"
+            if out.exists():
+                shutil.rmtree(out)
+            measured = train_from_prepared(args, n, out, work / f"pairs-{n}-{round_index}.log")
+            if measured.returncode != 0:
+                raise RuntimeError(f"the run from {n:,} prepared pairs failed: see {work}/pairs-{n}-{round_index}.log")
+            peaks[n].append(measured.peak_anon_mb)
+            print(f"round {round_index}: {n:,} pairs: {measured.peak_anon_mb:.0f} MB anonymous", flush=True)
+    medians = {n: statistics.median(values) for n, values in peaks.items()}
+    rows = [[f"{n:,}", f"{medians[n]:.0f}", f"{min(peaks[n]):.0f}-{max(peaks[n]):.0f}"] for n in sizes]
+    print("\ntraining a tiny model from the prepared folder, one update")
+    print(common.format_table(["pairs", "median peak anon MB", "runs"], rows))
+    result = {"peaks_mb": {str(n): v for n, v in peaks.items()}, "median_mb": {str(n): v for n, v in medians.items()}}
+    if len(sizes) > 1:
+        slope = (medians[sizes[-1]] - medians[sizes[0]]) * 2**20 / (sizes[-1] - sizes[0])
+        result["slope_bytes_per_pair"] = slope
+        print(f"{'MET' if slope <= 20 else 'MISSED'} target anonymous memory grows <= ~20 bytes/pair: {slope:.1f} "
+              f"bytes/pair from {sizes[0]:,} to {sizes[-1]:,} pairs (medians of {args.repeats} runs)")  # fmt: skip
+    if sizes[-1] >= 4_500_000:
+        print(f"{'MET' if medians[sizes[-1]] <= 1024 else 'MISSED'} target tiny-model run at 4.5M pairs <= 1 GB "
+              f"anonymous: {medians[sizes[-1]]:.0f} MB (median)")  # fmt: skip
+    return result
+
+
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    if args.memory_only:
+        print(f"bench_scale --memory_only: sizes {args.pairs}, {args.repeats} runs each; "
+              f"{common.describe_machine(common.machine_description(os.cpu_count() or 1))}; "
+              f"commit {common.source_version(REPO / 'vaswani')}", flush=True)  # fmt: skip
+        result = memory_slope(args)
+        common.write_json_report(args.json, args, results=result)
+        return result
     print(f"bench_scale: corpus from {args.data_dir.name}, sizes {args.pairs}, vocab {args.vocab_size}, BPE sample "
           f"{args.tokenizer_sample}; {common.describe_machine(common.machine_description(os.cpu_count() or 1))}; "
           f"commit {common.source_version(REPO / 'vaswani')}", flush=True)  # fmt: skip
