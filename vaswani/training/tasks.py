@@ -138,10 +138,8 @@ def tokenize_pairs(args, raw, tokenizer, accelerator) -> tuple[dict, dict]:
     src, tgt, overlong_policy = args.source_lang, args.target_lang, args.overlong
     limits = {"input_ids": args.max_source_length, "labels": args.max_target_length}
     vocab_size, eos = len(tokenizer), tokenizer.eos_token_id
-    sample = raw["train"].select(range(min(len(raw["train"]), 1000)))["translation"]
-    encode = pair_encoder(tokenizer, [p[src] for p in sample], [p[tgt] for p in sample])
 
-    def preprocess(batch: pa.Table) -> pa.Table:
+    def preprocess(batch: pa.Table, encode) -> pa.Table:
         # Arrow in, Arrow out: the token columns are built in their compact type (no cast pass, no attention masks)
         pairs = batch.column("translation").combine_chunks()
         ids = dict(zip(limits, encode(pairs.field(src).to_pylist(), pairs.field(tgt).to_pylist()), strict=True))
@@ -157,8 +155,10 @@ def tokenize_pairs(args, raw, tokenizer, accelerator) -> tuple[dict, dict]:
                          "source_length": lengths["input_ids"], "target_length": lengths["labels"]})  # fmt: skip
 
     def tokenize_split(split, dataset, work):
+        sample = dataset.select(range(min(len(dataset), 1000)))["translation"]  # where the fast encoder is checked
+        encode = pair_encoder(tokenizer, [p[src] for p in sample], [p[tgt] for p in sample])
         mapped = dataset.with_format("arrow").map(
-            preprocess, batched=True, remove_columns=dataset.column_names,
+            preprocess, batched=True, remove_columns=dataset.column_names, fn_kwargs={"encode": encode},
             num_proc=workers_for(len(dataset), args.preprocessing_num_workers), desc=f"Tokenizing {split}",
             cache_file_name=str(work / f"{split}.arrow"), new_fingerprint=f"{folder.name}-{split}",
         ).with_format(None)  # fmt: skip
