@@ -205,12 +205,15 @@ class EpochBatches(Sequence):
     def __getitem__(self, index):
         if isinstance(index, slice):
             return EpochBatches(self.order, self.bounds, self.picks[index])
-        batch = self.picks[index]  # IndexError past the end
-        return self.order[self.bounds[batch] : self.bounds[batch + 1]].tolist()
+        return self._batch(self.picks[index])  # IndexError past the end
 
     def __iter__(self) -> Iterator[list[int]]:
         for batch in self.picks.tolist():
-            yield self.order[self.bounds[batch] : self.bounds[batch + 1]].tolist()
+            yield self._batch(batch)
+
+    def _batch(self, batch: int) -> list[int]:
+        """Global batch `batch` as the list of its pair indices."""
+        return self.order[self.bounds[batch] : self.bounds[batch + 1]].tolist()
 
     def __eq__(self, other) -> bool:
         if not isinstance(other, EpochBatches | list | tuple):

@@ -26,12 +26,13 @@ training options skips both the BPE training and the tokenization.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import datasets
@@ -135,19 +136,9 @@ def load_or_train_tokenizer(
     if (folder / KEY_FILE).is_file():
         return load(folder), folder, True
     tokenizer = train()
-    staging = folder.parent / f"{TMP_PREFIX}{folder.name}-{os.getpid()}"
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(staging, ignore_errors=True)
-    try:
+    with _staged(folder) as staging:
         tokenizer.save_pretrained(staging)
         (staging / KEY_FILE).write_text(json.dumps({"key": key}, indent=1), encoding="utf-8")
-        try:
-            os.rename(staging, folder)
-        except OSError:  # another node's main process cached the same training first
-            if not (folder / KEY_FILE).is_file():
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return tokenizer, folder, False
 
 
@@ -182,26 +173,35 @@ def load_or_tokenize(
         return _load(folder, raw) + (folder, True)
     if not may_build:
         raise RuntimeError(f"no tokenized cache at {folder}: the main process of this node should have written it")
-    staging = folder.parent / f"{TMP_PREFIX}{folder.name}-{os.getpid()}"
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    if staging.exists():
-        shutil.rmtree(staging)
-    work = staging / "work"
     counts = {}
-    try:
+    with _staged(folder) as staging:
+        work = staging / "work"
         for split, dataset in raw.items():
             tokenized, counts[split] = tokenize_split(split, dataset, work)
             compact(tokenized, vocab_size, work).save_to_disk(str(staging / split))
         shutil.rmtree(work, ignore_errors=True)
         (staging / KEY_FILE).write_text(json.dumps({"key": key, "counts": counts}, indent=1), encoding="utf-8")
+    return _load(folder, raw) + (folder, False)
+
+
+@contextlib.contextmanager
+def _staged(folder: Path) -> Iterator[Path]:
+    """A staging folder for `folder`, under a temporary name of this process beside it: renamed to `folder` when the
+    block ends without an error, removed in any case, so that a cache folder that exists is whole. If another
+    node's main process published the same folder first (the same key, so the same content), that one stays."""
+    staging = folder.parent / f"{TMP_PREFIX}{folder.name}-{os.getpid()}"
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    if staging.exists():
+        shutil.rmtree(staging)
+    try:
+        yield staging
         try:
             os.rename(staging, folder)
-        except OSError:  # another node's main process finished the same folder first: the same tokens
+        except OSError:
             if not (folder / KEY_FILE).is_file():
                 raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return _load(folder, raw) + (folder, False)
 
 
 def token_dtype(vocab_size: int) -> str:
