@@ -28,12 +28,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench_attention_shapes import VOCAB  # noqa: E402  (bench_gpu's synthetic corpus)
 from bench_gpu import model_config, peak_tflops, training_flops  # noqa: E402
 
 from modeling_vaswani import VaswaniForConditionalGeneration  # noqa: E402
 from vaswani.devices import disable_cudnn_attention  # noqa: E402
-
-VOCAB = 12111  # bench_gpu's synthetic corpus
 
 
 def shape(text: str) -> tuple[int, int, int]:

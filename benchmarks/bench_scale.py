@@ -87,8 +87,10 @@ def parse_args(argv=None) -> argparse.Namespace:
         if getattr(args, name) < 1:
             parser.error(f"--{name} {getattr(args, name)} is not allowed: use a positive integer")
     common.check_data_dir(parser, args.data_dir)
-    missing = [n for n in args.pairs if not (args.output_dir / f"pairs-{n}" / "prepared" / "manifest.json").is_file()]
-    if args.memory_only and missing:
+    missing = args.memory_only and [
+        n for n in args.pairs if not (args.output_dir / f"pairs-{n}" / "prepared" / "manifest.json").is_file()
+    ]
+    if missing:
         parser.error(
             f"--memory_only: no prepared folder for {', '.join(f'{n:,}' for n in missing)} pairs in "
             f"{args.output_dir}: run bench_scale.py with these --pairs first (without --memory_only)"
