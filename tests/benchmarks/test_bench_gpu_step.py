@@ -31,3 +31,9 @@ def test_a_malformed_shape_is_refused(bad, capsys):
     with pytest.raises(SystemExit) as stop:
         parse_args(["--shapes", bad])
     assert stop.value.code == 2 and bad in capsys.readouterr().err
+
+
+def test_steps_below_one_is_refused(capsys):
+    with pytest.raises(SystemExit) as stop:
+        parse_args(["--steps", "0"])
+    assert stop.value.code == 2 and "--steps 0 is not allowed" in capsys.readouterr().err

@@ -62,3 +62,9 @@ def test_memory_only_needs_the_prepared_folders_of_an_earlier_run(data_dir, tmp_
         bench_scale.main(["--pairs", "300", "--data_dir", str(data_dir), "--output_dir", str(tmp_path),
                           "--memory_only"])  # fmt: skip
     assert stop.value.code == 2 and "no prepared folder for 300 pairs" in capsys.readouterr().err
+
+
+def test_repeats_below_one_is_refused(data_dir, tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        bench_scale.parse_args(["--data_dir", str(data_dir), "--output_dir", str(tmp_path), "--repeats", "0"])
+    assert stop.value.code == 2 and "--repeats 0 is not allowed" in capsys.readouterr().err
