@@ -1,0 +1,58 @@
+"""benchmarks/bench_train_profile.py: a tiny run's phases add up, each is counted once per call of what it times,
+and evaluations during the loop are told from those after it."""
+
+import json
+import sys
+
+import pytest
+from conftest import REPO_ROOT
+
+from vaswani.data.demo import write_demo_files
+
+sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
+from bench_train_profile import PHASES_IN_LOOP, PhaseClock, main, parse_args  # noqa: E402
+
+TINY = [
+    "--vocab_size", "400", "--d_model", "32", "--encoder_layers", "1", "--decoder_layers", "1",
+    "--encoder_attention_heads", "2", "--decoder_attention_heads", "2", "--encoder_ffn_dim", "64",
+    "--decoder_ffn_dim", "64", "--max_tokens", "400", "--warmup_steps", "4", "--max_train_steps", "6",
+    "--eval_steps", "3", "--checkpoint_steps", "3", "--max_eval_samples", "8", "--num_beams", "2",
+    "--logging_steps", "2", "--report_to", "none", "--ema_decay", "0.9", "--gradient_accumulation_steps", "2", "--max_grad_norm", "1.0",
+]  # fmt: skip
+
+
+def test_a_tiny_run_is_split_into_phases_that_add_up(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    write_demo_files(tmp_path, num_train=120, num_validation=8, num_test=8)
+    data = [f"--{split}_file={tmp_path / f'{split}.jsonl'}" for split in ("train", "validation", "test")]
+    report = tmp_path / "profile.json"
+    assert main(["--json", str(report), "--", *TINY, *data, "--output_dir", str(tmp_path / "run")]) == 0
+    out = capsys.readouterr().out
+    results = json.loads(report.read_text())
+    assert results["updates"] == 6
+    phases = results["phases"]
+    # every micro-batch has its forward and backward pass; the optimizer steps and zeroes once per update
+    assert phases["forward"]["calls"] == phases["backward"]["calls"] == 12
+    assert phases["optimizer"]["calls"] == 2 * 12  # accelerate's wrapper is called per micro-batch (it skips)
+    assert phases["moving average"]["calls"] == phases["data"]["calls"] == phases["clip"]["calls"] == 6
+    # evaluated at update 3 (not at the last one, which the final scoring covers); checkpoints at 3 and 6
+    assert phases["evaluation"]["calls"] == 1 and phases["checkpoints"]["calls"] == 2
+    assert all(phases[name]["seconds"] > 0 for name in PHASES_IN_LOOP)
+    assert phases["rest"]["seconds"] >= 0  # the phases inside the loop add up to no more than the loop
+    assert sum(p["seconds"] for p in phases.values() if "calls" in p) == pytest.approx(results["loop_seconds"])
+    assert phases["final model choice"]["seconds"] > 0 and phases["final scoring"]["seconds"] > 0
+    assert results["updates_per_minute"] == pytest.approx(60 * 6 / results["loop_seconds"])
+    assert results["peak_anon_mb"] > 0 and "updates per minute" in out
+
+
+def test_a_phase_inside_another_counts_as_the_outer_one():
+    clock = PhaseClock()
+    with clock.phase("training loop", nested=True), clock.phase("evaluation"), clock.phase("forward"):
+        pass
+    assert clock.calls == {"training loop": 1, "evaluation": 1}
+
+
+def test_train_options_are_required(capsys):
+    with pytest.raises(SystemExit) as stop:
+        parse_args(["--json", "x.json"])
+    assert stop.value.code == 2 and "give train.py's options after --" in capsys.readouterr().err
