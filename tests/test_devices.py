@@ -5,7 +5,7 @@ injected, and the flags PyTorch reads are checked and restored."""
 import pytest
 import torch
 
-from vaswani.devices import disable_cudnn_attention, resolve_tf32
+from vaswani.devices import disable_cudnn_attention, resolve_tf32, training_attention
 
 
 @pytest.fixture
@@ -69,3 +69,21 @@ def test_translating_switches_cudnn_attention_off_for_its_device(monkeypatch):
     monkeypatch.setattr(engines, "disable_cudnn_attention", asked.append)
     engines.TorchEngine(tiny_model(), None, "cpu")
     assert asked == ["cpu"]
+
+
+@pytest.mark.parametrize(
+    ("requested", "device", "precision", "kernel"),
+    [(None, "cpu", "bf16", "eager"), (None, "cpu", "no", None), (None, "cuda", "bf16", None),
+     ("sdpa", "cpu", "bf16", "sdpa"), ("eager", "cuda", "no", "eager")],
+)  # fmt: skip
+def test_bf16_training_on_a_cpu_gets_eager_attention_unless_a_kernel_is_asked_for(
+    requested, device, precision, kernel
+):
+    chosen, why = training_attention(requested, device, precision)
+    assert chosen == kernel
+    if requested:
+        assert why == "--attn_implementation"
+    elif kernel is None:
+        assert why == "the model's default"
+    else:
+        assert "bf16 training on a CPU" in why

@@ -96,6 +96,24 @@ def resolve_tf32(requested: bool | None, device_type: str) -> str | None:
     )
 
 
+def training_attention(requested: str | None, device_type: str, mixed_precision: str) -> tuple[str | None, str]:
+    """(attention kernel to train with, why) for `--attn_implementation requested`; None is the model's own default
+    (transformers': sdpa). Decided once, before the model is built.
+
+    Unset, bf16 training on a CPU gets the eager kernel: there PyTorch's scaled_dot_product_attention runs its CPU
+    flash-attention kernel, whose backward pass is slow in bfloat16 at the short lengths of sentence batches.
+    Measured (torch 2.13, Intel Sapphire Rapids, one thread, configs/small-data.yaml's model, benchmarks/README.md
+    "Where a training run's time goes"): 41% of a bf16 training step in that backward, 30 ms per call against 2 ms
+    for its forward; with eager attention the step takes 1.2-1.9x less time at every batch shape measured (86x13 to
+    8x128 tokens), and a 5-minute training run makes more updates. In float32 the two kernels are within about 20% of
+    each other either way, so sdpa stays; on a GPU sdpa's fused kernels win."""
+    if requested is not None:
+        return requested, "--attn_implementation"
+    if device_type == "cpu" and mixed_precision == "bf16":
+        return "eager", "default for bf16 training on a CPU: sdpa's CPU flash-attention backward is slow in bfloat16"
+    return None, "the model's default"
+
+
 def disable_cudnn_attention(device_type: str) -> str | None:
     """Keep PyTorch's scaled_dot_product_attention off its cuDNN backend on a GPU (once, before training or
     translating); returns what was decided, for the log (None on the CPU, which has no such backend).

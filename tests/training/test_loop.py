@@ -408,6 +408,32 @@ def test_attn_implementation_sets_the_kernel_and_one_that_cannot_run_here_is_ref
                  "invalid choice: 'flash'")  # fmt: skip
 
 
+def test_bf16_training_on_the_cpu_uses_eager_attention_and_float32_keeps_sdpa(data_dir, tmp_path, monkeypatch, caplog):
+    """Unset --attn_implementation: bf16 autocast on the CPU trains with the eager kernel (sdpa's CPU backward is slow
+    in bf16, vaswani.devices.training_attention), float32 with the model's default, sdpa; the log says which."""
+    from transformers import PreTrainedModel
+
+    kernels = []
+    original = PreTrainedModel.set_attn_implementation
+
+    def recording(self, implementation, *args, **kwargs):
+        original(self, implementation, *args, **kwargs)
+        kernels.append(self.config._attn_implementation)
+
+    monkeypatch.setattr(PreTrainedModel, "set_attn_implementation", recording)
+    base = [*data_args(data_dir), *TINY_RUN, "--max_train_steps", "1", "--cache_dir", str(tmp_path / "cache")]
+    with caplog.at_level("INFO", logger="train"):
+        train_in_process([*base, "--mixed_precision", "bf16", "--output_dir", str(tmp_path / "bf16")])
+    assert kernels == ["eager"]
+    assert "Attention kernel: eager (default for bf16 training on a CPU" in caplog.text
+    kernels.clear()
+    caplog.clear()
+    with caplog.at_level("INFO", logger="train"):
+        train_in_process([*base, "--mixed_precision", "no", "--output_dir", str(tmp_path / "fp32")])
+    assert "Attention kernel: sdpa (the model's default)" in caplog.text
+    assert kernels == []  # the model's own kernel: nothing set
+
+
 def test_prefetched_batches_train_the_same_weights_and_hide_a_slow_collator(data_dir, tmp_path, monkeypatch):
     """Issue 30 item 5: with a collator slowed on purpose (a 20 ms sleep per batch), the share of the steps spent
     waiting for data (`data_wait_share`, logged with the loss) falls when the next updates' batches are made in the

@@ -42,7 +42,7 @@ from vaswani.constants import (
 from vaswani.data.batching import TokenBatchSampler, collate, padding_efficiency, to_device
 from vaswani.data.prefetch import Inline, Prefetcher
 from vaswani.data.prepared import apply_manifest, check_sources_unchanged, load_prepared, read_manifest
-from vaswani.devices import disable_cudnn_attention, resolve_tf32
+from vaswani.devices import disable_cudnn_attention, resolve_tf32, training_attention
 from vaswani.errors import (
     EnvironmentFailure,
     ModelFolderError,
@@ -111,9 +111,10 @@ def resolve_model_config(args) -> VaswaniConfig:
     return config
 
 
-def build_model(args, config, tokenizer) -> torch.nn.Module:
+def build_model(args, config, tokenizer, attn_implementation: str | None = None) -> torch.nn.Module:
     """The task's model (`Task.model_class`): loaded from --model, or new with the tokenizer's
-    vocabulary size and special-token ids."""
+    vocabulary size and special-token ids; with the attention kernel `attn_implementation` (`training_attention`'s
+    choice; None: the model's default)."""
     if args.model:  # weights checked against the config (with the command line's overrides)
         model, _ = load_model_folder(args.model, need_tokenizer=False, config=config)
     else:
@@ -128,11 +129,11 @@ def build_model(args, config, tokenizer) -> torch.nn.Module:
             raise UsageError(f"the tokenizer does not fit the model configuration: {exc}") from exc
         model = TASKS[args.task].model_class(config)
     check_tokenizer_fits(tokenizer, model.config, where=f"--tokenizer {args.tokenizer or 'of this run'}", exact=True)
-    if args.attn_implementation is not None:
+    if attn_implementation is not None:
         try:  # transformers checks that the kernel exists here (flash-attn installed, a CUDA device)
-            model.set_attn_implementation(args.attn_implementation)
+            model.set_attn_implementation(attn_implementation)
         except (ImportError, ValueError) as exc:
-            raise UsageError(f"--attn_implementation {args.attn_implementation} cannot be used here: {exc}") from None
+            raise UsageError(f"--attn_implementation {attn_implementation} cannot be used here: {exc}") from None
     if args.gradient_checkpointing:
         # transformers renamed it; the old name warns that it goes away in v6 (the new one is not in every 5.x)
         getattr(model, "activation_checkpointing_enable", model.gradient_checkpointing_enable)()
@@ -212,7 +213,9 @@ def set_up(args: argparse.Namespace) -> Run:
         raw, summary = task.load_data(args, accelerator)
     logger.info("Data:\n%s", summary)
     tokenizer = get_tokenizer(args, raw, output_dir, accelerator, config)
-    model = build_model(args, config, tokenizer)
+    attention, why = training_attention(args.attn_implementation, accelerator.device.type, accelerator.mixed_precision)
+    model = build_model(args, config, tokenizer, attention)
+    logger.info("Attention kernel: %s (%s)", model.config._attn_implementation, why)
     if model.uses_layerdrop and accelerator.num_processes > 1:
         if args.gradient_checkpointing:
             raise UsageError("LayerDrop with gradient checkpointing fails under DDP; turn one of them off.")

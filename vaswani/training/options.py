@@ -124,7 +124,8 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
         help="the attention kernel, as transformers names it: eager (the formula of Section 3.2.1 in PyTorch ops), "
         "sdpa (torch's scaled_dot_product_attention: fused kernels where the device has them, on a GPU not cuDNN's, "
         "which plans every new shape; transformers' default), "
-        "flash_attention_2 (CUDA GPUs with the flash-attn package)",
+        "flash_attention_2 (CUDA GPUs with the flash-attn package). Unset: eager for bf16 training on a CPU (sdpa's "
+        "CPU backward is slow there; vaswani.devices.training_attention), else the model's default (sdpa)",
     )  # fmt: skip
 
 
