@@ -243,7 +243,7 @@ def _libc():
 
 
 def proc_status_mb(field: str) -> float:
-    """A `Vm*` field of /proc/self/status (e.g. "VmRSS", "VmHWM") in MiB."""
+    """A memory field of /proc/self/status (e.g. "VmRSS", "VmHWM", "RssAnon") in MiB."""
     with open("/proc/self/status") as status:
         for line in status:
             if line.startswith(field + ":"):

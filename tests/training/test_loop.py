@@ -386,9 +386,9 @@ def test_empty_lines_are_skipped_and_reported(tmp_path):
     assert "20 skipped because a side is empty" in result.stderr, result.stderr[-3000:]
 
 
-def test_attn_implementation_sets_the_kernel_and_one_that_cannot_run_here_is_refused(data_dir, tmp_path, monkeypatch):
-    """--attn_implementation eager trains with the eager kernel (transformers' default is sdpa); flash_attention_2
-    without the flash-attn package (this CPU machine) is an `error:` before any training."""
+@pytest.fixture
+def kernels_set(monkeypatch) -> list[str]:
+    """The attention kernels set on models during the test (`PreTrainedModel.set_attn_implementation`), in order."""
     from transformers import PreTrainedModel
 
     kernels = []
@@ -399,39 +399,35 @@ def test_attn_implementation_sets_the_kernel_and_one_that_cannot_run_here_is_ref
         kernels.append(self.config._attn_implementation)
 
     monkeypatch.setattr(PreTrainedModel, "set_attn_implementation", recording)
+    return kernels
+
+
+def test_attn_implementation_sets_the_kernel_and_one_that_cannot_run_here_is_refused(data_dir, tmp_path, kernels_set):
+    """--attn_implementation eager trains with the eager kernel (transformers' default is sdpa); flash_attention_2
+    without the flash-attn package (this CPU machine) is an `error:` before any training."""
     base = [*data_args(data_dir), *TINY_RUN, "--max_train_steps", "1", "--cache_dir", str(tmp_path / "cache")]
     train_in_process([*base, "--attn_implementation", "eager", "--output_dir", str(tmp_path / "eager")])
-    assert kernels[0] == "eager"  # (evaluation may set it again: alignments need the eager kernel)
+    assert kernels_set[0] == "eager"  # (evaluation may set it again: alignments need the eager kernel)
     expect_error([*base, "--attn_implementation", "flash_attention_2", "--output_dir", str(tmp_path / "flash")],
                  tmp_path, "--attn_implementation flash_attention_2 cannot be used here", "FlashAttention2")  # fmt: skip
     expect_error([*base, "--attn_implementation", "flash", "--output_dir", str(tmp_path / "x")], tmp_path,
                  "invalid choice: 'flash'")  # fmt: skip
 
 
-def test_bf16_training_on_the_cpu_uses_eager_attention_and_float32_keeps_sdpa(data_dir, tmp_path, monkeypatch, caplog):
+def test_bf16_training_on_the_cpu_uses_eager_attention_and_float32_keeps_sdpa(data_dir, tmp_path, kernels_set, caplog):
     """Unset --attn_implementation: bf16 autocast on the CPU trains with the eager kernel (sdpa's CPU backward is slow
     in bf16, vaswani.devices.training_attention), float32 with the model's default, sdpa; the log says which."""
-    from transformers import PreTrainedModel
-
-    kernels = []
-    original = PreTrainedModel.set_attn_implementation
-
-    def recording(self, implementation, *args, **kwargs):
-        original(self, implementation, *args, **kwargs)
-        kernels.append(self.config._attn_implementation)
-
-    monkeypatch.setattr(PreTrainedModel, "set_attn_implementation", recording)
     base = [*data_args(data_dir), *TINY_RUN, "--max_train_steps", "1", "--cache_dir", str(tmp_path / "cache")]
     with caplog.at_level("INFO", logger="train"):
         train_in_process([*base, "--mixed_precision", "bf16", "--output_dir", str(tmp_path / "bf16")])
-    assert kernels == ["eager"]
+    assert kernels_set == ["eager"]
     assert "Attention kernel: eager (default for bf16 training on a CPU" in caplog.text
-    kernels.clear()
+    kernels_set.clear()
     caplog.clear()
     with caplog.at_level("INFO", logger="train"):
         train_in_process([*base, "--mixed_precision", "no", "--output_dir", str(tmp_path / "fp32")])
     assert "Attention kernel: sdpa (the model's default)" in caplog.text
-    assert kernels == []  # the model's own kernel: nothing set
+    assert kernels_set == []  # the model's own kernel: nothing set
 
 
 def test_prefetched_batches_train_the_same_weights_and_hide_a_slow_collator(data_dir, tmp_path, monkeypatch):
