@@ -38,7 +38,8 @@ QUICK_CASES = [
 @pytest.fixture(scope="module")
 def kill_run(tmp_path_factory):
     """A 6-update run killed inside its first checkpoint save, inside its second (the run resumes from the first,
-    its schedule and moving average of the weights with it) and inside its final save, resumed each time."""
+    its schedule and moving average of the weights with it) and inside its final save, resumed each time. (A kill
+    that misses its save is retried; one retried after the last checkpoint goes to the final save.)"""
     workdir = tmp_path_factory.mktemp("faults")
     fixtures = bench_faults.Fixtures(workdir / "fixtures")
     moments = [
@@ -60,8 +61,12 @@ def test_kills_inside_saves_resume_to_identical_weights(kill_run):
     assert summary["failure"] is None, summary["failure"]
     assert summary["kills"] == summary["kills_survived"] >= 3
     # Each kill meant for a save landed inside one (it left the save's temporary entries behind), at the planned
-    # moment or at a retry of it; the ones that came too early or too late were retried.
-    assert summary["inside_saves"] == {"checkpoint-save": 2, "final-save": 1}, summary["records"]
+    # moment or at a retry of it; the ones that came too early or too late were retried. A retry that comes after the
+    # last checkpoint is aimed at the final save instead (a checkpoint save's window is ~0.05 s: on a loaded CI machine
+    # the second one can be missed twice), so only the total and both kinds being hit are fixed.
+    inside = summary["inside_saves"]
+    assert sum(inside.values()) == 3, summary["records"]
+    assert inside["checkpoint-save"] >= 1 and inside["final-save"] >= 1, summary["records"]
     assert summary["save_moments_missed"] == [], summary["records"]
     assert summary["kills"] == 3 + summary["save_kills_retried"]
     assert summary["corrupt_checkpoints"] == [] and summary["mixed_final_folders"] == []
