@@ -124,9 +124,11 @@ def weights_of(model) -> dict:
     return {k: v.detach().clone() for k, v in model.state_dict().items() if k != "lm_head.weight"}
 
 
-def fake_run(tmp_path: Path, checkpoints: dict[str, dict], window_count: int, final_model: str = "auto"):
+def fake_run(tmp_path: Path, checkpoints: dict[str, dict], window_count: int, final_model: str = "auto",
+             max_eval_samples: int | None = None, final_eval_samples: int | None = None):  # fmt: skip
     """A Run for `choose_final_model`: checkpoints written with the given weights (oldest first), a real tiny model
-    and a real validation score (the model's loss on a fixed batch, --metric_for_best loss)."""
+    and a real validation score (the model's loss on a fixed batch, --metric_for_best loss) of a validation split of
+    10 examples; `run.evaluated` lists the `max_samples` of each evaluation."""
     manager = CheckpointManager(tmp_path / "checkpoints")
     for step, weights in enumerate(checkpoints.values(), start=1):
         manager.save(step, lambda folder, w=weights, s=step: write_checkpoint(folder, float(s), w))
@@ -134,18 +136,23 @@ def fake_run(tmp_path: Path, checkpoints: dict[str, dict], window_count: int, fi
     input_ids, attention_mask, labels = random_batch()
     batch = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
 
+    evaluated = []
+
     @torch.no_grad()
     def evaluate(split, max_samples=None):
         assert split == "validation"
+        evaluated.append(max_samples)
         model.eval()
         return {"loss": model(**batch).loss.item()}
 
     window = AveragingWindow(count=window_count, fraction=1.0, max_steps=None, budget_seconds=None)
+    args = SimpleNamespace(final_model=final_model, metric_for_best="loss", max_eval_samples=max_eval_samples,
+                           final_eval_samples=final_eval_samples)  # fmt: skip
     return SimpleNamespace(
-        args=SimpleNamespace(final_model=final_model, metric_for_best="loss", max_eval_samples=None),
-        accelerator=SimpleNamespace(num_processes=1, is_main_process=True), manager=manager,
-        rules=StoppingRules(tmp_path, None, None, "loss", record=True, window=window), tokenized={"validation": None},
-        training=SimpleNamespace(model=model), evaluate=evaluate,
+        args=args, accelerator=SimpleNamespace(num_processes=1, is_main_process=True), manager=manager,
+        rules=StoppingRules(tmp_path, None, None, "loss", record=True, window=window),
+        tokenized={"validation": range(10)}, training=SimpleNamespace(model=model), evaluate=evaluate,
+        evaluated=evaluated,
     ), batch  # fmt: skip
 
 
@@ -199,6 +206,33 @@ def test_selection_takes_the_average_when_it_is_better(tmp_path, trained_and_ran
     assert_model_has(no_average.training.model, above)
 
 
+@pytest.mark.parametrize(
+    "max_eval_samples, final_eval_samples, rescored",
+    [
+        (4, None, True),  # training scored 4 of 10 examples, the choice all 10: every candidate again
+        (4, 4, False),  # the same 4: the recorded score is reused
+        (None, None, False),  # both all 10
+        (20, None, False),  # more than the split holds is all of it
+        (None, 6, True),
+    ],
+)
+def test_the_choice_scores_again_what_training_scored_on_fewer_examples(
+    tmp_path, trained_and_random, max_eval_samples, final_eval_samples, rescored
+):
+    trained, untrained = trained_and_random
+    run, _ = fake_run(tmp_path, {"early": untrained, "last": trained}, window_count=2,
+                      max_eval_samples=max_eval_samples, final_eval_samples=final_eval_samples)  # fmt: skip
+    run.rules.evaluated(2, {"loss": 99.0})  # the last checkpoint's score from an evaluation during training
+    chosen, choice, scored = choose_final_model(run, None)
+    scores = {c["name"]: c["score"] for c in choice["candidates"]}
+    assert choice["validation_examples"] == (min(10, final_eval_samples or 10))
+    if rescored:  # the trained model's real loss, not the recorded 99: it wins; the average scored too
+        assert run.evaluated == [final_eval_samples] * 2 and scores["last"] < 99.0 and chosen.name == "last"
+        assert scored["validation"]["loss"] == scores["last"]  # the final validation line reuses it
+    else:  # the recorded 99 stands (only the average is scored), so the average wins
+        assert run.evaluated == [final_eval_samples] and scores["last"] == 99.0 and chosen.name == "average"
+
+
 def test_progress_follows_the_limit_that_ends_the_run_first():
     budget = TimeBudget(minutes=20.0, seconds_before=60.0)
     assert run_fraction(100, 1000, budget, 540.0) == (0.5, "10.0/20 min, update 100")  # time is further along
@@ -237,7 +271,12 @@ def test_a_time_budget_alone_trains_and_hands_over_the_best_candidate(data_dir, 
     for name, tensor in final.items():
         torch.testing.assert_close(tensor, expected[name], rtol=0, atol=0, msg=name)
     assert results["averaged_checkpoints"] == chosen["checkpoints"]
-    assert f"the best validation bleu of: last checkpoint (step {results['step']})" in (out / "README.md").read_text()
+    examples = choice["validation_examples"]  # the whole validation split (--final_eval_samples unset)
+    assert examples == len((data_dir / "validation.jsonl").read_text().splitlines())
+    assert (
+        f"the best validation bleu on {examples} examples of: last checkpoint (step {results['step']})"
+        in (out / "README.md").read_text()
+    )
 
 
 @pytest.mark.slow

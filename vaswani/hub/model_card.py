@@ -327,7 +327,7 @@ def _training_rows(run_args: dict, results: dict) -> list[tuple[str, str]]:
 
 def _final_model_text(choice: dict) -> str:
     """results.json's "final_model" in words, e.g. "the average of 5 checkpoints (steps 920-1000), the best validation
-    bleu of: last checkpoint (step 1000) 33.10, best evaluated checkpoint (step 500) 30.20, average 33.80" (and
+    bleu on 852 examples of: last checkpoint (step 1000) 33.10, best evaluated checkpoint (step 500) 30.20, average 33.80" (and
     "moving average of the weights (step 1000) 33.90" with --ema_decay)."""
     names = {"last": "last checkpoint", "best": "best evaluated checkpoint", "average": "average",
              "ema": "moving average of the weights"}  # fmt: skip
@@ -347,7 +347,8 @@ def _final_model_text(choice: dict) -> str:
         else f"average {c['score']:.2f}"
         for c in choice["candidates"]
     )
-    return f"{what(chosen)}, the best validation {choice['metric']} of: {scores}"
+    examples = f" on {choice['validation_examples']} examples" if choice.get("validation_examples") else ""
+    return f"{what(chosen)}, the best validation {choice['metric']}{examples} of: {scores}"
 
 
 __all__ = ["LOCAL_PATH_OPTIONS", "public_run_args", "render_model_card", "write_model_card"]

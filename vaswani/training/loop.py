@@ -572,7 +572,7 @@ def finish(run: Run, finished_early: str | None) -> dict:
     for split in ("validation", "test"):
         if split in run.tokenized:
             results = scored.get(split) or run.evaluate(
-                split, max_samples=args.max_eval_samples if split == "validation" else None
+                split, max_samples=args.final_eval_samples if split == "validation" else None
             )
             run.metrics(f"final_{split}", progress.step, {k: v for k, v in results.items() if k != "examples"})
             log_evaluation(f"final {split}", results, progress.step)
@@ -608,8 +608,9 @@ def close(run: Run) -> None:
 def choose_final_model(run: Run, finished_early: str | None) -> tuple[Candidate, dict, dict]:
     """The model the run hands over (vaswani/training/stopping.py): with --final_model auto, the best on the validation set of
     the last checkpoint, the best evaluated checkpoint, the average of the window (Section 6.1's averaging, scaled to
-    the run) and the weights' moving average (--ema_decay); scores recorded during training are reused, the others
-    are computed here. Loads the winner's
+    the run) and the weights' moving average (--ema_decay), each on --final_eval_samples validation pairs (default:
+    all); scores recorded during training are reused when they were on as many pairs, the others are computed here
+    (after the time budget: the choice costs no update). Loads the winner's
     weights into the model; returns it, what results.json says of the choice, and the winner's validation results
     when they were computed here ({"validation": results}, else {}: the caller need not compute them again)."""
     args, accelerator, unwrapped = run.args, run.accelerator, run.training.model
@@ -621,12 +622,16 @@ def choose_final_model(run: Run, finished_early: str | None) -> tuple[Candidate,
     if selection == "auto" and "validation" not in run.tokenized:
         selection = "average"
         logger.warning("No validation set to choose the final model with: it is the window's average (the paper's)")
-    validation = {}
+    validation, pairs = {}, None
     if selection == "auto":
+        # the scores recorded during training are on --max_eval_samples pairs (400 in the small-data recipe): close
+        # candidates need more pairs to be told apart
+        pairs = validation_pairs(run, args.final_eval_samples)
+        rescore = pairs != validation_pairs(run, args.max_eval_samples)
         for candidate in candidates:
-            if candidate.score is None:
+            if candidate.score is None or rescore:
                 average_into_model(unwrapped, candidate.weights)
-                validation[candidate.name] = run.evaluate("validation", max_samples=args.max_eval_samples)
+                validation[candidate.name] = run.evaluate("validation", max_samples=args.final_eval_samples)
                 candidate.score = validation[candidate.name].get(args.metric_for_best)
         chosen = candidates.index(choose(candidates, args.metric_for_best)) if accelerator.is_main_process else 0
         chosen = candidates[from_main_process(accelerator, lambda: chosen)]
@@ -636,11 +641,17 @@ def choose_final_model(run: Run, finished_early: str | None) -> tuple[Candidate,
     if accelerator.is_main_process:
         among = "; ".join(f"{c.name} {c.score:.2f}" for c in candidates) if selection == "auto" else ""
         logger.info("Final model: %s (%s), %s", chosen.name, ", ".join(p.name for p in chosen.checkpoints),
-                    f"chosen by validation {args.metric_for_best} among {among}" if among
+                    f"chosen by validation {args.metric_for_best} ({pairs} examples) among {among}" if among
                     else f"--final_model {selection}")  # fmt: skip
     choice = {"chosen": chosen.name, "selection": selection, "metric": args.metric_for_best,
-              "candidates": [c.describe() for c in candidates]}  # fmt: skip
+              "validation_examples": pairs, "candidates": [c.describe() for c in candidates]}  # fmt: skip
     return chosen, choice, {"validation": validation[chosen.name]} if chosen.name in validation else {}
+
+
+def validation_pairs(run: Run, max_samples: int | None) -> int:
+    """How many validation examples an evaluation with `max_samples` (None: all) scores."""
+    available = len(run.tokenized["validation"])
+    return available if max_samples is None else min(available, max_samples)
 
 
 def push(output_dir: Path, repo_id: str) -> dict:

@@ -266,6 +266,12 @@ def add_evaluation_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("evaluation")
     group.add_argument("--eval_steps", type=int, default=1000, help="evaluate every N updates (0: only at the end)")
     group.add_argument("--max_eval_samples", type=int, default=None, help="BLEU on at most N validation pairs")
+    group.add_argument(
+        "--final_eval_samples", type=int, default=None,
+        help="the final model's choice (--final_model auto) and the final validation scores on at most N validation "
+        "examples (default: all of them); scores recorded during training are reused when --max_eval_samples "
+        "gives as many, else every candidate is scored again after training",
+    )  # fmt: skip
     group.add_argument("--eval_max_tokens", type=int, default=None, help="token budget of evaluation batches")
     add_option(group, "num_beams", COMMAND, default=4, help="beam size of evaluation's translations (paper: 4)")
     add_option(
@@ -391,6 +397,7 @@ def _check_args(args: argparse.Namespace) -> None:
         "eval_max_tokens",
         "checkpoint_steps",
         "max_eval_samples",
+        "final_eval_samples",
         "stop_after_steps",
     ):
         if getattr(args, name) is not None and getattr(args, name) < 1:

@@ -24,8 +24,9 @@ rotation of `--keep_checkpoints`, so they are never deleted by it.
 
 The final model (`--final_model auto`): the candidates are the last checkpoint (the model as trained), the best
 evaluated checkpoint, the average of the window and, with `--ema_decay`, the moving average of the weights at the end
-of the run (`vaswani/training/ema.py`, saved with the last checkpoint); each is scored on the validation set (scores
-already computed during training are reused) and the best `--metric_for_best` wins; on a tie the simpler candidate
+of the run (`vaswani/training/ema.py`, saved with the last checkpoint); each is scored on the validation set
+(`--final_eval_samples` examples, all by default; scores computed during training are reused when they were on as
+many) and the best `--metric_for_best` wins; on a tie the simpler candidate
 (in that order) wins. `last`, `best`, `average` and `ema` force one candidate. results.json, the log and the model
 card name the winner and every candidate's score.
 """
