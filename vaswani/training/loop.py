@@ -42,7 +42,12 @@ from vaswani.constants import (
 from vaswani.data.batching import TokenBatchSampler, collate, padding_efficiency, to_device
 from vaswani.data.prefetch import Inline, Prefetcher
 from vaswani.data.prepared import apply_manifest, check_sources_unchanged, load_prepared, read_manifest
-from vaswani.devices import disable_cudnn_attention, resolve_tf32, training_attention
+from vaswani.devices import (
+    disable_cudnn_attention,
+    limit_onednn_primitive_cache,
+    resolve_tf32,
+    training_attention,
+)
 from vaswani.errors import (
     EnvironmentFailure,
     ModelFolderError,
@@ -199,6 +204,8 @@ def set_up(args: argparse.Namespace) -> Run:
         logger.info("TF32: %s", tf32)
     if (attention := disable_cudnn_attention(accelerator.device.type)) is not None:
         logger.info("Attention kernels: %s", attention)
+    if (cache := limit_onednn_primitive_cache(accelerator.device.type)) is not None:
+        logger.info("oneDNN primitive cache: %s", cache)
     with together(accelerator):
         if accelerator.is_main_process:
             recover_model_folder(args.output_dir)  # finish (or undo) a final save that a kill interrupted
