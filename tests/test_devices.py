@@ -1,11 +1,24 @@
-"""vaswani/devices.py: TF32 decided once for training (issue 30 item 5). (The mixed-precision default:
+"""vaswani/devices.py: TF32 decided once for training (issue 30 item 5); the attention kernel and oneDNN's primitive
+cache of CPU training (issue 27 item 4). (The mixed-precision default:
 tests/training/test_stopping.py; inference dtypes: tests/inference/.) No GPU is needed: the GPU's compute capability is
 injected, and the flags PyTorch reads are checked and restored."""
+
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
 
-from vaswani.devices import disable_cudnn_attention, resolve_tf32, training_attention
+from vaswani.devices import (
+    ONEDNN_CACHE_CAPACITY,
+    ONEDNN_CACHE_VARIABLES,
+    disable_cudnn_attention,
+    limit_onednn_primitive_cache,
+    native_bf16,
+    resolve_tf32,
+    training_attention,
+)
 
 
 @pytest.fixture
@@ -87,3 +100,58 @@ def test_bf16_training_on_a_cpu_gets_eager_attention_unless_a_kernel_is_asked_fo
         assert why == "the model's default"
     else:
         assert "bf16 training on a CPU" in why
+
+
+@pytest.fixture
+def onednn_environment(monkeypatch):
+    """Both spellings of oneDNN's cache variable unset for the test, and restored after it (the function sets one)."""
+    for name in ONEDNN_CACHE_VARIABLES:
+        monkeypatch.setenv(name, "")
+    return monkeypatch
+
+
+def test_onednn_cache_is_limited_on_the_cpu_unless_the_environment_sets_it(onednn_environment):
+    assert limit_onednn_primitive_cache("cuda") is None  # a GPU: nothing to do
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == ""
+    said = limit_onednn_primitive_cache("cpu")
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == str(ONEDNN_CACHE_CAPACITY)
+    assert said.startswith(f"{ONEDNN_CACHE_CAPACITY} (default 1024")
+    for name in ONEDNN_CACHE_VARIABLES:  # the user's value, under either name, is kept and named
+        for other in ONEDNN_CACHE_VARIABLES:
+            onednn_environment.setenv(other, "")
+        onednn_environment.setenv(name, "512")
+        assert limit_onednn_primitive_cache("cpu") == f"512 ({name}, set in the environment)"
+        assert [os.environ[n] for n in ONEDNN_CACHE_VARIABLES] == [
+            "512" if n == name else "" for n in ONEDNN_CACHE_VARIABLES
+        ]
+
+
+SHAPES_PROBE = """
+import os, sys
+import torch
+if sys.argv[1] != "default":  # after torch is imported, as limit_onednn_primitive_cache does in train.py
+    os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = sys.argv[1]
+layer = torch.nn.Linear(256, 1024)
+for rows in range(40, 40 + 3 * 120, 3):  # a new shape each time, as token-budget batches are
+    x = torch.randn(rows, 256, requires_grad=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        layer(x).float().sum().backward()
+print(next(line.split()[1] for line in open("/proc/self/status") if line.startswith("RssAnon")))
+"""
+
+
+@pytest.mark.skipif(not native_bf16("cpu") or not os.path.exists("/proc/self/status"), reason="oneDNN bf16 on Linux")
+def test_a_capacity_set_after_torch_is_imported_bounds_onednn_memory():
+    """oneDNN reads its cache capacity when it first caches a primitive, so train.py can set it after importing
+    torch (limit_onednn_primitive_cache): the same bf16 products over 120 new shapes hold less memory with 8 entries
+    than with oneDNN's default (1,024)."""
+
+    def anonymous_kb(capacity: str) -> int:
+        env = {k: v for k, v in os.environ.items() if k not in ONEDNN_CACHE_VARIABLES}
+        result = subprocess.run([sys.executable, "-c", SHAPES_PROBE, capacity], env=env, capture_output=True,
+                                text=True, timeout=300)  # fmt: skip
+        assert result.returncode == 0, result.stderr[-2000:]
+        return int(result.stdout.split()[-1])
+
+    default, limited = anonymous_kb("default"), anonymous_kb("8")
+    assert limited < 0.75 * default, (limited, default)

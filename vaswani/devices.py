@@ -115,7 +115,7 @@ def training_attention(requested: str | None, device_type: str, mixed_precision:
 
 
 ONEDNN_CACHE_VARIABLES = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "DNNL_PRIMITIVE_CACHE_CAPACITY")  # oneDNN reads both
-ONEDNN_CACHE_CAPACITY = 64  # primitives kept (oneDNN's default: 1024); see limit_onednn_primitive_cache
+ONEDNN_CACHE_CAPACITY = 256  # primitives kept (oneDNN's default: 1024); see limit_onednn_primitive_cache
 
 
 def limit_onednn_primitive_cache(device_type: str) -> str | None:
@@ -123,12 +123,14 @@ def limit_onednn_primitive_cache(device_type: str) -> str | None:
     what was decided, for the log (None on a GPU).
 
     oneDNN (PyTorch's CPU kernels for bfloat16 matrix products) compiles a primitive for every new matrix shape and
-    keeps the last 1,024 by default. Batches made by token count (`--max_tokens`) bring a new shape nearly every
-    update, so the cache fills with primitives used once, each holding its code and buffers: measured (torch 2.13,
-    Intel Sapphire Rapids, configs/small-data.yaml's recipe, 3-minute runs, benchmarks/README.md "Where a training
-    run's time goes"), a bf16 training run peaked at 2.9 GB of anonymous memory with the default and 1.4 GB with 64
-    entries. The capacity is read when the cache is first used, so setting the variable here, before any product,
-    takes effect; a value the user set in the environment is kept."""
+    keeps the last 1,024 by default. Batches made by token count (`--max_tokens`) bring new shapes nearly every
+    update, so the cache fills with primitives used a few times, each holding its code and buffers. Measured (torch
+    2.13, Intel Sapphire Rapids, configs/small-data.yaml's recipe in bf16, two 3-minute runs at a time in alternating
+    pairs, benchmarks/README.md "Where a training run's time goes"): peak anonymous memory 2.8 GB with 1,024
+    entries, 1.9-2.1 GB with 256, 1.6 GB with 128, 1.4 GB with 64; updates per minute 1.01x the default's with 256,
+    0.97-0.98x 256's with 128, 0.87-0.92x the default's with 64 (a training step reuses more than 64). The capacity is
+    read when the cache is first used, so setting the variable here, before any product, takes effect; a value the
+    user set in the environment is kept."""
     if device_type != "cpu":
         return None
     for name in ONEDNN_CACHE_VARIABLES:

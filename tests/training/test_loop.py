@@ -414,14 +414,22 @@ def test_attn_implementation_sets_the_kernel_and_one_that_cannot_run_here_is_ref
                  "invalid choice: 'flash'")  # fmt: skip
 
 
-def test_bf16_training_on_the_cpu_uses_eager_attention_and_float32_keeps_sdpa(data_dir, tmp_path, kernels_set, caplog):
+def test_bf16_training_on_the_cpu_uses_eager_attention_and_float32_keeps_sdpa(
+    data_dir, tmp_path, kernels_set, caplog, monkeypatch
+):
     """Unset --attn_implementation: bf16 autocast on the CPU trains with the eager kernel (sdpa's CPU backward is slow
-    in bf16, vaswani.devices.training_attention), float32 with the model's default, sdpa; the log says which."""
+    in bf16, vaswani.devices.training_attention), float32 with the model's default, sdpa; the log says which. The
+    log also says that oneDNN's primitive cache is limited (vaswani.devices.limit_onednn_primitive_cache)."""
+    from vaswani.devices import ONEDNN_CACHE_VARIABLES
+
+    for name in ONEDNN_CACHE_VARIABLES:  # as unset (an earlier run in this process set it), restored after the test
+        monkeypatch.setenv(name, "")
     base = [*data_args(data_dir), *TINY_RUN, "--max_train_steps", "1", "--cache_dir", str(tmp_path / "cache")]
     with caplog.at_level("INFO", logger="train"):
         train_in_process([*base, "--mixed_precision", "bf16", "--output_dir", str(tmp_path / "bf16")])
     assert kernels_set == ["eager"]
     assert "Attention kernel: eager (default for bf16 training on a CPU" in caplog.text
+    assert "oneDNN primitive cache: 256 (default 1024" in caplog.text
     kernels_set.clear()
     caplog.clear()
     with caplog.at_level("INFO", logger="train"):
