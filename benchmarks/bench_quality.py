@@ -18,7 +18,8 @@ once). Each side has its own recipe:
   `group_by_length`, AdamW (0.9, 0.98) at 5e-4 with 400 warmup steps and inverse square root decay, label smoothing
   0.1, the recipe's dropout, fused AdamW; stopped by a callback when the budget is spent; test translations with
   `generate(num_beams=4)` (length penalty 0.6, as train.py). Mixed precision: train.py's default on this CPU (bf16
-  where the CPU computes bfloat16 natively, AVX512-BF16/AMX; else none) on both sides.
+  where the CPU computes bfloat16 natively, AVX512-BF16/AMX; else none) on both sides, and train.py's attention
+  kernel at that precision (eager in bf16 on a CPU, vaswani.devices.training_attention) on both sides too.
 
 Both are scored with sacrebleu (BLEU and chrF, default settings; the signatures are printed). Target: train.py
 >= 5 BLEU ahead.
@@ -258,6 +259,15 @@ def both_sides_precision() -> str:
     return resolve_mixed_precision(None, "cpu")[0]
 
 
+def both_sides_attention() -> str:
+    """train.py's attention kernel at that precision on this CPU (eager for bf16: `vaswani.devices.training_attention`,
+    PyTorch's CPU flash-attention backward is slow in bfloat16), given to the Trainer side too: MarianMTModel's
+    default is the same sdpa kernel, so the peer gets the same fix."""
+    from vaswani.devices import training_attention
+
+    return training_attention(None, "cpu", both_sides_precision())[0] or "sdpa"
+
+
 def trainer_config(peer: dict) -> str:
     return f"lr {peer['learning_rate']:g}, batch {peer['batch_size']}, {peer['lr_scheduler']}"
 
@@ -270,7 +280,8 @@ def trainer_run(args, tokenizer_dir: Path, test_file: Path, recipe: dict, peer: 
         "train": str(args.data_dir / "train.jsonl"), "validation": str(args.data_dir / "validation.jsonl"),
         "max_eval_samples": args.max_eval_samples or recipe["max_eval_samples"], "test": str(test_file),
         "tokenizer": str(tokenizer_dir), "source_lang": args.source_lang, "target_lang": args.target_lang,
-        "minutes": args.minutes, "seed": seed, "bf16": both_sides_precision() == "bf16", "output_dir": str(args.output_dir / name), "result": str(result),
+        "minutes": args.minutes, "seed": seed, "bf16": both_sides_precision() == "bf16",
+        "attn_implementation": both_sides_attention(), "output_dir": str(args.output_dir / name), "result": str(result),
         **peer,
         "dims": {k: recipe[k] for k in ("d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads",
                                         "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim", "dropout")},
@@ -328,6 +339,8 @@ def trainer_worker(spec_path: str) -> None:
     marian_dims = dict(d_model=dims["d_model"], layers=dims["encoder_layers"], heads=dims["encoder_attention_heads"],
                        ffn_dim=dims["encoder_ffn_dim"], dropout=dims["dropout"])  # fmt: skip
     tokenizer, model, train = marian_and_training_set(spec, marian_dims, src, tgt, truncation=True, max_length=256)
+    model.set_attn_implementation(spec["attn_implementation"])
+    print(f"attention kernel: {model.config._attn_implementation}", flush=True)
     steps = {"done": 0}
     wsd = spec["lr_scheduler"] == "warmup_stable_decay"
 
@@ -407,7 +420,7 @@ def main(argv=None) -> dict:
           f"({'tuned over ' + str(len(peers)) + ' settings' if args.tune_peer else 'one setting'}) on "
           f"{args.data_dir.name}, {args.minutes:g} training minutes per run, {args.parallel} runs at a time, one "
           f"thread each; seeds {args.seeds}; test pairs: {args.max_test_samples or 'all'}; mixed precision of "
-          f"both sides: {both_sides_precision()}; "
+          f"both sides: {both_sides_precision()}, attention kernel: {both_sides_attention()}; "
           f"{common.describe_machine(common.machine_description(1))}", flush=True)  # fmt: skip
     tune_seeds = args.seeds[: args.tune_seeds or len(args.seeds)]
     runs, grid = [], []
