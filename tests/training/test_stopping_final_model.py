@@ -326,6 +326,9 @@ def test_resume_keeps_the_choice_exactly(data_dir, tmp_path):  # noqa: F811
         (["--max_train_steps", "5", "--average_window", "1.5"], "--average_window 1.5 is not allowed"),
         (["--max_train_steps", "5", "--final_model", "best"], "--final_model best needs evaluations"),
         (["--max_train_steps", "5", "--final_model", "mean"], "invalid choice: 'mean'"),
+        (["--max_train_steps", "5", "--final_eval_samples", "0"],
+         "--final_eval_samples 0 is not allowed; use a positive integer or leave it unset"),
+        (["--max_train_steps", "5", "--final_eval_samples", "all"], "argument --final_eval_samples: invalid int value"),
     ],
 )  # fmt: skip
 def test_bad_ending_options_are_refused_before_anything_is_written(tmp_path, extra, message):
