@@ -90,12 +90,12 @@ COMMON = ["--max_train_steps", "5", "--checkpoint_steps", "1", "--keep_checkpoin
 TRANSLATION = [
     "--vocab_size", "400", "--d_model", "16", "--encoder_layers", "2", "--decoder_layers", "2",
     "--encoder_attention_heads", "2", "--decoder_attention_heads", "2", "--encoder_ffn_dim", "32",
-    "--decoder_ffn_dim", "32", "--max_eval_samples", "8", "--num_beams", "2",
+    "--decoder_ffn_dim", "32", "--max_eval_samples", "8", "--final_eval_samples", "8", "--num_beams", "2",
 ]  # fmt: skip
 CAUSAL_LM = ["--vocab_size", "400", "--d_model", "16", "--decoder_layers", "1", "--decoder_attention_heads", "2",
-             "--decoder_ffn_dim", "32", "--block_size", "32", "--max_eval_samples", "8"]  # fmt: skip
+             "--decoder_ffn_dim", "32", "--block_size", "32", "--max_eval_samples", "8", "--final_eval_samples", "8"]  # fmt: skip
 MASKED_LM = ["--vocab_size", "400", "--d_model", "16", "--encoder_layers", "1", "--encoder_attention_heads", "2",
-             "--encoder_ffn_dim", "32", "--block_size", "32", "--max_eval_samples", "8"]  # fmt: skip
+             "--encoder_ffn_dim", "32", "--block_size", "32", "--max_eval_samples", "8", "--final_eval_samples", "8"]  # fmt: skip
 
 
 def tiny_options(words: list[str]) -> list[str]:
@@ -103,7 +103,8 @@ def tiny_options(words: list[str]) -> list[str]:
     its dimensions: --model refuses architecture options)."""
     task = words[words.index("--task") + 1] if "--task" in words else "translation"
     if "--model" in words:
-        return [*COMMON, *(["--num_beams", "2", "--max_eval_samples", "8"] if task == "translation" else [])]
+        return [*COMMON, *(["--num_beams", "2", "--max_eval_samples", "8", "--final_eval_samples", "8"]
+                           if task == "translation" else [])]  # fmt: skip
     options = [*COMMON, *{"translation": TRANSLATION, "causal_lm": CAUSAL_LM, "masked_lm": MASKED_LM}[task]]
     if "--prepared_data" in words:  # the prepared folder fixes the vocabulary and the blocks (another is refused)
         fixed = {i for i, word in enumerate(options) if word in ("--vocab_size", "--block_size")}

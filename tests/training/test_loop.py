@@ -94,7 +94,7 @@ def test_few_step_run_in_one_process_leaves_a_loadable_model(data_dir, tmp_path)
     # (--final_model average keeps no validation record, so the evaluation at step 3 saves none)
     assert results["step"] == 6 and results["averaged_checkpoints"] == ["step-00000002", "step-00000004",
                                                                         "step-00000006"]  # fmt: skip
-    for split, size in (("validation", 12), ("test", 16)):
+    for split, size in (("validation", 16), ("test", 16)):  # the final scores: every pair (--final_eval_samples unset)
         assert "signature" not in results[split] and results[split]["bleu_signature"].startswith("nrefs:1|")
         assert_scores_are_sacrebleu_of_every_pair(results[split], data_dir / f"{split}.jsonl", size)
     metrics = read_metrics(out)
