@@ -131,27 +131,30 @@ import os, sys
 import torch
 if sys.argv[1] != "default":  # after torch is imported, as limit_onednn_primitive_cache does in train.py
     os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = sys.argv[1]
+def anonymous_kb():
+    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("RssAnon"))
 layer = torch.nn.Linear(256, 1024)
-for rows in range(40, 40 + 3 * 120, 3):  # a new shape each time, as token-budget batches are
+before = anonymous_kb()
+for rows in range(40, 40 + 3 * 100, 3):  # a new shape each time, as token-budget batches are
     x = torch.randn(rows, 256, requires_grad=True)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         layer(x).float().sum().backward()
-print(next(line.split()[1] for line in open("/proc/self/status") if line.startswith("RssAnon")))
+print(anonymous_kb() - before)
 """
 
 
 @pytest.mark.skipif(not native_bf16("cpu") or not os.path.exists("/proc/self/status"), reason="oneDNN bf16 on Linux")
 def test_a_capacity_set_after_torch_is_imported_bounds_onednn_memory():
     """oneDNN reads its cache capacity when it first caches a primitive, so train.py can set it after importing
-    torch (limit_onednn_primitive_cache): the same bf16 products over 120 new shapes hold less memory with 8 entries
+    torch (limit_onednn_primitive_cache): the same bf16 products over 100 new shapes add less memory with 8 entries
     than with oneDNN's default (1,024)."""
 
-    def anonymous_kb(capacity: str) -> int:
+    def growth_kb(capacity: str) -> int:
         env = {k: v for k, v in os.environ.items() if k not in ONEDNN_CACHE_VARIABLES}
         result = subprocess.run([sys.executable, "-c", SHAPES_PROBE, capacity], env=env, capture_output=True,
                                 text=True, timeout=300)  # fmt: skip
         assert result.returncode == 0, result.stderr[-2000:]
         return int(result.stdout.split()[-1])
 
-    default, limited = anonymous_kb("default"), anonymous_kb("8")
-    assert limited < 0.75 * default, (limited, default)
+    default, limited = growth_kb("default"), growth_kb("8")
+    assert limited < 0.75 * default, (limited, default)  # measured 0.58 (Sapphire Rapids, torch 2.13)
