@@ -137,7 +137,8 @@ def limit_onednn_primitive_cache(device_type: str) -> str | None:
         if os.environ.get(name):
             return f"{os.environ[name]} ({name}, set in the environment)"
     os.environ[ONEDNN_CACHE_VARIABLES[0]] = str(ONEDNN_CACHE_CAPACITY)
-    return f"{ONEDNN_CACHE_CAPACITY} (default 1024: every token-budget batch is a new shape; {ONEDNN_CACHE_VARIABLES[0]} overrides it)"
+    return (f"{ONEDNN_CACHE_CAPACITY} (default 1024: every token-budget batch is a new shape; "
+            f"{ONEDNN_CACHE_VARIABLES[0]} overrides it)")  # fmt: skip
 
 
 def disable_cudnn_attention(device_type: str) -> str | None:

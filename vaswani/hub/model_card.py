@@ -327,8 +327,8 @@ def _training_rows(run_args: dict, results: dict) -> list[tuple[str, str]]:
 
 def _final_model_text(choice: dict) -> str:
     """results.json's "final_model" in words, e.g. "the average of 5 checkpoints (steps 920-1000), the best validation
-    bleu on 852 examples of: last checkpoint (step 1000) 33.10, best evaluated checkpoint (step 500) 30.20, average 33.80" (and
-    "moving average of the weights (step 1000) 33.90" with --ema_decay)."""
+    bleu on 852 examples of: last checkpoint (step 1000) 33.10, best evaluated checkpoint (step 500) 30.20, average
+    33.80" (and "moving average of the weights (step 1000) 33.90" with --ema_decay)."""
     names = {"last": "last checkpoint", "best": "best evaluated checkpoint", "average": "average",
              "ema": "moving average of the weights"}  # fmt: skip
 

@@ -629,12 +629,12 @@ def choose_final_model(run: Run, finished_early: str | None) -> tuple[Candidate,
     if selection == "auto" and "validation" not in run.tokenized:
         selection = "average"
         logger.warning("No validation set to choose the final model with: it is the window's average (the paper's)")
-    validation, pairs = {}, None
+    validation, examples = {}, None
     if selection == "auto":
         # the scores recorded during training are on --max_eval_samples pairs (400 in the small-data recipe): close
         # candidates need more pairs to be told apart
-        pairs = validation_pairs(run, args.final_eval_samples)
-        rescore = pairs != validation_pairs(run, args.max_eval_samples)
+        examples = validation_examples(run, args.final_eval_samples)
+        rescore = examples != validation_examples(run, args.max_eval_samples)
         for candidate in candidates:
             if candidate.score is None or rescore:
                 average_into_model(unwrapped, candidate.weights)
@@ -648,14 +648,14 @@ def choose_final_model(run: Run, finished_early: str | None) -> tuple[Candidate,
     if accelerator.is_main_process:
         among = "; ".join(f"{c.name} {c.score:.2f}" for c in candidates) if selection == "auto" else ""
         logger.info("Final model: %s (%s), %s", chosen.name, ", ".join(p.name for p in chosen.checkpoints),
-                    f"chosen by validation {args.metric_for_best} ({pairs} examples) among {among}" if among
+                    f"chosen by validation {args.metric_for_best} ({examples} examples) among {among}" if among
                     else f"--final_model {selection}")  # fmt: skip
     choice = {"chosen": chosen.name, "selection": selection, "metric": args.metric_for_best,
-              "validation_examples": pairs, "candidates": [c.describe() for c in candidates]}  # fmt: skip
+              "validation_examples": examples, "candidates": [c.describe() for c in candidates]}  # fmt: skip
     return chosen, choice, {"validation": validation[chosen.name]} if chosen.name in validation else {}
 
 
-def validation_pairs(run: Run, max_samples: int | None) -> int:
+def validation_examples(run: Run, max_samples: int | None) -> int:
     """How many validation examples an evaluation with `max_samples` (None: all) scores."""
     available = len(run.tokenized["validation"])
     return available if max_samples is None else min(available, max_samples)

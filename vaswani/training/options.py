@@ -265,7 +265,12 @@ def add_evaluation_options(parser: argparse.ArgumentParser) -> None:
     """The evaluation: how often, on what, with which beam search; early stopping."""
     group = parser.add_argument_group("evaluation")
     group.add_argument("--eval_steps", type=int, default=1000, help="evaluate every N updates (0: only at the end)")
-    group.add_argument("--max_eval_samples", type=int, default=None, help="BLEU on at most N validation pairs")
+    group.add_argument(
+        "--max_eval_samples",
+        type=int,
+        default=None,
+        help="evaluations during training on at most N validation pairs (the final ones: --final_eval_samples)",
+    )
     group.add_argument(
         "--final_eval_samples", type=int, default=None,
         help="the final model's choice (--final_model auto) and the final validation scores on at most N validation "
