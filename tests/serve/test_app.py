@@ -13,6 +13,7 @@ import contextlib
 import http.client
 import json
 import socket
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -25,7 +26,7 @@ pytest.importorskip("uvicorn", reason="the serve extra is not installed: pip ins
 libretranslatepy = pytest.importorskip("libretranslatepy", reason="the dev extra is not installed")
 
 from vaswani.inference.outputs import format_alignment  # noqa: E402
-from vaswani.serve.app import ServerSettings, create_app  # noqa: E402
+from vaswani.serve.app import ServerSettings, create_app, http_stack, server_config  # noqa: E402
 from vaswani.serve.limits import ApiKeys, Limits  # noqa: E402
 from vaswani.serve.models import ModelSpec, load_models  # noqa: E402
 
@@ -57,8 +58,7 @@ def running(models, **settings):
     app = create_app(models, ServerSettings(**settings))
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    config = uvicorn.Config(app, access_log=False, log_level="warning", lifespan="on", timeout_graceful_shutdown=10)
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(server_config(app, graceful_seconds=10, log_level="warning"))  # as `vaswani serve` runs
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -418,3 +418,22 @@ def test_under_load_every_request_gets_its_own_answer_once_and_batches_form(mode
     assert values['vaswani_requests_total{endpoint="/translate",status="200"}'] == len(texts)
     assert values["vaswani_batch_sentences_sum"] == sentences
     assert values["vaswani_batch_sentences_count"] < len(texts) / 2  # mean batch size above 2 requests' worth
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The HTTP stack: the serve extra's C parser and event loop, the pure-Python ones without them
+# ---------------------------------------------------------------------------------------------------------------------
+@pytest.mark.skipif(sys.platform == "win32", reason="uvloop is not built for Windows")
+def test_the_server_runs_the_serve_extras_c_parser_and_loop_and_falls_back_without_them(models, monkeypatch):
+    app = create_app(models, ServerSettings())
+    config = server_config(app, graceful_seconds=1)
+    config.load()
+    assert (config.http, config.loop) == http_stack() == ("httptools", "uvloop")  # what the serve extra installs
+    assert config.http_protocol_class.__name__ == "HttpToolsProtocol"  # every server of this file runs on it
+
+    monkeypatch.setitem(sys.modules, "httptools", None)  # as if not installed: importing it fails
+    monkeypatch.setitem(sys.modules, "uvloop", None)
+    config = server_config(app, graceful_seconds=1)
+    config.load()
+    assert (config.http, config.loop) == http_stack() == ("h11", "asyncio")
+    assert config.http_protocol_class.__name__ == "H11Protocol"

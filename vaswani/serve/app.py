@@ -515,11 +515,41 @@ class RequestLog:
                         sizes["in"], sizes["out"], seconds * 1000)  # fmt: skip
 
 
+def http_stack() -> tuple[str, str]:
+    """uvicorn's HTTP parser and event loop: the C ones the `serve` extra installs (httptools, uvloop; what uvicorn's
+    own `standard` install adds for speed), else its pure-Python parser (h11) and asyncio's own loop. The same choice
+    as uvicorn's `auto`, made here so that the log can say which."""
+    try:
+        import httptools  # noqa: F401  (only whether it is installed)
+
+        http = "httptools"
+    except ImportError:
+        http = "h11"
+    try:
+        import uvloop  # noqa: F401  (as above; not built for Windows)
+
+        loop = "uvloop"
+    except ImportError:
+        loop = "asyncio"
+    return http, loop
+
+
+def server_config(app: FastAPI, host: str = "127.0.0.1", port: int = 5000, *, graceful_seconds: float,
+                  log_level: str = "info"):  # fmt: skip
+    """uvicorn's settings for `app`: no access log (`RequestLog` logs sizes and timings), no server header, the
+    lifespan events that start and stop the batcher, and the HTTP stack of `http_stack()`."""
+    import uvicorn
+
+    http, loop = http_stack()
+    return uvicorn.Config(app, host=host, port=port, access_log=False, server_header=False, log_level=log_level,
+                          timeout_graceful_shutdown=graceful_seconds, lifespan="on", http=http, loop=loop)  # fmt: skip
+
+
 def run_server(app: FastAPI, host: str, port: int, *, graceful_seconds: float, log_level: str = "info") -> None:
     """Serve `app` until SIGINT or SIGTERM; then stop accepting connections and finish the requests in flight
     (at most `graceful_seconds`) before the process exits."""
     import uvicorn
 
-    config = uvicorn.Config(app, host=host, port=port, access_log=False, server_header=False, log_level=log_level,
-                            timeout_graceful_shutdown=graceful_seconds, lifespan="on")  # fmt: skip
+    config = server_config(app, host, port, graceful_seconds=graceful_seconds, log_level=log_level)
+    logger.info("HTTP: uvicorn with the %s parser and the %s event loop", config.http, config.loop)
     uvicorn.Server(config).run()
