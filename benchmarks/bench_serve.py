@@ -118,7 +118,9 @@ def server_process(folder: Path, args, log: Path):
                "--port", str(port), "--threads", str(args.threads), "--max_wait_ms", str(args.max_wait_ms),
                "--max_tokens", str(args.max_tokens), "--max_request_seconds", "600"]  # fmt: skip
     with open(log, "w") as output:
-        process = subprocess.Popen(command, cwd=REPO_ROOT, env=common.worker_env(args.threads), stdout=output,
+        # started as a user starts it: its threads come from --threads, not from OMP_/MKL_NUM_THREADS (MKL_NUM_THREADS
+        # would override CTranslate2's one thread per worker: vaswani.inference.engines.warn_mkl_threads)
+        process = subprocess.Popen(command, cwd=REPO_ROOT, env=common.worker_env(), stdout=output,
                                    stderr=subprocess.STDOUT)  # fmt: skip
     try:
         deadline = time.monotonic() + 300

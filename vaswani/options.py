@@ -162,6 +162,10 @@ REGISTRY: dict[str, Option] = {
         "--threads", "CPU threads (default: PyTorch's, one per core unless OMP_NUM_THREADS says otherwise)",
         dict(type=positive_int, metavar="N"),
     ),
+    "parallel_batches": Option(
+        "--parallel_batches", "ctranslate2 backend: batches decoded at once, each on threads / N cores (default: one "
+        "per core on CPU, CTranslate2's throughput setting; 1 on GPU)", dict(type=positive_int, metavar="N"),
+    ),
     # decoding
     "num_beams": Option("--num_beams", "beam size (paper: 4)", dict(type=positive_int, metavar="K")),
     "length_penalty": Option(

@@ -128,7 +128,7 @@ def test_the_options_reach_the_server_settings(monkeypatch, tmp_path):
 
     seen = {}
     monkeypatch.setattr("vaswani.serve.app.run_server", lambda app, host, port, **kw: seen.update(
-        settings=app.state.server.settings, host=host, port=port, **kw))  # fmt: skip
+        settings=app.state.server.settings, slots=app.state.server.batcher.slots, host=host, port=port, **kw))  # fmt: skip
     monkeypatch.setattr(
         serve, "_load_translator", lambda folders, args: seen.setdefault("folders", folders) and _Fake()
     )
@@ -141,12 +141,40 @@ def test_the_options_reach_the_server_settings(monkeypatch, tmp_path):
     assert (settings.max_tokens, settings.max_wait, settings.rate_limit, settings.num_beams) == (512, 0.025, 6.0, 2)
     assert (settings.limits.max_request_characters, settings.limits.max_request_seconds) == (99, 7.0)
     assert settings.cors_origins == ["https://a.org", "https://b.org"] and settings.log_texts
+    assert seen["slots"] == {("de", "fr"): 3}  # the translator's parallel batches decode at once
+
+
+def test_parallel_batches_sets_the_ctranslate2_workers_and_each_batch_stays_whole(model_folder, tmp_path, capsys):
+    pytest.importorskip("ctranslate2")
+    import torch
+
+    from vaswani.cli.serve import _load_translator
+
+    export = tmp_path / "ct2"
+    assert main(["export", "--model", str(model_folder), "--output_dir", str(export)]) == 0
+    threads = torch.get_num_threads()
+    try:
+        for given, expected in ((None, 2), ("1", 1), ("2", 2)):
+            argv = ["serve", "--model", str(export), "--threads", "2"] + (
+                ["--parallel_batches", given] if given else []
+            )
+            args = build_parser("serve").parse_args(argv)
+            torch.set_num_threads(args.threads)  # as the command does before loading
+            translator = _load_translator([export], args)
+            assert translator.parallel_batches == expected and not translator.engine.split_batches
+    finally:
+        torch.set_num_threads(threads)
+    assert main(["serve", "--model", f"en-de={model_folder}", "--parallel_batches", "2"]) == 2
+    assert "parallel_batches=2 needs the ctranslate2 backend" in capsys.readouterr().err
+    assert main(["serve", "--model", "x", "--parallel_batches", "0"]) == 2
+    assert "--parallel_batches: must be at least 1" in capsys.readouterr().err
 
 
 class _Fake:
     """A translator stand-in for the option test (nothing is translated)."""
 
     tokenizer = None
+    parallel_batches = 3
 
 
 def test_without_the_serve_extra_the_command_says_how_to_install_it(monkeypatch, capsys):

@@ -7,7 +7,9 @@ parameters, and what cannot be exported or translated is refused with a clear er
 import copy
 import functools
 import json
+import logging
 import random
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
@@ -25,7 +27,7 @@ from vaswani.export.ctranslate2 import (
     is_ctranslate2_folder,
     scalenorm_as_rmsnorm,
 )
-from vaswani.inference.engines import ct2_max_batch_size, ct2_threads
+from vaswani.inference.engines import ct2_max_batch_size, ct2_threads, warn_mkl_threads
 from vaswani.inference.translator import Translator
 
 ctranslate2 = pytest.importorskip("ctranslate2")
@@ -454,6 +456,39 @@ def test_parallel_batches_give_the_same_translations_scores_and_alignments(model
         assert results[1, beams][0] == results[2, beams][0]
         assert results[1, beams][1] == pytest.approx(results[2, beams][1], abs=1e-5)
     assert Translator(output, device="cpu").engine.parallel_batches == 2  # default: one part per CPU thread
+
+
+def test_whole_batches_sent_from_two_threads_at_once_translate_as_one_caller_does(model_folder, tmp_path):
+    """vaswani serve's way: `split_batches=False`, one batch per worker, two callers at once."""
+    output = export_ctranslate2(model_folder, tmp_path / "ct2")
+    groups = [copy_sentences(6, seed=seed) for seed in (21, 22, 23, 24)]
+    torch.set_num_threads(2)  # restored by the one_torch_thread fixture
+    one_caller = Translator(output, device="cpu")
+    expected = [[[(t.text, t.score) for t in h] for h in one_caller.translate_hypotheses(g, nbest=2, scores=True)]
+                for g in groups]  # fmt: skip
+    translator = Translator(output, device="cpu", split_batches=False)
+    assert translator.parallel_batches == 2 and one_caller.parallel_batches == 2
+    translator.engine.translator = RecordingTranslator(translator.engine.translator)
+    with ThreadPoolExecutor(2) as pool:
+        got = list(pool.map(lambda g: translator.translate_hypotheses(g, nbest=2, scores=True), groups * 3))
+    for hypotheses, wanted in zip(got, expected * 3, strict=True):
+        texts_scores = [[(t.text, t.score) for t in h] for h in hypotheses]
+        assert [[text for text, _ in h] for h in texts_scores] == [[text for text, _ in h] for h in wanted]
+        assert [s for h in texts_scores for _, s in h] == pytest.approx([s for h in wanted for _, s in h], abs=1e-5)
+    assert translator.engine.translator.max_batch_sizes == [0] * 12  # each batch whole, on one worker
+    assert Translator(model_folder, device="cpu", split_batches=False).parallel_batches == 1  # PyTorch
+    with pytest.raises(TranslateError, match="split_batches='no': use True or False"):
+        Translator(output, device="cpu", split_batches="no")
+
+
+@pytest.mark.parametrize("value, warned", [("2", True), ("1", False), (None, False), ("many", False)])
+def test_mkl_num_threads_above_a_workers_threads_is_warned_about(value, warned, caplog):
+    environ = {} if value is None else {"MKL_NUM_THREADS": value}
+    with caplog.at_level(logging.WARNING, logger="vaswani.inference.engines"):
+        warn_mkl_threads(1, 2, environ)
+    assert (
+        "MKL_NUM_THREADS=2 is more than the 1 thread(s) CTranslate2 gives each of its 2 workers" in caplog.text
+    ) == warned
 
 
 def test_parallel_batches_refusals(model_folder, tmp_path, capsys):

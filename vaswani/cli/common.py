@@ -56,7 +56,7 @@ def open_output(path: Path | None) -> Iterator[io.TextIOBase]:
 def load_translator(models: Sequence[str | Path], args: argparse.Namespace, **options) -> Translator:
     """The Translator of `models` (one folder, or several: an ensemble) with the options every decoding command
     shares (--device, --max_source_length, --trust_remote_code, --backend, --mixed_precision); `options` adds a
-    command's own (translate's --parallel_batches)."""
+    command's own (--parallel_batches, serve's split_batches)."""
     return Translator(list(models), device=args.device, max_source_length=args.max_source_length,
                       trust_remote_code=args.trust_remote_code, backend=args.backend,
                       dtype=MIXED_PRECISION_TO_DTYPE[args.mixed_precision], **options)  # fmt: skip

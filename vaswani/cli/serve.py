@@ -79,6 +79,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_option(parser, "device", "serve", default="auto")
     add_option(parser, "backend", "serve", default="auto", choices=BACKENDS)
     add_option(parser, "threads", "serve", help="CPU threads for decoding (default: PyTorch's)")
+    add_option(parser, "parallel_batches", "serve",
+               help="ctranslate2 backend: batches decoded at once, each whole on threads / N cores (default: one per "
+                    "core on CPU; 1 on GPU). PyTorch decodes one batch at a time")  # fmt: skip
     add_option(parser, "mixed_precision", "serve", default="no",
                help="compute type, as in vaswani translate: bf16/fp16 where the device computes it natively; no: "
                     "float32")  # fmt: skip
@@ -129,5 +132,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _load_translator(folders: list[Path], args: argparse.Namespace):
     """The translator of one pair: one folder, or an ensemble of several (the mean of their log-probabilities, as
-    repeated --model in vaswani translate; PyTorch folders sharing one tokenizer, checked by `Translator`)."""
-    return load_translator(folders, args)
+    repeated --model in vaswani translate; PyTorch folders sharing one tokenizer, checked by `Translator`). The server
+    sends it `parallel_batches` batches at once, each kept whole (`split_batches=False`, vaswani.serve.batching)."""
+    return load_translator(folders, args, parallel_batches=args.parallel_batches, split_batches=False)

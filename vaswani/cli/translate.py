@@ -40,11 +40,6 @@ DESCRIPTION = "Translate sentences from stdin or --input (one per line, UTF-8) i
 # The options of `vaswani translate` of its own (the shared ones come from the registry, `vaswani.options`), in the
 # order --help lists them after those.
 TRANSLATE_OPTIONS = {
-    "--parallel_batches": dict(
-        type=positive_int, metavar="N",
-        help="ctranslate2 backend: decode each batch as N parts at once, each on threads / N cores (default: one part "
-             "per core on CPU, CTranslate2's throughput setting; 1 on GPU)",
-    ),
     "--nbest": dict(
         type=positive_int, default=1, metavar="N",
         help="print the N best translations of each line (needs --num_beams >= N), as `LINE ||| TRANSLATION` lines",
@@ -96,6 +91,9 @@ def add_arguments(translate: argparse.ArgumentParser) -> None:
         "translate",
         help="CPU threads for decoding (default: PyTorch's, one per core unless OMP_NUM_THREADS says otherwise)",
     )
+    add_option(translate, "parallel_batches", "translate",
+               help="ctranslate2 backend: decode each batch as N parts at once, each on threads / N cores (default: "
+                    "one part per core on CPU, CTranslate2's throughput setting; 1 on GPU)")  # fmt: skip
     add_option(translate, "max_tokens", "translate", default=4096, help="source tokens per batch, padding included")
     add_option(
         translate,

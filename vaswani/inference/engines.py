@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -298,7 +299,7 @@ class CTranslate2Engine:
     """A folder written by `vaswani export --format ctranslate2`, run by `ctranslate2.Translator`."""
 
     def __init__(self, folder: Path, tokenizer, device: str = "auto", dtype: str = "float32",
-                 threads: int | None = None, parallel_batches: int | None = None):  # fmt: skip
+                 threads: int | None = None, parallel_batches: int | None = None, split_batches: bool = True):  # fmt: skip
         try:
             ctranslate2 = import_ctranslate2()
         except ExportError as error:
@@ -314,6 +315,9 @@ class CTranslate2Engine:
 
             threads = torch.get_num_threads()
         self.parallel_batches, intra_threads = ct2_threads(device_type, threads, parallel_batches)
+        self.split_batches = split_batches  # False: each batch whole, on one worker (callers send several at once)
+        if device_type == "cpu":
+            warn_mkl_threads(intra_threads, self.parallel_batches)
         self.translator = new_ct2_translator(
             ctranslate2, folder, device=device_type, device_index=index, compute_type=self.compute_type,
             inter_threads=self.parallel_batches, intra_threads=intra_threads,
@@ -423,7 +427,7 @@ class CTranslate2Engine:
         return [list(result.log_probs) for result in results]
 
     def _split(self, batch: list) -> int:
-        return ct2_max_batch_size(len(batch), self.parallel_batches)
+        return ct2_max_batch_size(len(batch), self.parallel_batches if self.split_batches else 1)
 
     def _forced_attention(self, sources: list[list[int]], batches: list[list[Hypothesis]]) -> None:
         """The attention rows of beam-search hypotheses, from one greedy pass forced along each hypothesis
@@ -465,6 +469,20 @@ def ct2_threads(device: str, threads: int, parallel_batches: int | None = None) 
         allowed = f"1 to {threads} (the CPU threads in use; --threads sets them)" if device == "cpu" else "1 or more"
         raise TranslateError(f"parallel_batches={parallel_batches}: use {allowed}")
     return parallel_batches, max(1, threads // parallel_batches) if device == "cpu" else threads
+
+
+def warn_mkl_threads(intra_threads: int, parallel_batches: int, environ=os.environ) -> None:
+    """Warn when MKL_NUM_THREADS asks for more threads than CTranslate2 gives each worker: Intel MKL (CTranslate2's
+    matrix products on Intel CPUs) takes it over CTranslate2's own count, so each of the `parallel_batches` workers
+    runs that many threads and they compete for the cores (vaswani serve on 2 cores, int8: 0.78x the sentences/s with
+    MKL_NUM_THREADS=2, benchmarks/README.md)."""
+    value = environ.get("MKL_NUM_THREADS", "")
+    if value.isdigit() and int(value) > intra_threads:
+        logger.warning(
+            "MKL_NUM_THREADS=%s is more than the %d thread(s) CTranslate2 gives each of its %d workers: Intel MKL may "
+            "take it instead, and the workers then compete for the cores (slower); unset it (--threads and "
+            "--parallel_batches set the threads)", value, intra_threads, parallel_batches,
+        )  # fmt: skip
 
 
 def ct2_max_batch_size(size: int, parallel_batches: int) -> int:

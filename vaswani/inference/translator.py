@@ -137,7 +137,13 @@ class Translator:
 
     `max_source_length`: longer inputs are truncated to this many tokens (default: the model's
     `max_position_embeddings`). `backend`, `dtype`, `parallel_batches`: see `vaswani.inference.engines` (`parallel_batches`:
-    CTranslate2 decodes each batch as that many parts at once; default one per CPU thread, `ct2_threads`)."""
+    CTranslate2 decodes each batch as that many parts at once; default one per CPU thread, `ct2_threads`).
+
+    `parallel_batches` (the attribute) is how many calls of `translate_hypotheses` may decode at once, from as many
+    threads: CTranslate2's workers decode them side by side (a call keeps no state, and the tokenizer is only read);
+    PyTorch's is 1. `split_batches=False` keeps each batch whole, on one worker, for a caller that sends
+    `parallel_batches` batches at once itself (`vaswani serve`); the default cuts each batch into `parallel_batches`
+    parts, so that one caller uses every worker (`vaswani translate`). PyTorch never cuts a batch."""
 
     def __init__(
         self,
@@ -149,7 +155,11 @@ class Translator:
         backend: str = "auto",
         dtype: str = "float32",
         parallel_batches: int | None = None,
+        split_batches: bool = True,
     ):
+        if not isinstance(split_batches, bool):
+            raise TranslateError(f"split_batches={split_batches!r}: use True or False")
+        self.parallel_batches = 1  # PyTorch: one batch at a time, on all threads
         if isinstance(model, list | tuple):  # an ensemble (or a list of one)
             if len(model) > 1:
                 self._init_ensemble(model, device, max_source_length, trust_remote_code, backend, dtype,
@@ -157,7 +167,7 @@ class Translator:
                 return
             (model,) = model
         if _choose_backend(check_model_folder(model, need_weights=False), backend) == "ctranslate2":
-            self._init_ctranslate2(Path(model), device, max_source_length, dtype, parallel_batches)
+            self._init_ctranslate2(Path(model), device, max_source_length, dtype, parallel_batches, split_batches)
             return
         if parallel_batches not in (None, 1):
             raise TranslateError(
@@ -201,16 +211,18 @@ class Translator:
         self.engine = TorchEngine(models, self.tokenizer, self.device, dtype)
 
     def _init_ctranslate2(
-        self, folder: Path, device: str, max_source_length: int | None, dtype: str, parallel_batches: int | None
-    ) -> None:
+        self, folder: Path, device: str, max_source_length: int | None, dtype: str, parallel_batches: int | None,
+        split_batches: bool,
+    ) -> None:  # fmt: skip
         """A folder written by `vaswani export --format ctranslate2`: CTranslate2 decodes, our tokenizer (saved in
         the folder) encodes and decodes; each batch in `parallel_batches` parts at once (default: one per CPU
         thread; see `vaswani.inference.engines.ct2_threads`)."""
 
         self.folder, self.model, self.backend = folder, None, "ctranslate2"
         self.tokenizer = load_tokenizer(folder)  # checked: present, loadable, a real tokenizer
-        self.engine = CTranslate2Engine(folder, self.tokenizer, device, dtype, parallel_batches=parallel_batches)
-        self.device = self.engine.device
+        self.engine = CTranslate2Engine(folder, self.tokenizer, device, dtype, parallel_batches=parallel_batches,
+                                        split_batches=split_batches)  # fmt: skip
+        self.device, self.parallel_batches = self.engine.device, self.engine.parallel_batches
         self._set_max_source_length(max_source_length, self.engine.positions)
 
     def _set_max_source_length(self, max_source_length: int | None, positions: int) -> None:

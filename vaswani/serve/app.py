@@ -199,8 +199,10 @@ class Server:
         self.models, self.settings, self.limits = models, settings, settings.limits
         self.metrics = ServerMetrics()
         self.rate_limiter = RateLimiter()
+        # a CTranslate2 translator decodes `parallel_batches` batches at once (each whole, on its own cores)
+        slots = {pair: served.translator.parallel_batches for pair, served in models.items()}
         self.batcher = Batcher(self._decode, max_tokens=settings.max_tokens, max_wait=settings.max_wait,
-                               on_batch=self.metrics.observe_batch)  # fmt: skip
+                               on_batch=self.metrics.observe_batch, slots=slots)  # fmt: skip
         self.sources = sorted({source for source, _ in models})
 
     def authorize(self, request: Request, fields: dict) -> None:
