@@ -474,7 +474,7 @@ def ct2_threads(device: str, threads: int, parallel_batches: int | None = None) 
 def warn_mkl_threads(intra_threads: int, parallel_batches: int, environ=os.environ) -> None:
     """Warn when MKL_NUM_THREADS asks for more threads than CTranslate2 gives each worker: Intel MKL (CTranslate2's
     matrix products on Intel CPUs) takes it over CTranslate2's own count, so each of the `parallel_batches` workers
-    runs that many threads and they compete for the cores (vaswani serve on 2 cores, int8: 0.78x the sentences/s with
+    runs that many threads and they compete for the cores (vaswani serve on 2 cores, int8: 0.8x the sentences/s with
     MKL_NUM_THREADS=2, benchmarks/README.md)."""
     value = environ.get("MKL_NUM_THREADS", "")
     if value.isdigit() and int(value) > intra_threads:

@@ -11,8 +11,8 @@ A model may decode several batches at once (`slots`: a CTranslate2 translator wi
 its own cores; PyTorch decodes one at a time). When a model has k free slots, a batch takes at most 1/k of its
 queue's tokens, so that a burst of requests is shared out among the idle workers instead of waiting for one; after
 that the batches fall out of step by themselves, and one worker decodes while the answers of another's batch are
-written and the next requests arrive (on 2 cores, CTranslate2 int8, 16 clients: 1.2x the sentences/s of one batch
-at a time cut into 2 parts, benchmarks/README.md).
+written and the next requests arrive (on 2 cores, CTranslate2 int8, 16 clients: 1.3-1.4x the sentences/s of one
+batch at a time cut into 2 parts, benchmarks/README.md).
 
 A request whose client gave up, or whose time ran out (`asyncio.wait_for` cancels its future), is dropped from its
 queue before decoding; one cancelled during decoding has its results thrown away. Every other request gets exactly
