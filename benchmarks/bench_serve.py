@@ -24,6 +24,7 @@ translate faster than `vaswani translate` does) is told apart from a server that
 
     python benchmarks/bench_serve.py --model runs/gettext-small                          # both backends, 5 rounds
     python benchmarks/bench_serve.py --model runs/gettext-small --backends torch --rounds 1 --duration 5 --limit 50
+    python benchmarks/bench_serve.py --model runs/gettext-small --backends torch --device cuda     # both sides on a GPU
 """
 
 from __future__ import annotations
@@ -81,6 +82,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--duration", type=positive(float), default=20.0, help="seconds of load per round")
     parser.add_argument("--rounds", type=positive(int), default=5, help="alternating rounds (default: 5)")
     parser.add_argument("--threads", type=positive(int), default=os.cpu_count(), help="decoding threads (both sides)")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="where both sides decode (default: cpu; cuda: the PyTorch backend on a GPU)")  # fmt: skip
     parser.add_argument("--max_wait_ms", type=positive(float), default=10.0, help="the server's batching wait")
     parser.add_argument("--max_tokens", type=positive(int), default=2048, help="the server's token budget")
     parser.add_argument("--json", type=Path, help="also write the settings and results to this file")
@@ -89,6 +92,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--model {args.model} is not a folder")
     if not args.test_file.is_file():
         parser.error(f"--test_file {args.test_file} is not a file")
+    if args.device == "cuda" and "ct2-int8" in args.backends:
+        parser.error("--device cuda runs the PyTorch backend only: add --backends torch (the ct2-int8 export is the "
+                     "CPU's int8 setting)")  # fmt: skip
     return args
 
 
@@ -115,8 +121,8 @@ def server_process(folder: Path, args, log: Path):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     command = [sys.executable, "-m", "vaswani.cli", "serve", "--model", f"{args.source_lang}-{args.target_lang}={folder}",
-               "--port", str(port), "--threads", str(args.threads), "--max_wait_ms", str(args.max_wait_ms),
-               "--max_tokens", str(args.max_tokens), "--max_request_seconds", "600"]  # fmt: skip
+               "--port", str(port), "--threads", str(args.threads), "--device", args.device,
+               "--max_wait_ms", str(args.max_wait_ms), "--max_tokens", str(args.max_tokens), "--max_request_seconds", "600"]  # fmt: skip
     with open(log, "w") as output:
         # started as a user starts it: its threads come from --threads, not from OMP_/MKL_NUM_THREADS (MKL_NUM_THREADS
         # would override CTranslate2's one thread per worker: vaswani.inference.engines.warn_mkl_threads)
@@ -220,7 +226,7 @@ def run_backend(backend: str, sentences: list[str], args, scratch: Path) -> dict
     torch.set_num_threads(args.threads)
     hf_logging.disable_progress_bar()
     folder = backend_folder(backend, args, scratch)
-    reference = Translator(folder, device="cpu")
+    reference = Translator(folder, device=args.device)
     reference.translate(sentences[:16])  # warm-up
     rounds = []
     with server_process(folder, args, scratch / f"server-{backend}.log") as port:

@@ -29,6 +29,8 @@ def files(tmp_path):
         (["--duration", "-1"], "--duration: must be above 0"),
         (["--rounds", "two"], "--rounds: expected a number, got 'two'"),
         (["--max_wait_ms", "0"], "--max_wait_ms: must be above 0"),
+        (["--device", "tpu"], "--device: invalid choice: 'tpu'"),
+        (["--device", "cuda"], "--device cuda runs the PyTorch backend only: add --backends torch"),
     ],
 )
 def test_bad_options_are_refused_before_anything_runs(argv, message, files, capsys):
@@ -40,7 +42,8 @@ def test_bad_options_are_refused_before_anything_runs(argv, message, files, caps
 
 def test_the_defaults_are_the_issues_setting(files):
     args = parse_args(["--model", str(files / "model"), "--test_file", str(files / "test.txt")])
-    assert (args.clients, args.backends, args.rounds, args.max_wait_ms) == (16, ["ct2-int8", "torch"], 5, 10.0)
+    assert (args.clients, args.backends, args.rounds, args.max_wait_ms, args.device) == (
+        16, ["ct2-int8", "torch"], 5, 10.0, "cpu")  # fmt: skip
     args = parse_args(["--model", str(files / "model"), "--test_file", str(files / "test.txt"), "--backends", "torch"])
     assert args.backends == ["torch"]
 
