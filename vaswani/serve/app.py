@@ -21,7 +21,8 @@ source language of the loaded models (confidence 100: the only language this ser
 several.
 
 Texts are split into sentences (`vaswani.serve.text`), the sentences of concurrent requests are decoded together
-(`vaswani.serve.batching`) in one worker thread, and the translations are glued back into each text's shape.
+(`vaswani.serve.batching`) in worker threads (a CTranslate2 model's `parallel_batches` batches at once, PyTorch's
+one at a time), and the translations are glued back into each text's shape.
 """
 
 from __future__ import annotations
