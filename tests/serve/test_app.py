@@ -120,18 +120,33 @@ def test_libretranslatepy_translates_lists_languages_and_detects(models, transla
 
 def test_a_ctranslate2_export_is_served_as_vaswani_translate_runs_it(model_folder, tmp_path):
     pytest.importorskip("ctranslate2", reason="the ct2 extra is not installed")
+    import torch
+
     from vaswani.export.ctranslate2 import export_ctranslate2
     from vaswani.inference.translator import Translator
 
-    translator = Translator(export_ctranslate2(model_folder, tmp_path / "ct2", quantization="int8"), device="cpu")
+    export = export_ctranslate2(model_folder, tmp_path / "ct2", quantization="int8")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # two CTranslate2 workers (their threads are fixed when the translators are made)
+    try:
+        reference = Translator(export, device="cpu")  # as vaswani translate runs it
+        translator = Translator(export, device="cpu", split_batches=False)  # as vaswani serve does
+    finally:
+        torch.set_num_threads(threads)
+    assert translator.parallel_batches == 2
     assert translator.backend == "ctranslate2"
     with running(load_models([ModelSpec(translator.folder, ("en", "de"))], lambda folders: translator)) as address:
         client = libretranslatepy.LibreTranslateAPI(url(address))
-        assert [client.translate(s, "en", "de") for s in LEARNED] == [translator.translate([s])[0] for s in LEARNED]
+        assert [client.translate(s, "en", "de") for s in LEARNED] == [reference.translate([s])[0] for s in LEARNED]
+        # concurrent requests: up to two whole batches decode at once, each request gets its own answer
+        texts = [f"{LEARNED[i % 4]} {i}" for i in range(24)]
+        with ThreadPoolExecutor(12) as pool:
+            answers = list(pool.map(lambda t: client.translate(t, "en", "de"), texts))
+        assert answers == reference.translate(texts)
         # prefixes: CTranslate2's target_prefix; constraints: refused, never ignored
         payload = {"source": "en", "target": "de", "text": LEARNED[0], "prefix": "die"}
         status, answer, _ = post_json(address, "/v1/translate", payload)
-        expected = translator.translate_hypotheses([LEARNED[0]], prefixes=["die"])[0][0].text
+        expected = reference.translate_hypotheses([LEARNED[0]], prefixes=["die"])[0][0].text
         assert status == 200 and answer["translations"][0]["hypotheses"][0]["text"] == expected
         status, answer, _ = post_json(address, "/v1/translate", {**payload, "prefix": None, "constraints": ["Hund"]})
         assert status == 400 and "CTranslate2" in answer["error"], answer
