@@ -63,5 +63,8 @@ def test_the_report_says_what_throughput_the_p99_limit_needs_by_littles_law(file
     args = parse_args(["--model", str(files / "model"), "--test_file", str(files / "test.txt")])
     round_ = {"sentences_per_second": 172.2, "reference_sentences_per_second": 362.6, "mean_batch_size": 16.1,
               "p50": 0.089, "p99": 0.173}  # fmt: skip
-    row = report("ct2-int8", {"unloaded_p50": 0.026, "rounds": [round_]}, args)
-    assert row[6] == "173 (limit 62) MISSED" and row[-1] == "258 (0.7x translate)"
+    row = report("ct2-int8", {"unloaded_p50": 0.026, "unloaded_p99": 0.040, "rounds": [round_]}, args)
+    assert row[6] == "173 (limit 62) MISSED" and row[-1] == "258 (0.7x translate)" and row[-2] == "40"
+    # a p99 limit that even one client alone misses (its long sentences) is told apart
+    row = report("ct2-int8", {"unloaded_p50": 0.026, "unloaded_p99": 0.070, "rounds": [round_]}, args)
+    assert row[-2] == "70 (over the p99 limit)"
