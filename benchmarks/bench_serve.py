@@ -17,6 +17,11 @@ marks when it alone is over the p99 limit: long sentences). Targets: server thro
 plus the batching wait (`--max_wait_ms`). The load generator (16 Python threads) shares the CPU with the server, which
 the reference does not have to: the report says how many cores there were.
 
+With `--open_load F`, each round also runs an open load at F x the server's throughput of that round: requests
+arrive at random (Poisson) times whatever the answers, one sentence each, sent by the `--clients` threads, and each
+latency counts from the request's scheduled time (a request that waits for a free thread waits as a user would):
+its p50 and p99 against the same limit, for a target restated below saturation (issue 31's note).
+
 What the p99 target asks, by Little's law: each client sends its next sentence when the last is answered, so the
 server always holds `--clients` requests and their mean latency is clients / throughput. A p99 limit L therefore
 needs a throughput of at least clients / L even for the mean (`throughput_needed`); the report prints it beside
@@ -35,6 +40,7 @@ import contextlib
 import http.client
 import json
 import os
+import random
 import signal
 import socket
 import statistics
@@ -87,6 +93,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="where both sides decode (default: cpu; cuda: the PyTorch backend on a GPU)")  # fmt: skip
     parser.add_argument("--max_wait_ms", type=positive(float), default=10.0, help="the server's batching wait")
     parser.add_argument("--max_tokens", type=positive(int), default=2048, help="the server's token budget")
+    parser.add_argument("--open_load", type=positive(float), metavar="F",
+                        help="also an open (Poisson) load at F x each round's throughput, e.g. 0.5 (default: none)")  # fmt: skip
     parser.add_argument("--json", type=Path, help="also write the settings and results to this file")
     args = parser.parse_args(argv)
     if not args.model.is_dir():
@@ -207,6 +215,52 @@ def load_round(port: int, sentences: list[str], args, clients: int, duration: fl
     }
 
 
+def arrival_times(rate: float, duration: float, seed: int) -> list[float]:
+    """Poisson arrivals: the send times (seconds from the start, below `duration`) of requests at `rate` per second."""
+    rng, times, now = random.Random(seed), [], 0.0
+    while True:
+        now += rng.expovariate(rate)
+        if now >= duration:
+            return times
+        times.append(now)
+
+
+def open_round(port: int, sentences: list[str], args, rate: float, duration: float, seed: int) -> dict:
+    """An open load: requests at `rate` per second at Poisson times, sent by `args.clients` threads (each takes the
+    next scheduled request when it is free); each latency counts from the scheduled time."""
+    schedule = iter(enumerate(arrival_times(rate, duration, seed)))
+    lock, latencies = threading.Lock(), []
+    start = time.monotonic() + 0.05
+
+    def sender() -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        while True:
+            with lock:
+                index, at = next(schedule, (None, None))
+            if index is None:
+                break
+            time.sleep(max(0.0, start + at - time.monotonic()))
+            body = json.dumps({"q": sentences[index % len(sentences)], "source": args.source_lang,
+                               "target": args.target_lang})  # fmt: skip
+            connection.request("POST", "/translate", body=body, headers={"Content-Type": "application/json"})
+            response = connection.getresponse()
+            response.read()
+            if response.status != 200:
+                raise SystemExit(f"the server answered {response.status}")
+            with lock:
+                latencies.append(time.monotonic() - (start + at))
+        connection.close()
+
+    threads = [threading.Thread(target=sender) for _ in range(args.clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    done = sorted(latencies)
+    return {"rate": rate, "requests": len(done), "p50": statistics.median(done),
+            "p99": done[min(len(done) - 1, int(0.99 * len(done)))]}  # fmt: skip
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # One backend
 # ---------------------------------------------------------------------------------------------------------------------
@@ -242,6 +296,9 @@ def run_backend(backend: str, sentences: list[str], args, scratch: Path) -> dict
                     result["reference_sentences_per_second"] = len(sentences) / seconds
                 else:
                     result.update(load_round(port, sentences, args, args.clients, args.duration))
+            if args.open_load:
+                rate = args.open_load * result["sentences_per_second"]
+                result["open"] = open_round(port, sentences, args, rate, args.duration, seed=index)
             rounds.append(result)
     return {"unloaded_p50": unloaded["p50"], "unloaded_p99": unloaded["p99"], "rounds": rounds}
 
@@ -271,10 +328,18 @@ def report(backend: str, result: dict, args) -> list[str]:
         f"{result['unloaded_p50'] * 1000:.0f}",
         f"{result['unloaded_p99'] * 1000:.0f}"
         + (" (over the p99 limit)" if result["unloaded_p99"] > p99_limit else ""),
+        *([open_load_cell(rounds, p99_limit)] if args.open_load else []),
         f"{throughput_needed(args.clients, p99_limit):.0f} "
         f"({throughput_needed(args.clients, p99_limit) / median(r['reference_sentences_per_second'] for r in rounds):.1f}x "
         "translate)",
     ]
+
+
+def open_load_cell(rounds: list[dict], p99_limit: float) -> str:
+    """p50 / p99 of the open-load rounds (medians), the p99 against the limit."""
+    p99s = [r["open"]["p99"] for r in rounds]
+    return (f"{statistics.median(r['open']['p50'] for r in rounds) * 1000:.0f} / "
+            f"{statistics.median(p99s) * 1000:.0f} {common.verdict(p99s, p99_limit, False)}")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -290,7 +355,10 @@ def main(argv: list[str] | None = None) -> None:
             results[backend] = run_backend(backend, sentences, args, Path(scratch))
             rows.append(report(backend, results[backend], args))
     headers = ["backend", "translate sent/s", "serve sent/s", "ratio (>= 0.5)", "mean batch (> 4)", "p50 ms",
-               "p99 ms", "unloaded p50 ms", "unloaded p99 ms", "sent/s the p99 limit needs"]  # fmt: skip
+               "p99 ms", "unloaded p50 ms", "unloaded p99 ms"]  # fmt: skip
+    if args.open_load:
+        headers.append(f"open load {args.open_load:g}x: p50 / p99 ms")
+    headers.append("sent/s the p99 limit needs")
     print(common.format_table(headers, rows))
     print(
         "sent/s the p99 limit needs: clients / limit (Little's law: closed-loop clients see a mean latency of "

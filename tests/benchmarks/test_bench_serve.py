@@ -7,7 +7,7 @@ import pytest
 from conftest import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
-from bench_serve import parse_args, read_sentences, report, throughput_needed  # noqa: E402
+from bench_serve import arrival_times, parse_args, read_sentences, report, throughput_needed  # noqa: E402
 
 
 @pytest.fixture
@@ -30,6 +30,7 @@ def files(tmp_path):
         (["--rounds", "two"], "--rounds: expected a number, got 'two'"),
         (["--max_wait_ms", "0"], "--max_wait_ms: must be above 0"),
         (["--device", "tpu"], "--device: invalid choice: 'tpu'"),
+        (["--open_load", "0"], "--open_load: must be above 0, got 0"),
         (["--device", "cuda"], "--device cuda runs the PyTorch backend only: add --backends torch"),
     ],
 )
@@ -68,3 +69,27 @@ def test_the_report_says_what_throughput_the_p99_limit_needs_by_littles_law(file
     # a p99 limit that even one client alone misses (its long sentences) is told apart
     row = report("ct2-int8", {"unloaded_p50": 0.026, "unloaded_p99": 0.070, "rounds": [round_]}, args)
     assert row[-2] == "70 (over the p99 limit)"
+
+
+def test_open_load_arrivals_are_poisson_at_the_rate_asked():
+    """5,000 expected arrivals: the count within 4 standard deviations (sqrt(5000) = 71), the gaps' mean 1 / rate and
+    their spread that of an exponential distribution (standard deviation = mean); the same seed, the same times."""
+    times = arrival_times(100.0, 50.0, seed=3)
+    assert abs(len(times) - 5000) < 4 * 71 and times == sorted(times) and times[0] > 0 and times[-1] < 50.0
+    gaps = [b - a for a, b in zip([0.0, *times], times, strict=False)]
+    mean = sum(gaps) / len(gaps)
+    spread = (sum((g - mean) ** 2 for g in gaps) / len(gaps)) ** 0.5
+    assert mean == pytest.approx(0.01, rel=0.06) and spread == pytest.approx(mean, rel=0.1)
+    assert arrival_times(100.0, 50.0, seed=3) == times and arrival_times(100.0, 50.0, seed=4) != times
+
+
+def test_the_report_adds_the_open_load_p99_against_the_same_limit(files):
+    args = parse_args(["--model", str(files / "model"), "--test_file", str(files / "test.txt"), "--open_load", "0.5"])
+    round_ = {"sentences_per_second": 300.0, "reference_sentences_per_second": 350.0, "mean_batch_size": 7.5,
+              "p50": 0.047, "p99": 0.097, "open": {"p50": 0.030, "p99": 0.055, "rate": 150.0, "requests": 3000}}  # fmt: skip
+    row = report("ct2-int8", {"unloaded_p50": 0.020, "unloaded_p99": 0.033, "rounds": [round_]}, args)
+    assert row[6] == "97 (limit 50) MISSED" and row[-2] == "30 / 55 MISSED"
+    round_["open"]["p99"] = 0.045
+    assert report("ct2-int8", {"unloaded_p50": 0.020, "unloaded_p99": 0.033, "rounds": [round_]}, args)[-2] == (
+        "30 / 45 MET"
+    )
