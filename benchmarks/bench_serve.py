@@ -160,19 +160,29 @@ def _answers(port: int) -> bool:
     return False
 
 
+def translate_one(connection: http.client.HTTPConnection, sentence: str, args) -> None:
+    """One `POST /translate` of one sentence (LibreTranslate API, JSON) on a kept-alive connection; anything but a 200
+    stops the benchmark."""
+    body = json.dumps({"q": sentence, "source": args.source_lang, "target": args.target_lang})
+    connection.request("POST", "/translate", body=body, headers={"Content-Type": "application/json"})
+    response = connection.getresponse()
+    response.read()
+    if response.status != 200:
+        raise SystemExit(f"the server answered {response.status}")
+
+
+def percentile_99(done: list[float]) -> float:
+    """The 99th percentile of sorted latencies (the value 99% of them do not exceed)."""
+    return done[min(len(done) - 1, int(0.99 * len(done)))]
+
+
 def client_loop(port: int, sentences: list[str], args, start: int, stop_at: float, latencies: list[float]) -> None:
     """One client: sentence after sentence (from `start`), one per request, until `stop_at`."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
     index = start
     while time.monotonic() < stop_at:
-        body = json.dumps({"q": sentences[index % len(sentences)], "source": args.source_lang,
-                           "target": args.target_lang})  # fmt: skip
         sent = time.monotonic()
-        connection.request("POST", "/translate", body=body, headers={"Content-Type": "application/json"})
-        response = connection.getresponse()
-        response.read()
-        if response.status != 200:
-            raise SystemExit(f"the server answered {response.status}")
+        translate_one(connection, sentences[index % len(sentences)], args)
         latencies.append(time.monotonic() - sent)
         index += 1
     connection.close()
@@ -209,7 +219,7 @@ def load_round(port: int, sentences: list[str], args, clients: int, duration: fl
     return {
         "sentences_per_second": len(done) / elapsed,
         "p50": statistics.median(done),
-        "p99": done[min(len(done) - 1, int(0.99 * len(done)))],
+        "p99": percentile_99(done),
         "mean_batch_size": (after[0] - before[0]) / batches if batches else float("nan"),
         "requests": len(done),
     }
@@ -240,13 +250,7 @@ def open_round(port: int, sentences: list[str], args, rate: float, duration: flo
             if index is None:
                 break
             time.sleep(max(0.0, start + at - time.monotonic()))
-            body = json.dumps({"q": sentences[index % len(sentences)], "source": args.source_lang,
-                               "target": args.target_lang})  # fmt: skip
-            connection.request("POST", "/translate", body=body, headers={"Content-Type": "application/json"})
-            response = connection.getresponse()
-            response.read()
-            if response.status != 200:
-                raise SystemExit(f"the server answered {response.status}")
+            translate_one(connection, sentences[index % len(sentences)], args)
             with lock:
                 latencies.append(time.monotonic() - (start + at))
         connection.close()
@@ -258,7 +262,7 @@ def open_round(port: int, sentences: list[str], args, rate: float, duration: flo
         thread.join()
     done = sorted(latencies)
     return {"rate": rate, "requests": len(done), "p50": statistics.median(done),
-            "p99": done[min(len(done) - 1, int(0.99 * len(done)))]}  # fmt: skip
+            "p99": percentile_99(done)}  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------------------------------
