@@ -67,6 +67,8 @@ class Hypothesis:
 class TorchEngine:
     """`model.generate()` on batches of token ids, under `torch.autocast` for bfloat16/float16."""
 
+    parallel_batches = 1  # one batch at a time, on all of PyTorch's threads
+
     def __init__(self, model, tokenizer, device: str, dtype: str = "float32"):
         import torch
 

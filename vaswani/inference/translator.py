@@ -159,7 +159,6 @@ class Translator:
     ):
         if not isinstance(split_batches, bool):
             raise TranslateError(f"split_batches={split_batches!r}: use True or False")
-        self.parallel_batches = 1  # PyTorch: one batch at a time, on all threads
         if isinstance(model, list | tuple):  # an ensemble (or a list of one)
             if len(model) > 1:
                 self._init_ensemble(model, device, max_source_length, trust_remote_code, backend, dtype,
@@ -222,8 +221,13 @@ class Translator:
         self.tokenizer = load_tokenizer(folder)  # checked: present, loadable, a real tokenizer
         self.engine = CTranslate2Engine(folder, self.tokenizer, device, dtype, parallel_batches=parallel_batches,
                                         split_batches=split_batches)  # fmt: skip
-        self.device, self.parallel_batches = self.engine.device, self.engine.parallel_batches
+        self.device = self.engine.device
         self._set_max_source_length(max_source_length, self.engine.positions)
+
+    @property
+    def parallel_batches(self) -> int:
+        """How many calls of `translate_hypotheses` may decode at once (the engine's workers; PyTorch: 1)."""
+        return self.engine.parallel_batches
 
     def _set_max_source_length(self, max_source_length: int | None, positions: int) -> None:
         """Inputs are truncated to `max_source_length` tokens, by default the model's number of `positions`."""
