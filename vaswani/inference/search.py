@@ -17,7 +17,11 @@ extensions, keep the K best finished hypotheses and continue the K best live one
   real log-probabilities, so a hypothesis' score is that of its whole output, prefix included.
 
 Finished hypotheses are ranked by sum of log-probabilities / lp(|Y|), with lp(|Y|) = |Y| ** alpha (transformers) or
-the GNMT ((5 + |Y|) / 6) ** alpha (`paper_decoding`); |Y| counts EOS. At its cap only EOS may follow. A sentence with
+the GNMT ((5 + |Y|) / 6) ** alpha (`paper_decoding`); |Y| counts EOS. At its cap only EOS may follow. Which EOS
+extensions become finished hypotheses is again the rule of the search stood in for: with `paper_decoding` every one
+of the 2K best extensions (tensor2tensor's `grow_finished`, as `paper_beam_search`), else only those ranked among the
+K best (transformers' `_beam_search`: its `top_num_beam_mask`), so that one beam is exactly greedy decoding, as
+`generate(num_beams=1)` is: an EOS that is not the best token is never kept as a shorter output. A sentence with
 K finished hypotheses stops as the search it stands in for would (`early_stopping`, `could_still_win`): "never"
 (the default here, and what `paper_decoding`'s search does) when no live beam can beat the worst of them even at
 the cap (exact for alpha >= 0); False (`generate()`'s default, the model's generation_config) when the best live
@@ -199,6 +203,8 @@ def beam_search(
     done = torch.zeros(batch_size, dtype=torch.bool, device=device)
     offsets = torch.arange(batch_size, device=device)[:, None] * num_beams  # (B, 1)
     suppress = torch.tensor(list(suppress_ids), dtype=torch.long, device=device)
+    # (2K,): the ranks among the 2K best extensions whose EOS may finish a hypothesis (module docstring)
+    may_finish = torch.arange(2 * num_beams, device=device) < (2 * num_beams if paper_decoding else num_beams)
     for index in range(max_steps):
         length = index + 1  # output tokens after this step, EOS included
         log_probs = step(tokens.view(batch_size * num_beams, -1)[:, -1:]).view(batch_size, num_beams, -1)
@@ -215,8 +221,8 @@ def beam_search(
             log_probs = torch.where(at_cap[:, None, None], log_probs + only_eos, log_probs)
         top_scores, top_beam, top_token, ends = best_extensions(beam_scores, log_probs, eos_ids)  # (B, 2K)
         finished_scores, finished_tokens = keep_finished(
-            finished_scores, finished_tokens, tokens, top_scores, top_beam, top_token, ends & ~done[:, None],
-            penalty(length), pad_id,
+            finished_scores, finished_tokens, tokens, top_scores, top_beam, top_token,
+            ends & may_finish & ~done[:, None], penalty(length), pad_id,
         )  # fmt: skip
         tokens, beam_scores, origin = continue_live(tokens, top_scores, top_beam, top_token, ends)
         step.reorder((origin + offsets).view(-1))
