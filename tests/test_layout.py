@@ -340,6 +340,7 @@ CROSS_CUTTING_TESTS = {
     "test_docs.py": "every example of README.md and docs/",
     "test_faults.py": "the fast subset of benchmarks/bench_faults.py: kills and bad inputs across the commands",
     "test_layout.py": "this file: the layout of every package",
+    "test_make.py": "the Makefile's commands: what `make test` (and so CI) runs",
     "test_packaging.py": "the built distribution",
     "test_safety.py": "nothing lost, nothing executed, across the commands",
 }

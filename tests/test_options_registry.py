@@ -210,3 +210,70 @@ def test_resuming_an_old_run_compares_its_renamed_options(tmp_path, capsys):
     with pytest.raises(UsageError, match="--model 'first' -> 'second'"):
         run_dir.prepare_output_dir(args)
     assert "warning: 'model_name_or_path' in" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# No help text, page or message teaches an old spelling (issue 40, item 4)
+# ---------------------------------------------------------------------------------------------------------------
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+# Where a user reads a command line: the README, docs/, and the package's own text (help, messages, docstrings).
+# benchmarks/README.md's records may quote the command that ran; vaswani/options.py registers the old spellings.
+TEXT_FILES = ["README.md", "docs/*.md", "vaswani/**/*.py", "tokenization/*.py", "modeling_vaswani/*.py", "train.py",
+              "configs/*.yaml"]  # fmt: skip
+# The start of a command line: `vaswani COMMAND`, `python -m tokenization train`, `train.py`.
+COMMAND_START = re.compile(r"\bvaswani\s+([a-z]+)\b|python -m tokenization train\b|\btrain\.py\b")
+# A command line ends at the end of its line (unless continued with a backslash), a backtick, a quote, a pipe, a
+# semicolon, `&&` or a closing parenthesis.
+COMMAND_END = re.compile(r"(?<!\\)\n|`|\"|'|\||;|&&|\)")
+
+
+def deprecated_flags() -> dict[str, set[str]]:
+    """Each command (registry name) -> its hidden old spellings, from the parsers themselves."""
+    flags: dict[str, set[str]] = {}
+    for command, parser in command_parsers().items():
+        hidden = {flag for action in parser._actions if getattr(action, "deprecated", False)
+                  for flag in action.option_strings}  # fmt: skip
+        flags.setdefault(COMMAND_OF.get(command, command), set()).update(hidden)
+    return flags
+
+
+def old_spellings_in(text: str, deprecated: dict[str, set[str]], visible: set[str]) -> list[str]:
+    """The old spellings `text` teaches: a command line (`vaswani COMMAND ...`) with one of that command's old flags,
+    or anywhere, an old flag that is no command's flag today."""
+    found = []
+    for start in COMMAND_START.finditer(text):
+        command = start.group(1) or ("tokenizer" if start.group(0).startswith("python") else "train")
+        end = COMMAND_END.search(text, start.end())
+        line = text[start.start() : end.start() if end else len(text)]
+        found += [f"{line.strip()!r} uses {flag}" for flag in re.findall(r"--[A-Za-z0-9][\w-]*", line)
+                  if flag in deprecated.get(command, ())]  # fmt: skip
+    for flag in sorted(set().union(*deprecated.values()) - visible):  # (`old_negative=` registers an old spelling)
+        if re.search(r"(?<!old_negative=\")" + re.escape(flag) + r"(?![\w-])", text):
+            found.append(f"names {flag}")
+    return found
+
+
+def test_no_help_text_doc_page_or_message_names_a_deprecated_alias():
+    deprecated = deprecated_flags()
+    visible = {flag for parser in command_parsers().values() for action in parser._actions
+               if action.help != argparse.SUPPRESS for flag in action.option_strings}  # fmt: skip
+    problems = [f"vaswani {command} --help: {p}" for command, parser in command_parsers().items()
+                for p in old_spellings_in(parser.format_help(), deprecated, visible)]  # fmt: skip
+    files = sorted({path for pattern in TEXT_FILES for path in ROOT.glob(pattern)} - {ROOT / "vaswani/options.py"})
+    assert len(files) > 50
+    for path in files:
+        problems += [f"{path.relative_to(ROOT)}: {p}"
+                     for p in old_spellings_in(path.read_text(encoding="utf-8"), deprecated, visible)]  # fmt: skip
+    assert problems == []
+
+
+def test_the_old_spelling_check_finds_an_alias_in_a_command_line_and_a_retired_flag_anywhere():
+    deprecated, visible = {"export": {"--output"}, "push": {"--repo_id"}}, {"--output", "--output_dir"}
+    assert old_spellings_in("run `vaswani export --model m --output out` first", deprecated, visible) == [
+        "'vaswani export --model m --output out' uses --output"
+    ]
+    continued = "vaswani export --model m \\\n    --output out\nvaswani translate --output x"
+    assert [p.split(" uses ")[1] for p in old_spellings_in(continued, deprecated, visible)] == ["--output"]
+    assert old_spellings_in("tag it with --repo_id first", deprecated, visible) == ["names --repo_id"]
+    assert old_spellings_in('add_switch(p, "--x", old_negative="--repo_id")', deprecated, visible) == []
+    assert old_spellings_in("vaswani translate --output x; vaswani export --output_dir y", deprecated, visible) == []

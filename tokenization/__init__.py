@@ -4,7 +4,7 @@
     tokenizer = train_bpe_tokenizer(files=["train.en", "train.de"], vocab_size=37000)
     tokenizer.save_pretrained("tokenizer/")   # loads anywhere with AutoTokenizer.from_pretrained("tokenizer/")
 
-Command line: `python -m tokenization train --files train.en train.de --vocab_size 37000 --output tokenizer/`.
+Command line: `python -m tokenization train --files train.en train.de --vocab_size 37000 --output_dir tokenizer/`.
 """
 
 # One loader for every tokenizer folder (checked: present, readable, a real tokenizer), the model folders' own.

@@ -10,7 +10,7 @@ from vaswani.options import add_option
 HELP = "upload a model folder to the Hugging Face Hub with its model card"
 DESCRIPTION = (
     "Upload weights, config, generation config, tokenizer, modeling code and the folder's README.md (render it for "
-    "the repo first with `vaswani card --repo_id`; a folder without one gets a card rendered for the repo) in one "
+    "the repo first with `vaswani card --hub_model_id`; a folder without one gets a card rendered for the repo) in one "
     "commit. Checkpoints and logs stay local."
 )
 

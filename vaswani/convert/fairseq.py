@@ -1,4 +1,4 @@
-"""`vaswani convert --from fairseq --checkpoint model.pt --data_dir DICT_DIR --output OUT`: a fairseq
+"""`vaswani convert --from fairseq --checkpoint model.pt --data_dir DICT_DIR --output_dir OUT`: a fairseq
 `TransformerModel` checkpoint and its dictionaries as a Vaswani folder.
 
 It maps the layers as marian.py does (`SourceTensors`, `map_layers`); the differences from the paper are
@@ -23,7 +23,7 @@ from vaswani.hub.model_card import write_model_card
 from vaswani.model_folder import check_output_folder, check_tokenizer_fits, write_model_folder
 
 # ================================================================================================================
-# fairseq: `vaswani convert --from fairseq --checkpoint model.pt --data_dir DICT_DIR --output OUT`
+# fairseq: `vaswani convert --from fairseq --checkpoint model.pt --data_dir DICT_DIR --output_dir OUT`
 # ================================================================================================================
 # The architectures converted: fairseq's `TransformerModel` with the defaults of these names (`base_architecture`,
 # `transformer_wmt_en_de`, `transformer_vaswani_wmt_en_de_big`); the checkpoint's args/cfg override them.

@@ -1,4 +1,4 @@
-"""`vaswani convert --from marian --model DIR --output OUT`: a local `MarianMTModel` folder as a Vaswani folder.
+"""`vaswani convert --from marian --model DIR --output_dir OUT`: a local `MarianMTModel` folder as a Vaswani folder.
 
 A `MarianMTModel` (the ~1,400 OPUS-MT models, transformers' `models/marian`) is the paper's PostNorm Transformer with
 a few differences. Each is a `VaswaniConfig` option, so the converted model computes the same logits and `generate()`

@@ -3,7 +3,7 @@
     from vaswani.hub.push import push_model_folder
     url = push_model_folder("runs/base-avg5", "your-name/transformer-en-de")
 
-Command line: `vaswani push --model runs/base-avg5 --repo_id your-name/transformer-en-de`; train.py calls the same
+Command line: `vaswani push --model runs/base-avg5 --hub_model_id your-name/transformer-en-de`; train.py calls the same
 function at the end of a run with `--push_to_hub --hub_model_id ID`.
 
 What is checked before any network call: the repo id (NAME or OWNER/NAME), and that the folder is complete:

@@ -88,7 +88,7 @@ def _choose_backend(model: str | Path, backend: str) -> str:
         )
     if backend == "ctranslate2" and not exported:
         raise TranslateError(
-            f"{model} is not a CTranslate2 export: make one with vaswani export --model {model} --output OUT "
+            f"{model} is not a CTranslate2 export: make one with vaswani export --model {model} --output_dir OUT "
             "--format ctranslate2, or use --backend torch"
         )
     return "ctranslate2" if exported else "torch"

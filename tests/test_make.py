@@ -1,0 +1,38 @@
+"""The Makefile: `make test` is what CI runs (.ci/run); it runs the suite, then the numerically sensitive folders
+again on an older instruction set (issue 40)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+
+from conftest import REPO_ROOT
+
+
+def make_dry_run(target: str) -> list[list[str]]:
+    """The command lines `make TARGET` would run (make -n), each split as the shell would."""
+    result = subprocess.run(["make", "-n", "-s", target], cwd=REPO_ROOT, capture_output=True, text=True, check=True,
+                            timeout=60)  # fmt: skip
+    return [shlex.split(line) for line in result.stdout.splitlines() if line.strip()]
+
+
+def test_make_test_runs_the_suite_then_the_sensitive_folders_on_avx2():
+    pytest_runs = [line for line in make_dry_run("test") if "pytest" in line]
+    assert len(pytest_runs) == 2, pytest_runs
+    whole, again = pytest_runs
+    assert not [word for word in whole if word.startswith("tests/")]  # the whole suite first
+    assert {"ATEN_CPU_CAPABILITY=avx2", "MKL_ENABLE_INSTRUCTIONS=AVX2", "HF_HUB_OFFLINE=1"} <= set(again)
+    folders = [word for word in again if word.startswith("tests/")]
+    assert folders == ["tests/inference", "tests/models", "tests/export", "tests/convert"]
+    assert all(any((REPO_ROOT / folder).glob("test_*.py")) for folder in folders)
+
+
+def test_the_second_pass_really_runs_pytorchs_avx2_kernels():
+    """ATEN_CPU_CAPABILITY=avx2 takes PyTorch off its AVX512 kernels (to its plain ones on a CPU without AVX2)."""
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
+    probe = "import torch; print(torch.backends.cpu.get_cpu_capability())"
+    result = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True,
+                            timeout=120)  # fmt: skip
+    assert result.stdout.strip() in {"AVX2", "DEFAULT"}
