@@ -216,11 +216,22 @@ class UnitNorm(nn.Module):
         return F.normalize(hidden_states, dim=-1)
 
 
-class FixNormLinear(nn.Linear):
+class OutputProjection(nn.Linear):
+    """The pre-softmax projection (Section 3.4): logits = h W^T (+ b). `logit_weight` is the matrix the logits are
+    taken against (for the fused loss, which runs the product itself)."""
+
+    def logit_weight(self) -> torch.Tensor:
+        return self.weight
+
+
+class FixNormLinear(OutputProjection):
     """Output projection of FixNorm: logits against the unit-length (tied) embedding rows."""
 
+    def logit_weight(self) -> torch.Tensor:
+        return F.normalize(self.weight, dim=-1)
+
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return F.linear(hidden_states, F.normalize(self.weight, dim=-1), self.bias)
+        return F.linear(hidden_states, self.logit_weight(), self.bias)
 
 
 class FusedProjection(nn.Linear):
@@ -255,19 +266,34 @@ class DropHead(nn.Module):
     makes the rescaled output unbiased (its expectation is the evaluation output). Identity in evaluation.
 
     Works on the per-head attention output before the heads are merged, so every attention backend supports it.
-    `p` is a plain attribute that a schedule may change between steps (see `VaswaniPreTrainedModel.set_drophead`).
+    `p` may change between steps (a schedule: see `VaswaniPreTrainedModel.set_drophead`). The forward pass reads the
+    rate from a tensor (`rate`, a non-persistent buffer) and only whether it is on from a Python bool, so a compiled
+    step (`torch.compile`) is not compiled again for every new rate.
     """
 
     def __init__(self, p: float = 0.0):
         super().__init__()
-        self.p = p
+        self._p = float(p)  # the rate as set (rebuilds `rate` after loading: `_init_weights`)
+        self.active = self._p > 0.0
+        self.register_buffer("rate", torch.tensor(self._p), persistent=False)
+
+    @property
+    def p(self) -> float:
+        return self._p
+
+    @p.setter
+    def p(self, value: float) -> None:
+        self._p = float(value)
+        self.active = self._p > 0.0
+        with torch.no_grad():
+            self.rate.fill_(self._p)
 
     def forward(self, attn_output: torch.Tensor) -> torch.Tensor:
         """attn_output: (B, T, h, d_head) -> (B, T, h, d_head)."""
-        if not self.training or self.p == 0.0:
+        if not (self.training and self.active):
             return attn_output
         batch_size, _, num_heads, _ = attn_output.shape
-        keep = torch.rand(batch_size, num_heads, device=attn_output.device) >= self.p  # (B, h)
+        keep = torch.rand(batch_size, num_heads, device=attn_output.device) >= self.rate  # (B, h)
         keep = keep | ~keep.any(dim=-1, keepdim=True)  # all-dropped guard: keep every head of that example
         scale = keep * (num_heads / keep.sum(dim=-1, keepdim=True))  # (B, h): h / kept, or 0 for dropped heads
         return attn_output * scale.to(attn_output.dtype)[:, None, :, None]
@@ -338,6 +364,61 @@ class LabelSmoothedCrossEntropy(torch.autograd.Function):
         grad.scatter_add_(1, labels[:, None], torch.full_like(lse[:, None], -(1.0 - eps)))
         grad.mul_((valid.to(grad.dtype) * grad_output)[:, None])
         return grad, None, None, None
+
+
+class ChunkedOutputLoss(torch.autograd.Function):
+    """The pre-softmax projection (Section 3.4) and the label-smoothed loss (Section 5.4) in one, a chunk of target
+    tokens at a time, for training: the (N, V) logits are never held at once, in float32 or at all.
+
+    Per chunk of rows the forward pass makes the chunk's logits z = h W^T + b, adds its rows' losses (as
+    `LabelSmoothedCrossEntropy`: lse - (1 - eps) z_label - eps mean(z)) and at once its gradients: with
+    g = softmax(z) - (1 - eps) onehot(label) - eps / V on the rows whose label is not `ignore_index` (0 elsewhere),
+    dL/dh = g W, dL/dW += g^T h, dL/db += sum of g's rows. The backward pass only scales them by the incoming
+    gradient (Liger-Kernel's fused linear cross-entropy; Wijmans et al. 2024, "Cut Your Losses"). The matrix products
+    run as autocast would run `nn.Linear` (bf16 under bf16 autocast), the softmax in float32.
+
+    hidden (N, d), weight (V, d), bias (V,) or None, labels (N,) -> the loss summed over the scored rows, ()
+    """
+
+    @staticmethod
+    def forward(ctx, hidden, weight, bias, labels, eps: float, ignore_index: int, chunk_tokens: int):
+        needs_hidden, needs_weight, needs_bias = ctx.needs_input_grad[:3]
+        gradients = any(ctx.needs_input_grad[:3])
+        grad_hidden = torch.zeros_like(hidden) if needs_hidden else None
+        grad_weight = torch.zeros_like(weight, dtype=torch.float32) if needs_weight else None
+        grad_bias = torch.zeros_like(bias, dtype=torch.float32) if needs_bias else None
+        total = torch.zeros((), dtype=torch.float32, device=hidden.device)
+        vocab_size = weight.shape[0]
+        for start in range(0, hidden.shape[0], chunk_tokens):
+            rows = slice(start, start + chunk_tokens)
+            chunk = hidden[rows]  # (C, d)
+            logits = F.linear(chunk, weight, bias).float()  # (C, V)
+            valid = labels[rows] != ignore_index  # (C,)
+            label = labels[rows].masked_fill(~valid, 0)
+            lse = torch.logsumexp(logits, dim=-1)  # (C,)
+            loss = lse - (1.0 - eps) * logits.gather(1, label[:, None]).squeeze(1) - eps * logits.mean(dim=-1)
+            total += torch.where(valid, loss, 0.0).sum()
+            if not gradients:
+                continue
+            grad = logits.sub_(lse[:, None]).exp_()  # softmax, in the logits' memory (C, V)
+            grad.sub_(eps / vocab_size)
+            grad.scatter_add_(1, label[:, None], torch.full_like(lse[:, None], -(1.0 - eps)))
+            grad.mul_(valid[:, None])
+            if needs_hidden:
+                grad_hidden[rows] = grad @ weight  # (C, d)
+            if needs_weight:
+                grad_weight += (grad.T @ chunk).float()  # (V, d)
+            if needs_bias:
+                grad_bias += grad.sum(0)
+        ctx.save_for_backward(grad_hidden, grad_weight, grad_bias)
+        ctx.dtypes = (hidden.dtype, weight.dtype, None if bias is None else bias.dtype)
+        return total
+
+    @staticmethod
+    def backward(ctx, grad_output: torch.Tensor):
+        grads = [None if grad is None else (grad * grad_output).to(dtype)
+                 for grad, dtype in zip(ctx.saved_tensors, ctx.dtypes, strict=True)]  # fmt: skip
+        return *grads, None, None, None, None
 
 
 def every_other_layers_to_keep(num_layers: int, drop_rate: float) -> list[int]:
@@ -646,7 +727,8 @@ class VaswaniPreTrainedModel(PreTrainedModel):
         """fairseq's initialization of the paper's model: token embeddings N(0, d^-0.5) with a zero PAD row (U(-0.01,
         0.01) with FixNorm), Xavier-uniform linear layers with zero biases (gain 1/sqrt(2) for
         the attention input projections), LayerNorm (1, 0), ScaleNorm g = sqrt(d).
-        The sinusoids' frequencies are a non-persistent buffer and are rebuilt here (also after `from_pretrained`)."""
+        The sinusoids' frequencies and DropHead's rate are non-persistent buffers, rebuilt here (also after
+        `from_pretrained`)."""
         config = self.config
         std = config.init_std if config.init_std is not None else config.d_model**-0.5
         if isinstance(module, VaswaniFairseqSinusoidalPositionalEmbedding):
@@ -681,6 +763,8 @@ class VaswaniPreTrainedModel(PreTrainedModel):
             init.zeros_(module.bias)
         elif isinstance(module, ScaleNorm):
             init.constant_(module.scale, math.sqrt(module.dim))
+        elif isinstance(module, DropHead):
+            init.constant_(module.rate, module.p)
 
     def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict:
         """`PreTrainedModel.get_expanded_tied_weights_keys`, except that `tie_word_embeddings` decides only about the
@@ -1146,9 +1230,13 @@ class VaswaniForConditionalGeneration(VaswaniPreTrainedModel, GenerationMixin):
         config.validate()
         super().__init__(config)
         self.model = VaswaniModel(config)
-        self.lm_head = (FixNormLinear if config.fixnorm else nn.Linear)(
+        self.lm_head = (FixNormLinear if config.fixnorm else OutputProjection)(
             config.d_model, config.vocab_size, bias=config.final_logits_bias
         )
+        # Training only: with a number of tokens here, a forward pass with labels in training mode returns the loss
+        # of `ChunkedOutputLoss` (that many target tokens a chunk) and no logits. Set by the trainer (`vaswani
+        # train --fused_loss`); evaluation, `generate()` and every caller of `.logits` get the logits as always.
+        self.loss_chunk_tokens: int | None = None
         # `tie_word_embeddings` ties the output projection to the target embedding (Section 3.4); `share_embeddings`
         # makes source and target embedding one matrix. Each switch works without the other.
         self._tied_weights_keys = VaswaniModel.shared_embedding_keys(config, prefix="model.")
@@ -1270,12 +1358,14 @@ class VaswaniForConditionalGeneration(VaswaniPreTrainedModel, GenerationMixin):
             **kwargs,
         )
         hidden_states = outputs.last_hidden_state  # (B, T, d)
-        keep = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
-        logits = self.lm_head(hidden_states[:, keep])  # (B, T', V), T' = T unless logits_to_keep is given
-
-        loss = None
-        if labels is not None:
-            loss = self.label_smoothed_loss(logits, labels, num_items_in_batch)
+        loss = logits = None
+        if labels is not None and self.loss_chunk_tokens and self.training and torch.is_grad_enabled():
+            loss = self.fused_label_smoothed_loss(hidden_states, labels, num_items_in_batch)
+        else:
+            keep = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
+            logits = self.lm_head(hidden_states[:, keep])  # (B, T', V), T' = T unless logits_to_keep is given
+            if labels is not None:
+                loss = self.label_smoothed_loss(logits, labels, num_items_in_batch)
 
         # Everything VaswaniModel returned (cache, hidden states, attentions) but its last hidden state, which the
         # logits replace.
@@ -1294,6 +1384,26 @@ class VaswaniForConditionalGeneration(VaswaniPreTrainedModel, GenerationMixin):
         loss = LabelSmoothedCrossEntropy.apply(
             logits.float().view(-1, logits.shape[-1]), labels.view(-1), self.config.label_smoothing, -100
         )
+        return self._per_token(loss, labels, num_items_in_batch)
+
+    def fused_label_smoothed_loss(
+        self, hidden_states: torch.Tensor, labels: torch.Tensor, num_items_in_batch: int | torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """`label_smoothed_loss` of the logits `lm_head` would make of `hidden_states`, computed with them by
+        `ChunkedOutputLoss`, `loss_chunk_tokens` target tokens at a time (training only: no logits are returned).
+
+        hidden_states (B, T, d), labels (B, T) -> scalar
+        """
+        labels = labels.to(hidden_states.device).masked_fill(labels == self.config.pad_token_id, -100)
+        loss = ChunkedOutputLoss.apply(
+            hidden_states.reshape(-1, hidden_states.shape[-1]), self.lm_head.logit_weight(), self.lm_head.bias,
+            labels.view(-1), self.config.label_smoothing, -100, self.loss_chunk_tokens,
+        )  # fmt: skip
+        return self._per_token(loss, labels, num_items_in_batch)
+
+    @staticmethod
+    def _per_token(loss: torch.Tensor, labels: torch.Tensor, num_items_in_batch) -> torch.Tensor:
+        """The summed loss divided by the scored tokens of `labels` (-100: not scored), or by `num_items_in_batch`."""
         if num_items_in_batch is None:
             num_items_in_batch = (labels != -100).sum().clamp(min=1)
         elif isinstance(num_items_in_batch, torch.Tensor):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -423,3 +424,81 @@ def test_the_sampler_holds_no_python_object_per_pair():
     assert sampler.source_lengths.dtype == sampler.costs.dtype == batches.order.dtype == np.int32
     assert held / pairs < 24, f"{held / pairs:.1f} bytes per pair held"
     assert peak / pairs < 48, f"{peak / pairs:.1f} bytes per pair at the peak"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Shape buckets (issue 41): few distinct batch shapes for a compiled step
+# ---------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("count", [1, 4, 32])
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_shape_buckets_give_at_most_k_shapes_that_every_batch_fits(count, replicas):
+    source, target = varied_lengths(3000, seed=3)
+    samplers = [TokenBatchSampler(source, target, 1500, seed=1, num_replicas=replicas, rank=rank, shape_buckets=count)
+                for rank in range(replicas)]  # fmt: skip
+    shapes = set()
+    for epoch in (0, 1):
+        seen = []
+        for sampler in samplers:
+            for batch in sampler.batches(epoch):
+                rows, source_length, target_length = sampler.batch_shape(batch)
+                assert len(batch) <= rows and rows * max(source_length, target_length) <= 1500
+                assert (
+                    max(source[i] for i in batch) <= source_length and max(target[i] for i in batch) <= target_length
+                )
+                shapes.add((rows, source_length, target_length))
+                seen += batch
+        assert Counter(seen).keys() == set(range(3000)) and max(Counter(seen).values()) <= 2  # (rank padding repeats)
+    assert len(shapes) <= count
+    assert {tuple(shape) for shape in samplers[0].shapes.tolist()} == shapes
+
+
+def test_shape_buckets_draw_new_batch_members_each_epoch_and_are_reproducible():
+    source, target = varied_lengths(2000, seed=4)
+    sampler = TokenBatchSampler(source, target, 2000, seed=5, shape_buckets=8)
+    again = TokenBatchSampler(source, target, 2000, seed=5, shape_buckets=8)
+    assert list(sampler.batches(0)) == list(again.batches(0))
+    first, second = ({frozenset(b) for b in sampler.batches(e)} for e in (0, 1))
+    assert len(first & second) < len(first) // 2
+    assert len(sampler.batches(0)) == len(sampler.batches(1))
+    fixed = TokenBatchSampler(source, target, 2000, shuffle=False, shape_buckets=8)
+    assert list(fixed.batches(0)) == list(fixed.batches(3))
+
+
+def test_a_shapes_batches_have_balanced_sizes_and_the_shape_has_the_largest():
+    source, target = [5] * 10, [6] * 10  # one shape; a cap of 100 // 6 = 16 rows: one batch of 10
+    sampler = TokenBatchSampler(source, target, 100, shape_buckets=4, shuffle=False)
+    assert [len(b) for b in sampler.batches(0)] == [10] and sampler.batch_shape(list(range(10))) == (10, 5, 6)
+    sampler = TokenBatchSampler([5] * 40, [6] * 40, 100, shape_buckets=4, shuffle=False)  # 40 pairs, cap 16: 3 batches
+    assert sorted(len(b) for b in sampler.batches(0)) == [13, 13, 14] and sampler.shapes.tolist() == [[14, 5, 6]]
+
+
+def test_choose_shapes_finds_two_clusters_and_one_shape_fits_everything():
+    from vaswani.data.batching import choose_shapes
+
+    source = np.array([3] * 50 + [30] * 50)
+    target = np.array([4] * 50 + [28] * 50)
+    assert choose_shapes(source, target, 1).tolist() == [[30, 28]]
+    assert choose_shapes(source, target, 2).tolist() == [[3, 4], [30, 28]]
+    assert choose_shapes(source, target, 5).tolist() == [[3, 4], [30, 28]]  # no more shapes than help
+
+
+def test_padding_efficiency_counts_the_shape_and_its_filler_rows():
+    source, target = [2, 4], [3, 5]
+    assert padding_efficiency([[0, 1]], source, target) == pytest.approx(14 / (2 * 9))
+    assert padding_efficiency([[0, 1]], source, target, lambda batch: (3, 6, 6)) == pytest.approx(14 / (3 * 12))
+
+
+def test_pad_to_shape_pads_each_side_and_adds_filler_rows_that_score_nothing():
+    import torch
+
+    from vaswani.data.batching import pad_to_shape
+
+    batch = {"input_ids": torch.tensor([[5, 6, 2], [7, 2, 0]]), "attention_mask": torch.tensor([[1, 1, 1], [1, 1, 0]]),
+             "labels": torch.tensor([[8, 2], [9, 2]]), "decoder_input_ids": torch.tensor([[1, 8], [1, 9]])}  # fmt: skip
+    padded = pad_to_shape(batch, (4, 5, 3), pad_token_id=0)
+    assert padded["input_ids"].tolist() == [[5, 6, 2, 0, 0], [7, 2, 0, 0, 0], [5, 6, 2, 0, 0], [5, 6, 2, 0, 0]]
+    assert padded["attention_mask"].tolist() == [[1, 1, 1, 0, 0], [1, 1, 0, 0, 0], [1, 1, 1, 0, 0], [1, 1, 1, 0, 0]]
+    assert padded["labels"].tolist() == [[8, 2, -100], [9, 2, -100], [-100] * 3, [-100] * 3]
+    assert padded["decoder_input_ids"].tolist() == [[1, 8, 0], [1, 9, 0], [1, 8, 0], [1, 8, 0]]
+    with pytest.raises(ValueError, match="does not fit the bucket"):
+        pad_to_shape(batch, (1, 5, 3), pad_token_id=0)

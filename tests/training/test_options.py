@@ -80,8 +80,8 @@ class Recorder:
                 monkeypatch.setattr(module, name, wrapper)
 
     def collate(self, original):
-        def wrapper(dataset, indices, collator, device=None):
-            batch = original(dataset, indices, collator, device)
+        def wrapper(dataset, indices, collator, device=None, shape=None):
+            batch = original(dataset, indices, collator, device, shape)
             self.batches.append((dataset, list(indices), {k: v.clone() for k, v in batch.items()}))
             return batch
 

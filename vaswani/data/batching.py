@@ -20,6 +20,14 @@ same:
    drops the last batches instead (at most ``num_replicas - 1``, different ones each epoch). For evaluation,
    ``even_batches=False`` neither repeats nor drops anything: ranks may then get one batch more than others.
 
+5. Shape buckets (``shape_buckets=K``, for compiled steps and CUDA graphs: few distinct tensor shapes). Every batch
+   of an epoch then has one of at most K shapes (rows, source length, target length), chosen once from the data's
+   lengths by `choose_shapes` (each pair goes to the cheapest shape it fits, in padded tokens). The pairs of a shape
+   are cut into batches of balanced sizes within the budget (rows * max(S, T) <= max_tokens); each batch is padded
+   to the shape's lengths and filled up to its rows with rows that score nothing (`pad_to_shape`); which pairs share
+   a batch is drawn anew each epoch among the pairs of a shape. `padding_efficiency` counts the filler rows and the
+   padding to the shape.
+
 Randomness comes only from ``numpy.random.default_rng(seed + epoch)``, never from global state: the same arguments
 give the same batches on every rank and every run, and `batches(epoch)` lets a resumed run skip exactly the batches
 of an epoch it has already trained on.
@@ -35,7 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -67,6 +75,9 @@ class TokenBatchSampler(Sampler[list[int]]):
             (for evaluation, with results gathered by index). Cannot be combined with ``drop_uneven=True``.
         oversized_alone: a pair that alone costs more than ``max_tokens`` gets a batch of its own instead of raising
             (for evaluation, where every held-out pair must be scored, however long).
+        shape_buckets: with K, every batch has one of at most K shapes (module docstring, 5); `batch_shape` gives a
+            batch's shape, which the collator pads it to (`collate(..., shape=...)`). None: batches as long as their
+            longest pair.
     """
 
     def __init__(
@@ -84,6 +95,7 @@ class TokenBatchSampler(Sampler[list[int]]):
         drop_uneven: bool = False,
         even_batches: bool = True,
         oversized_alone: bool = False,
+        shape_buckets: int | None = None,
     ) -> None:
         self.source_lengths = _as_lengths(source_lengths, "source_lengths")
         self.target_lengths = _as_lengths(target_lengths, "target_lengths")
@@ -95,6 +107,8 @@ class TokenBatchSampler(Sampler[list[int]]):
         _check_positive(max_tokens=max_tokens, num_replicas=num_replicas, pad_to_multiple_of=pad_to_multiple_of)
         if max_sentences is not None:
             _check_positive(max_sentences=max_sentences)
+        if shape_buckets is not None:
+            _check_positive(shape_buckets=shape_buckets)
         if not (isinstance(seed, int | np.integer) and seed >= 0):
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}.")
         if not (isinstance(rank, int | np.integer) and 0 <= rank < num_replicas):
@@ -129,6 +143,15 @@ class TokenBatchSampler(Sampler[list[int]]):
                 f"max_tokens={max_tokens}; {too_long.size} pair(s) in all. Filter pairs longer than the budget "
                 "before batching, or raise max_tokens."
             )
+        self.shapes = self.pair_shapes = None
+        if shape_buckets is not None:
+            padded_source = _round_up(self.source_lengths, pad_to_multiple_of)
+            padded_target = _round_up(self.target_lengths, pad_to_multiple_of)
+            lengths = choose_shapes(padded_source, padded_target, shape_buckets)  # (K, 2)
+            self.pair_shapes = _cheapest_fit(padded_source, padded_target, lengths)  # (N,)
+            self.shapes, sizes = _shape_batches(lengths, self.pair_shapes, max_tokens, max_sentences)  # (K, 3), list
+            self.bounds = np.concatenate([[0], np.cumsum(sizes)])
+            return
         # Batch k is positions bounds[k]:bounds[k + 1] of the length-sorted order. Ties are exactly equal
         # (source, target) lengths, so the sequence of costs in that order, and so the bounds, is the same whatever
         # the tie-break: computed once for all epochs.
@@ -178,11 +201,23 @@ class TokenBatchSampler(Sampler[list[int]]):
                 picks = np.resize(picks, len(picks) + replicas - remainder)
         return EpochBatches(batches.order, batches.bounds, picks[self.rank :: replicas])
 
+    def batch_shape(self, batch: Sequence[int]) -> tuple[int, int, int] | None:
+        """The (rows, source length, target length) a batch of this sampler is padded to with shape buckets; None
+        without them (a batch is as long as its longest pair)."""
+        if self.shapes is None:
+            return None
+        return tuple(int(size) for size in self.shapes[self.pair_shapes[batch[0]]])
+
     # -- helpers -----------------------------------------------------------------------------------------------------
 
     def _length_order(self, rng: np.random.Generator | None) -> np.ndarray:
         """(N,) indices sorted by source length, then target length; ties in a random order drawn from `rng`, or by
-        index without one."""
+        index without one. With shape buckets: grouped by shape (in the order of `shapes`), in a random order within
+        a shape (by index without `rng`)."""
+        if self.pair_shapes is not None:
+            keys = [self.pair_shapes] if rng is None else [rng.permutation(len(self.pair_shapes)), self.pair_shapes]
+            order = np.lexsort(keys)
+            return order.astype(np.int32) if len(order) < 2**31 else order
         keys = [self.target_lengths, self.source_lengths]  # np.lexsort sorts by the last key first
         if rng is not None:
             keys.insert(0, rng.permutation(len(self.source_lengths)))
@@ -233,9 +268,14 @@ class EpochBatches(Sequence):
 
 
 def padding_efficiency(
-    batches: Sequence[Sequence[int]], source_lengths: Sequence[int], target_lengths: Sequence[int]
+    batches: Sequence[Sequence[int]],
+    source_lengths: Sequence[int],
+    target_lengths: Sequence[int],
+    shape: Callable[[Sequence[int]], tuple[int, int, int] | None] | None = None,
 ) -> float:
-    """Real tokens / padded tokens of `batches` once each side is padded to its longest sequence in the batch.
+    """Real tokens / padded tokens of `batches` once each side is padded to its longest sequence in the batch, or to
+    the (rows, source length, target length) that `shape` gives for a batch (a sampler's `batch_shape`), filler
+    rows included.
 
     ``sum(s_i + t_i) / sum over batches of len(batch) * (max s + max t)``, in (0, 1]; 1.0 for no tokens at all.
     """
@@ -247,8 +287,71 @@ def padding_efficiency(
             continue
         index = np.asarray(batch, dtype=np.int64)
         real += int(source[index].sum() + target[index].sum())
-        padded += len(index) * int(source[index].max() + target[index].max())
+        fixed = shape(batch) if shape is not None else None
+        if fixed is None:
+            padded += len(index) * int(source[index].max() + target[index].max())
+        else:
+            padded += fixed[0] * (fixed[1] + fixed[2])
     return real / padded if padded else 1.0
+
+
+def choose_shapes(source_lengths: np.ndarray, target_lengths: np.ndarray, count: int) -> np.ndarray:
+    """At most `count` (source length, target length) shapes that cover every pair with little padding: (K, 2).
+
+    A pair fits a shape at least as long on both sides and costs its S + T padded tokens. Greedy: start from the
+    shape that fits everything, add the corner (s, t) that saves the most padded tokens over the pairs it fits
+    better, `count` - 1 times; then shrink each shape to the longest pair that chose it and add corners again while
+    shapes are left (a few rounds). Deterministic: it depends on the lengths only. Candidate corners are every
+    (source length, target length) combination present when there are few, else the most frequent pairs' own."""
+    cells, counts = np.unique(np.stack([source_lengths, target_lengths], 1), axis=0, return_counts=True)  # (C, 2)
+    sources, targets = np.unique(cells[:, 0]), np.unique(cells[:, 1])
+    if len(sources) * len(targets) * len(cells) <= 2e7:
+        corners = np.stack(np.meshgrid(sources, targets, indexing="ij"), -1).reshape(-1, 2)  # (J, 2)
+    else:
+        corners = cells[np.argsort(-counts, kind="stable")[: max(1, int(2e7 // len(cells)))]]
+    shapes = cells.max(0, keepdims=True)  # (1, 2): fits everything
+    for _ in range(3):
+        cost = (shapes[_cheapest_fit(cells[:, 0], cells[:, 1], shapes)]).sum(1)  # (C,)
+        while len(shapes) < count:
+            fits = (cells[None, :, 0] <= corners[:, :1]) & (cells[None, :, 1] <= corners[:, 1:])  # (J, C)
+            saved = np.maximum(cost[None, :] - corners.sum(1)[:, None], 0) * fits  # (J, C)
+            gains = saved @ counts  # (J,)
+            best = int(gains.argmax())
+            if gains[best] <= 0:
+                break
+            shapes = np.concatenate([shapes, corners[best : best + 1]])
+            cost = np.minimum(cost, np.where(fits[best], corners[best].sum(), cost))
+        chosen = _cheapest_fit(cells[:, 0], cells[:, 1], shapes)  # (C,)
+        shrunk = np.unique([cells[chosen == k].max(0) for k in np.unique(chosen)], axis=0)  # to their longest pairs
+        if np.array_equal(shrunk, np.unique(shapes, axis=0)):
+            break
+        shapes = shrunk
+    return shapes[np.lexsort((shapes[:, 1], shapes[:, 0]))].astype(np.int64)
+
+
+def _cheapest_fit(source_lengths: np.ndarray, target_lengths: np.ndarray, shapes: np.ndarray) -> np.ndarray:
+    """For each pair, the index of the cheapest shape (fewest S + T) that it fits: (N,). Looked up in a table over the
+    lengths present, so that millions of pairs cost one indexing."""
+    cost = shapes.sum(1)
+    table = np.full((int(source_lengths.max(initial=0)) + 1, int(target_lengths.max(initial=0)) + 1), -1, np.int64)
+    for index in np.argsort(-cost, kind="stable"):  # cheaper shapes written last: they win
+        table[: shapes[index, 0] + 1, : shapes[index, 1] + 1] = index
+    return table[source_lengths, target_lengths]
+
+
+def _shape_batches(lengths: np.ndarray, pair_shapes: np.ndarray, max_tokens: int, max_sentences: int | None):
+    """The shapes (rows, S, T) of the batches, (K, 3), and the sizes of the batches in shape order (real rows each):
+    the pairs of shape k go into ceil(n / cap) batches of balanced sizes (differing by at most one), the cap being
+    max_tokens // max(S, T) rows (and max_sentences); the shape's rows are the largest of them."""
+    shapes, sizes = [], []
+    counts = np.bincount(pair_shapes, minlength=len(lengths))
+    for (source, target), count in zip(lengths.tolist(), counts.tolist(), strict=True):
+        cap = max(1, min(max_tokens // max(source, target, 1), max_sentences or max_tokens))
+        batches = max(1, -(-count // cap))
+        base, extra = divmod(count, batches)
+        sizes += [base + 1] * extra + [base] * (batches - extra) if count else []
+        shapes.append((base + (extra > 0), max(source, 1), max(target, 1)))
+    return np.asarray(shapes, dtype=np.int64), sizes
 
 
 def _pack(costs: list[int], max_tokens: int, max_sentences: int | None) -> list[int]:
@@ -307,13 +410,36 @@ def _check_positive(**values: int) -> None:
 BATCH_COLUMNS = ("input_ids", "attention_mask", "labels")  # an LM's training examples have no labels: its collator
 
 
-def collate(dataset, indices, collator, device=None) -> dict:
-    """The examples `indices` of a tokenized split as one padded batch of tensors (`collator`), on `device` (`to_device`;
-    None: left on the host)."""
+def collate(dataset, indices, collator, device=None, shape: tuple[int, int, int] | None = None) -> dict:
+    """The examples `indices` of a tokenized split as one padded batch of tensors (`collator`), padded further to
+    `shape` (`pad_to_shape`; a shape bucket's), on `device` (`to_device`; None: left on the host)."""
     features = dataset.select_columns([c for c in BATCH_COLUMNS if c in dataset.column_names])[indices]
     rows = [dict(zip(features, values, strict=True)) for values in zip(*features.values(), strict=True)]
     batch = collator(rows)
+    if shape is not None:
+        batch = pad_to_shape(batch, shape, collator.tokenizer.pad_token_id)
     return batch if device is None else to_device(batch, device)
+
+
+def pad_to_shape(batch: dict, shape: tuple[int, int, int], pad_token_id: int) -> dict:
+    """A translation batch padded to (rows, source length, target length): the source with PAD (attention mask 0),
+    the labels with -100 and the decoder input with PAD on the right, then filler rows up to `rows`: copies of the
+    first row whose labels are all -100, so they score nothing and give no gradient (and no row is all padding).
+    (B, S') -> (rows, S), (B, T') -> (rows, T)."""
+    rows, source, target = shape
+    padding = {"input_ids": (source, pad_token_id), "attention_mask": (source, 0), "labels": (target, -100),
+               "decoder_input_ids": (target, pad_token_id)}  # fmt: skip
+    padded = {}
+    for key, value in batch.items():
+        if key not in padding:
+            raise ValueError(f"shape buckets pad translation batches only; this batch has {key!r}")
+        width, fill = padding[key]
+        if value.shape[0] > rows or value.shape[1] > width:
+            raise ValueError(f"{key} of shape {tuple(value.shape)} does not fit the bucket {shape}")
+        value = torch.nn.functional.pad(value, (0, width - value.shape[1]), value=fill)
+        filler = value[:1].expand(rows - value.shape[0], -1)
+        padded[key] = torch.cat([value, torch.full_like(filler, -100) if key == "labels" else filler])
+    return padded
 
 
 def to_device(batch: dict, device) -> dict:

@@ -84,6 +84,7 @@ from vaswani.training.evaluation import log_evaluation
 from vaswani.training.options import parse_args, unknown_length
 from vaswani.training.run_dir import MetricsLog, prepare_output_dir, setup_logging, start_new_run, truncate_metrics
 from vaswani.training.schedules import BudgetSchedule, build_lr_scheduler
+from vaswani.training.speed import ComputeWeights, Recompilations, compile_layers, resolve_step_speed
 from vaswani.training.stopping import (
     TIME_BUDGET_SPENT,
     AveragingWindow,
@@ -175,6 +176,8 @@ def train(args: argparse.Namespace) -> dict:
     run = set_up(args)
     try:
         ended = train_loop(run)
+        compiled = "" if run.recompilations is None else f"; graphs compiled: {run.recompilations.count()}"
+        logger.info("Batch shapes trained on: %d%s", len(run.shapes_met), compiled)
         if ended == STOPPED:
             return {"step": run.training.progress.step, "stopped_early": True}
         return finish(run, finished_early=ended)
@@ -223,6 +226,7 @@ def set_up(args: argparse.Namespace) -> Run:
     attention, why = training_attention(args.attn_implementation, accelerator.device.type, accelerator.mixed_precision)
     model = build_model(args, config, tokenizer, attention)
     logger.info("Attention kernel: %s (%s)", model.config._attn_implementation, why)
+    speed, recompilations = speed_up_step(args, accelerator, model, len(tokenizer))
     if model.uses_layerdrop and accelerator.num_processes > 1:
         if args.gradient_checkpointing:
             raise UsageError("LayerDrop with gradient checkpointing fails under DDP; turn one of them off.")
@@ -233,22 +237,7 @@ def set_up(args: argparse.Namespace) -> Run:
         if accelerator.is_main_process and resume_checkpoint is None:
             start_new_run(args, output_dir)  # every check has passed: only now is anything replaced
 
-    train = tokenized["train"]
-    source_lengths, target_lengths = task.lengths(train)
-    sampler = TokenBatchSampler(
-        source_lengths, target_lengths, args.max_tokens, shuffle=True, seed=args.seed,
-        num_replicas=accelerator.num_processes, rank=accelerator.process_index, max_sentences=args.max_sentences,
-    )  # fmt: skip
-    updates_per_epoch = max(len(sampler) // args.gradient_accumulation_steps, 1)
-    max_steps = None if unknown_length(args) else (
-        args.max_train_steps or math.ceil(args.num_train_epochs * updates_per_epoch))  # fmt: skip
-    logger.info(
-        "Training %d %s in %d batches/epoch/process (padding efficiency %.1f%%), %s, %d processes",
-        len(train), task.examples, len(sampler),
-        100 * padding_efficiency(sampler.batches(0), source_lengths, target_lengths),
-        f"{max_steps} updates" if max_steps else "until " + ending_rule(args), accelerator.num_processes,
-    )  # fmt: skip
-
+    sampler, max_steps = training_batches(args, accelerator, task, tokenized["train"], speed.shape_buckets)
     optimizer = build_optimizer(args, model, accelerator.device.type)
     lr_scheduler, drophead = build_schedules(args, model, optimizer, max_steps)
     prepared, optimizer = accelerator.prepare(model, optimizer)
@@ -281,8 +270,50 @@ def set_up(args: argparse.Namespace) -> Run:
         args=args, accelerator=accelerator, output_dir=output_dir, task=task, raw=raw, tokenized=tokenized,
         tokenizer=tokenizer, collator=collator, eval_collator=eval_collator, model=prepared,
         training=training, sampler=sampler, manager=manager, rules=rules,
-        metrics=MetricsLog(accelerator, output_dir / METRICS_FILE),
+        metrics=MetricsLog(accelerator, output_dir / METRICS_FILE), speed=speed,
+        compute_weights=ComputeWeights(unwrapped, speed.bf16_weights), recompilations=recompilations,
     )  # fmt: skip
+
+
+def speed_up_step(args, accelerator, model, vocab_size: int) -> tuple:
+    """The step's speed options resolved (`vaswani.training.speed`) and applied to the model: the fused loss's chunk
+    and, with --torch_compile, its layers compiled. Returns them and the compile counter (None without compiling)."""
+    speed = resolve_step_speed(args, accelerator.device.type, accelerator.mixed_precision, accelerator.num_processes,
+                               vocab_size)  # fmt: skip
+    logger.info("Training step: %s", speed.describe())
+    model.loss_chunk_tokens = speed.loss_chunk_tokens
+    if not speed.torch_compile:
+        return speed, None
+    recompilations = Recompilations()
+    logger.info("Compiled %d layers (torch.compile, mode %s, static shapes)",
+                compile_layers(model, speed.torch_compile_mode), speed.torch_compile_mode)  # fmt: skip
+    return speed, recompilations
+
+
+def training_batches(
+    args, accelerator, task, train, shape_buckets: int | None
+) -> tuple[TokenBatchSampler, int | None]:
+    """This process's token-budget batches of the training split (with `shape_buckets`, of at most that many
+    shapes) and the run's number of updates (None: a time budget or early stopping ends it); both logged."""
+    source_lengths, target_lengths = task.lengths(train)
+    sampler = TokenBatchSampler(
+        source_lengths, target_lengths, args.max_tokens, shuffle=True, seed=args.seed,
+        num_replicas=accelerator.num_processes, rank=accelerator.process_index, max_sentences=args.max_sentences,
+        shape_buckets=shape_buckets,
+    )  # fmt: skip
+    updates_per_epoch = max(len(sampler) // args.gradient_accumulation_steps, 1)
+    max_steps = None if unknown_length(args) else (
+        args.max_train_steps or math.ceil(args.num_train_epochs * updates_per_epoch))  # fmt: skip
+    logger.info(
+        "Training %d %s in %d batches/epoch/process (padding efficiency %.1f%%), %s, %d processes",
+        len(train), task.examples, len(sampler),
+        100 * padding_efficiency(sampler.batches(0), source_lengths, target_lengths, sampler.batch_shape),
+        f"{max_steps} updates" if max_steps else "until " + ending_rule(args), accelerator.num_processes,
+    )  # fmt: skip
+    if sampler.shapes is not None:
+        logger.info("Shape buckets: %d batch shapes (rows x source x target): %s", len(sampler.shapes),
+                    ", ".join("x".join(map(str, shape)) for shape in sampler.shapes.tolist()))  # fmt: skip
+    return sampler, max_steps
 
 
 def ending_rule(args: argparse.Namespace) -> str:
@@ -375,7 +406,10 @@ def _train_loop(run: Run, feeder: Prefetcher | Inline) -> str | None:
         window.add(*train_step(run, feeder))
         reach_budget_fraction(run, time.monotonic() - invocation_start)
         if args.logging_steps and progress.step % args.logging_steps == 0:
-            values = {**window.flush(), "lr": training.lr_scheduler.get_last_lr()[0], "epoch": progress.epoch}
+            values = {**window.flush(), "lr": training.lr_scheduler.get_last_lr()[0], "epoch": progress.epoch,
+                      "batch_shapes": len(run.shapes_met)}  # fmt: skip
+            if run.recompilations is not None:
+                values["compiled_graphs"] = run.recompilations.count()
             bar.show(loss=f"{values['loss']:.3f}", lr=f"{values['lr']:.2e}")
             run.metrics("train", progress.step, values)
         evaluated = bool(args.eval_steps) and progress.step % args.eval_steps == 0 and progress.step != max_steps
@@ -491,7 +525,8 @@ def next_group(run: Run, stream) -> tuple[list, list[dict]]:
     """The next update's --gradient_accumulation_steps batches: their (epoch, index_in_epoch, indices) from `stream`
     and the collated batches, on the host (made ahead by `train_loop`'s feeder)."""
     group = [next(stream) for _ in range(run.args.gradient_accumulation_steps)]
-    return group, [collate(run.tokenized["train"], indices, run.collator) for *_, indices in group]
+    return group, [collate(run.tokenized["train"], indices, run.collator, shape=run.sampler.batch_shape(indices))
+                   for *_, indices in group]  # fmt: skip
 
 
 def train_step(run: Run, feeder: Prefetcher | Inline) -> tuple[torch.Tensor, int]:
@@ -513,13 +548,18 @@ def train_step(run: Run, feeder: Prefetcher | Inline) -> tuple[torch.Tensor, int
         global_tokens = accelerator.reduce(torch.tensor(local_tokens, device=accelerator.device), "sum").item()
     divisor = global_tokens / (accelerator.num_processes * args.gradient_accumulation_steps)
     loss_sum = torch.zeros((), dtype=torch.float64, device=accelerator.device)
+    run.shapes_met.update((*batch["input_ids"].shape, batch["labels"].shape[1]) for batch in host_batches)
+    run.compute_weights.hold()  # --bf16_weights: bfloat16 copies for the passes (else nothing happens)
     for batch in micro_batches:
         with accelerator.accumulate(model):
             loss = model(**batch, num_items_in_batch=divisor).loss
             accelerator.backward(loss)
+            run.compute_weights.collect()
             loss_sum += loss.detach().double() * divisor  # this micro-batch's token-loss sum
-            if accelerator.sync_gradients and args.max_grad_norm > 0:
-                accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+            if accelerator.sync_gradients:
+                run.compute_weights.release()  # the float32 weights and gradients for the update
+                if args.max_grad_norm > 0:
+                    accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
             optimizer.step()
             optimizer.zero_grad()
     if not accelerator.optimizer_step_was_skipped:

@@ -30,6 +30,7 @@ from vaswani.hub.push import check_repo_id
 from vaswani.options import ConfigArgumentParser, add_option
 from vaswani.training.ema import EMA_HORIZON, parse_ema_decay
 from vaswani.training.schedules import DECAY_TYPES, LR_SCHEDULERS, SCHEDULES_NEEDING_TOTAL
+from vaswani.training.speed import COMPILE_MODES
 from vaswani.training.stopping import (
     FINAL_MODELS,
 )
@@ -256,9 +257,46 @@ def add_optimization_options(parser: argparse.ArgumentParser) -> None:
         group, "seed", COMMAND, default=0,
         help="seeds the initial weights, the validation split, batch order and dropout",
     )  # fmt: skip
+    add_step_speed_options(group)
     group.add_argument("--drophead_p_start", type=float, default=None, help="scheduled DropHead: rate at step 0")
     group.add_argument("--drophead_p_end", type=float, default=None, help="scheduled DropHead: rate at the end")
     group.add_argument("--drophead_kinds", type=str_list, default=list(DROPHEAD_KINDS), help="encoder,decoder,cross")
+
+
+def add_step_speed_options(group) -> None:
+    """The training step's speed options (vaswani/training/speed.py; docs/performance.md). Each boolean is automatic
+    when not given: on where it was measured to pay (`speed.AUTOMATIC`)."""
+    group.add_argument(
+        "--shape_buckets", type=str2bool, default=None,
+        help="every batch padded to one of at most --num_shape_buckets shapes (rows, source and target length) chosen "
+        "from the data, so that a compiled step compiles once per shape. Translation only. Default: on with "
+        "--torch_compile",
+    )  # fmt: skip
+    group.add_argument(
+        "--num_shape_buckets", type=int, default=32, metavar="K",
+        help="--shape_buckets: the most distinct batch shapes (default: 32)",
+    )  # fmt: skip
+    group.add_argument(
+        "--torch_compile", type=str2bool, default=None,
+        help="compile each encoder and decoder layer with torch.compile (static shapes, one graph per shape; LayerDrop "
+        "and DropHead do not recompile). Default: automatic (vaswani/training/speed.py)",
+    )  # fmt: skip
+    group.add_argument(
+        "--torch_compile_mode", choices=COMPILE_MODES, default=None,
+        help="torch.compile's mode with --torch_compile (default: default); reduce-overhead adds CUDA graphs (GPU only)",
+    )  # fmt: skip
+    group.add_argument(
+        "--fused_loss", type=str2bool, default=None,
+        help="compute the output layer and the label-smoothed loss together, a chunk of target tokens at a time, "
+        "never holding the (tokens x vocabulary) logits in float32 (training only). Translation only. Default: "
+        "automatic",
+    )  # fmt: skip
+    group.add_argument(
+        "--bf16_weights", type=str2bool, default=None,
+        help="with --mixed_precision bf16: forward and backward on bfloat16 copies of the weights, the optimizer on "
+        "the float32 weights (the master copy that checkpoints and the saved model keep). One process. Default: "
+        "automatic",
+    )  # fmt: skip
 
 
 def add_evaluation_options(parser: argparse.ArgumentParser) -> None:
@@ -396,6 +434,8 @@ def _check_args(args: argparse.Namespace) -> None:
             raise UsageError(f"--{name} {getattr(args, name)} is not allowed; use a positive integer.")
     if args.prefetch_updates < 0:
         raise UsageError(f"--prefetch_updates {args.prefetch_updates} is not allowed; use 0 (off) or more.")
+    if args.num_shape_buckets < 1:
+        raise UsageError(f"--num_shape_buckets {args.num_shape_buckets} is not allowed; use a positive integer.")
     for name in (
         "max_train_steps",
         "max_sentences",

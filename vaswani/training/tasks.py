@@ -57,6 +57,7 @@ from vaswani.training.checkpoints import CheckpointManager, TrainingState
 from vaswani.training.distributed import from_main_process, main_process_first
 from vaswani.training.evaluation import evaluate_language_model, run_evaluation
 from vaswani.training.run_dir import MetricsLog
+from vaswani.training.speed import ComputeWeights, Recompilations, StepSpeed
 from vaswani.training.stopping import StoppingRules
 
 logger = logging.getLogger("train")  # one logger for the whole training run
@@ -530,6 +531,11 @@ class Run:
     manager: CheckpointManager
     rules: StoppingRules  # time budget and early stopping
     metrics: MetricsLog
+    speed: StepSpeed = dataclasses.field(default_factory=StepSpeed)  # the step's speed options, resolved
+    # --bf16_weights: bfloat16 copies of the weights during an update (disabled: a no-op)
+    compute_weights: ComputeWeights = dataclasses.field(default_factory=lambda: ComputeWeights(None, enabled=False))
+    recompilations: Recompilations | None = None  # --torch_compile: graphs compiled since the start
+    shapes_met: set = dataclasses.field(default_factory=set)  # (rows, source, target) of the batches trained on
 
     def evaluate(self, split: str, max_samples: int | None = None) -> dict:
         return self.task.evaluate(self, split, max_samples)

@@ -1,0 +1,183 @@
+"""vaswani/training/speed.py: the training step's speed options (issue 41): their automatic values and refusals, the
+bf16 compute weights against autocast's float32 weights, compiled layers against eager ones (LayerDrop and DropHead
+compiling nothing new), and train.py with every option on resuming exactly."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from conftest import random_batch, tiny_model, train_command_in_process
+from safetensors.torch import load_file
+from test_loop import data_args, data_dir, read_metrics, run_train  # noqa: F401  (data_dir is a fixture)
+
+from vaswani.training.options import parse_args
+from vaswani.training.speed import AUTOMATIC, ComputeWeights, Recompilations, compile_layers, resolve_step_speed
+
+TINY = ["--vocab_size", "400", "--d_model", "32", "--encoder_layers", "2", "--decoder_layers", "2",
+        "--encoder_attention_heads", "2", "--decoder_attention_heads", "2", "--encoder_ffn_dim", "64",
+        "--decoder_ffn_dim", "64", "--max_tokens", "600", "--max_source_length", "48", "--max_target_length", "48",
+        "--warmup_steps", "4", "--eval_steps", "0", "--logging_steps", "1", "--report_to", "none",
+        "--checkpoint_minutes", "60", "--average_checkpoints", "0", "--max_eval_samples", "4",
+        "--num_beams", "1"]  # fmt: skip
+
+
+def speed_of(*argv, device="cpu", precision="bf16", processes=1, task=()):
+    args = parse_args(["--output_dir", "out", "--max_train_steps", "5", *task, *argv])
+    return resolve_step_speed(args, device, precision, processes, vocab_size=8000)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Options
+# ---------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_unset_options_take_the_automatic_values_of_the_device(device):
+    speed = speed_of(device=device)
+    automatic = AUTOMATIC[device]
+    assert speed.torch_compile == automatic["torch_compile"] and speed.bf16_weights == automatic["bf16_weights"]
+    assert (speed.loss_chunk_tokens is not None) == automatic["fused_loss"]
+    assert (speed.shape_buckets is not None) == automatic["torch_compile"]  # buckets follow compiling
+    assert "automatic" in speed.describe()
+
+
+def test_given_options_win_and_buckets_follow_compiling():
+    speed = speed_of(
+        "--torch_compile", "true", "--fused_loss", "yes", "--bf16_weights", "1", "--num_shape_buckets", "7"
+    )
+    assert (speed.torch_compile, speed.torch_compile_mode, speed.shape_buckets) == (True, "default", 7)
+    assert speed.loss_chunk_tokens == 2**22 // 8000 and speed.bf16_weights
+    assert speed_of("--torch_compile", "true", "--shape_buckets", "false").shape_buckets is None
+    assert speed_of("--shape_buckets", "true").shape_buckets == 32
+    assert "--fused_loss true" in speed.describe()
+
+
+@pytest.mark.parametrize(
+    "argv, kwargs, message",
+    [
+        (["--torch_compile_mode", "max-autotune"], {}, "--torch_compile_mode max-autotune needs --torch_compile true"),
+        (["--torch_compile", "true", "--torch_compile_mode", "reduce-overhead"], {}, "records CUDA graphs"),
+        (["--bf16_weights", "true"], {"precision": "no"}, "needs --mixed_precision bf16"),
+        (["--bf16_weights", "true"], {"processes": 2}, "runs in one process"),
+        (["--shape_buckets", "true"], {"task": ("--task", "causal_lm")}, "--task causal_lm has its own shapes"),
+        (["--fused_loss", "true"], {"task": ("--task", "masked_lm")}, "computes a translation model's loss"),
+    ],
+)
+def test_a_combination_that_cannot_work_is_refused(argv, kwargs, message):
+    from vaswani.errors import UsageError
+
+    with pytest.raises(UsageError, match=message):
+        speed_of(*argv, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--num_shape_buckets", "0"], "--num_shape_buckets 0 is not allowed; use a positive integer"),
+        (["--torch_compile", "maybe"], "expected true or false, got 'maybe'"),
+        (["--torch_compile_mode", "fast"], "invalid choice: 'fast'"),
+    ],
+)
+def test_bad_values_are_one_line_errors(argv, message):
+    status, stderr = train_command_in_process(["--output_dir", "out", "--max_train_steps", "5", *argv])
+    assert status == 2 and message in stderr and "Traceback" not in stderr
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# bf16 weights for compute, float32 for the optimizer
+# ---------------------------------------------------------------------------------------------------------------
+def test_bf16_compute_weights_give_autocasts_gradients_and_leave_the_float32_weights():
+    """Two micro-batches: the float32 gradients summed over them are autocast's (which casts the same float32 weights
+    to the same bfloat16 values; embeddings and norms stay float32 in both) within float32 rounding; the weights come
+    back bit for bit."""
+    model = tiny_model(seed=2, dropout=0.0).train()
+    batches = [random_batch(vocab_size=model.config.vocab_size, seed=seed) for seed in (0, 1)]
+    reference = copy.deepcopy(model)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        for input_ids, attention_mask, labels in batches:
+            reference(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss.backward()
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    weights = ComputeWeights(model, enabled=True)
+    weights.hold()
+    dtypes = {name: p.dtype for name, p in model.named_parameters()}
+    assert dtypes["model.encoder.layers.0.ffn.fc1.weight"] == dtypes["model.encoder.layers.0.ffn.fc1.bias"]
+    assert dtypes["model.encoder.layers.0.ffn.fc1.weight"] == torch.bfloat16
+    assert dtypes["model.shared.weight"] == dtypes["model.encoder.layers.0.self_attn_residual.norm.weight"]
+    assert dtypes["model.shared.weight"] == torch.float32  # the tied embedding and the norms
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        for input_ids, attention_mask, labels in batches:
+            model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss.backward()
+            weights.collect()
+    weights.release()
+    grads = dict(reference.named_parameters())
+    for name, param in model.named_parameters():
+        assert param.dtype == param.grad.dtype == torch.float32 and torch.equal(param.detach(), before[name]), name
+        torch.testing.assert_close(param.grad, grads[name].grad, rtol=1e-5, atol=1e-6, msg=name)
+    disabled = ComputeWeights(model, enabled=False)
+    disabled.hold()
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Compiled layers
+# ---------------------------------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_compiled_layers_equal_eager_ones_and_layerdrop_and_drophead_compile_nothing_new():
+    """One encoder and one decoder layer kind, one shape: after the first steps (training and evaluation modes) a
+    new LayerDrop draw, a new DropHead rate and DropHead turned off and on again add no graph."""
+    torch._dynamo.reset()
+    options = dict(seed=3, dropout=0.0, encoder_layers=2, decoder_layers=1, encoder_layerdrop=0.5)
+    eager, compiled = tiny_model(**options).train(), tiny_model(**options).train()
+    input_ids, attention_mask, labels = random_batch(vocab_size=eager.config.vocab_size)
+    batch = dict(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+    assert compile_layers(compiled, "default") == 3
+    for model in (eager, compiled):  # the same LayerDrop draws: the generators start alike
+        model.eval()
+        model(**batch).loss.backward()
+    torch.testing.assert_close(compiled(**batch).logits, eager(**batch).logits, rtol=1e-5, atol=1e-5)
+    for model in (eager, compiled):  # training: the same LayerDrop draws again (DropHead off: the compiled
+        model.train()  # layers draw their own random numbers)
+        model.zero_grad()
+        model(**batch).loss.backward()
+    for (name, a), (_, b) in zip(eager.named_parameters(), compiled.named_parameters(), strict=True):
+        if a.grad is not None:
+            torch.testing.assert_close(b.grad, a.grad, rtol=1e-4, atol=1e-5, msg=name)
+    compiled.set_drophead(0.3)  # DropHead on: its graphs once (every layer kind runs in 3 steps here)
+    for _ in range(3):
+        compiled(**batch).loss.backward()
+    graphs, patterns = Recompilations(), set()
+    draw = compiled.model.encoder.layerdrop.sample
+    compiled.model.encoder.layerdrop.sample = lambda *a: patterns.add(tuple(skip := draw(*a))) or skip
+    for rate in (0.1, 0.0, 0.25, 0.05, 0.2, 0.15):  # every step: a new LayerDrop draw; the rate changes, off and on
+        compiled.set_drophead(rate)
+        compiled(**batch).loss.backward()
+    assert graphs.count() == 0 and len(patterns) >= 3, patterns
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# train.py with every option on
+# ---------------------------------------------------------------------------------------------------------------
+SPEED_RUN = [*TINY, "--max_train_steps", "6", "--shape_buckets", "true", "--num_shape_buckets", "6", "--fused_loss",
+             "true", "--bf16_weights", "true", "--mixed_precision", "bf16", "--gradient_accumulation_steps", "2",
+             "--encoder_layerdrop", "0.2", "--drophead_p_start", "0.2", "--drophead_p_end", "0.1",
+             "--ema_decay", "0.9"]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_run_with_buckets_fused_loss_and_bf16_weights_resumes_exactly_and_saves_float32(data_dir, tmp_path):  # noqa: F811
+    common = [*data_args(data_dir), *SPEED_RUN]
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    assert run_train([*common, "--output_dir", str(straight)], tmp_path).returncode == 0
+    stopped = run_train([*common, "--output_dir", str(resumed), "--stop_after_steps", "3"], tmp_path)
+    assert stopped.returncode == 0, stopped.stderr[-3000:]
+    again = run_train([*common, "--output_dir", str(resumed), "--resume_from_checkpoint", "latest"], tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "shape_buckets on (--shape_buckets true), at most 6 shapes" in again.stderr
+    assert "Shape buckets: 6 batch shapes" in again.stderr
+    losses = [[m["loss"] for m in read_metrics(run) if m["split"] == "train"] for run in (straight, resumed)]
+    assert len(losses[0]) == 6 and losses[0] == losses[1]
+    assert max(m["batch_shapes"] for m in read_metrics(straight) if m["split"] == "train") <= 6
+    a, b = load_file(straight / "model.safetensors"), load_file(resumed / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[key], b[key]) for key in a)
+    checkpoint = load_file(resumed / "checkpoints" / "step-00000003" / "model.safetensors")
+    assert {t.dtype for t in [*a.values(), *checkpoint.values()]} == {torch.float32}

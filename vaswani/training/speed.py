@@ -1,0 +1,191 @@
+"""The training step's speed options (issue 41): what the fastest GPU implementations of the paper's model do
+(`../shared/reference/gpu-anchors.md`), each an option of `vaswani train`, automatic by default.
+
+- `--shape_buckets` (`--num_shape_buckets K`): every batch has one of at most K shapes (rows, source length, target
+  length), so a compiled step is compiled once per shape (`vaswani.data.batching`, module docstring 5).
+- `--torch_compile` (`--torch_compile_mode`): each encoder and decoder layer compiled (`torch.compile`, static
+  shapes), one compiled graph for all layers of a kind and shape (regional compilation). LayerDrop's per-step draws
+  stay outside the compiled layers and DropHead's rate is a tensor (`modeling_vaswani.DropHead`): neither compiles
+  again. New graphs are counted (`Recompilations`) and logged.
+- `--fused_loss`: the output layer and the label-smoothed loss computed together, a chunk of target tokens at a time
+  (`modeling_vaswani.ChunkedOutputLoss`): the (tokens x vocabulary) logits are never held in float32 at once.
+- `--bf16_weights`: the forward and backward passes run on bfloat16 copies of the linear layers' weights, the
+  optimizer on the float32 weights (`ComputeWeights`): autocast's casts of those weights in every pass are gone; checkpoints, the
+  moving average, averaging and the saved model keep float32 weights, because between updates the model holds them.
+
+`AUTOMATIC` says where each is on when not given: only where an interleaved A/B of train.py measured it at least
+1.05x as fast with no loss of BLEU (benchmarks/README.md, "The training step's speed options"); elsewhere off.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from vaswani.errors import UsageError
+
+# torch is imported by the functions that need it: the command line's parser reads COMPILE_MODES from here
+
+logger = logging.getLogger("train")
+
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # torch.compile's
+# device type -> option -> on when not given. CPU: measured (benchmarks/README.md); CUDA: not yet measured on a GPU,
+# so off until the GPU measurement of issue 41 decides (benchmarks/bench_gpu.py's variants are ready for it).
+AUTOMATIC = {
+    "cpu": {"torch_compile": False, "fused_loss": False, "bf16_weights": False},
+    "cuda": {"torch_compile": False, "fused_loss": False, "bf16_weights": False},
+}
+LOSS_CHUNK_ELEMENTS = 2**22  # a chunk of the fused loss holds about this many logits (16 MiB in float32)
+
+
+@dataclass
+class StepSpeed:
+    """The resolved speed options of a run, and why each is what it is (for the log)."""
+
+    shape_buckets: int | None = None  # the number of shapes, or None: batches as long as their longest pair
+    torch_compile: bool = False
+    torch_compile_mode: str | None = None
+    loss_chunk_tokens: int | None = None  # the fused loss's chunk, or None: logits, then the loss
+    bf16_weights: bool = False
+    reasons: dict[str, str] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        return "; ".join(f"{name} {reason}" for name, reason in self.reasons.items())
+
+
+def resolve_step_speed(args, device_type: str, mixed_precision: str, num_processes: int,
+                       vocab_size: int) -> StepSpeed:  # fmt: skip
+    """The run's `StepSpeed` from its options (None: automatic, `AUTOMATIC`), checked against the task, the device,
+    the precision and the number of processes. A combination that cannot work is a `UsageError`."""
+    automatic = AUTOMATIC.get(device_type, AUTOMATIC["cpu"])
+    speed = StepSpeed()
+    translation = args.task == "translation"
+
+    def choose(name: str, allowed: bool, why_not: str) -> bool:
+        given = getattr(args, name)
+        if given and not allowed:
+            raise UsageError(f"--{name} true {why_not}")
+        if given is not None:
+            speed.reasons[name] = f"{'on' if given else 'off'} (--{name} {str(given).lower()})"
+            return bool(given)
+        on = automatic.get(name, False) and allowed
+        speed.reasons[name] = f"{'on' if on else 'off'} (automatic on {device_type.upper()})"
+        return on
+
+    speed.torch_compile = choose("torch_compile", True, "")
+    if args.torch_compile_mode is not None:
+        if not speed.torch_compile:
+            raise UsageError(f"--torch_compile_mode {args.torch_compile_mode} needs --torch_compile true")
+        if args.torch_compile_mode == "reduce-overhead" and device_type != "cuda":
+            raise UsageError("--torch_compile_mode reduce-overhead records CUDA graphs: it needs a CUDA GPU; use "
+                             "default or max-autotune-no-cudagraphs on this device")  # fmt: skip
+    speed.torch_compile_mode = args.torch_compile_mode or ("default" if speed.torch_compile else None)
+    buckets = args.shape_buckets
+    if buckets and not translation:
+        raise UsageError(f"--shape_buckets true pads translation batches; --task {args.task} has its own shapes")
+    if buckets is None:  # automatic: where the step is compiled (a compiled step pays once per shape)
+        buckets = speed.torch_compile and translation
+        speed.reasons["shape_buckets"] = f"{'on' if buckets else 'off'} (automatic: with --torch_compile)"
+    else:
+        speed.reasons["shape_buckets"] = f"{'on' if buckets else 'off'} (--shape_buckets {str(buckets).lower()})"
+    speed.shape_buckets = args.num_shape_buckets if buckets else None
+    if speed.shape_buckets:
+        speed.reasons["shape_buckets"] += f", at most {speed.shape_buckets} shapes"
+    fused = choose("fused_loss", translation, f"computes a translation model's loss; --task {args.task} has its own")
+    speed.loss_chunk_tokens = max(1, LOSS_CHUNK_ELEMENTS // vocab_size) if fused else None
+    if fused:
+        speed.reasons["fused_loss"] += f", {speed.loss_chunk_tokens} target tokens a chunk"
+    why = ("needs --mixed_precision bf16 (the weights are cast for bf16 compute)" if mixed_precision != "bf16"
+           else "runs in one process (data-parallel training reduces float32 gradients)")  # fmt: skip
+    speed.bf16_weights = choose("bf16_weights", mixed_precision == "bf16" and num_processes == 1, why)
+    return speed
+
+
+def compile_layers(model, mode: str) -> int:
+    """Compile every encoder and decoder layer of `model` (`torch.compile`, static shapes, `mode`): the layers of a
+    kind share one compiled graph per input shape. Returns how many layers were compiled. dynamo keeps up to 8
+    graphs per layer by default; a run with K shape buckets needs K per kind and a few more for the first steps'
+    dtypes and modes."""
+    import torch
+    from transformers.modeling_layers import GradientCheckpointingLayer
+
+    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 256)
+    torch._dynamo.config.accumulated_cache_size_limit = max(torch._dynamo.config.accumulated_cache_size_limit, 4096)
+    layers = [module for module in model.modules() if isinstance(module, GradientCheckpointingLayer)]
+    for layer in layers:
+        layer.compile(mode=None if mode == "default" else mode, dynamic=False)
+    return len(layers)
+
+
+class Recompilations:
+    """The graphs dynamo compiled since this object was made (its `unique_graphs` counter), for the log."""
+
+    def __init__(self):
+        self.start = self.total()
+
+    @staticmethod
+    def total() -> int:
+        from torch._dynamo.utils import counters
+
+        return int(counters["stats"]["unique_graphs"])
+
+    def count(self) -> int:
+        return self.total() - self.start
+
+
+class ComputeWeights:
+    """bfloat16 weights for the forward and backward passes of an update, float32 weights for everything else.
+
+    `hold()` (before an update's first micro-batch) swaps the data of the linear layers' weights
+    (`matrix_product_weights`) for bfloat16 copies;
+    `collect()` (after each micro-batch's backward pass) adds its bfloat16 gradients into float32 ones; `release()`
+    (before clipping and the optimizer step) puts the float32 weights back, with the float32 gradients. The optimizer
+    therefore updates the float32 weights (the master copy) and every reader between updates (checkpoints, the moving
+    average, evaluation) sees them. A no-op when `enabled` is False."""
+
+    def __init__(self, model, enabled: bool):
+        import torch
+
+        self.params = self.matrix_product_weights(model) if enabled else []
+        self.dtype = torch.bfloat16
+        self.master: list = []  # the float32 weights while the bfloat16 copies are held
+        self.grads: list = []  # float32 gradients summed over the update's micro-batches
+
+    @staticmethod
+    def matrix_product_weights(model) -> list:
+        """The trainable weights and biases of the linear layers, those autocast casts to bfloat16 for every product;
+        not a matrix shared with an embedding (tied output projection): embeddings and norms stay float32, so the
+        residual stream stays float32 as under autocast, and the passes compute exactly what autocast computes."""
+        import torch
+
+        embedded = {id(p) for m in model.modules() if isinstance(m, torch.nn.Embedding) for p in m.parameters()}
+        linear = {id(p): p for m in model.modules() if isinstance(m, torch.nn.Linear) for p in m.parameters()}
+        return [p for key, p in linear.items() if p.requires_grad and key not in embedded]
+
+    def hold(self) -> None:
+        if not self.params:
+            return
+        self.master = [p.data for p in self.params]
+        self.grads = [None] * len(self.params)
+        for param in self.params:
+            param.data = param.data.to(self.dtype)
+
+    def collect(self) -> None:
+        for index, param in enumerate(self.params):
+            if param.grad is not None:
+                grad = param.grad.float()
+                self.grads[index] = grad if self.grads[index] is None else self.grads[index].add_(grad)
+                param.grad = None
+
+    def release(self) -> None:
+        if not self.master:
+            return
+        self.collect()
+        for param, master, grad in zip(self.params, self.master, self.grads, strict=True):
+            param.data = master
+            param.grad = grad
+        self.master, self.grads = [], []
+
+
+__all__ = ["AUTOMATIC", "COMPILE_MODES", "ComputeWeights", "Recompilations", "StepSpeed", "compile_layers",
+           "resolve_step_speed"]  # fmt: skip
