@@ -27,6 +27,16 @@ counted over all T positions as the kernels compute them) + 2 d^2 + 2 S d (cross
 projection. tests/benchmarks/test_bench_gpu.py checks this count against torch's FLOP counter on a tiny model. The peak is
 looked up from the GPU's name (dense bf16 tensor-core peak) or given with --peak_tflops.
 
+On a CPU (issue 41's CPU side): `--presets small-data` is configs/small-data.yaml's model and recipe, `--corpus DIR`
+trains on a real corpus (DIR/train.jsonl and validation.jsonl, languages `--source_lang` / `--target_lang`) instead
+of the synthetic one, `--threads N` gives train.py N threads, and without --peak_tflops the peak is measured: a
+2048 x 2048 matrix product on those threads in the run's precision (bf16 or float32), so the MFU column is the
+step's share of the thread's matmul peak:
+
+    python benchmarks/bench_gpu.py --device cpu --presets small-data --corpus ../shared/data/gettext-en-es \
+        --source_lang en --target_lang es --vocab_size 8000 --max_tokens 1024 --threads 1 --steps 120 \
+        --warmup_steps 20 --repeats 5 --variant base= --variant A2= --variant fused="--fused_loss true"
+
 `--variant LABEL=ARGS` (repeatable) runs every preset once per variant with ARGS added to train.py's command line,
 all runs interleaved (variant and preset alternate within each round), and prints each variant's median against the
 first variant's for each preset: e.g. the input pipeline of issue 30 (the default: batches prepared in a background
@@ -68,19 +78,47 @@ def training_flops(config, source_length: int, target_length: int) -> int:
     return 3 * 2 * (encoder + decoder + output)
 
 
+RECIPES = {"small-data": REPO / "configs" / "small-data.yaml"}  # presets that are a recipe file of configs/
+
+
 def model_config(preset: str, vocab_size: int):
     from modeling_vaswani import VaswaniConfig
+    from modeling_vaswani.configuration_vaswani import MODEL_OPTIONS
 
     if preset == "tiny":
         return VaswaniConfig(vocab_size=vocab_size, **TINY)
+    if preset in RECIPES:
+        import yaml
+
+        recipe = yaml.safe_load(RECIPES[preset].read_text())
+        return VaswaniConfig(vocab_size=vocab_size, **{k: v for k, v in recipe.items() if k in MODEL_OPTIONS})
     return VaswaniConfig.from_preset(preset, vocab_size=vocab_size)
 
 
-def peak_tflops(device: str, given: float | None) -> tuple[float | None, str]:
+def measured_cpu_peak(threads: int | None, precision: str) -> float:
+    """TFLOP/s of a 2048 x 2048 matrix product on `threads` CPU threads in bf16 (or float32 for precision "no"):
+    the best of 10 timed products after 3 untimed ones, in a subprocess so that the thread count applies."""
+    code = (
+        "import time, torch\n"
+        f"dtype = torch.{'bfloat16' if precision == 'bf16' else 'float32'}\n"
+        "a, b = torch.randn(2048, 2048, dtype=dtype), torch.randn(2048, 2048, dtype=dtype)\n"
+        "[a @ b for _ in range(3)]\n"
+        "best = min((lambda t: (a @ b, time.perf_counter() - t)[1])(time.perf_counter()) for _ in range(10))\n"
+        "print(2 * 2048**3 / best / 1e12)\n"
+    )  # fmt: skip
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                            env=common.worker_env(threads))  # fmt: skip
+    return float(result.stdout.strip())
+
+
+def peak_tflops(device: str, given: float | None, threads: int | None = None,
+                precision: str = "bf16") -> tuple[float | None, str]:  # fmt: skip
     if given is not None:
         return given, "--peak_tflops"
     if device != "cuda":
-        return None, "unknown for CPU (pass --peak_tflops)"
+        peak = measured_cpu_peak(threads, precision)
+        dtype = "bf16" if precision == "bf16" else "float32"
+        return peak, f"CPU: measured {dtype} 2048x2048 matmul peak on {threads or 'all'} thread(s)"
     import torch
 
     name = torch.cuda.get_device_name()
@@ -92,7 +130,12 @@ def peak_tflops(device: str, given: float | None) -> tuple[float | None, str]:
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
-    parser.add_argument("--presets", nargs="+", choices=["tiny", "base", "big"], default=["base", "big"])
+    parser.add_argument("--presets", nargs="+", choices=["tiny", "base", "big", *RECIPES], default=["base", "big"])
+    parser.add_argument("--corpus", type=Path, help="a folder with train.jsonl and validation.jsonl (default: the "
+                        "synthetic corpus)")  # fmt: skip
+    parser.add_argument("--source_lang", default="en", help="with --corpus: the source language (default: en)")
+    parser.add_argument("--target_lang", default="de", help="with --corpus: the target language (default: de)")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads of train.py (default: its own)")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     parser.add_argument("--mixed_precision", choices=["no", "bf16"], default="bf16")
     parser.add_argument("--max_tokens", type=int, default=25000, help="tokens per batch (paper: ~25k)")
@@ -121,13 +164,21 @@ def parse_args(argv=None) -> argparse.Namespace:
         args.variants[label] = shlex.split(extra)
     if args.repeats < 1:
         parser.error(f"--repeats {args.repeats} is not allowed: use 1 or more")
+    if args.corpus is not None:  # train.py runs in a temporary folder: an absolute path
+        if not all((args.corpus / f"{split}.jsonl").is_file() for split in ("train", "validation")):
+            parser.error(f"--corpus {args.corpus} needs train.jsonl and validation.jsonl in it")
+        args.corpus = args.corpus.resolve()
+    if args.threads is not None and args.threads < 1:
+        parser.error(f"--threads {args.threads} is not allowed: use 1 or more")
     return args
 
 
-def corpus_flops_per_target_token(tokenizer, dataset, config) -> float:
+def corpus_flops_per_target_token(tokenizer, dataset, config, source_lang: str = "en",
+                                  target_lang: str = "de") -> float:  # fmt: skip
     """Model training FLOPs per real target token, averaged over the corpus (the pairs' own lengths)."""
     encoded = tokenizer(
-        [t["en"] for t in dataset["translation"]], text_target=[t["de"] for t in dataset["translation"]]
+        [t[source_lang] for t in dataset["translation"]],
+        text_target=[t[target_lang] for t in dataset["translation"]],
     )
     lengths = [(len(s), len(t)) for s, t in zip(encoded["input_ids"], encoded["labels"], strict=True)]
     return sum(training_flops(config, s, t) for s, t in lengths) / sum(t for _, t in lengths)
@@ -139,6 +190,8 @@ def run_preset(
     config = model_config(preset, vocab_size)
     out = folder / f"run-{variant}-{preset}-{round_index}"
     model = [f"--{k}={v}" for k, v in TINY.items()] if preset == "tiny" else ["--model_preset", preset]
+    if preset in RECIPES:  # the recipe's model and optimizer settings; the rest as every preset runs
+        model = ["--config", str(RECIPES[preset]), "--ema_decay", "none", "--eval_steps", "0"]
     logging_steps = max(1, (args.steps - args.warmup_steps) // 5)
     cmd = [
         sys.executable, str(REPO / "train.py"), "--train_file", str(paths["train"]),
@@ -148,9 +201,9 @@ def run_preset(
         "--warmup_steps", "4000", "--logging_steps", str(logging_steps), "--eval_steps", "0",
         "--average_checkpoints", "0", "--checkpoint_minutes", "100000", "--max_eval_samples", "2", "--num_beams", "1",
         "--mixed_precision", args.mixed_precision, "--report_to", "none", "--output_dir", str(out),
-        *args.variants[variant],
+        "--source_lang", args.source_lang, "--target_lang", args.target_lang, *args.variants[variant],
     ]  # fmt: skip
-    env = common.worker_env()
+    env = common.worker_env(args.threads)
     if args.device == "cpu":
         env["ACCELERATE_USE_CPU"] = "1"
     result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=folder)
@@ -173,13 +226,17 @@ def run_to_run_noise(preset: str, rates: list[float]) -> str:
 
 def main(argv=None) -> list[dict]:
     args = parse_args(argv)
-    peak, peak_source = peak_tflops(args.device, args.peak_tflops)
+    peak, peak_source = peak_tflops(args.device, args.peak_tflops, args.threads, args.mixed_precision)
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench_gpu_") as tmp:
         folder = Path(tmp)
-        paths = bench_train.make_corpus(folder, args.pairs, seed=0)
-        tokenizer, dataset = bench_train.prepare_tokenizer(paths, folder, args.vocab_size)
-        print(common.describe_machine(common.machine_description(threads=1)))
+        if args.corpus is None:
+            paths = bench_train.make_corpus(folder, args.pairs, seed=0)
+        else:
+            paths = {split: args.corpus / f"{split}.jsonl" for split in ("train", "validation")}
+        tokenizer, dataset = bench_train.prepare_tokenizer(paths, folder, args.vocab_size, args.source_lang,
+                                                           args.target_lang)  # fmt: skip
+        print(common.describe_machine(common.machine_description(threads=args.threads or 1)))
         print(f"train.py on {args.device} ({peak_source}), {args.mixed_precision}, --max_tokens {args.max_tokens}, "
               f"{args.steps} updates per run (first {args.warmup_steps} not timed), {args.repeats} runs per preset, "
               f"interleaved, vocab {len(tokenizer)}")  # fmt: skip
@@ -197,7 +254,9 @@ def main(argv=None) -> list[dict]:
         for (variant, preset), preset_runs in runs.items():
             rates = common.Summary.of([run["target_tokens_per_second"] for run in preset_runs])
             if preset not in flops_per_token:
-                flops_per_token[preset] = corpus_flops_per_target_token(tokenizer, dataset, preset_runs[0]["config"])
+                flops_per_token[preset] = corpus_flops_per_target_token(
+                    tokenizer, dataset, preset_runs[0]["config"], args.source_lang, args.target_lang
+                )
             per_token = flops_per_token[preset]
             flops = rates.median * per_token
             rows.append({

@@ -147,13 +147,15 @@ def make_corpus(folder: Path, pairs: int, seed: int) -> dict[str, Path]:
     return paths
 
 
-def prepare_tokenizer(paths: dict[str, Path], folder: Path, vocab_size: int):
+def prepare_tokenizer(paths: dict[str, Path], folder: Path, vocab_size: int, source_lang: str = "en",
+                      target_lang: str = "de"):  # fmt: skip
     from datasets import load_dataset
 
     from tokenization import train_bpe_tokenizer
 
     dataset = load_dataset("json", data_files=str(paths["train"]), split="train")
-    tokenizer = train_bpe_tokenizer(dataset=dataset, source_lang="en", target_lang="de", vocab_size=vocab_size)
+    tokenizer = train_bpe_tokenizer(dataset=dataset, source_lang=source_lang, target_lang=target_lang,
+                                    vocab_size=vocab_size)  # fmt: skip
     tokenizer.save_pretrained(folder / "tokenizer")
     return tokenizer, dataset
 

@@ -285,7 +285,7 @@ def speed_up_step(args, accelerator, model, vocab_size: int) -> tuple:
     if not speed.torch_compile:
         return speed, None
     recompilations = Recompilations()
-    logger.info("Compiled %d layers (torch.compile, mode %s, static shapes)",
+    logger.info("Compiling %d layers (torch.compile, mode %s, automatic dynamic shapes)",
                 compile_layers(model, speed.torch_compile_mode), speed.torch_compile_mode)  # fmt: skip
     return speed, recompilations
 

@@ -278,8 +278,8 @@ def add_step_speed_options(group) -> None:
     )  # fmt: skip
     group.add_argument(
         "--torch_compile", type=str2bool, default=None,
-        help="compile each encoder and decoder layer with torch.compile (static shapes, one graph per shape; LayerDrop "
-        "and DropHead do not recompile). Default: automatic (vaswani/training/speed.py)",
+        help="compile each encoder and decoder layer with torch.compile (automatic dynamic shapes: a few graphs per "
+        "run; LayerDrop and DropHead do not recompile). Default: automatic (vaswani/training/speed.py)",
     )  # fmt: skip
     group.add_argument(
         "--torch_compile_mode", choices=COMPILE_MODES, default=None,

@@ -3,10 +3,12 @@
 
 - `--shape_buckets` (`--num_shape_buckets K`): every batch has one of at most K shapes (rows, source length, target
   length), so a compiled step is compiled once per shape (`vaswani.data.batching`, module docstring 5).
-- `--torch_compile` (`--torch_compile_mode`): each encoder and decoder layer compiled (`torch.compile`, static
-  shapes), one compiled graph for all layers of a kind and shape (regional compilation). LayerDrop's per-step draws
-  stay outside the compiled layers and DropHead's rate is a tensor (`modeling_vaswani.DropHead`): neither compiles
-  again. New graphs are counted (`Recompilations`) and logged.
+- `--torch_compile` (`--torch_compile_mode`): each encoder and decoder layer compiled (`torch.compile`), one compiled
+  graph for all layers of a kind (regional compilation), with torch's automatic dynamic shapes: compiled for the
+  first batch's shape, then once more with the sizes that changed left symbolic, so a run compiles a handful of
+  graphs whatever its shapes (CUDA graphs, `reduce-overhead`, still record one graph per shape: the buckets bound
+  them). LayerDrop's per-step draws stay outside the compiled layers and DropHead's rate is a tensor
+  (`modeling_vaswani.DropHead`): neither compiles again. New graphs are counted (`Recompilations`) and logged.
 - `--fused_loss`: the output layer and the label-smoothed loss computed together, a chunk of target tokens at a time
   (`modeling_vaswani.ChunkedOutputLoss`): the (tokens x vocabulary) logits are never held in float32 at once.
 - `--bf16_weights`: the forward and backward passes run on bfloat16 copies of the linear layers' weights, the
@@ -102,10 +104,10 @@ def resolve_step_speed(args, device_type: str, mixed_precision: str, num_process
 
 
 def compile_layers(model, mode: str) -> int:
-    """Compile every encoder and decoder layer of `model` (`torch.compile`, static shapes, `mode`): the layers of a
-    kind share one compiled graph per input shape. Returns how many layers were compiled. dynamo keeps up to 8
-    graphs per layer by default; a run with K shape buckets needs K per kind and a few more for the first steps'
-    dtypes and modes."""
+    """Compile every encoder and decoder layer of `model` (`torch.compile` with `mode` and automatic dynamic shapes):
+    the layers of a kind share their compiled graphs. Returns how many layers were compiled. The cache limits are
+    raised so that the training, evaluation and DropHead variants of each kind never make dynamo give up and run a
+    layer eagerly."""
     import torch
     from transformers.modeling_layers import GradientCheckpointingLayer
 
@@ -113,7 +115,7 @@ def compile_layers(model, mode: str) -> int:
     torch._dynamo.config.accumulated_cache_size_limit = max(torch._dynamo.config.accumulated_cache_size_limit, 4096)
     layers = [module for module in model.modules() if isinstance(module, GradientCheckpointingLayer)]
     for layer in layers:
-        layer.compile(mode=None if mode == "default" else mode, dynamic=False)
+        layer.compile(mode=None if mode == "default" else mode)
     return len(layers)
 
 
