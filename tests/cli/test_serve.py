@@ -111,7 +111,8 @@ def test_start_up_errors_name_the_problem_and_the_fix(arguments, problem, tmp_pa
     [
         ("--port", "70000", "must be from 0 to 65535"),
         ("--port", "http", "expected a port number"),
-        ("--max_wait_ms", "0", "must be a number above 0"),
+        ("--max_wait_ms", "-1", "must be a finite number of at least 0"),
+        ("--max_wait_ms", "inf", "must be a finite number of at least 0"),
         ("--max_request_seconds", "inf", "must be a number above 0"),
         ("--rate_limit", "-1", "must be a number above 0"),
         ("--max_request_characters", "0", "must be at least 1"),

@@ -61,8 +61,8 @@ class ServerSettings:
     """How the server batches, decodes by default, and whom it answers (the options of `vaswani serve`)."""
 
     limits: Limits = field(default_factory=Limits)
-    max_tokens: int = 2048  # source tokens per batch
-    max_wait: float = 0.01  # seconds a request waits for others to join its batch
+    max_tokens: int = 2048  # a batch's budget: its sentences x the source tokens of its longest
+    max_wait: float = 0.0  # seconds a batch may wait for more requests while a worker is free
     num_beams: int = 4  # LibreTranslate requests (the native API chooses its own)
     length_penalty: float = 0.6
     api_keys: ApiKeys | None = None
@@ -248,10 +248,10 @@ class Server:
         with other requests'; a 408 past the time limit."""
         served = self.models[pair]
         segments = [Segment(s) if isinstance(s, str) else s for s in sentences]
-        tokens = sum(served.count_tokens([s.text for s in segments])) if segments else 0
+        lengths = served.count_tokens([s.text for s in segments]) if segments else []
         self.metrics.queued.set(self.batcher.queued_sentences() + len(sentences))
         try:
-            results = await asyncio.wait_for(self.batcher.translate(pair, segments, tokens, options),
+            results = await asyncio.wait_for(self.batcher.translate(pair, segments, lengths, options),
                                              self.limits.max_request_seconds)  # fmt: skip
         except asyncio.TimeoutError:  # noqa: UP041 (Python 3.10's wait_for raises asyncio's own)
             raise RequestError(408, f"Translation took longer than the limit of {self.limits.max_request_seconds:g} "
