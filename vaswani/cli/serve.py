@@ -18,13 +18,13 @@ from pathlib import Path
 from vaswani.cli.common import load_translator
 from vaswani.errors import UsageError
 from vaswani.inference.engines import BACKENDS
-from vaswani.options import add_option, non_negative_float, positive_float, positive_int
+from vaswani.options import add_option, add_switch, non_negative_float, positive_float, positive_int
 
 HELP = "serve translations over HTTP (LibreTranslate API and a native one)"
 DESCRIPTION = (
-    "Serve translations over HTTP: the LibreTranslate API (POST /translate, GET /languages, POST /detect), a native "
-    "API (POST /v1/translate), GET /health and GET /metrics, with dynamic batching of concurrent requests. "
-    "See docs/serving.md."
+    "Serve translations over HTTP: a translation page at /, the LibreTranslate API (POST /translate, GET /languages, "
+    "POST /detect), a native API (POST /v1/translate), their OpenAPI description at GET /spec, GET /health and GET "
+    "/metrics, with dynamic batching of concurrent requests. See docs/serving.md."
 )
 
 
@@ -96,6 +96,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                     "as a batch decodes (default: 2048)")  # fmt: skip
     for flag, settings in SERVE_OPTIONS.items():
         parser.add_argument(flag, **settings)
+    add_switch(parser, "--web_ui", default=True,
+               help="the translation page at / (default: on; --no_web_ui: the APIs only, / answers 404)")  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
@@ -113,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     settings = ServerSettings(
         limits=limits, max_tokens=args.max_tokens, max_wait=args.max_wait_ms / 1000, num_beams=args.num_beams,
         length_penalty=args.length_penalty, api_keys=ApiKeys.from_file(args.api_keys) if args.api_keys else None,
-        rate_limit=args.rate_limit, cors_origins=args.cors_origins, log_texts=args.log_texts,
+        rate_limit=args.rate_limit, cors_origins=args.cors_origins, log_texts=args.log_texts, web_ui=args.web_ui,
     )  # fmt: skip
     if args.threads is not None:
         import torch

@@ -9,10 +9,14 @@ API, /health and /metrics. docs/serving.md is the user's description; this is ho
                          terminology constraints too) and its jsonl output format
     GET  /health         {"status": "ok", "pairs": [...]}
     GET  /metrics        Prometheus text (`vaswani.serve.metrics`)
+    GET  /spec           the OpenAPI description of all of these (`vaswani.serve.spec`)
+    GET  /frontend/settings, /, /static/...   the translation page and what it needs (`vaswani.serve.page`;
+                         the page itself not with --no_web_ui)
 
 Bodies are JSON or forms (urlencoded or multipart), parsed here, strictly: a body that is not UTF-8, JSON that does
-not parse or is not an object, another content type, an unknown pair or a bad option are 400s with LibreTranslate's
-error shape `{"error": "..."}` (the native API's too). The order of the checks: body size (413), body parsing (400),
+not parse or is not an object, or another content type is a 400; then the fields are checked by the request models of
+`vaswani.serve.schema` (a field missing or wrong, a lone surrogate in a text: a 400 naming the field), and an unknown
+pair is a 400 too, all with LibreTranslate's error shape `{"error": "..."}` (the native API's too). The order of the checks: body size (413), body parsing (400),
 API key (403), rate limit (429), parameters and limits (400), decoding time (408).
 
 `auto` and /detect: the server has no language detector and invents none. `source: "auto"` is the one source
@@ -48,11 +52,14 @@ from vaswani.serve.batching import Batcher, DecodingOptions
 from vaswani.serve.limits import MAX_NEW_TOKENS, ApiKeys, BodyLimit, Limits, RateLimiter, RequestError
 from vaswani.serve.metrics import CONTENT_TYPE, ServerMetrics
 from vaswani.serve.models import ServedPair
+from vaswani.serve.page import PAGE_FILES, PAGE_HEADERS, frontend_settings, page_files
 from vaswani.serve.schema import DetectRequest, LibreTranslateRequest, NativeRequest, shown, validate, validate_api_key
+from vaswani.serve.spec import openapi_document
 from vaswani.serve.text import HtmlText, SplitText, split_text
 
 logger = logging.getLogger("vaswani.serve")
-ENDPOINTS = ("/translate", "/languages", "/detect", "/v1/translate", "/health", "/metrics")
+ENDPOINTS = ("/translate", "/languages", "/detect", "/v1/translate", "/health", "/metrics", "/frontend/settings", "/spec",
+             *PAGE_FILES)  # fmt: skip
 
 
 @dataclass
@@ -68,6 +75,7 @@ class ServerSettings:
     rate_limit: float | None = None  # requests per minute, per key (per client address without keys)
     cors_origins: list[str] = field(default_factory=list)
     log_texts: bool = False
+    web_ui: bool = True  # the translation page at /
 
 
 class Segment(NamedTuple):
@@ -380,7 +388,8 @@ def _per_sentence(body: NativeRequest, count: int) -> tuple[list, list]:
 # ---------------------------------------------------------------------------------------------------------------------
 def create_app(models: dict[tuple[str, str], ServedPair], settings: ServerSettings | None = None) -> FastAPI:
     """The ASGI application serving `models` (the table of `vaswani.serve.models.load_models`)."""
-    server = Server(models, settings or ServerSettings())
+    settings = settings or ServerSettings()
+    server = Server(models, settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -423,12 +432,36 @@ def create_app(models: dict[tuple[str, str], ServedPair], settings: ServerSettin
     async def metrics():
         return Response(server.metrics.text(), media_type=CONTENT_TYPE)
 
-    if settings is not None and settings.cors_origins:
+    @app.get("/frontend/settings")
+    async def settings_of_the_page():
+        names = {language["code"]: language["name"] for language in languages(server)}
+        return frontend_settings(list(server.models), names, server.limits, server.settings.api_keys is not None)
+
+    document = openapi_document(web_ui=server.settings.web_ui)
+
+    @app.get("/spec")
+    async def spec():
+        return document
+
+    if server.settings.web_ui:
+        for path, (content, media_type) in page_files().items():
+            app.add_api_route(path, _static(content, media_type), methods=["GET"], include_in_schema=False)
+
+    if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
                            allow_headers=["Content-Type", "Authorization"])  # fmt: skip
     app.add_middleware(BodyLimit, max_bytes=server.limits.max_request_bytes)
     app.add_middleware(RequestLog, metrics=server.metrics)  # outermost: sees every answer, refusals included
     return app
+
+
+def _static(content: bytes, media_type: str):
+    """An endpoint that answers `content` (a file of the page), with the page's headers."""
+
+    async def answer():
+        return Response(content, media_type=media_type, headers=PAGE_HEADERS)
+
+    return answer
 
 
 class RequestLog:
