@@ -49,8 +49,6 @@ import io
 import json
 import os
 import random
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -168,44 +166,18 @@ def read_sentences(path: Path, source_lang: str, limit: int) -> list[str]:
 # ---------------------------------------------------------------------------------------------------------------------
 # The server and its clients
 # ---------------------------------------------------------------------------------------------------------------------
-@contextlib.contextmanager
 def server_process(folder: Path, args, log: Path, source: Path = REPO_ROOT, max_wait_ms: float | None = None):
-    """`vaswani serve` on a free loopback port, in its own process, with the code of `source` (this checkout, or a
-    `--baseline` commit's files); yields the port, stops it with SIGTERM."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    """`vaswani serve` for `folder` with the code of `source` (this checkout, or a `--baseline` commit's files), as
+    `common.vaswani_serve` runs it: a context that yields its port."""
     wait = args.max_wait_ms if max_wait_ms is None else max_wait_ms
-    command = [sys.executable, "-m", "vaswani.cli", "serve", "--model", f"{args.source_lang}-{args.target_lang}={folder}",
-               "--port", str(port), "--threads", str(args.threads), "--device", args.device,
-               "--max_wait_ms", f"{wait:g}", "--max_tokens", str(args.max_tokens), "--max_request_seconds", "600"]  # fmt: skip
+    arguments = ["--model", f"{args.source_lang}-{args.target_lang}={folder}", "--threads", str(args.threads),
+                 "--device", args.device, "--max_wait_ms", f"{wait:g}", "--max_tokens", str(args.max_tokens),
+                 "--max_request_seconds", "600"]  # fmt: skip
+    # started as a user starts it: its threads come from --threads, not from OMP_/MKL_NUM_THREADS (MKL_NUM_THREADS
+    # would override CTranslate2's one thread per worker: vaswani.inference.engines.warn_mkl_threads)
     env = common.worker_env()
     env["PYTHONPATH"] = os.pathsep.join([str(source), env["PYTHONPATH"]])  # its code first
-    with open(log, "w") as output:
-        # started as a user starts it: its threads come from --threads, not from OMP_/MKL_NUM_THREADS (MKL_NUM_THREADS
-        # would override CTranslate2's one thread per worker: vaswani.inference.engines.warn_mkl_threads)
-        process = subprocess.Popen(command, cwd=source, env=env, stdout=output, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 300
-        while not _answers(port):
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"the server did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.2)
-        yield port
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-
-
-def _answers(port: int) -> bool:
-    with contextlib.suppress(OSError):
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-        connection.request("GET", "/health")
-        return connection.getresponse().status == 200
-    return False
+    return common.vaswani_serve(arguments, log, cwd=source, env=env)
 
 
 def translate_one(connection: http.client.HTTPConnection, sentence: str, args) -> None:

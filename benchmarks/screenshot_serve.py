@@ -14,19 +14,17 @@ in chromium, types `--sentence`, waits for its translation and saves the window 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import http.client
 import os
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # `common` when run as a script
+
+import common  # noqa: E402
 
 # What Debian's chromium needs to start headless here: no sandbox (root), no GPU, and none of its own connections to
 # Google's services (a closed network refuses them, many at a time, at every start).
@@ -71,35 +69,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-@contextlib.contextmanager
-def serving(model: str, log: Path):
-    """`vaswani serve --model MODEL` on a free loopback port, in its own process; yields its address."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    command = [sys.executable, "-m", "vaswani.cli", "serve", "--model", model, "--port", str(port)]
-    with open(log, "w") as output:
-        process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=output, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 300
-        while not _healthy(port):
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"the server did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}/"
-    finally:
-        process.terminate()
-        process.wait(timeout=60)
-
-
-def _healthy(port: int) -> bool:
-    with contextlib.suppress(OSError):
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-        connection.request("GET", "/health")
-        return connection.getresponse().status == 200
-    return False
-
-
 def main(argv: list[str] | None = None) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
@@ -107,11 +76,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     with (
         tempfile.TemporaryDirectory(prefix="screenshot-serve-") as scratch,
-        serving(args.model, Path(scratch) / "server.log") as address,
+        common.vaswani_serve(["--model", args.model], Path(scratch) / "server.log") as port,
     ):
         driver = chromium(Path(scratch) / "profile")
         try:
-            driver.get(address)
+            driver.get(f"http://127.0.0.1:{port}/")
             WebDriverWait(driver, 30).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#pair option"))
             driver.find_element(By.ID, "source").send_keys(args.sentence)
             WebDriverWait(driver, 60).until(lambda d: d.find_element(By.ID, "translation").text.strip())

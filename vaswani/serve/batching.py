@@ -9,8 +9,8 @@ meanwhile, and a slow client only ever holds its own connection):
 - **A free worker starts at once** (`max_wait` 0, the default): a lone request on an idle server is decoded as it
   arrives, and batches form by themselves while the workers are busy, from the requests that arrived meanwhile; so
   batches grow with the load, and no request waits for company that may not come. With `max_wait` > 0 a batch
-  waits until it fills the budget or its oldest request has waited that long (worth it where a batch costs little
-  more than one sentence: a GPU).
+  waits until it fills the budget or its oldest request has waited that long: larger batches where a batch costs
+  little more than one sentence (PyTorch, a GPU) and clients send in bursts, for up to `max_wait` more latency.
 - **Short sentences do not wait behind long ones**: a batch takes as long as its longest sentence, so the length
   buckets keep a short sentence out of a long one's batch (and, with several workers, the two decode side by side).
 - **A batch is cut by its expected decoding time**: `max_tokens` bounds its sentences x its longest sentence (what
