@@ -40,11 +40,6 @@ def _form_number(value: Any) -> Any:
     return value
 
 
-def _blank_is_default(value: Any) -> Any:
-    """LibreTranslate's forms send an empty value for a field not chosen: the default."""
-    return None if value == "" else value
-
-
 Text = Annotated[str, AfterValidator(_unicode_text)]
 LanguageCode = Annotated[str, Field(min_length=1, max_length=LANGUAGE_CODE_LENGTH), AfterValidator(_unicode_text)]
 
@@ -64,8 +59,8 @@ class LibreTranslateRequest(BaseModel):
     )
     source: LanguageCode = Field(description="the source language code, or auto", examples=["en"])
     target: LanguageCode = Field(description="the target language code", examples=["de"])
-    format: Annotated[Literal["text", "html"] | None, BeforeValidator(_blank_is_default)] = Field(
-        None, description="text (the default) or html: the text nodes are translated, the markup kept as written",
+    format: Literal["text", "html"] = Field(
+        "text", description="text, or html: the text nodes are translated, the markup kept as written",
         examples=["html"],
     )  # fmt: skip
     alternatives: Annotated[int, BeforeValidator(_form_number)] = Field(
