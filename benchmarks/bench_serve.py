@@ -371,10 +371,13 @@ def report(backend: str, result: dict, args) -> list[str]:
 
 
 def open_load_cell(rounds: list[dict], p99_limit: float) -> str:
-    """p50 / p99 of the open-load rounds (medians), the p99 against the limit."""
+    """p50 / p99 of the open-load rounds (medians), the p99 against the limit, and the rate they ran at (each server's
+    own: F x its closed-loop throughput, so that rows of two servers of different throughputs ran at different
+    rates)."""
     p99s = [r["open"]["p99"] for r in rounds]
     return (f"{statistics.median(r['open']['p50'] for r in rounds) * 1000:.0f} / "
-            f"{statistics.median(p99s) * 1000:.0f} {common.verdict(p99s, p99_limit, False)}")  # fmt: skip
+            f"{statistics.median(p99s) * 1000:.0f} {common.verdict(p99s, p99_limit, False)} at "
+            f"{statistics.median(r['open']['rate'] for r in rounds):.0f} req/s")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -398,7 +401,7 @@ def main(argv: list[str] | None = None) -> None:
     headers = ["backend", "translate sent/s", "serve sent/s", "ratio (>= 0.5)", "mean batch (> 4)", "p50 ms",
                "p99 ms", "unloaded p50 ms", "unloaded p99 ms"]  # fmt: skip
     if args.open_load:
-        headers.append(f"open load {args.open_load:g}x: p50 / p99 ms")
+        headers.append(f"open load {args.open_load:g}x: p50 / p99 ms at its rate")
     headers.append("sent/s the p99 limit needs")
     print(common.format_table(headers, rows))
     print(

@@ -100,10 +100,10 @@ def test_the_report_adds_the_open_load_p99_against_the_same_limit(files):
     round_ = {"sentences_per_second": 300.0, "reference_sentences_per_second": 350.0, "mean_batch_size": 7.5,
               "p50": 0.047, "p99": 0.097, "open": {"p50": 0.030, "p99": 0.055, "rate": 150.0, "requests": 3000}}  # fmt: skip
     row = report("ct2-int8", {"unloaded_p50": 0.020, "unloaded_p99": 0.033, "rounds": [round_]}, args)
-    assert row[6] == "97 (limit 50) MISSED" and row[-2] == "30 / 55 MISSED"
+    assert row[6] == "97 (limit 50) MISSED" and row[-2] == "30 / 55 MISSED at 150 req/s"
     round_["open"]["p99"] = 0.045
     assert report("ct2-int8", {"unloaded_p50": 0.020, "unloaded_p99": 0.033, "rounds": [round_]}, args)[-2] == (
-        "30 / 45 MET"
+        "30 / 45 MET at 150 req/s"
     )
 
 
