@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo test lint bench
+.PHONY: setup demo test lint bench browser
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +23,19 @@ demo: setup
 # paths), as a user's CPU may have it: a test that holds on one CPU only fails here (docs/layout.md#tests)
 ISA_TESTS := tests/inference tests/models tests/export tests/convert
 ISA_ENV := ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2
-test: setup
+# the browser of tests/serve/test_page.py (the translation page of `vaswani serve`, driven through selenium): Debian's
+# chromium and chromedriver, installed with apt-get where they are missing (as root, or through sudo); where neither
+# works the browser tests are skipped, except under CI=true, where they fail
+BROWSER_PACKAGES := chromium chromium-driver
+browser:
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ]; then sudo=; else sudo=sudo; fi; \
+	  { $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq \
+	    $(BROWSER_PACKAGES); } \
+	  || echo "warning: could not install $(BROWSER_PACKAGES) with apt-get: the browser tests cannot run"; \
+	fi
+
+test: setup browser
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -n auto --dist loadfile
 	$(ISA_ENV) HF_HUB_OFFLINE=1 $(PY) -m pytest -q -n auto --dist loadfile $(ISA_TESTS)
 

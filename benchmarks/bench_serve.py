@@ -22,6 +22,12 @@ arrive at random (Poisson) times whatever the answers, one sentence each, sent b
 latency counts from the request's scheduled time (a request that waits for a free thread waits as a user would):
 its p50 and p99 against the same limit, for a target restated below saturation (issue 31's note).
 
+With `--baseline REV`, each backend is also served by the code of another commit (`git archive REV`, run from its own
+folder: e.g. the commit before issue 42's scheduler) beside this checkout's, both servers up at once and measured in
+turn within each round, so that the rows "BACKEND @ REV" and "BACKEND" compare on the same machine at the same time.
+That server gets `--baseline_max_wait_ms` (default 10: the wait of the code before issue 42, which refuses 0), this
+checkout's `--max_wait_ms` (default 0, the server's default); each row's p99 limit counts its own wait.
+
 What the p99 target asks, by Little's law: each client sends its next sentence when the last is answered, so the
 server always holds `--clients` requests and their mean latency is clients / throughput. A p99 limit L therefore
 needs a throughput of at least clients / L even for the mean (`throughput_needed`); the report prints it beside
@@ -31,6 +37,7 @@ translate faster than `vaswani translate` does) is told apart from a server that
     python benchmarks/bench_serve.py --model runs/gettext-small                          # both backends, 5 rounds
     python benchmarks/bench_serve.py --model runs/gettext-small --backends torch --rounds 1 --duration 5 --limit 50
     python benchmarks/bench_serve.py --model runs/gettext-small --backends torch --device cuda     # both sides on a GPU
+    python benchmarks/bench_serve.py --model runs/gettext-small --open_load 0.5 --rounds 3 --baseline 5b45490^^
 """
 
 from __future__ import annotations
@@ -38,14 +45,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import http.client
+import io
 import json
 import os
 import random
-import signal
-import socket
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
 import time
@@ -75,6 +82,35 @@ def positive(kind):
     return parse
 
 
+def non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number of at least 0, got {text}")
+    return value
+
+
+def commit_of(revision: str) -> str | None:
+    """The commit `revision` names in this repository (its short hash), or None."""
+    found = subprocess.run(["git", "rev-parse", "--verify", "--quiet", "--short", f"{revision}^{{commit}}"],
+                           cwd=REPO_ROOT, capture_output=True, text=True)  # fmt: skip
+    if found.returncode != 0:
+        return None
+    return found.stdout.strip() or None
+
+
+def source_tree(revision: str, folder: Path) -> Path:
+    """The files of commit `revision` in `folder` (`git archive`: no work tree of the repository is touched)."""
+    archive = subprocess.run(["git", "archive", "--format=tar", revision], cwd=REPO_ROOT, capture_output=True,
+                             check=True).stdout  # fmt: skip
+    folder.mkdir(parents=True)
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(folder, filter="data")
+    return folder
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", type=Path, required=True, help="a PyTorch model folder (written by train.py)")
@@ -91,12 +127,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--threads", type=positive(int), default=os.cpu_count(), help="decoding threads (both sides)")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                         help="where both sides decode (default: cpu; cuda: the PyTorch backend on a GPU)")  # fmt: skip
-    parser.add_argument("--max_wait_ms", type=positive(float), default=10.0, help="the server's batching wait")
+    parser.add_argument("--max_wait_ms", type=non_negative, default=0.0,
+                        help="the server's batching wait (default: 0, the server's)")  # fmt: skip
     parser.add_argument("--max_tokens", type=positive(int), default=2048, help="the server's token budget")
     parser.add_argument("--open_load", type=positive(float), metavar="F",
                         help="also an open (Poisson) load at F x each round's throughput, e.g. 0.5 (default: none)")  # fmt: skip
+    parser.add_argument("--baseline", metavar="REV",
+                        help="also serve with the code of this commit (e.g. the one before a change), side by side")  # fmt: skip
+    parser.add_argument("--baseline_max_wait_ms", type=non_negative, default=10.0,
+                        help="the --baseline server's batching wait (default: 10, the default before issue 42)")  # fmt: skip
     parser.add_argument("--json", type=Path, help="also write the settings and results to this file")
     args = parser.parse_args(argv)
+    if args.baseline is not None and commit_of(args.baseline) is None:
+        parser.error(f"--baseline {args.baseline}: no such commit in {REPO_ROOT}")
     if not args.model.is_dir():
         parser.error(f"--model {args.model} is not a folder")
     if not args.test_file.is_file():
@@ -123,41 +166,18 @@ def read_sentences(path: Path, source_lang: str, limit: int) -> list[str]:
 # ---------------------------------------------------------------------------------------------------------------------
 # The server and its clients
 # ---------------------------------------------------------------------------------------------------------------------
-@contextlib.contextmanager
-def server_process(folder: Path, args, log: Path):
-    """`vaswani serve` on a free loopback port, in its own process; yields the port, stops it with SIGTERM."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    command = [sys.executable, "-m", "vaswani.cli", "serve", "--model", f"{args.source_lang}-{args.target_lang}={folder}",
-               "--port", str(port), "--threads", str(args.threads), "--device", args.device,
-               "--max_wait_ms", str(args.max_wait_ms), "--max_tokens", str(args.max_tokens), "--max_request_seconds", "600"]  # fmt: skip
-    with open(log, "w") as output:
-        # started as a user starts it: its threads come from --threads, not from OMP_/MKL_NUM_THREADS (MKL_NUM_THREADS
-        # would override CTranslate2's one thread per worker: vaswani.inference.engines.warn_mkl_threads)
-        process = subprocess.Popen(command, cwd=REPO_ROOT, env=common.worker_env(), stdout=output,
-                                   stderr=subprocess.STDOUT)  # fmt: skip
-    try:
-        deadline = time.monotonic() + 300
-        while not _answers(port):
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"the server did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.2)
-        yield port
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-
-
-def _answers(port: int) -> bool:
-    with contextlib.suppress(OSError):
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-        connection.request("GET", "/health")
-        return connection.getresponse().status == 200
-    return False
+def server_process(folder: Path, args, log: Path, source: Path = REPO_ROOT, max_wait_ms: float | None = None):
+    """`vaswani serve` for `folder` with the code of `source` (this checkout, or a `--baseline` commit's files), as
+    `common.vaswani_serve` runs it: a context that yields its port."""
+    wait = args.max_wait_ms if max_wait_ms is None else max_wait_ms
+    arguments = ["--model", f"{args.source_lang}-{args.target_lang}={folder}", "--threads", str(args.threads),
+                 "--device", args.device, "--max_wait_ms", f"{wait:g}", "--max_tokens", str(args.max_tokens),
+                 "--max_request_seconds", "600"]  # fmt: skip
+    # started as a user starts it: its threads come from --threads, not from OMP_/MKL_NUM_THREADS (MKL_NUM_THREADS
+    # would override CTranslate2's one thread per worker: vaswani.inference.engines.warn_mkl_threads)
+    env = common.worker_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(source), env["PYTHONPATH"]])  # its code first
+    return common.vaswani_serve(arguments, log, cwd=source, env=env)
 
 
 def translate_one(connection: http.client.HTTPConnection, sentence: str, args) -> None:
@@ -276,7 +296,10 @@ def backend_folder(backend: str, args, scratch: Path) -> Path:
     return export_ctranslate2(args.model, scratch / "ct2-int8", quantization="int8")
 
 
-def run_backend(backend: str, sentences: list[str], args, scratch: Path) -> dict:
+def run_backend(backend: str, sentences: list[str], args, scratch: Path, servers: dict[str, tuple[Path, float]],
+                ) -> dict[str, dict]:  # fmt: skip
+    """Each of `servers` (a label: its code's folder and its batching wait; all up at once) and the reference, in
+    rounds that rotate their order; the results of each server by its label."""
     import torch
     from transformers.utils import logging as hf_logging
 
@@ -287,24 +310,32 @@ def run_backend(backend: str, sentences: list[str], args, scratch: Path) -> dict
     folder = backend_folder(backend, args, scratch)
     reference = Translator(folder, device=args.device)
     reference.translate(sentences[:16])  # warm-up
-    rounds = []
-    with server_process(folder, args, scratch / f"server-{backend}.log") as port:
-        load_round(port, sentences, args, args.clients, min(2.0, args.duration))  # warm-up
-        unloaded = load_round(port, sentences, args, clients=1, duration=min(10.0, args.duration))
+    results = {label: {"max_wait_ms": wait, "rounds": []} for label, (_, wait) in servers.items()}
+    with contextlib.ExitStack() as stack:
+        ports = {label: stack.enter_context(server_process(folder, args, scratch / f"server-{backend}-{index}.log",
+                                                           source, wait))
+                 for index, (label, (source, wait)) in enumerate(servers.items())}  # fmt: skip
+        for label, port in ports.items():
+            load_round(port, sentences, args, args.clients, min(2.0, args.duration))  # warm-up
+            unloaded = load_round(port, sentences, args, clients=1, duration=min(10.0, args.duration))
+            results[label].update(unloaded_p50=unloaded["p50"], unloaded_p99=unloaded["p99"])
+        sides = ["reference", *ports]
         for index in range(args.rounds):
-            sides = ["reference", "server"] if index % 2 == 0 else ["server", "reference"]
-            result = {}
-            for side in sides:
+            measured = {label: {} for label in ports}
+            for side in sides[index % len(sides) :] + sides[: index % len(sides)]:
                 if side == "reference":
                     seconds = common.time_call(lambda: reference.translate(sentences))
-                    result["reference_sentences_per_second"] = len(sentences) / seconds
+                    for result in measured.values():
+                        result["reference_sentences_per_second"] = len(sentences) / seconds
                 else:
-                    result.update(load_round(port, sentences, args, args.clients, args.duration))
+                    measured[side].update(load_round(ports[side], sentences, args, args.clients, args.duration))
             if args.open_load:
-                rate = args.open_load * result["sentences_per_second"]
-                result["open"] = open_round(port, sentences, args, rate, args.duration, seed=index)
-            rounds.append(result)
-    return {"unloaded_p50": unloaded["p50"], "unloaded_p99": unloaded["p99"], "rounds": rounds}
+                for label, result in measured.items():
+                    rate = args.open_load * result["sentences_per_second"]
+                    result["open"] = open_round(ports[label], sentences, args, rate, args.duration, seed=index)
+            for label, result in measured.items():
+                results[label]["rounds"].append(result)
+    return results
 
 
 def throughput_needed(clients: int, latency_limit: float) -> float:
@@ -318,7 +349,7 @@ def report(backend: str, result: dict, args) -> list[str]:
     rounds = result["rounds"]
     ratios = [r["sentences_per_second"] / r["reference_sentences_per_second"] for r in rounds]
     batch_sizes = [r["mean_batch_size"] for r in rounds]
-    p99_limit = 2 * result["unloaded_p50"] + args.max_wait_ms / 1000
+    p99_limit = 2 * result["unloaded_p50"] + result.get("max_wait_ms", args.max_wait_ms) / 1000
     p99s = [r["p99"] for r in rounds]
     median = statistics.median
     return [
@@ -340,10 +371,13 @@ def report(backend: str, result: dict, args) -> list[str]:
 
 
 def open_load_cell(rounds: list[dict], p99_limit: float) -> str:
-    """p50 / p99 of the open-load rounds (medians), the p99 against the limit."""
+    """p50 / p99 of the open-load rounds (medians), the p99 against the limit, and the rate they ran at (each server's
+    own: F x its closed-loop throughput, so that rows of two servers of different throughputs ran at different
+    rates)."""
     p99s = [r["open"]["p99"] for r in rounds]
     return (f"{statistics.median(r['open']['p50'] for r in rounds) * 1000:.0f} / "
-            f"{statistics.median(p99s) * 1000:.0f} {common.verdict(p99s, p99_limit, False)}")  # fmt: skip
+            f"{statistics.median(p99s) * 1000:.0f} {common.verdict(p99s, p99_limit, False)} at "
+            f"{statistics.median(r['open']['rate'] for r in rounds):.0f} req/s")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -355,13 +389,19 @@ def main(argv: list[str] | None = None) -> None:
           f"clients share the {machine['cores_available']} cores with the server (the reference does not)")  # fmt: skip
     results, rows = {}, []
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as scratch:
+        servers = {"": (REPO_ROOT, args.max_wait_ms)}
+        if args.baseline is not None:
+            baseline = source_tree(args.baseline, Path(scratch) / "baseline")
+            servers = {f" @ {commit_of(args.baseline)}": (baseline, args.baseline_max_wait_ms), **servers}
+        print(f"this checkout: {commit_of('HEAD')}" + (" (with changes not committed)" if _dirty() else ""))
         for backend in args.backends:
-            results[backend] = run_backend(backend, sentences, args, Path(scratch))
-            rows.append(report(backend, results[backend], args))
+            for label, result in run_backend(backend, sentences, args, Path(scratch), servers).items():
+                results[backend + label] = result
+                rows.append(report(backend + label, result, args))
     headers = ["backend", "translate sent/s", "serve sent/s", "ratio (>= 0.5)", "mean batch (> 4)", "p50 ms",
                "p99 ms", "unloaded p50 ms", "unloaded p99 ms"]  # fmt: skip
     if args.open_load:
-        headers.append(f"open load {args.open_load:g}x: p50 / p99 ms")
+        headers.append(f"open load {args.open_load:g}x: p50 / p99 ms at its rate")
     headers.append("sent/s the p99 limit needs")
     print(common.format_table(headers, rows))
     print(
@@ -369,6 +409,12 @@ def main(argv: list[str] | None = None) -> None:
         "clients / throughput); above 1x translate, no server on this machine can meet the p99 target"
     )
     common.write_json_report(args.json, args, machine=machine, results=results)
+
+
+def _dirty() -> bool:
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+                            capture_output=True, text=True)  # fmt: skip
+    return bool(status.stdout.strip())
 
 
 if __name__ == "__main__":

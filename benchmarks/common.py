@@ -29,11 +29,14 @@ import ctypes
 import ctypes.util
 import datetime
 import gc
+import http.client
 import json
 import math
 import multiprocessing
 import os
 import platform
+import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -388,6 +391,39 @@ if str(REPO) not in sys.path[:2]:
     with contextlib.suppress(ValueError):  # further down the path: moved up
         sys.path.remove(str(REPO))
     sys.path.insert(1, str(REPO))
+
+
+@contextlib.contextmanager
+def vaswani_serve(arguments: Sequence[str], log: Path, cwd: Path = REPO, env: dict[str, str] | None = None):
+    """`vaswani serve ARGUMENTS` on a free loopback port, in its own process started as a user starts it (`python -m
+    vaswani.cli`, from `cwd`, its output in `log`); yields the port once /health answers, stops it with SIGTERM."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "vaswani.cli", "serve", *arguments, "--port", str(port)]
+    with open(log, "w") as output:
+        process = subprocess.Popen(command, cwd=cwd, env=env or worker_env(), stdout=output, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 300
+        while not _healthy(port):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"the server did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.2)
+        yield port
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def _healthy(port: int) -> bool:
+    with contextlib.suppress(OSError):
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        connection.request("GET", "/health")
+        return connection.getresponse().status == 200
+    return False
 
 
 def worker_env(threads: int | None = None) -> dict[str, str]:

@@ -15,7 +15,8 @@ def make_dry_run(target: str) -> list[list[str]]:
     """The command lines `make TARGET` would run (make -n), each split as the shell would."""
     result = subprocess.run(["make", "-n", "-s", target], cwd=REPO_ROOT, capture_output=True, text=True, check=True,
                             timeout=60)  # fmt: skip
-    return [shlex.split(line) for line in result.stdout.splitlines() if line.strip()]
+    lines = result.stdout.replace("\\\n", " ").splitlines()  # a recipe line continued with a backslash is one
+    return [shlex.split(line) for line in lines if line.strip()]
 
 
 def test_make_test_runs_the_suite_then_the_sensitive_folders_on_avx2():
@@ -36,3 +37,15 @@ def test_the_second_pass_really_runs_pytorchs_avx2_kernels():
     result = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True,
                             timeout=120)  # fmt: skip
     assert result.stdout.strip() in {"AVX2", "DEFAULT"}
+
+
+def test_make_test_first_installs_the_browser_where_it_is_missing():
+    """The translation page's browser test needs Debian's chromium and chromedriver: `make test` (and so CI on a fresh
+    machine) installs them with apt-get when `command -v` does not find them."""
+    makefile = (REPO_ROOT / "Makefile").read_text(encoding="utf-8")
+    test_line = next(line for line in makefile.splitlines() if line.startswith("test:"))
+    assert "browser" in test_line.split(":", 1)[1].split()
+    recipe = subprocess.run(["make", "-n", "-s", "browser"], cwd=REPO_ROOT, capture_output=True, text=True,
+                            check=True, timeout=60).stdout  # fmt: skip
+    assert "command -v chromium" in recipe and "command -v chromedriver" in recipe
+    assert "apt-get install -y -qq \\\n    chromium chromium-driver" in recipe

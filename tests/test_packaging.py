@@ -1,5 +1,5 @@
-"""The built distribution: which import names it adds, and that its data files (model card template, metric scripts)
-ship inside the `vaswani` package."""
+"""The built distribution: which import names it adds, and that its data files (model card template, metric scripts,
+the translation page) ship inside the `vaswani` package."""
 
 from __future__ import annotations
 
@@ -26,3 +26,5 @@ def test_wheel_adds_only_our_import_names_and_ships_its_data_files(tmp_path):
     assert "vaswani/hub/templates/translation.md" in names
     assert not any(name.startswith("vaswani/hub/templates/") and name.endswith(".py") for name in names)
     assert {"vaswani/metrics/sacrebleu/sacrebleu.py", "vaswani/metrics/chrf/chrf.py"} <= set(names)
+    # the translation page of `vaswani serve` (vaswani.serve.page reads them from the package)
+    assert {f"vaswani/serve/static/{name}" for name in ("index.html", "page.js", "page.css")} <= set(names)

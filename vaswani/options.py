@@ -55,13 +55,13 @@ def positive_float(text: str) -> float:
 
 
 def non_negative_float(text: str) -> float:
-    """argparse type for a weight such as the length penalty: a number >= 0."""
+    """argparse type for a weight such as the length penalty, or a wait: a finite number >= 0."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number of at least 0, got {text}")
     return value
 
 

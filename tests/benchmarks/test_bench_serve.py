@@ -7,7 +7,15 @@ import pytest
 from conftest import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
-from bench_serve import arrival_times, parse_args, read_sentences, report, throughput_needed  # noqa: E402
+from bench_serve import (  # noqa: E402
+    arrival_times,
+    commit_of,
+    parse_args,
+    read_sentences,
+    report,
+    source_tree,
+    throughput_needed,
+)
 
 
 @pytest.fixture
@@ -28,7 +36,9 @@ def files(tmp_path):
         (["--clients", "0"], "--clients: must be above 0, got 0"),
         (["--duration", "-1"], "--duration: must be above 0"),
         (["--rounds", "two"], "--rounds: expected a number, got 'two'"),
-        (["--max_wait_ms", "0"], "--max_wait_ms: must be above 0"),
+        (["--max_wait_ms", "-1"], "--max_wait_ms: must be a finite number of at least 0"),
+        (["--baseline_max_wait_ms", "inf"], "--baseline_max_wait_ms: must be a finite number of at least 0"),
+        (["--baseline", "no-such-commit"], "--baseline no-such-commit: no such commit in"),
         (["--device", "tpu"], "--device: invalid choice: 'tpu'"),
         (["--open_load", "0"], "--open_load: must be above 0, got 0"),
         (["--device", "cuda"], "--device cuda runs the PyTorch backend only: add --backends torch"),
@@ -44,7 +54,8 @@ def test_bad_options_are_refused_before_anything_runs(argv, message, files, caps
 def test_the_defaults_are_the_issues_setting(files):
     args = parse_args(["--model", str(files / "model"), "--test_file", str(files / "test.txt")])
     assert (args.clients, args.backends, args.rounds, args.max_wait_ms, args.device) == (
-        16, ["ct2-int8", "torch"], 5, 10.0, "cpu")  # fmt: skip
+        16, ["ct2-int8", "torch"], 5, 0.0, "cpu")  # fmt: skip
+    assert (args.baseline, args.baseline_max_wait_ms) == (None, 10.0)  # the wait of the code before issue 42
     args = parse_args(["--model", str(files / "model"), "--test_file", str(files / "test.txt"), "--backends", "torch"])
     assert args.backends == ["torch"]
 
@@ -61,7 +72,7 @@ def test_the_report_says_what_throughput_the_p99_limit_needs_by_littles_law(file
     """16 closed-loop clients and a p99 limit of 2 x 26 ms + 10 ms (the CTranslate2 record): a mean latency of 62 ms
     at most needs 16 / 0.062 = 258 sentences/s, 0.7x a reference that translates 362.6/s."""
     assert throughput_needed(16, 0.062) == pytest.approx(258.06, abs=0.01)
-    args = parse_args(["--model", str(files / "model"), "--test_file", str(files / "test.txt")])
+    args = parse_args(["--model", str(files / "model"), "--test_file", str(files / "test.txt"), "--max_wait_ms", "10"])
     round_ = {"sentences_per_second": 172.2, "reference_sentences_per_second": 362.6, "mean_batch_size": 16.1,
               "p50": 0.089, "p99": 0.173}  # fmt: skip
     row = report("ct2-int8", {"unloaded_p50": 0.026, "unloaded_p99": 0.040, "rounds": [round_]}, args)
@@ -84,12 +95,37 @@ def test_open_load_arrivals_are_poisson_at_the_rate_asked():
 
 
 def test_the_report_adds_the_open_load_p99_against_the_same_limit(files):
-    args = parse_args(["--model", str(files / "model"), "--test_file", str(files / "test.txt"), "--open_load", "0.5"])
+    args = parse_args(["--model", str(files / "model"), "--test_file", str(files / "test.txt"), "--open_load", "0.5",
+                       "--max_wait_ms", "10"])  # fmt: skip
     round_ = {"sentences_per_second": 300.0, "reference_sentences_per_second": 350.0, "mean_batch_size": 7.5,
               "p50": 0.047, "p99": 0.097, "open": {"p50": 0.030, "p99": 0.055, "rate": 150.0, "requests": 3000}}  # fmt: skip
     row = report("ct2-int8", {"unloaded_p50": 0.020, "unloaded_p99": 0.033, "rounds": [round_]}, args)
-    assert row[6] == "97 (limit 50) MISSED" and row[-2] == "30 / 55 MISSED"
+    assert row[6] == "97 (limit 50) MISSED" and row[-2] == "30 / 55 MISSED at 150 req/s"
     round_["open"]["p99"] = 0.045
     assert report("ct2-int8", {"unloaded_p50": 0.020, "unloaded_p99": 0.033, "rounds": [round_]}, args)[-2] == (
-        "30 / 45 MET"
+        "30 / 45 MET at 150 req/s"
     )
+
+
+def test_a_baseline_is_the_files_of_its_commit_in_a_folder_of_their_own(tmp_path):
+    import subprocess
+
+    head = commit_of("HEAD")
+    assert head and commit_of(head) == head and commit_of("no-such-commit") is None
+    tree = source_tree("HEAD", tmp_path / "baseline")
+    tracked = subprocess.run(["git", "show", "HEAD:vaswani/serve/batching.py"], cwd=REPO_ROOT, capture_output=True,
+                             text=True, check=True).stdout  # fmt: skip
+    assert (tree / "vaswani" / "serve" / "batching.py").read_text(encoding="utf-8") == tracked
+    assert not (tree / ".git").exists()
+
+
+def test_each_rows_p99_limit_counts_its_own_servers_wait(files):
+    """The baseline's server waits 10 ms for company, this checkout's none: 2 x p50 + its own wait each."""
+    args = parse_args(["--model", str(files / "model"), "--test_file", str(files / "test.txt")])
+    round_ = {"sentences_per_second": 300.0, "reference_sentences_per_second": 350.0, "mean_batch_size": 7.5,
+              "p50": 0.047, "p99": 0.097}  # fmt: skip
+    waited = report("ct2-int8 @ abc", {"unloaded_p50": 0.020, "unloaded_p99": 0.033, "max_wait_ms": 10.0,
+                                       "rounds": [round_]}, args)  # fmt: skip
+    at_once = report("ct2-int8", {"unloaded_p50": 0.020, "unloaded_p99": 0.033, "max_wait_ms": 0.0,
+                                  "rounds": [round_]}, args)  # fmt: skip
+    assert waited[6] == "97 (limit 50) MISSED" and at_once[6] == "97 (limit 40) MISSED"

@@ -111,7 +111,8 @@ def test_start_up_errors_name_the_problem_and_the_fix(arguments, problem, tmp_pa
     [
         ("--port", "70000", "must be from 0 to 65535"),
         ("--port", "http", "expected a port number"),
-        ("--max_wait_ms", "0", "must be a number above 0"),
+        ("--max_wait_ms", "-1", "must be a finite number of at least 0"),
+        ("--max_wait_ms", "inf", "must be a finite number of at least 0"),
         ("--max_request_seconds", "inf", "must be a number above 0"),
         ("--rate_limit", "-1", "must be a number above 0"),
         ("--max_request_characters", "0", "must be at least 1"),
@@ -135,13 +136,16 @@ def test_the_options_reach_the_server_settings(monkeypatch, tmp_path):
     trained = write_run_args(tmp_path / "trained", source_lang="de", target_lang="fr")
     assert main(["serve", "--model", str(trained), "--host", "::1", "--port", "0", "--max_tokens", "512",
                  "--max_wait_ms", "25", "--max_request_characters", "99", "--max_request_seconds", "7", "--rate_limit", "6",
-                 "--cors_origins", "https://a.org", "https://b.org", "--num_beams", "2", "--log_texts"]) == 0  # fmt: skip
+                 "--cors_origins", "https://a.org", "https://b.org", "--num_beams", "2", "--log_texts", "--no_web_ui"]) == 0  # fmt: skip
     settings = seen["settings"]
     assert (seen["host"], seen["port"], seen["graceful_seconds"], seen["folders"]) == ("::1", 0, 12.0, [trained])
     assert (settings.max_tokens, settings.max_wait, settings.rate_limit, settings.num_beams) == (512, 0.025, 6.0, 2)
     assert (settings.limits.max_request_characters, settings.limits.max_request_seconds) == (99, 7.0)
     assert settings.cors_origins == ["https://a.org", "https://b.org"] and settings.log_texts
     assert seen["slots"] == {("de", "fr"): 3}  # the translator's parallel batches decode at once
+    assert settings.web_ui is False and settings.max_wait == 0.025
+    assert main(["serve", "--model", str(trained)]) == 0  # the defaults: the page on, no wait for company
+    assert seen["settings"].web_ui is True and seen["settings"].max_wait == 0.0
 
 
 def test_parallel_batches_sets_the_ctranslate2_workers_and_each_batch_stays_whole(model_folder, tmp_path, capsys):

@@ -277,6 +277,41 @@ def test_score_refuses_files_of_different_lengths(model_folder, tmp_path, capsys
     assert "no such --source file" in capsys.readouterr().err
 
 
+# a lone surrogate: JSON's escape of half a pair, or the three bytes Python's surrogatepass writes for one (no UTF-8)
+LONE_SURROGATE_JSON = '{"text": "the cat \\ud800"}'
+LONE_SURROGATE_BYTES = "the cat \ud800".encode("utf-8", "surrogatepass")
+
+
+@pytest.mark.parametrize(
+    ("command", "problem"),
+    [
+        ("translate_jsonl", 'in.txt line 2: "text" holds a lone surrogate \\ud800 at character 9'),
+        ("translate_text", "in.txt is not UTF-8 text: line 2 has the byte 0xed at position 9"),
+        ("score", "target.txt is not UTF-8 text: line 2 has the byte 0xed at position 9"),
+    ],
+)
+def test_a_lone_surrogate_in_the_input_is_a_one_line_error_naming_the_line(model_folder, tmp_path, capsys, command,
+                                                                           problem):  # fmt: skip
+    """Issue 42's rule for the command line, as for the server: no traceback, exit 2, nothing written."""
+    output = tmp_path / "out.txt"
+    source = tmp_path / "in.txt"
+    if command == "translate_jsonl":
+        source.write_text('{"text": "a dog"}\n' + LONE_SURROGATE_JSON + "\n", encoding="ascii")
+        argv = ["translate", "--input", str(source), "--input_format", "jsonl"]
+    elif command == "translate_text":
+        source.write_bytes(b"a dog\n" + LONE_SURROGATE_BYTES + b"\n")
+        argv = ["translate", "--input", str(source)]
+    else:
+        write_lines(source, SOURCES[:2])
+        (tmp_path / "target.txt").write_bytes(b"ein Hund\n" + LONE_SURROGATE_BYTES + b"\n")
+        argv = ["score", "--source", str(source), "--target", str(tmp_path / "target.txt")]
+    capsys.readouterr()
+    assert run_cli(*argv, "--model", str(model_folder), "--output", str(output), "--no_progress") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and problem in err[0], err
+    assert not output.exists()
+
+
 def test_a_target_longer_than_the_position_table_is_an_error_naming_its_line(tmp_path, capsys):
     save_random_model(tmp_path / "m", 1, position_embedding_type="learned", max_position_embeddings=12)
     source = write_lines(tmp_path / "in.txt", SOURCES[:3])

@@ -18,13 +18,13 @@ from pathlib import Path
 from vaswani.cli.common import load_translator
 from vaswani.errors import UsageError
 from vaswani.inference.engines import BACKENDS
-from vaswani.options import add_option, positive_float, positive_int
+from vaswani.options import add_option, add_switch, non_negative_float, positive_float, positive_int
 
 HELP = "serve translations over HTTP (LibreTranslate API and a native one)"
 DESCRIPTION = (
-    "Serve translations over HTTP: the LibreTranslate API (POST /translate, GET /languages, POST /detect), a native "
-    "API (POST /v1/translate), GET /health and GET /metrics, with dynamic batching of concurrent requests. "
-    "See docs/serving.md."
+    "Serve translations over HTTP: a translation page at /, the LibreTranslate API (POST /translate, GET /languages, "
+    "POST /detect), a native API (POST /v1/translate), their OpenAPI description at GET /spec, GET /health and GET "
+    "/metrics, with dynamic batching of concurrent requests. See docs/serving.md."
 )
 
 
@@ -45,8 +45,9 @@ SERVE_OPTIONS = {
     "--host": dict(default="127.0.0.1", help="the address to listen on (default: 127.0.0.1, this machine only; "
                                              "0.0.0.0 listens on every interface)"),
     "--port": dict(type=port_number, default=5000, help="the TCP port (default: 5000, LibreTranslate's; 0: any free one)"),
-    "--max_wait_ms": dict(type=positive_float, default=10.0, metavar="MS",
-                          help="how long a request waits for others to join its batch (default: 10 ms)"),
+    "--max_wait_ms": dict(type=non_negative_float, default=0.0, metavar="MS",
+                          help="how long a batch may wait for more requests while a worker is free (default: 0: a "
+                               "free worker starts at once, and batches form while the workers are busy)"),
     "--max_request_bytes": dict(type=positive_int, default=1 << 20, metavar="N",
                              help="largest request body (default: 1 MiB); larger ones get 413"),
     "--max_request_characters": dict(type=positive_int, default=10000, metavar="N",
@@ -91,9 +92,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                help="beam size of LibreTranslate requests (paper: 4; the native API chooses its own)")  # fmt: skip
     add_option(parser, "length_penalty", "serve", default=0.6, help="of LibreTranslate requests (paper: 0.6)")
     add_option(parser, "max_tokens", "serve", default=2048,
-               help="token budget of a batch: source tokens of the sentences decoded together (default: 2048)")  # fmt: skip
+               help="token budget of a batch: its sentences x the source tokens of its longest, padding included, "
+                    "as a batch decodes (default: 2048)")  # fmt: skip
     for flag, settings in SERVE_OPTIONS.items():
         parser.add_argument(flag, **settings)
+    add_switch(parser, "--web_ui", default=True,
+               help="the translation page at / (default: on; --no_web_ui: the APIs only, / answers 404)")  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
@@ -111,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     settings = ServerSettings(
         limits=limits, max_tokens=args.max_tokens, max_wait=args.max_wait_ms / 1000, num_beams=args.num_beams,
         length_penalty=args.length_penalty, api_keys=ApiKeys.from_file(args.api_keys) if args.api_keys else None,
-        rate_limit=args.rate_limit, cors_origins=args.cors_origins, log_texts=args.log_texts,
+        rate_limit=args.rate_limit, cors_origins=args.cors_origins, log_texts=args.log_texts, web_ui=args.web_ui,
     )  # fmt: skip
     if args.threads is not None:
         import torch

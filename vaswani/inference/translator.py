@@ -528,6 +528,17 @@ def read_lines(stream: Iterable[str | bytes], name: str = "the input") -> Iterat
         yield line.removesuffix("\n").removesuffix("\r")
 
 
+def lone_surrogate(text: str) -> str | None:
+    """Where `text` is not Unicode text, or None: JSON's `\\ud800` escapes can carry half of a surrogate pair, which
+    no UTF-8 text holds and no tokenizer takes. Says the escape and its (1-based) character position."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        return (f"a lone surrogate {ascii(text[error.start])[1:-1]} at character {error.start + 1} (not Unicode text: "
+                "an escape from \\ud800 to \\udfff must come in a high-low pair)")  # fmt: skip
+    return None
+
+
 INPUT_FIELDS = {"text": str, "prefix": str, "constraints": list}
 
 
@@ -554,6 +565,10 @@ def read_jsonl_requests(lines: Iterable[str], name: str = "the input") -> Iterat
                     isinstance(item, str) for item in value))):  # fmt: skip
                 wanted = "a list of strings" if kind is list else "a string"
                 raise TranslateError(f'{name} line {number}: "{field_name}" must be {wanted}')
+            for text in [value] if isinstance(value, str) else value or []:
+                if problem := lone_surrogate(text):
+                    raise TranslateError(f'{name} line {number}: "{field_name}" holds {problem}; write the text '
+                                         "as UTF-8, or escape a character beyond U+FFFF as a valid pair")  # fmt: skip
         yield {field_name: record.get(field_name) for field_name in INPUT_FIELDS}
 
 

@@ -9,10 +9,14 @@ API, /health and /metrics. docs/serving.md is the user's description; this is ho
                          terminology constraints too) and its jsonl output format
     GET  /health         {"status": "ok", "pairs": [...]}
     GET  /metrics        Prometheus text (`vaswani.serve.metrics`)
+    GET  /spec           the OpenAPI description of all of these (`vaswani.serve.spec`)
+    GET  /frontend/settings, /, /static/...   the translation page and what it needs (`vaswani.serve.page`;
+                         the page itself not with --no_web_ui)
 
 Bodies are JSON or forms (urlencoded or multipart), parsed here, strictly: a body that is not UTF-8, JSON that does
-not parse or is not an object, another content type, an unknown pair or a bad option are 400s with LibreTranslate's
-error shape `{"error": "..."}` (the native API's too). The order of the checks: body size (413), body parsing (400),
+not parse or is not an object, or another content type is a 400; then the fields are checked by the request models of
+`vaswani.serve.schema` (a field missing or wrong, a lone surrogate in a text: a 400 naming the field), and an unknown
+pair is a 400 too, all with LibreTranslate's error shape `{"error": "..."}` (the native API's too). The order of the checks: body size (413), body parsing (400),
 API key (403), rate limit (429), parameters and limits (400), decoding time (408).
 
 `auto` and /detect: the server has no language detector and invents none. `source: "auto"` is the one source
@@ -40,20 +44,22 @@ from urllib.parse import parse_qsl
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException
 
 from vaswani.inference.outputs import JsonlOutput
 from vaswani.inference.translator import TranslateError, missing_constraints
 from vaswani.serve.batching import Batcher, DecodingOptions
-from vaswani.serve.limits import ApiKeys, BodyLimit, Limits, RateLimiter, RequestError
+from vaswani.serve.limits import MAX_NEW_TOKENS, ApiKeys, BodyLimit, Limits, RateLimiter, RequestError
 from vaswani.serve.metrics import CONTENT_TYPE, ServerMetrics
 from vaswani.serve.models import ServedPair
+from vaswani.serve.page import PAGE_FILES, PAGE_HEADERS, frontend_settings, page_files
+from vaswani.serve.schema import DetectRequest, LibreTranslateRequest, NativeRequest, shown, validate, validate_api_key
+from vaswani.serve.spec import openapi_document
 from vaswani.serve.text import HtmlText, SplitText, split_text
 
 logger = logging.getLogger("vaswani.serve")
-ENDPOINTS = ("/translate", "/languages", "/detect", "/v1/translate", "/health", "/metrics")
-FORMATS = ("text", "html")
+ENDPOINTS = ("/translate", "/languages", "/detect", "/v1/translate", "/health", "/metrics", "/frontend/settings", "/spec",
+             *PAGE_FILES)  # fmt: skip
 
 
 @dataclass
@@ -61,34 +67,15 @@ class ServerSettings:
     """How the server batches, decodes by default, and whom it answers (the options of `vaswani serve`)."""
 
     limits: Limits = field(default_factory=Limits)
-    max_tokens: int = 2048  # source tokens per batch
-    max_wait: float = 0.01  # seconds a request waits for others to join its batch
+    max_tokens: int = 2048  # a batch's budget: its sentences x the source tokens of its longest
+    max_wait: float = 0.0  # seconds a batch may wait for more requests while a worker is free
     num_beams: int = 4  # LibreTranslate requests (the native API chooses its own)
     length_penalty: float = 0.6
     api_keys: ApiKeys | None = None
     rate_limit: float | None = None  # requests per minute, per key (per client address without keys)
     cors_origins: list[str] = field(default_factory=list)
     log_texts: bool = False
-
-
-class NativeRequest(BaseModel):
-    """The body of `POST /v1/translate`: what `vaswani translate` can be asked for, one sentence per `text` item."""
-
-    model_config = ConfigDict(extra="forbid")
-    source: str
-    target: str
-    text: str | list[str]
-    num_beams: int = Field(4, ge=1)
-    length_penalty: float = Field(0.6, ge=-10, le=10)
-    max_new_tokens: int | None = Field(None, ge=1)
-    paper_decoding: bool = False
-    nbest: int = Field(1, ge=1)
-    scores: bool = False
-    alignment: bool = False
-    # with one text: a prefix and a list of phrases; with a list of texts: one of each per text (null for none)
-    prefix: str | list[str | None] | None = None
-    constraints: list[str] | list[list[str] | None] | None = None
-    api_key: str | None = None
+    web_ui: bool = True  # the translation page at /
 
 
 class Segment(NamedTuple):
@@ -172,24 +159,6 @@ def _multipart_pairs(request: Request, body: bytes) -> list[tuple[str, str]]:
     return [(_utf8(name or b""), _utf8(value or b"")) for name, value in pairs]
 
 
-def _int_field(fields: dict, name: str, default: int, low: int, high: int) -> int:
-    value = fields.get(name, default)
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise RequestError(400, f"Invalid request: {name} must be a whole number from {low} to {high}, got {value!r}")
-    return value
-
-
-def _text_field(fields: dict, name: str) -> str:
-    value = fields.get(name)
-    if not value:
-        raise RequestError(400, f"Invalid request: missing {name} parameter")
-    if not isinstance(value, str):
-        raise RequestError(400, f"Invalid request: {name} must be a string")
-    return value
-
-
 # ---------------------------------------------------------------------------------------------------------------------
 # The server's state: models, batcher, limits, keys, metrics
 # ---------------------------------------------------------------------------------------------------------------------
@@ -208,12 +177,10 @@ class Server:
 
     def authorize(self, request: Request, fields: dict) -> None:
         """A 403 for a missing or wrong API key (when the server has keys), a 429 over the rate limit."""
-        given = fields.get("api_key")
+        given = validate_api_key(fields.get("api_key"))
         authorization = request.headers.get("authorization", "")
         if not given and authorization.lower().startswith("bearer "):
             given = authorization[7:].strip()
-        if given is not None and not isinstance(given, str):
-            raise RequestError(403, "Invalid API key")
         identity, rate = (request.client.host if request.client else "unknown"), None
         if self.settings.api_keys is not None:
             identity, rate = self.settings.api_keys.check(given)
@@ -226,7 +193,7 @@ class Server:
         targets = {t for _, t in self.models}
         if target not in targets:
             raise RequestError(
-                400, f"{target} is not supported: this server translates into {', '.join(sorted(targets))}"
+                400, f"{shown(target)} is not supported: this server translates into {', '.join(sorted(targets))}"
             )
         if source == "auto":
             sources = sorted(s for s, t in self.models if t == target)
@@ -236,7 +203,7 @@ class Server:
             return (sources[0], target), True
         if source not in self.sources:
             raise RequestError(
-                400, f"{source} is not supported: this server translates from {', '.join(self.sources)}"
+                400, f"{shown(source)} is not supported: this server translates from {', '.join(self.sources)}"
             )
         if (source, target) not in self.models:
             raise RequestError(400, f"{target} is not available as a target language from {source}")
@@ -248,10 +215,10 @@ class Server:
         with other requests'; a 408 past the time limit."""
         served = self.models[pair]
         segments = [Segment(s) if isinstance(s, str) else s for s in sentences]
-        tokens = sum(served.count_tokens([s.text for s in segments])) if segments else 0
+        lengths = served.count_tokens([s.text for s in segments]) if segments else []
         self.metrics.queued.set(self.batcher.queued_sentences() + len(sentences))
         try:
-            results = await asyncio.wait_for(self.batcher.translate(pair, segments, tokens, options),
+            results = await asyncio.wait_for(self.batcher.translate(pair, segments, lengths, options),
                                              self.limits.max_request_seconds)  # fmt: skip
         except asyncio.TimeoutError:  # noqa: UP041 (Python 3.10's wait_for raises asyncio's own)
             raise RequestError(408, f"Translation took longer than the limit of {self.limits.max_request_seconds:g} "
@@ -285,23 +252,20 @@ class Server:
 # ---------------------------------------------------------------------------------------------------------------------
 # The LibreTranslate API
 # ---------------------------------------------------------------------------------------------------------------------
+async def libretranslate_fields(request: Request) -> dict:
+    """A LibreTranslate body's fields, an empty value taken as none (forms send the fields nobody filled in)."""
+    return {name: value for name, value in (await read_fields(request)).items() if value not in ("", [], None)}
+
+
 async def libretranslate_translate(server: Server, request: Request) -> dict:
-    fields = await read_fields(request)
+    fields = await libretranslate_fields(request)
     server.authorize(request, fields)
-    q = fields.get("q")
-    if q is None or q == "" or q == []:
-        raise RequestError(400, "Invalid request: missing q parameter")
-    if not (isinstance(q, str) or (isinstance(q, list) and all(isinstance(text, str) for text in q))):
-        raise RequestError(400, "Invalid request: q must be a string or a list of strings")
-    source, target = _text_field(fields, "source"), _text_field(fields, "target")
-    text_format = fields.get("format") or "text"
-    if text_format not in FORMATS:
-        raise RequestError(400, f"{text_format} format is not supported: use text or html")
-    alternatives = _int_field(fields, "alternatives", 0, 0, server.limits.max_num_beams - 1)
-    pair, detected = server.pair(source, target)
+    body = validate(LibreTranslateRequest, fields)
+    q, alternatives = body.q, body.alternatives
+    pair, detected = server.pair(body.source, body.target)
     texts = q if isinstance(q, list) else [q]
     server.limits.check_characters(texts)
-    documents = [HtmlText(text) for text in texts] if text_format == "html" else None
+    documents = [HtmlText(text) for text in texts] if body.format == "html" else None
     splits: list[SplitText] = (
         [s for d in documents for s in d.texts()] if documents else [split_text(t) for t in texts]
     )
@@ -353,11 +317,9 @@ def languages(server: Server) -> list[dict]:
 
 
 async def detect(server: Server, request: Request) -> list[dict]:
-    fields = await read_fields(request)
+    fields = await libretranslate_fields(request)
     server.authorize(request, fields)
-    q = fields.get("q")
-    if not q or not isinstance(q, str):
-        raise RequestError(400, "Invalid request: missing q parameter")
+    validate(DetectRequest, fields)
     if len(server.sources) > 1:
         raise RequestError(400, f"this server has no language detector: it translates from "
                                 f"{', '.join(server.sources)}; give the source language")  # fmt: skip
@@ -372,17 +334,11 @@ async def native_translate(server: Server, request: Request) -> dict:
         raise RequestError(400, "Invalid request: /v1/translate takes a JSON body (Content-Type: application/json)")
     fields = await read_fields(request)
     server.authorize(request, fields)
-    try:
-        body = NativeRequest.model_validate(fields)
-    except ValidationError as error:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in error.errors())
-        raise RequestError(400, f"Invalid request: {problems}") from None
+    body = validate(NativeRequest, fields)
     limits = server.limits
-    if body.num_beams > limits.max_num_beams or body.nbest > body.num_beams:
-        raise RequestError(400, f"Invalid request: num_beams must be at most {limits.max_num_beams} and nbest at "
-                                f"most num_beams (got num_beams={body.num_beams}, nbest={body.nbest})")  # fmt: skip
-    if body.max_new_tokens is not None and body.max_new_tokens > limits.max_new_tokens:
-        raise RequestError(400, f"Invalid request: max_new_tokens must be at most {limits.max_new_tokens}")
+    if body.nbest > body.num_beams:
+        raise RequestError(400, f"Invalid request: nbest must be at most num_beams (got num_beams={body.num_beams}, "
+                                f"nbest={body.nbest})")  # fmt: skip
     pair, _ = server.pair(body.source, body.target)
     sentences = body.text if isinstance(body.text, list) else [body.text]
     prefixes, constraints = _per_sentence(body, len(sentences))
@@ -390,7 +346,7 @@ async def native_translate(server: Server, request: Request) -> dict:
     limits.check_sentences(len(sentences))
     try:
         server.models[pair].translator.check_requests(len(sentences), prefixes, constraints,
-                                                      body.max_new_tokens or limits.max_new_tokens)  # fmt: skip
+                                                      body.max_new_tokens or MAX_NEW_TOKENS)  # fmt: skip
     except TranslateError as error:  # an empty phrase, a prefix too long, constraints on a CTranslate2 model
         raise RequestError(400, f"Invalid request: {error}") from None
     options = DecodingOptions(body.num_beams, body.length_penalty, body.max_new_tokens, body.paper_decoding,
@@ -432,7 +388,8 @@ def _per_sentence(body: NativeRequest, count: int) -> tuple[list, list]:
 # ---------------------------------------------------------------------------------------------------------------------
 def create_app(models: dict[tuple[str, str], ServedPair], settings: ServerSettings | None = None) -> FastAPI:
     """The ASGI application serving `models` (the table of `vaswani.serve.models.load_models`)."""
-    server = Server(models, settings or ServerSettings())
+    settings = settings or ServerSettings()
+    server = Server(models, settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -475,12 +432,36 @@ def create_app(models: dict[tuple[str, str], ServedPair], settings: ServerSettin
     async def metrics():
         return Response(server.metrics.text(), media_type=CONTENT_TYPE)
 
-    if settings is not None and settings.cors_origins:
+    @app.get("/frontend/settings")
+    async def settings_of_the_page():
+        names = {language["code"]: language["name"] for language in languages(server)}
+        return frontend_settings(list(server.models), names, server.limits, server.settings.api_keys is not None)
+
+    document = openapi_document(web_ui=server.settings.web_ui)
+
+    @app.get("/spec")
+    async def spec():
+        return document
+
+    if server.settings.web_ui:
+        for path, (content, media_type) in page_files().items():
+            app.add_api_route(path, _static(content, media_type), methods=["GET"], include_in_schema=False)
+
+    if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
                            allow_headers=["Content-Type", "Authorization"])  # fmt: skip
     app.add_middleware(BodyLimit, max_bytes=server.limits.max_request_bytes)
     app.add_middleware(RequestLog, metrics=server.metrics)  # outermost: sees every answer, refusals included
     return app
+
+
+def _static(content: bytes, media_type: str):
+    """An endpoint that answers `content` (a file of the page), with the page's headers."""
+
+    async def answer():
+        return Response(content, media_type=media_type, headers=PAGE_HEADERS)
+
+    return answer
 
 
 class RequestLog:

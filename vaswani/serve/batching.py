@@ -1,22 +1,32 @@
 """Dynamic batching: the sentences of concurrent requests decoded together, off the event loop.
 
-Requests that want the same thing (the same language pair and the same `DecodingOptions`) wait in one queue. One
-dispatcher task takes the oldest queue whose model has a free decoding slot, waits until its sentences fill the token
-budget (`max_tokens` source tokens) or the oldest request has waited `max_wait` seconds, and hands that batch to a
-decoding thread (the event loop keeps reading and answering other requests meanwhile, and a slow client only ever
-holds its own connection). While batches decode, new requests queue up, so under load batches grow by themselves; an
-idle server answers a lone request after `max_wait`.
+Requests that want the same thing (the same language pair and the same `DecodingOptions`) and whose longest sentences
+are of about the same length (`length_bucket`: up to 8 source tokens, 9 to 16, 17 to 32, ...) wait in one queue. One
+dispatcher task takes, among the queues whose model has a free decoding slot, the one whose first request has waited
+longest, and hands a batch of it to a decoding thread (the event loop keeps reading and answering other requests
+meanwhile, and a slow client only ever holds its own connection):
+
+- **A free worker starts at once** (`max_wait` 0, the default): a lone request on an idle server is decoded as it
+  arrives, and batches form by themselves while the workers are busy, from the requests that arrived meanwhile; so
+  batches grow with the load, and no request waits for company that may not come. With `max_wait` > 0 a batch
+  waits until it fills the budget or its oldest request has waited that long: larger batches where a batch costs
+  little more than one sentence (PyTorch, a GPU) and clients send in bursts, for up to `max_wait` more latency.
+- **Short sentences do not wait behind long ones**: a batch takes as long as its longest sentence, so the length
+  buckets keep a short sentence out of a long one's batch (and, with several workers, the two decode side by side).
+- **A batch is cut by its expected decoding time**: `max_tokens` bounds its sentences x its longest sentence (what
+  a padded batch computes), not only the sum of its tokens.
 
 A model may decode several batches at once (`slots`: a CTranslate2 translator with `parallel_batches` workers, each on
 its own cores; PyTorch decodes one at a time). When a model has k free slots, a batch takes at most 1/k of its
-queue's tokens, so that a burst of requests is shared out among the idle workers instead of waiting for one; after
+queue's budget, so that a burst of requests is shared out among the idle workers instead of waiting for one; after
 that the batches fall out of step by themselves, and one worker decodes while the answers of another's batch are
-written and the next requests arrive (on 2 cores, CTranslate2 int8, 16 clients: 1.3-1.4x the sentences/s of one
-batch at a time cut into 2 parts, benchmarks/README.md).
+written and the next requests arrive (benchmarks/README.md).
 
 A request whose client gave up, or whose time ran out (`asyncio.wait_for` cancels its future), is dropped from its
 queue before decoding; one cancelled during decoding has its results thrown away. Every other request gets exactly
-its own results, in order (tests/serve/test_app.py's load test checks that none is lost or answered twice).
+its own results, in order (tests/serve/test_app.py's load test checks that none is lost or answered twice), and no
+request can fail another's: a batch that fails is decoded again one request at a time, so that only the request that
+fails gets the error.
 """
 
 from __future__ import annotations
@@ -25,7 +35,7 @@ import asyncio
 import contextlib
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -46,32 +56,50 @@ class DecodingOptions:
     constrained: bool = False  # sentences with constraints decode apart (constrained beam search is slower)
 
 
+def length_bucket(tokens: int) -> int:
+    """The length bucket of a request by the source tokens of its longest sentence: 0 for up to 8 tokens, 1 for 9 to
+    16, 2 for 17 to 32, ... (each bucket's sentences within twice each other's length)."""
+    return max(0, (tokens - 1).bit_length() - 3)
+
+
 @dataclass
 class _Job:
-    sentences: list[str]
-    tokens: int
+    sentences: list
+    tokens: int  # source tokens of all its sentences
+    longest: int  # source tokens of its longest sentence
     future: asyncio.Future
     arrived: float
 
 
+def batch_cost(jobs: Iterable[_Job]) -> int:
+    """What a batch of `jobs` costs to decode, in the unit of `max_tokens`: its sentences x its longest sentence (a
+    batch is padded to its longest sentence, and its decoding lasts as long as the longest output)."""
+    sentences, longest = 0, 0
+    for job in jobs:
+        sentences, longest = sentences + len(job.sentences), max(longest, job.longest)
+    return sentences * longest
+
+
 # decode(model key, sentences, options) -> one list of hypotheses per sentence; runs in the decoding thread
-Decode = Callable[[Hashable, list[str], DecodingOptions], list[Any]]
+Decode = Callable[[Hashable, list[Any], DecodingOptions], list[Any]]
 # on_batch(sentences, tokens, seconds): after each batch, for the metrics
 OnBatch = Callable[[int, int, float], None]
+QueueKey = tuple[Hashable, DecodingOptions, int]  # (model, options, length bucket)
 
 
 class Batcher:
-    """Collects sentences into batches per (model key, options) and decodes them in worker threads: at most
-    `slots[model]` batches of a model at once (1 for a model not named), in as many threads as the largest of those
-    (one thread by default: the models then decode one batch at a time, as PyTorch needs)."""
+    """Collects sentences into batches per (model key, options, length bucket) and decodes them in worker threads: at
+    most `slots[model]` batches of a model at once (1 for a model not named), in as many threads as the largest of
+    those (one thread by default: the models then decode one batch at a time, as PyTorch needs). `max_wait`: how long
+    a batch may wait for company while a worker is free (0: none)."""
 
-    def __init__(self, decode: Decode, *, max_tokens: int, max_wait: float, on_batch: OnBatch | None = None,
+    def __init__(self, decode: Decode, *, max_tokens: int, max_wait: float = 0.0, on_batch: OnBatch | None = None,
                  slots: Mapping[Hashable, int] | None = None):  # fmt: skip
         self.decode, self.max_tokens, self.max_wait, self.on_batch = decode, max_tokens, max_wait, on_batch
         self.slots = dict(slots or {})
         if any(not isinstance(n, int) or n < 1 for n in self.slots.values()):
             raise ValueError(f"slots={self.slots}: each model needs at least 1")
-        self._queues: dict[tuple[Hashable, DecodingOptions], deque[_Job]] = {}
+        self._queues: dict[QueueKey, deque[_Job]] = {}
         self._busy: Counter[Hashable] = Counter()  # batches decoding now, per model
         self._running: set[asyncio.Task] = set()
         self._changed = asyncio.Event()  # a request arrived or a batch finished
@@ -80,13 +108,17 @@ class Batcher:
         self._task: asyncio.Task | None = None
 
     # -- the requests' side -------------------------------------------------------------------------------------
-    async def translate(self, key: Hashable, sentences: list, tokens: int, options: DecodingOptions) -> list:
-        """The hypotheses of each of `sentences` (`tokens`: their source tokens), decoded in a batch with others. A
-        sentence is whatever `decode` takes (the server's: a `Segment`, its text with its prefix and constraints)."""
+    async def translate(self, key: Hashable, sentences: list, lengths: Sequence[int], options: DecodingOptions,
+                        ) -> list:  # fmt: skip
+        """The hypotheses of each of `sentences` (`lengths`: the source tokens of each), decoded in a batch with
+        others. A sentence is whatever `decode` takes (the server's: a `Segment`, its text with its prefix and
+        constraints)."""
         if not sentences:
             return []
         future = asyncio.get_running_loop().create_future()
-        self._queues.setdefault((key, options), deque()).append(_Job(sentences, tokens, future, time.monotonic()))
+        longest = max(lengths)
+        job = _Job(sentences, sum(lengths), longest, future, time.monotonic())
+        self._queues.setdefault((key, options, length_bucket(longest)), deque()).append(job)
         self._changed.set()
         return await future
 
@@ -114,7 +146,8 @@ class Batcher:
                 self._changed.clear()
                 await self._changed.wait()
                 continue
-            await self._fill(key)
+            if self.max_wait > 0:
+                await self._fill(key)
             jobs = self._take(key, self._share(key))
             if jobs:
                 self._start(key, jobs)
@@ -122,25 +155,34 @@ class Batcher:
     def _free(self, model: Hashable) -> int:
         return self.slots.get(model, 1) - self._busy[model]
 
-    def _next_queue(self):
-        """The queue that waited longest among those whose model has a free slot (a drained queue is re-added at the
-        end), or None."""
-        return next((key for key in self._queues if self._free(key[0]) > 0), None)
+    def _next_queue(self) -> QueueKey | None:
+        """Among the queues whose model has a free slot, the one whose first request has waited longest (requests
+        cancelled meanwhile are dropped first; an emptied queue is removed), or None."""
+        oldest = None
+        for key in list(self._queues):
+            queue = self._queues[key]
+            while queue and queue[0].future.done():
+                queue.popleft()
+            if not queue:
+                del self._queues[key]
+            elif self._free(key[0]) > 0 and (oldest is None or queue[0].arrived < self._queues[oldest][0].arrived):
+                oldest = key
+        return oldest
 
-    def _share(self, key) -> int:
-        """The token budget of the next batch of `key`: `max_tokens`, or the queue's tokens shared out among the
-        model's free slots when it has several."""
+    def _share(self, key: QueueKey) -> int:
+        """The budget of the next batch of `key`: `max_tokens`, or the queue's cost shared out among the model's free
+        slots when it has several."""
         free = self._free(key[0])
         if free == 1:
             return self.max_tokens
-        queued = sum(job.tokens for job in self._queues[key] if not job.future.done())
+        queued = batch_cost(job for job in self._queues[key] if not job.future.done())
         return min(self.max_tokens, -(-queued // free))
 
-    async def _fill(self, key) -> None:
-        """Wait until the queue of `key` holds `max_tokens` tokens or its oldest request has waited `max_wait`."""
+    async def _fill(self, key: QueueKey) -> None:
+        """Wait until the queue of `key` costs `max_tokens` or its oldest request has waited `max_wait`."""
         queue = self._queues[key]
         deadline = queue[0].arrived + self.max_wait
-        while sum(job.tokens for job in queue) < self.max_tokens:
+        while batch_cost(queue) < self.max_tokens:
             left = deadline - time.monotonic()
             if left <= 0:
                 return
@@ -150,20 +192,19 @@ class Batcher:
             except asyncio.TimeoutError:  # noqa: UP041 (Python 3.10's wait_for raises asyncio's own)
                 return
 
-    def _take(self, key, budget: int) -> list[_Job]:
-        """The jobs of the next batch: the oldest first, up to `budget` tokens (always at least one); cancelled jobs
-        are dropped. The queue is removed when empty, so that a new request of `key` queues behind the others."""
-        queue, jobs, tokens = self._queues[key], [], 0
-        while queue and (not jobs or tokens + queue[0].tokens <= budget):
+    def _take(self, key: QueueKey, budget: int) -> list[_Job]:
+        """The jobs of the next batch: the oldest first, while the batch costs at most `budget` (always at least
+        one); cancelled jobs are dropped. The queue is removed when empty."""
+        queue, jobs = self._queues[key], []
+        while queue and (not jobs or batch_cost([*jobs, queue[0]]) <= budget):
             job = queue.popleft()
             if not job.future.done():
                 jobs.append(job)
-                tokens += job.tokens
         if not queue:
             del self._queues[key]
         return jobs
 
-    def _start(self, key, jobs: list[_Job]) -> None:
+    def _start(self, key: QueueKey, jobs: list[_Job]) -> None:
         """Decode `jobs` as one batch in a worker thread, holding one of the model's slots until it is done."""
         self._busy[key[0]] += 1
         task = asyncio.get_running_loop().create_task(self._decode(key, jobs))
@@ -176,17 +217,23 @@ class Batcher:
 
         task.add_done_callback(done)
 
-    async def _decode(self, key, jobs: list[_Job]) -> None:
-        model, options = key
+    async def _decode(self, key: QueueKey, jobs: list[_Job]) -> None:
+        """Decode the batch; if it fails, each of its requests alone, so that only a request that fails by itself
+        gets the error (a bug: a 500 with its traceback), never the others of its batch."""
+        model, options, _ = key
+        loop = asyncio.get_running_loop()
         sentences = [sentence for job in jobs for sentence in job.sentences]
         started = time.monotonic()
         try:
-            loop = asyncio.get_running_loop()
             results = await loop.run_in_executor(self._executor, self.decode, model, sentences, options)
-        except Exception as error:  # a bug: every request of the batch fails with it (a 500 with its traceback)
+        except Exception as error:
+            if len(jobs) == 1:
+                if not jobs[0].future.done():
+                    jobs[0].future.set_exception(error)
+                return
             for job in jobs:
                 if not job.future.done():
-                    job.future.set_exception(error)
+                    await self._decode(key, [job])
             return
         if self.on_batch is not None:
             self.on_batch(len(sentences), sum(job.tokens for job in jobs), time.monotonic() - started)

@@ -26,24 +26,30 @@ from vaswani.errors import UsageError
 
 class RequestError(Exception):
     """A request the server refuses: `status` (a 4xx) and a message for the client (LibreTranslate's error shape,
-    `{"error": message}`); `headers` go with the answer (Retry-After of a 429)."""
+    `{"error": message}`); `headers` go with the answer (Retry-After of a 429). What the message quotes of a request
+    is escaped where it is not Unicode text (a lone surrogate: `\\ud800`), so that the answer can always be
+    encoded."""
 
     def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
+        message = message.encode("utf-8", "backslashreplace").decode("utf-8")
         super().__init__(message)
         self.status, self.message, self.headers = status, message, headers or {}
 
 
+# The decoding options a request may choose (the same on every server: they bound the work of one sentence).
+MAX_NUM_BEAMS = 16
+MAX_NEW_TOKENS = 1024
+
+
 @dataclass(frozen=True)
 class Limits:
-    """The limits of one request (see the module docstring); `max_num_beams`, `max_nbest` and `max_new_tokens` bound
-    the decoding options of the native API."""
+    """The limits of one request (see the module docstring); `MAX_NUM_BEAMS` and `MAX_NEW_TOKENS` bound the decoding
+    options (the request models of `vaswani.serve.schema` check them)."""
 
     max_request_bytes: int = 1 << 20
     max_request_characters: int = 10000
     max_request_sentences: int = 200
     max_request_seconds: float = 30.0
-    max_num_beams: int = 16
-    max_new_tokens: int = 1024
 
     def check_characters(self, texts: list[str]) -> None:
         """A 400 when `texts` have more characters than one request may have (checked before they are parsed)."""
