@@ -75,3 +75,26 @@ def test_help_lists_the_teacher_the_distilled_data_and_the_stages(capsys):
     for part in ("the teacher:", "--teacher [SRC-TGT=]DIR", "the distilled data", "--filter_keep SHARE",
                  "the stages:", "--stage {translate,train,export,all}", "--quantization", "docs/distillation.md"):  # fmt: skip
         assert part in text, part
+
+
+def test_the_student_recipe_loads_and_is_deeper_in_the_encoder_and_narrower_than_the_small_data_recipe(tmp_path):
+    import yaml
+    from conftest import REPO_ROOT
+
+    from vaswani.distill.folder import DistillFolder
+    from vaswani.distill.stages import student_args
+
+    path = REPO_ROOT / "configs" / "student.yaml"
+    recipe, teacher = yaml.safe_load(path.read_text()), yaml.safe_load((path.parent / "small-data.yaml").read_text())
+    args = distill_parser().parse_args(["--config", str(path), "--teacher", "t", "--train_file", "train.jsonl",
+                                        "--validation_file", "validation.jsonl", "--output_dir", str(tmp_path),
+                                        "--max_train_minutes", "20", "--source_lang", "en", "--target_lang", "es"])  # fmt: skip
+    for key, value in recipe.items():
+        assert getattr(args, key) == value, key
+    student = student_args(args, DistillFolder(tmp_path))  # checked and built as training would
+    assert (
+        student.train_file == str(tmp_path / "distilled" / "train.jsonl")
+        and student.output_dir == tmp_path / "student"
+    )
+    assert recipe["encoder_layers"] > recipe["decoder_layers"] and recipe["decoder_layers"] < teacher["decoder_layers"]
+    assert recipe["d_model"] < teacher["d_model"] and recipe["decoder_ffn_dim"] < teacher["decoder_ffn_dim"]
