@@ -92,7 +92,8 @@ def distill(args: argparse.Namespace) -> dict:
     # the data's languages: the teacher's, or (a later stage without --teacher) those of the distilled data
     set_data_languages(args, teacher_pair(specs) if specs else data_pair(manifest))
     build = build_options(args)
-    student_args(args, folder)  # the student's options and configuration, checked before any work
+    if "train" in stages:
+        student_args(args, folder)  # the student's options and configuration, checked before any work
     data = None
     if (
         "translate" in stages
@@ -117,7 +118,8 @@ def distill(args: argparse.Namespace) -> dict:
 
 def check_args(args: argparse.Namespace, stages: tuple[str, ...]) -> None:
     """What distill needs of `vaswani train`'s options: the folder, files (not a `datasets` name or prepared data: the
-    student's references are the original ones), translation; and a teacher to translate with."""
+    student's references are the original ones), translation; and a teacher to translate with. The export stage alone
+    needs the folder only (and --test_file for the report's scores)."""
     if not args.output_dir:
         raise UsageError("--output_dir is required (on the command line or in the --config file).")
     if args.task != "translation":
@@ -126,6 +128,8 @@ def check_args(args: argparse.Namespace, stages: tuple[str, ...]) -> None:
         if getattr(args, option):
             raise UsageError(f"--{option}: vaswani distill reads the training pairs from --train_file (the teacher "
                              "translates that file's sources): give the data as files")  # fmt: skip
+    if stages == ("export",):
+        return
     if not args.train_file:
         raise UsageError("--train_file is required: the training pairs whose sources the teacher translates")
     if not args.validation_file:
