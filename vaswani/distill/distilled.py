@@ -147,8 +147,7 @@ def open_distilled(folder: DistillFolder, manifest: dict, overwrite: bool) -> bo
     """Make the distilled folder ready for `manifest`'s chunks: with `overwrite`, what an earlier run wrote there is
     removed first; an existing manifest must equal `manifest` (its chunks are continued), a new one is written.
     Removes the temporary file a killed chunk left. Returns whether an earlier run's manifest was continued."""
-    if overwrite:
-        removed = remove_distilled(folder)
+    if overwrite and (removed := remove_distilled(folder)):
         logger.info("--overwrite_output_dir: removed the earlier distilled data (%d files)", removed)
     continued = folder.manifest.is_file()
     if continued:
