@@ -154,8 +154,7 @@ def test_the_report_scores_both_exports_on_the_test_file(workspace, straight_run
         assert report[role]["decoded_by"] == [str(straight_run / export)]
         assert report[role]["sentences_per_second"] == pytest.approx(len(sources) / report[role]["seconds"])
     assert report["teacher"]["test"]["bleu"] > 0
-    teacher_model = load_file(workspace / "teacher" / "model.safetensors")
-    assert report["teacher"]["parameters"] == sum(t.numel() for t in teacher_model.values())  # tied once in the file
+    assert report["teacher"]["parameters"] == load_teacher_parameters(workspace)  # tied weights once, as in the file
     assert report["comparison"]["time_ratio"] == pytest.approx(report["student"]["seconds"] /
                                                                report["teacher"]["seconds"])  # fmt: skip
     assert report["test"]["setting"] == {"backend": "ctranslate2", "quantization": "int8", "num_beams": 2,
@@ -184,6 +183,26 @@ def test_running_it_again_redoes_nothing_but_the_export_and_report(workspace, st
     assert status == 0, stderr[-3000:]
     assert json.loads((again / "student" / "results.json").read_text())["step"] == 3
     assert stamps((again / "distilled").iterdir()) == {k: v for k, v in before.items() if k != "model.safetensors"}
+
+
+@pytest.mark.slow
+def test_an_ensemble_teacher_decodes_on_pytorch_and_so_does_the_student_in_the_report(workspace, tmp_path, capsys):
+    out = tmp_path / "ensemble"
+    write_split(tmp_path / "train.jsonl", SENTENCES)
+    status, stderr = distill([*common(workspace, out), "--teacher", f"en-de={workspace / 'teacher'}", "--train_file",
+                              str(tmp_path / "train.jsonl"), "--filter", "chrf", "--filter_keep", "0.5"], capsys)  # fmt: skip
+    assert status == 0, stderr[-3000:]
+    assert not (out / "teacher-ct2").exists()
+    report = json.loads((out / "distill_report.json").read_text())
+    assert report["test"]["setting"]["backend"] == "torch" and report["test"]["setting"]["quantization"] is None
+    assert report["teacher"]["decoded_by"] == [str(workspace / "teacher")] * 2
+    assert report["student"]["decoded_by"] == [str(out / "student")] and (out / "student-ct2" / "model.bin").is_file()
+    assert report["teacher"]["parameters"] == 2 * load_teacher_parameters(workspace)
+    assert report["distilled_data"]["kept"] == 15 and report["distilled_data"]["build"]["filter"] == "chrf"
+
+
+def load_teacher_parameters(workspace: Path) -> int:
+    return sum(t.numel() for t in load_file(workspace / "teacher" / "model.safetensors").values())
 
 
 # ---------------------------------------------------------------------------------------------------------------------
