@@ -276,6 +276,27 @@ def test_a_killed_train_stage_resumes_to_the_uninterrupted_students_weights(work
 
 
 @pytest.mark.slow
+def test_a_paused_student_is_not_exported_and_continues_to_the_same_weights(workspace, straight_run, tmp_path, capsys,
+                                                                           caplog):  # fmt: skip
+    paused = tmp_path / "paused"
+    paused.mkdir()
+    shutil.copy(straight_run / "distill_args.json", paused)
+    shutil.copytree(straight_run / "distilled", paused / "distilled")
+    caplog.set_level("INFO")
+    status, stderr = distill([*common(workspace, paused), "--stop_after_steps", "2"], capsys)
+    assert status == 0, stderr[-3000:]
+    assert "paused after 2 updates; continue with --resume_from_checkpoint latest" in caplog.text
+    assert not (paused / "student-ct2").exists() and not (paused / "distill_report.json").exists()
+    status, stderr = distill([*common(workspace, paused), "--resume_from_checkpoint", "latest"], capsys)
+    assert status == 0, stderr[-3000:]
+    a, b = (
+        load_file(straight_run / "student" / "model.safetensors"),
+        load_file(paused / "student" / "model.safetensors"),
+    )
+    assert all(torch.equal(a[key], b[key]) for key in a) and (paused / "distill_report.json").is_file()
+
+
+@pytest.mark.slow
 def test_an_export_stage_that_dies_halfway_is_redone(workspace, straight_run, tmp_path, capsys, monkeypatch):
     again = tmp_path / "again"
     shutil.copytree(straight_run, again)

@@ -95,9 +95,8 @@ def distill(args: argparse.Namespace) -> dict:
     if "train" in stages:
         student_args(args, folder)  # the student's options and configuration, checked before any work
     data = None
-    if (
-        "translate" in stages
-    ):  # the training data, and the teacher's tokenizer on it, checked before anything is written
+    # the training data, and the teacher's tokenizer on it, checked before anything is written
+    if "translate" in stages:
         data = pair_file("train", args.train_file, args.source_lang, args.target_lang)
         check_tokenizer_fits(load_tokenizer(specs[0].folder), first_sources(data, TOKENIZER_SAMPLE),
                              " ".join(args.teacher))  # fmt: skip
@@ -111,6 +110,10 @@ def distill(args: argparse.Namespace) -> dict:
         done["translate"] = translate_stage(args, folder, specs, data, build)
     if "train" in stages:
         done["train"] = train_stage(args, folder, build)
+        if done["train"].get("stopped_early"):  # --stop_after_steps / --stop_after_minutes: a pause, not the end
+            logger.info("Student: paused after %d updates; continue with --resume_from_checkpoint latest",
+                        done["train"]["step"])  # fmt: skip
+            return done
     if "export" in stages:
         done["export"] = export_stage(args, folder, specs)
     return done
@@ -260,6 +263,7 @@ def changed_options(run_dir: Path, student: argparse.Namespace) -> list[str]:
 # ---------------------------------------------------------------------------------------------------------------------
 def export_stage(args: argparse.Namespace, folder: DistillFolder, specs) -> dict:
     """The student's CTranslate2 export, then the report (distill_report.json and the log's table)."""
+    recover_model_folder(folder.student)  # finish (or undo) a final save that a kill interrupted
     if not (folder.student / RESULTS_FILE).is_file():
         raise UsageError(f"{folder.student} holds no trained student: run --stage train (or --stage all) first")
     logger.info("Student: exporting %s to CTranslate2 (%s) in %s", folder.student, args.quantization,
@@ -296,8 +300,9 @@ def make_report(args: argparse.Namespace, folder: DistillFolder, plan: TeacherPl
                     "backend": plan.backend, "quantization": args.quantization if plan.backend == "ctranslate2" else None,
                     "parameters": parameter_count([folder.student])},
         "distilled_data": json.loads(folder.stats.read_text(encoding="utf-8")),
-        "student_training": {key: training.get(key) for key in ("step", "train_seconds", "final_model", "validation",
-                                                                 "test")},
+        "student_training": {**{key: training.get(key) for key in ("step", "train_seconds", "final_model")},
+                             **{split: {k: v for k, v in training[split].items() if k != "examples"}
+                                for split in ("validation", "test") if split in training}},
     }  # fmt: skip
     if not args.test_file:
         logger.warning("No --test_file: the report compares the teacher and the student without test scores or speed")
