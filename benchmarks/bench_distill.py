@@ -29,14 +29,16 @@ most half the teacher's time (the others are printed, never chosen) are trained 
 the best mean validation BLEU of the two seeds is the recipe to write into configs/student.yaml. The test set never
 chooses.
 
-A finished run is reused when its command is the same (`NAME.command.json` beside it): the sweep reuses the
-comparison's seed-0 teacher and distilled data; `--fresh` runs everything again. Every run's log is `NAME.log` in
+A finished run is reused when its command and the recipes it names are the same (`NAME.command.json` beside it: an
+edited configs/student.yaml makes its runs new): the sweep reuses the comparison's seed-0 teacher and distilled data,
+the comparison the sweep's seed-0 teacher; `--fresh` runs everything again. Every run's log is `NAME.log` in
 `--output_dir`; `--json FILE` writes the figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import statistics
@@ -128,10 +130,16 @@ class Job:
     def log(self) -> Path:
         return self.folder.with_name(f"{self.folder.name}.log")
 
+    def fingerprint(self) -> dict:
+        """The command, and the content of the recipes it names (an edited configs/student.yaml is another run)."""
+        recipes = {word: hashlib.sha256(Path(word).read_bytes()).hexdigest() for word in self.command
+                   if word.endswith(".yaml") and Path(word).is_file()}  # fmt: skip
+        return {"command": self.command, "recipes": recipes}
+
     def finished(self, fresh: bool = False) -> bool:
-        """Whether it already ran to the end with the same command."""
+        """Whether it already ran to the end with the same command and recipes."""
         return (not fresh and (self.folder / self.done).is_file() and self.record.is_file()
-                and json.loads(self.record.read_text()) == self.command)  # fmt: skip
+                and json.loads(self.record.read_text()) == self.fingerprint())  # fmt: skip
 
 
 def data_files(args) -> dict[str, Path]:
@@ -214,7 +222,7 @@ def run_jobs(jobs: list[Job], parallel: int, fresh: bool) -> None:
                 for _, other, _ in running:
                     other.kill()
                 raise SystemExit(f"{job.name} failed (exit {process.returncode}); see {job.log}")
-            job.record.write_text(json.dumps(job.command))
+            job.record.write_text(json.dumps(job.fingerprint()))
             done.add(job.name)
             print(f"finished {job.name} in {(time.monotonic() - started) / 60:.1f} min", flush=True)
         if waiting and not running and not any(all(a in done for a in j.after) for j in waiting):

@@ -106,6 +106,14 @@ def test_runs_wait_for_what_they_need_and_are_reused_only_with_the_same_command(
     run_jobs([job("first"), job("second", after=["first"], text="y")], parallel=2, fresh=False)
     out = capsys.readouterr().out
     assert "reusing first" in out and "started second" in out and (tmp_path / "second" / "done").read_text() == "y"
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("d_model: 192\n")
+    with_recipe = job("third", text="z")
+    with_recipe.command.append(str(recipe))
+    run_jobs([with_recipe], parallel=1, fresh=False)
+    assert with_recipe.finished()
+    recipe.write_text("d_model: 256\n")  # an edited recipe: another run
+    assert not with_recipe.finished()
     failing = Job("bad", [sys.executable, "-c", "raise SystemExit(3)"], tmp_path / "bad", "done")
     with pytest.raises(SystemExit, match=r"bad failed \(exit 3\); see .*bad.log"):
         run_jobs([failing], parallel=1, fresh=False)
