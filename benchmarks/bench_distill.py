@@ -5,6 +5,7 @@
                                                    # best two at seed 1 too (~1 h after the comparison, which it reuses)
     python benchmarks/bench_distill.py --minutes 0.2 --sweep_minutes 0.1 --train_pairs 2000 --max_validation_pairs 40 \\
         --max_test_samples 40 --seeds 0            # a smoke run of the comparison (add --sweep for the sweep's)
+    python benchmarks/bench_distill.py --costs --max_test_samples 300   # the shapes' decoding costs, untrained (~2 min)
 
 The comparison, at each seed S (gettext-en-es by default, `--parallel` runs at a time, one thread each):
 
@@ -41,6 +42,7 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -63,6 +65,11 @@ SWEEP_POINTS = {
     "lr2e-3": ["--learning_rate", "2e-3"],
     "d128": ["--d_model", "128", "--encoder_ffn_dim", "512", "--decoder_ffn_dim", "512"],
 }  # fmt: skip
+# Shapes `--costs` times besides the sweep's, to show why the recipe is narrower and has one decoder layer.
+COST_ONLY_POINTS = {
+    "d256": ["--d_model", "256", "--encoder_ffn_dim", "1024", "--decoder_ffn_dim", "1024"],
+    "dec2": ["--decoder_layers", "2"],
+}  # fmt: skip
 TIME_TARGET, TEACHER_GAP_TARGET, BASELINE_GAP_TARGET = 0.5, -1.0, 1.0
 
 
@@ -82,6 +89,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--minutes", type=float, default=20.0, help="training budget of each comparison run")
     parser.add_argument("--seeds", type=_seeds, default=[0, 1], help="the comparison's seeds, comma-separated")
     parser.add_argument("--sweep", action="store_true", help="run the student sweep instead of the comparison")
+    parser.add_argument("--costs", action="store_true",
+                        help="only the decoding cost of the teacher's and the sweep points' shapes, untrained (minutes)")  # fmt: skip
+    parser.add_argument("--cost_tokens", type=int, default=24, help="--costs: output tokens of every sentence")
     parser.add_argument("--sweep_minutes", type=float, default=10.0, help="training budget of each sweep run")
     parser.add_argument("--sweep_points", type=common.choice_list(list(SWEEP_POINTS), "sweep points"),
                         default=list(SWEEP_POINTS), help=f"comma-separated, from {', '.join(SWEEP_POINTS)}")  # fmt: skip
@@ -389,17 +399,92 @@ def run_sweep(args) -> dict:
     return {"sweep": results, "best": best}
 
 
+# ---------------------------------------------------------------------------------------------------------------------
+# Decoding costs of the shapes, untrained
+# ---------------------------------------------------------------------------------------------------------------------
+def recipe_args(recipe: Path, options: list[str]) -> argparse.Namespace:
+    """`vaswani train`'s options of `recipe` with `options`, checked as training checks them."""
+    from vaswani.training.options import parse_args as train_args
+
+    return train_args(["--config", str(recipe), *options, "--output_dir", "unused", "--max_train_minutes", "1"])
+
+
+def model_config(train_options: argparse.Namespace, tokenizer):
+    """The VaswaniConfig training builds from `train_options`, for `tokenizer`'s vocabulary, with an output bias."""
+    from vaswani.training.loop import resolve_model_config
+
+    config = resolve_model_config(train_options)
+    config.vocab_size = len(tokenizer)
+    config.pad_token_id, config.eos_token_id = tokenizer.pad_token_id, tokenizer.eos_token_id
+    config.bos_token_id = config.decoder_start_token_id = tokenizer.bos_token_id
+    config.final_logits_bias = True
+    return config
+
+
+def decoding_costs(args) -> dict:
+    """Each shape's decoding time / the teacher's (configs/small-data.yaml), before any training: random weights with
+    the EOS token's output bias at -1e4, so that every sentence decodes exactly --cost_tokens tokens whatever the
+    model; int8 exports, the test file, one thread, `--rounds` alternating rounds. What configs/student.yaml's costs
+    come from; a trained model's own output lengths decide in the end (the comparison times those)."""
+    import torch
+
+    from modeling_vaswani import VaswaniForConditionalGeneration
+    from tokenization import train_bpe_tokenizer
+    from vaswani.export.ctranslate2 import export_ctranslate2
+    from vaswani.inference.translator import Translator
+
+    torch.set_num_threads(1)
+    files = data_files(args)
+    pairs = [json.loads(line)["translation"] for line in files["train"].read_text(encoding="utf-8").splitlines()]
+    sources = [json.loads(line)["translation"][args.source_lang] for line in files["test"].read_text().splitlines()]
+    points = {**{p: SWEEP_POINTS[p] for p in args.sweep_points}, **COST_ONLY_POINTS}
+    shapes = {"teacher": (TEACHER_RECIPE, []), **{p: (STUDENT_RECIPE, options) for p, options in points.items()}}
+    tokenizers, translators = {}, {}
+    for name, (recipe, options) in shapes.items():
+        train_options = recipe_args(recipe, options)
+        vocab_size = train_options.vocab_size
+        if vocab_size not in tokenizers:
+            texts = [text for pair in pairs[:20000] for text in (pair[args.source_lang], pair[args.target_lang])]
+            tokenizers[vocab_size] = train_bpe_tokenizer(iterator=texts, vocab_size=vocab_size, min_frequency=2)
+        tokenizer = tokenizers[vocab_size]
+        torch.manual_seed(0)
+        model = VaswaniForConditionalGeneration(model_config(train_options, tokenizer))
+        with torch.no_grad():
+            model.lm_head.bias.zero_()
+            model.lm_head.bias[tokenizer.eos_token_id] = -1e4  # never chosen: every output has --cost_tokens tokens
+        folder = args.output_dir / f"cost-{name}"
+        shutil.rmtree(folder, ignore_errors=True)
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        shutil.rmtree(f"{folder}-ct2", ignore_errors=True)
+        translators[name] = Translator(export_ctranslate2(folder, f"{folder}-ct2", "int8"), parallel_batches=1)
+
+    def decode(name: str):
+        return lambda: translators[name].translate(sources, num_beams=args.num_beams, length_penalty=args.length_penalty,
+                                                   max_new_tokens=args.cost_tokens, batch_tokens=args.max_tokens)  # fmt: skip
+
+    timed = common.interleave({name: decode(name) for name in shapes}, warmup=1, repeats=args.rounds)
+    costs = {name: common.ratio_summary(timed.seconds[name], timed.seconds["teacher"]).median for name in shapes}
+    print(common.format_table(["shape", "seconds", "time / teacher", "options over configs/student.yaml"], [
+        [name, f"{statistics.median(timed.seconds[name]):.2f}", f"{costs[name]:.2f}",
+         " ".join(shapes[name][1]) or ("(configs/small-data.yaml)" if name == "teacher" else "(as it is)")]
+        for name in shapes]))  # fmt: skip
+    return {"costs": costs, "sentences": len(sources), "output_tokens": args.cost_tokens}
+
+
 def main(argv=None) -> dict:
     args = parse_args(argv)
     args.output_dir = args.output_dir.resolve()
     args.output_dir.mkdir(parents=True, exist_ok=True)
     machine = common.machine_description(1)
-    print(f"bench_distill ({'the sweep' if args.sweep else 'the comparison'}) on {args.data_dir.name}: "
-          f"{args.sweep_minutes if args.sweep else args.minutes:g} training minutes per run, {args.parallel} runs at a "
+    what = (f"the decoding costs, {args.cost_tokens} output tokens" if args.costs else
+            f"the sweep, {args.sweep_minutes:g} training minutes per run" if args.sweep else
+            f"the comparison, {args.minutes:g} training minutes per run")  # fmt: skip
+    print(f"bench_distill ({what}) on {args.data_dir.name}: {args.parallel} runs at a "
           f"time, one thread each; decoding: CTranslate2 int8, beam {args.num_beams}, length penalty "
           f"{args.length_penalty:g}, max_tokens {args.max_tokens}, one thread; commit "
           f"{common.source_version(REPO / 'vaswani')}; {common.describe_machine(machine)}", flush=True)  # fmt: skip
-    figures = run_sweep(args) if args.sweep else run_comparison(args)
+    figures = decoding_costs(args) if args.costs else run_sweep(args) if args.sweep else run_comparison(args)
     common.write_json_report(args.json, args, machine=machine, **figures)
     return figures
 
