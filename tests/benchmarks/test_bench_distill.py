@@ -117,3 +117,16 @@ def test_runs_wait_for_what_they_need_and_are_reused_only_with_the_same_command(
     failing = Job("bad", [sys.executable, "-c", "raise SystemExit(3)"], tmp_path / "bad", "done")
     with pytest.raises(SystemExit, match=r"bad failed \(exit 3\); see .*bad.log"):
         run_jobs([failing], parallel=1, fresh=False)
+
+
+def test_the_cost_shapes_are_the_models_training_would_build_with_an_output_bias():
+    from bench_distill import COST_ONLY_POINTS, TEACHER_RECIPE, model_config, recipe_args
+    from test_pipeline_vaswani import tiny_tokenizer
+
+    tokenizer = tiny_tokenizer()
+    teacher = model_config(recipe_args(TEACHER_RECIPE, []), tokenizer)
+    assert (teacher.d_model, teacher.decoder_layers, teacher.vocab_size) == (256, 3, len(tokenizer))
+    for name, options in {**SWEEP_POINTS, **COST_ONLY_POINTS}.items():
+        config = model_config(recipe_args(STUDENT_RECIPE, options), tokenizer)
+        assert config.final_logits_bias and config.eos_token_id == tokenizer.eos_token_id, name
+    assert model_config(recipe_args(STUDENT_RECIPE, COST_ONLY_POINTS["dec2"]), tokenizer).decoder_layers == 2
