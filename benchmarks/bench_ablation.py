@@ -32,7 +32,6 @@ from pathlib import Path
 import common  # noqa: E402  (benchmarks/, the folder of this script)
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_DATA = REPO.parent / "shared" / "data" / "gettext-en-es"
 VARIANTS = {
     "post-layernorm": {"norm_position": "post", "norm_type": "layernorm", "fixnorm": "false"},
     "pre-layernorm": {"norm_position": "pre", "norm_type": "layernorm", "fixnorm": "false"},
@@ -43,9 +42,7 @@ VARIANTS = {
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
-    parser.add_argument("--data_dir", type=Path, default=DEFAULT_DATA, help="train/validation/test .jsonl files")
-    parser.add_argument("--source_lang", default="en")
-    parser.add_argument("--target_lang", default="es")
+    common.add_corpus_arguments(parser)
     parser.add_argument("--config", type=Path, default=REPO / "configs" / "small-data.yaml", help="the base recipe")
     parser.add_argument("--variants", nargs="+", choices=sorted(VARIANTS), default=list(VARIANTS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])

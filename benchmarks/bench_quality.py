@@ -73,7 +73,6 @@ import common  # noqa: E402
 from bench_train import marian_and_training_set  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_DATA = REPO.parent / "shared" / "data" / "gettext-en-es"
 RECIPE = REPO / "configs" / "small-data.yaml"
 
 
@@ -154,9 +153,7 @@ _scheduler_list = common.choice_list(PEER_LR_SCHEDULERS, "schedules")
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
-    parser.add_argument("--data_dir", type=Path, default=DEFAULT_DATA, help="train/validation/test .jsonl files")
-    parser.add_argument("--source_lang", default="en")
-    parser.add_argument("--target_lang", default="es")
+    common.add_corpus_arguments(parser)
     parser.add_argument("--minutes", type=float, default=20.0, help="training budget of each side")
     parser.add_argument("--max_test_samples", type=int, default=None, help="score the first N test pairs only")
     parser.add_argument(

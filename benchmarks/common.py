@@ -453,6 +453,17 @@ def choice_list(choices: Sequence[str], what: str) -> Callable[[str], list[str]]
     return parse
 
 
+GETTEXT_EN_ES = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "gettext-en-es"
+
+
+def add_corpus_arguments(parser) -> None:
+    """--data_dir (train/validation/test .jsonl files; default: gettext-en-es beside the repository), --source_lang
+    (en) and --target_lang (es): the corpus options of the quality benchmarks."""
+    parser.add_argument("--data_dir", type=Path, default=GETTEXT_EN_ES, help="train/validation/test .jsonl files")
+    parser.add_argument("--source_lang", default="en")
+    parser.add_argument("--target_lang", default="es")
+
+
 def check_data_dir(parser, data_dir: Path) -> None:
     """A --data_dir must hold train.jsonl, validation.jsonl and test.jsonl (train.py's JSON lines); otherwise
     `parser.error` names the missing file."""

@@ -15,10 +15,11 @@ How a page is run (one test per page, its blocks in the order they appear):
   GPU, hours, software outside the environment); the reason is required, and the few such blocks are listed by
   `test_the_blocks_that_are_not_run_say_why`.
 
-The one rewrite (tiny runs): every training command (`vaswani train`, `python train.py`, `accelerate launch ...`)
-gets `tiny_options()` appended: a few updates of a tiny model, checkpoints every update. argparse keeps the last value
-of an option, so these win over the example's own values (which are still parsed and checked); everything else runs
-as written, and a misspelled option or file name fails the test.
+The one rewrite (tiny runs): every training command (`vaswani train`, `python train.py`, `accelerate launch ...`, and
+`vaswani distill`, whose student takes the same options) gets `tiny_options()` appended: a few updates of a tiny
+model, checkpoints every update. argparse keeps the last value of an option, so these win over the example's own
+values (which are still parsed and checked); everything else runs as written, and a misspelled option or file name
+fails the test.
 
 Speed: a command of the examples costs a Python start with torch and transformers imports (~5 s of CPU) when run
 as a new process. Here `vaswani`, `python train.py` and `accelerate launch` are shell functions that hand the command
@@ -85,7 +86,9 @@ def page_id(page: Path) -> str:
 # ---------------------------------------------------------------------------------------------------------------------
 # The rewrite rule: tiny training runs
 # ---------------------------------------------------------------------------------------------------------------------
-TRAINING_COMMAND = re.compile(r"^\s*(?:\w+=\S*\s+)*(?:vaswani train|python train\.py|accelerate launch)\b")
+TRAINING_COMMAND = re.compile(
+    r"^\s*(?:\w+=\S*\s+)*(?:vaswani train|vaswani distill|python train\.py|accelerate launch)\b"
+)
 COMMON = ["--max_train_steps", "5", "--checkpoint_steps", "1", "--keep_checkpoints", "5", "--report_to", "none"]
 TRANSLATION = [
     "--vocab_size", "400", "--d_model", "16", "--encoder_layers", "2", "--decoder_layers", "2",

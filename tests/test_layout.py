@@ -5,8 +5,8 @@ Read with `ast` only (nothing is imported), so a broken module still gets a clea
     modeling_vaswani/   the models: imports nothing of vaswani or tokenization (it loads through trust_remote_code)
     core                vaswani/{errors,constants,fileio,devices,weights,model_folder,options}.py, vaswani/metrics/
     tokenization/       the BPE tokenizer: the core only (its `__main__` is a command, in the cli layer)
-    stages              vaswani/{data,training,inference,export,convert,hub,serve}/ and vaswani/translate.py (the old
-                        home of Translator)
+    stages              vaswani/{data,training,inference,export,convert,hub,serve,distill}/ and vaswani/translate.py
+                        (the old home of Translator)
     cli                 vaswani/cli/, tokenization/__main__.py and the train.py script
 
 A module may import from its own layer and the layers below it. First-party imports inside functions are allowed
@@ -26,7 +26,7 @@ from conftest import REPO_ROOT
 PACKAGES = ("modeling_vaswani", "tokenization", "vaswani")
 CORE = {"vaswani", "vaswani.errors", "vaswani.constants", "vaswani.fileio", "vaswani.devices", "vaswani.weights",
         "vaswani.model_folder", "vaswani.options"}  # fmt: skip
-STAGES = ("data", "training", "inference", "export", "convert", "hub", "serve")
+STAGES = ("data", "training", "inference", "export", "convert", "hub", "serve", "distill")
 LAYERS = ("modeling", "core", "tokenization", "stages", "cli")
 MAX_FUNCTION_LINES = 100
 MAX_MODULE_LINES = 900

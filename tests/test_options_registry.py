@@ -66,8 +66,9 @@ def problems_of(parsers: dict[str, argparse.ArgumentParser]) -> list[str]:
                                     f"the registry's: add it with add_option(parser, {spellings[flag]!r}, ...)")  # fmt: skip
                 if not hidden and not re.fullmatch(r"--[a-z0-9]+(_[a-z0-9]+)*", flag):
                     problems.append(f"{command}: {flag} is not spelt --lower_case_with_underscores")
-                if not hidden:
-                    commands_of_flag.setdefault(flag, set()).add(COMMAND_OF.get(command, command))
+                if not hidden:  # an option one command takes from another's parser groups is that one's
+                    owner = getattr(action, "shared_from", None) or COMMAND_OF.get(command, command)
+                    commands_of_flag.setdefault(flag, set()).add(owner)
             if name is not None and not hidden:
                 option = REGISTRY[name]
                 expected = [option.flag] + ([option.negative] if option.negative else [])
@@ -75,6 +76,13 @@ def problems_of(parsers: dict[str, argparse.ArgumentParser]) -> list[str]:
                     problems.append(f"{command}: {action.option_strings} should be the registry's {expected}")
             if name is not None and hidden and not getattr(action, "deprecated", False):
                 problems.append(f"{command}: hidden {action.option_strings} of {name!r} is not a deprecated alias")
+            owner = getattr(action, "shared_from", None)
+            if owner is not None and not any(other.option_strings == action.option_strings and
+                                             other.type == action.type and other.choices == action.choices
+                                             for other in parsers.get(owner, parser)._actions):  # fmt: skip
+                problems.append(
+                    f"{command}: {action.option_strings} says it is {owner}'s, but {owner} has no such option"
+                )
     for flag, commands in sorted(commands_of_flag.items()):
         if len(commands) > 1 and flag not in registered_spellings(""):
             problems.append(f"{flag} is an option of {sorted(commands)}: an idea several commands share belongs in "
@@ -84,6 +92,22 @@ def problems_of(parsers: dict[str, argparse.ArgumentParser]) -> list[str]:
 
 def test_every_command_speaks_the_registry_vocabulary():
     assert problems_of(command_parsers()) == []
+
+
+def test_an_option_taken_from_another_command_must_be_that_commands():
+    """`vaswani distill` takes every option of `vaswani train` from train's own parser groups (one definition, marked
+    `shared_from`); a flag that claims so without being train's is reported, as is one defined twice."""
+    train, distill = ConfigArgumentParser(prog="train"), ConfigArgumentParser(prog="distill")
+    train.add_argument("--warmup_steps", type=int)
+    distill.add_argument("--warmup_steps", type=int).shared_from = "train"
+    assert problems_of({"train": train, "distill": distill}) == []
+    distill.add_argument("--beam_width", type=int).shared_from = "train"  # claims to be train's
+    distill.add_argument("--eval_steps", type=int)  # train's flag, defined again
+    train.add_argument("--eval_steps", type=int)
+    problems = problems_of({"train": train, "distill": distill})
+    assert any("['--beam_width'] says it is train's" in p for p in problems), problems
+    assert any("--eval_steps is an option of ['distill', 'train']" in p for p in problems), problems
+    assert len(problems) == 2, problems
 
 
 def test_every_registered_idea_is_used_by_a_command():

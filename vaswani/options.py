@@ -186,6 +186,10 @@ REGISTRY: dict[str, Option] = {
     "buffer_lines": Option(
         "--buffer_lines", "lines read, sorted by length and processed at a time", dict(type=positive_int, metavar="N")
     ),
+    "quantization": Option(
+        "--quantization", "weight type of a CTranslate2 export: int8 (8-bit weights, float32 elsewhere: the fastest on "
+        "CPU), int8_float32, int16, float16, bfloat16, float32 (choices: vaswani.export.ctranslate2.QUANTIZATIONS)",
+    ),
     "output_format": Option(
         "--output_format", "the format of the output (choices: vaswani.inference.outputs)",
         aliases={"--format": ("translate",)},

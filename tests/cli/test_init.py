@@ -10,7 +10,8 @@ import pytest
 
 from vaswani.cli import build_parser, main
 
-LIFE_CYCLE = ["train", "tokenizer", "translate", "export", "average", "prune", "push", "card", "convert", "serve"]
+LIFE_CYCLE = ["train", "tokenizer", "translate", "export", "average", "prune", "push", "card", "convert", "serve",
+              "distill"]  # fmt: skip
 
 
 def subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

@@ -2,6 +2,8 @@
 
     vaswani train     --config configs/demo.yaml [--OPTION VALUE ...]    (python train.py: the same)
     vaswani prepare   --train_file data/train --validation_file data/valid --output_dir data/prepared
+    vaswani distill   --teacher [SRC-TGT=]DIR --config configs/student.yaml --train_file data/train \\
+                      --validation_file data/valid --test_file data/test --output_dir OUT [--stage all]
     vaswani tokenizer --files train.en train.de --vocab_size 37000 --output_dir tokenizer/
 
     vaswani translate --model DIR [--input FILE] [--output FILE] [--num_beams 4] [--length_penalty 0.6]
@@ -42,6 +44,7 @@ from vaswani.cli import (
     average,
     card,
     convert,
+    distill,
     export,
     prepare,
     prune,
@@ -59,7 +62,8 @@ PROG = "vaswani"
 # The commands in the order `vaswani --help` lists them.
 COMMANDS = {
     "translate": translate, "score": score, "serve": serve, "export": export, "push": push, "train": train,
-    "prepare": prepare, "tokenizer": tokenizer, "average": average, "prune": prune, "card": card, "convert": convert,
+    "prepare": prepare, "distill": distill, "tokenizer": tokenizer, "average": average, "prune": prune, "card": card,
+    "convert": convert,
 }  # fmt: skip
 
 

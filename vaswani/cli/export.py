@@ -27,8 +27,8 @@ def add_arguments(export: argparse.ArgumentParser) -> None:
     add_option(export, "model", "export", required=True)
     add_option(export, "output_dir", "export", required=True, help="the new folder to write")
     export.add_argument("--format", choices=EXPORT_FORMATS, default="ctranslate2", help="ctranslate2 (the only one)")
-    export.add_argument(
-        "--quantization", choices=QUANTIZATIONS, default="float32",
+    add_option(
+        export, "quantization", "export", choices=QUANTIZATIONS, default="float32",
         help="weight type of the export: int8 (8-bit weights, float32 elsewhere: the fastest on CPU), int8_float32, "
              "int16, float16, bfloat16, float32",
     )  # fmt: skip

@@ -36,20 +36,20 @@ class ModelSpec:
     pair: tuple[str, str] | None = None
 
 
-def parse_model_spec(text: str) -> ModelSpec:
-    """`SRC-TGT=DIR` or `DIR` (argparse type of `--model`)."""
+def parse_model_spec(text: str, flag: str = "--model") -> ModelSpec:
+    """`SRC-TGT=DIR` or `DIR` (the value of `flag`: serve's `--model`, distill's `--teacher`)."""
     match = PAIR_PREFIX.match(text)
     if match and match.group(1) == match.group(2):
-        raise UsageError(f"--model {text}: the source and target language are both {match.group(1)!r}")
+        raise UsageError(f"{flag} {text}: the source and target language are both {match.group(1)!r}")
     if match:
         return ModelSpec(Path(match.group(3)), (match.group(1), match.group(2)))
     return ModelSpec(Path(text))
 
 
-def pair_from_training_arguments(folder: Path) -> tuple[str, str]:
+def pair_from_training_arguments(folder: Path, flag: str = "--model") -> tuple[str, str]:
     """The (source, target) language codes of `folder` from its run_args.json, or a `UsageError` that says how to
-    name the pair."""
-    fix = f"name the pair on the command line: --model SRC-TGT={folder} (e.g. en-de={folder})"
+    name the pair on the command line (`flag SRC-TGT=DIR`)."""
+    fix = f"name the pair on the command line: {flag} SRC-TGT={folder} (e.g. en-de={folder})"
     path = folder / RUN_ARGS_FILE
     if not path.is_file():
         raise UsageError(f"the language pair of {folder} cannot be told: it has no {RUN_ARGS_FILE}; {fix}")

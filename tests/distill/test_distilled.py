@@ -1,0 +1,224 @@
+"""vaswani/distill/distilled.py: the chunks of the teacher's translations (complete, damaged, missing, made
+otherwise) and the student's training file built from them (filters, the original pairs mixed back in, statistics),
+checked against sacrebleu and against the rules written out here. No model runs: the chunks are written by hand."""
+
+import argparse
+import json
+import math
+
+import pytest
+import sacrebleu
+
+from vaswani.distill.distilled import (
+    build_options,
+    build_training_file,
+    check_complete,
+    chunk_sizes,
+    kept_pairs,
+    make_manifest,
+    manifest_differences,
+    open_distilled,
+    pair_file,
+    read_chunk,
+    read_manifest,
+    remove_distilled,
+)
+from vaswani.distill.folder import DistillFolder
+from vaswani.errors import DataError, UsageError
+
+RECORDS = [  # line, source, reference, the teacher's translation and score
+    (1, "one cat", "un gato", "un gato", -0.1),
+    (2, "two cats", "dos gatos", "dos gato", -0.9),
+    (4, "three dogs", "tres perros", "tres perros", -0.3),
+    (5, "a house", "una casa", "la casa", -0.5),
+    (6, "the red house", "la casa roja", "una casa roja", -0.3),
+]
+NO_FILTER = {"filter": "none", "filter_threshold": None, "filter_keep": None, "mix_original": False}
+
+
+def write_pairs(path, pairs) -> None:
+    path.write_text("".join(json.dumps({"translation": {"en": s, "es": t}}) + "\n" for s, t in pairs), "utf-8")
+
+
+def distilled_folder(tmp_path, records=RECORDS, buffer_lines=2) -> tuple[DistillFolder, dict]:
+    """A distilled folder whose chunks hold `records`, as the translate stage writes them."""
+    data = tmp_path / "train.jsonl"
+    write_pairs(data, [(source, reference) for _, source, reference, _, _ in records])
+    manifest = make_manifest(pair_file("train", str(data), "en", "es"), {"folders": ["teacher"]},
+                             {"num_beams": 4, "length_penalty": 0.6, "max_tokens": 4096}, buffer_lines)  # fmt: skip
+    folder = DistillFolder(tmp_path / "out")
+    open_distilled(folder, manifest, overwrite=False)
+    for index, size in enumerate(chunk_sizes(manifest)):
+        chunk = records[index * buffer_lines : index * buffer_lines + size]
+        folder.chunk(index).write_text("".join(json.dumps(dict(zip(
+            ("line", "source", "reference", "translation", "score"), record, strict=True))) + "\n"
+            for record in chunk), "utf-8")  # fmt: skip
+    return folder, manifest
+
+
+def training_pairs(folder: DistillFolder) -> list[tuple[str, str]]:
+    rows = [json.loads(line)["translation"] for line in folder.train_file.read_text("utf-8").splitlines()]
+    return [(row["en"], row["es"]) for row in rows]
+
+
+def options(**overrides) -> dict:
+    return {**NO_FILTER, **overrides}
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The training pairs and the manifest
+# ---------------------------------------------------------------------------------------------------------------------
+def test_the_pairs_are_those_training_reads_empty_sides_skipped(tmp_path):
+    (tmp_path / "train.en").write_text("one\n\ntwo\nthree\n  \n", "utf-8")
+    (tmp_path / "train.es").write_text("uno\ndos\n\ntres\ncuatro\n", "utf-8")
+    data = pair_file("train", str(tmp_path / "train"), "en", "es")
+    assert data.pairs == 2 and list(data) == [(1, "one", "uno"), (4, "three", "tres")]
+    with pytest.raises(DataError, match="not found"):
+        pair_file("train", str(tmp_path / "missing.jsonl"), "en", "es")
+
+
+def test_chunks_cut_the_pairs_in_file_order(tmp_path):
+    folder, manifest = distilled_folder(tmp_path, buffer_lines=2)
+    assert manifest["chunks"] == 3 and chunk_sizes(manifest) == [2, 2, 1]
+    assert [r["line"] for r in read_chunk(folder.chunk(2), 1)] == [6]
+
+
+def test_a_run_made_otherwise_is_refused_and_overwrite_starts_again(tmp_path):
+    folder, manifest = distilled_folder(tmp_path)
+    other = {**manifest, "decoding": {**manifest["decoding"], "num_beams": 5}, "teacher": {"folders": ["other"]}}
+    assert manifest_differences(manifest, other) == [
+        "the teacher (its folders, their weights, or the quantization of its export)", "--teacher_num_beams 4 -> 5"]  # fmt: skip
+    with pytest.raises(UsageError, match=r"made otherwise: the teacher .*--teacher_num_beams 4 -> 5.*--overwrite"):
+        open_distilled(folder, other, overwrite=False)
+    assert open_distilled(folder, manifest, overwrite=False)  # the same: continued
+    mine = folder.distilled / "notes.txt"
+    mine.write_text("mine")
+    assert not open_distilled(folder, other, overwrite=True)
+    assert read_manifest(folder) == json.loads(json.dumps(other)) and not folder.chunk(0).exists()
+    assert mine.read_text() == "mine"  # a file that is not distilled data stays
+
+
+def test_a_killed_write_leaves_a_temporary_file_that_the_next_run_removes(tmp_path):
+    folder, manifest = distilled_folder(tmp_path)
+    leftover = folder.distilled / ".tmp-chunk-00001.jsonl-123"
+    leftover.write_text('{"line": 1')
+    open_distilled(folder, manifest, overwrite=False)
+    assert not leftover.exists()
+    # killed while writing the manifest itself: the next run starts afresh
+    folder = DistillFolder(tmp_path / "new")
+    folder.distilled.mkdir(parents=True)
+    (folder.distilled / ".tmp-distilled.json-123").write_text("{")
+    assert not open_distilled(folder, manifest, overwrite=False)
+    assert read_manifest(folder) == manifest and [p.name for p in folder.distilled.iterdir()] == ["distilled.json"]
+
+
+def test_an_empty_half_written_or_damaged_distilled_folder_is_a_clear_error(tmp_path):
+    folder = DistillFolder(tmp_path / "empty")
+    (folder.distilled).mkdir(parents=True)
+    with pytest.raises(UsageError, match="holds no distilled data.*run --stage translate"):
+        read_manifest(folder)
+    folder, manifest = distilled_folder(tmp_path)
+    folder.chunk(1).unlink()
+    with pytest.raises(UsageError, match="incomplete: 2 of 3 chunks are translated; run --stage translate"):
+        check_complete(folder, manifest)
+    folder.chunk(1).write_text('{"line": 2, "source": "two cats"}\nnot json\n')
+    with pytest.raises(UsageError, match=r"chunk-00001.jsonl is damaged \(line 1 lacks one of line, source"):
+        build_training_file(folder, manifest, options())
+    folder.chunk(1).write_text("x\n")
+    with pytest.raises(UsageError, match=r"damaged \(1 lines, not 2\): delete it, and run --stage translate"):
+        build_training_file(folder, manifest, options())
+    folder.chunk(1).write_bytes(b"\xff\n\n")
+    with pytest.raises(UsageError, match="not UTF-8"):
+        build_training_file(folder, manifest, options())
+    folder.chunk(1).write_text("")
+    folder.chunk(3).write_text("")
+    with pytest.raises(UsageError, match="chunks its distilled.json does not count"):
+        check_complete(folder, manifest)
+    folder.manifest.write_text("{")
+    with pytest.raises(UsageError, match="distilled.json is damaged"):
+        read_manifest(folder)
+
+
+def test_remove_distilled_removes_its_own_files_only(tmp_path):
+    folder, _ = distilled_folder(tmp_path)
+    (folder.distilled / "notes.txt").write_text("mine")
+    assert remove_distilled(folder) == 4  # three chunks and the manifest
+    assert [p.name for p in folder.distilled.iterdir()] == ["notes.txt"]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The training file
+# ---------------------------------------------------------------------------------------------------------------------
+def test_without_a_filter_the_student_trains_on_every_translation(tmp_path):
+    folder, manifest = distilled_folder(tmp_path)
+    stats = build_training_file(folder, manifest, options())
+    assert training_pairs(folder) == [(source, translation) for _, source, _, translation, _ in RECORDS]
+    translations, references = [r[3] for r in RECORDS], [r[2] for r in RECORDS]
+    assert stats["against_references"]["bleu"] == pytest.approx(
+        sacrebleu.corpus_bleu(translations, [references]).score
+    )
+    assert stats["against_references"]["chrf"] == pytest.approx(
+        sacrebleu.corpus_chrf(translations, [references]).score
+    )
+    assert stats["pairs_translated"] == stats["kept"] == stats["training_pairs"] == 5
+    assert stats["identical_to_reference"] == pytest.approx(2 / 5)
+    assert stats["mean_teacher_score"] == pytest.approx(sum(r[4] for r in RECORDS) / 5)
+    assert stats["mean_words"]["translation"] == pytest.approx(sum(len(r[3].split()) for r in RECORDS) / 5)
+    assert json.loads(folder.stats.read_text()) == stats
+
+
+def test_the_score_filter_keeps_the_pairs_at_or_above_the_threshold_and_mixes_originals_back(tmp_path):
+    folder, manifest = distilled_folder(tmp_path)
+    stats = build_training_file(folder, manifest, options(filter="teacher_score", filter_threshold=-0.3,
+                                                          mix_original=True))  # fmt: skip
+    kept = [(s, t) for _, s, _, t, score in RECORDS if score >= -0.3]
+    # every original pair whose reference is not already there as a kept translation ("one cat", "three dogs" are)
+    originals = [(s, r) for _, s, r, t, score in RECORDS if not (score >= -0.3 and r == t)]
+    assert training_pairs(folder) == kept + originals
+    assert (stats["kept"], stats["filtered_out"], stats["original_pairs_added"]) == (3, 2, 3)
+    assert stats["training_pairs"] == 6
+
+
+def test_the_chrf_filter_keeps_the_best_share_by_sentence_chrf_against_the_reference(tmp_path):
+    folder, manifest = distilled_folder(tmp_path)
+    build_training_file(folder, manifest, options(filter="chrf", filter_keep=0.6))
+    chrf = [sacrebleu.sentence_chrf(t, [r]).score for _, _, r, t, _ in RECORDS]
+    best = sorted(range(5), key=lambda i: (-chrf[i], i))[: math.ceil(0.6 * 5)]
+    assert training_pairs(folder) == [(RECORDS[i][1], RECORDS[i][3]) for i in sorted(best)]
+
+
+def test_the_file_is_rebuilt_only_when_its_options_change(tmp_path):
+    folder, manifest = distilled_folder(tmp_path)
+    build_training_file(folder, manifest, options())
+    before = folder.train_file.stat().st_mtime_ns
+    build_training_file(folder, manifest, options())
+    assert folder.train_file.stat().st_mtime_ns == before
+    build_training_file(folder, manifest, options(mix_original=True))
+    assert len(training_pairs(folder)) == 5 + 3
+
+
+def test_kept_pairs_thresholds_shares_and_ties():
+    values = [0.5, 0.9, 0.5, 0.1]
+    assert kept_pairs(values, options(filter="chrf", filter_threshold=0.5), 4) == [True, True, True, False]
+    assert kept_pairs(values, options(filter="chrf", filter_keep=0.5), 4) == [True, True, False, False]  # tie: first
+    assert kept_pairs(values, options(filter="chrf", filter_keep=0.01), 4) == [False, True, False, False]  # >= 1 pair
+    assert kept_pairs([], options(), 3) == [True, True, True]
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        (dict(filter="none", filter_threshold=1.0), "--filter_threshold needs a --filter"),
+        (dict(filter="none", filter_keep=0.5), "--filter_keep needs a --filter"),
+        (dict(filter="chrf"), "--filter chrf needs one of --filter_threshold"),
+        (dict(filter="teacher_score", filter_threshold=-1.0, filter_keep=0.5), "needs one of --filter_threshold"),
+        (
+            dict(filter="chrf", filter_keep=1.5),
+            r"--filter_keep 1.5 is not allowed; use a share of the pairs in \(0, 1\]",
+        ),
+    ],
+)
+def test_filter_options_that_do_not_go_together_are_refused(values, message):
+    args = argparse.Namespace(**{**NO_FILTER, **values})
+    with pytest.raises(UsageError, match=message):
+        build_options(args)
