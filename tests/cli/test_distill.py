@@ -58,7 +58,7 @@ def test_a_yaml_config_holds_the_students_and_distills_options(tmp_path):
         ("--quantization", "int3", "invalid choice: 'int3'"),
         ("--stage", "evaluate", "invalid choice: 'evaluate'"),
         ("--teacher_num_beams", "0", "must be at least 1"),
-        ("--teacher_length_penalty", "-1", "must be at least 0"),
+        ("--teacher_length_penalty", "-1", "must be a finite number of at least 0"),
         ("--teacher_max_tokens", "0", "must be at least 1"),
         ("--buffer_lines", "0", "must be at least 1"),
     ],
