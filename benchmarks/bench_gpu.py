@@ -199,7 +199,8 @@ def run_preset(
         *model, "--max_tokens", str(args.max_tokens),
         "--max_source_length", "256", "--max_target_length", "256", "--max_train_steps", str(args.steps),
         "--warmup_steps", "4000", "--logging_steps", str(logging_steps), "--eval_steps", "0",
-        "--average_checkpoints", "0", "--checkpoint_minutes", "100000", "--max_eval_samples", "2", "--num_beams", "1",
+        "--average_checkpoints", "0", "--checkpoint_minutes", "100000", "--max_eval_samples", "2",
+        "--final_eval_samples", "2", "--num_beams", "1",
         "--mixed_precision", args.mixed_precision, "--report_to", "none", "--output_dir", str(out),
         "--source_lang", args.source_lang, "--target_lang", args.target_lang, *args.variants[variant],
     ]  # fmt: skip
