@@ -142,6 +142,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--baseline {args.baseline}: no such commit in {REPO_ROOT}")
     if not args.model.is_dir():
         parser.error(f"--model {args.model} is not a folder")
+    args.model = args.model.resolve()  # the --baseline server runs in another folder
     if not args.test_file.is_file():
         parser.error(f"--test_file {args.test_file} is not a file")
     if args.device == "cuda" and "ct2-int8" in args.backends:
