@@ -1522,9 +1522,13 @@ def _final_save_started(baseline: dict[str, int], run: Path, after_ns: int) -> b
     return bool(written.keys() - {f"../.tmp-{run.name}-old"})
 
 
-def wait_for_moment(invocation: Started, moment: KillMoment, run: Path, timeline: Timeline) -> bool:
-    """Wait until the moment's trigger, then for its delay; whether the process is still alive then. Training and
-    checkpoint-save moments wait for a checkpoint this invocation writes (of at least `after_step`)."""
+def wait_for_moment(invocation: Started, moment: KillMoment, run: Path, timeline: Timeline,
+                    steps: int | None = None) -> KillMoment | None:  # fmt: skip
+    """Wait until the moment's trigger, then for its delay; the moment waited for if the process is still alive
+    then, else None. Training and checkpoint-save moments wait for a checkpoint this invocation writes (of at least
+    `after_step`). A checkpoint-save moment whose save came and went unseen (its window is ~0.05 s: a loaded machine
+    polls past it) and was the run's last (`steps`) waits for the final save instead, as `_moment_for_now` would have
+    aimed it, and returns that moment: otherwise the run would end before any kill."""
     checkpoints = run / "checkpoints"
     if moment.kind == "startup":
         deadline = invocation.start + moment.fraction * timeline.startup
@@ -1540,6 +1544,9 @@ def wait_for_moment(invocation: Started, moment: KillMoment, run: Path, timeline
             if moment.kind == "checkpoint-save" and any(s >= threshold for s, _ in saving):
                 window = timeline.save * 1.5  # the save, its publication and the deletion of old checkpoints
                 break
+            if moment.kind == "checkpoint-save" and steps in _complete_steps(checkpoints):
+                moment = dataclasses.replace(moment, kind="final-save", after_step=steps)
+                continue
             if moment.kind == "final-save" and moment.after_step not in _complete_steps(checkpoints):
                 baseline = _final_snapshot(run)  # still training: what changes now (metrics) is not the final save
             elif moment.kind == "final-save" and _final_save_started(baseline, run, started_ns):
@@ -1547,11 +1554,11 @@ def wait_for_moment(invocation: Started, moment: KillMoment, run: Path, timeline
                 break
             time.sleep(POLL_SECONDS)
         else:
-            return False
+            return None
         deadline = time.monotonic() + moment.fraction * window
     while invocation.alive() and time.monotonic() < deadline:
         time.sleep(POLL_SECONDS)
-    return invocation.alive()
+    return moment if invocation.alive() else None
 
 
 def check_file(path: Path) -> str | None:
@@ -1757,7 +1764,9 @@ def kill_and_resume(launcher: Launcher, options: list[str], workdir: Path, run: 
         moment = _moment_for_now(moment, run, steps)
         log_file = workdir / "logs" / f"invocation-{number}.log"  # not next to the run: see _final_snapshot
         invocation = start_train(launcher, [*options, *next_args], workdir, log_file)
-        killed = moment is not None and wait_for_moment(invocation, moment, run, timeline) and invocation.kill()
+        reached = moment and wait_for_moment(invocation, moment, run, timeline, steps)
+        moment = reached or moment  # a checkpoint save missed at the run's end: aimed at the final save
+        killed = bool(reached) and invocation.kill()
         status = invocation.wait(900)
         record = inspect_invocation(run, number, moment, tries, invocation, killed, status, found)
         if record["landed"] is False and tries < retries:  # earlier in the next save's window

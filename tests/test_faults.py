@@ -148,3 +148,37 @@ def test_planted_payloads_run_when_unpickled_and_only_then(tmp_path):
     assert not marker.exists()
     pickle.loads((tmp_path / "model.safetensors").read_bytes())
     assert marker.exists()
+
+
+class _UnseenLastSave:
+    """A stand-in for a train.py invocation (`bench_faults.Started`) on a loaded machine: between two polls it
+    completes its last checkpoint save unseen (no temporary folder ever observed), then starts its final save, and
+    ends after `polls` polls."""
+
+    def __init__(self, run, steps: int, polls: int = 400):
+        self.run, self.steps, self.polls, self.start = run, steps, polls, 0.0
+
+    def alive(self) -> bool:
+        self.polls -= 1
+        if self.polls == 390:  # the last checkpoint, complete: its save came and went between two polls
+            (self.run / "checkpoints" / f"step-{self.steps:08d}").mkdir(parents=True)
+            (self.run / "checkpoints" / f"step-{self.steps:08d}" / "checkpoint.json").write_text("{}")
+        if self.polls == 380:  # the final save writes its first file
+            (self.run / "model.safetensors").write_bytes(b"weights")
+        return self.polls > 0
+
+
+def test_a_checkpoint_save_kill_that_misses_the_last_save_waits_for_the_final_save(tmp_path):
+    """On a loaded machine the poller can miss a checkpoint save (~0.05 s); when that save was the run's last, the
+    kill goes to the final save instead of waiting past the end of the run (which failed the kill test under load:
+    "ended before its kill moment")."""
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    timeline = bench_faults.Timeline(startup=1.0, step=0.1, save=0.05, final=0.05)
+    moment = bench_faults.KillMoment("checkpoint-save", after_step=4, fraction=0.0)
+    reached = bench_faults.wait_for_moment(_UnseenLastSave(run, steps=6), moment, run, timeline, steps=6)
+    assert reached == bench_faults.KillMoment("final-save", after_step=6, fraction=0.0)
+    # A save that is not the run's last is still waited for (the next one will be seen): no kill before the end.
+    run2 = tmp_path / "run2"
+    (run2 / "checkpoints").mkdir(parents=True)
+    assert bench_faults.wait_for_moment(_UnseenLastSave(run2, steps=6), moment, run2, timeline, steps=8) is None

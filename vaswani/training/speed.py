@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 
 from vaswani.errors import UsageError
@@ -111,12 +112,33 @@ def compile_layers(model, mode: str) -> int:
     import torch
     from transformers.modeling_layers import GradientCheckpointingLayer
 
+    separate_kernel_cache_per_instruction_set()
     torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 256)
     torch._dynamo.config.accumulated_cache_size_limit = max(torch._dynamo.config.accumulated_cache_size_limit, 4096)
     layers = [module for module in model.modules() if isinstance(module, GradientCheckpointingLayer)]
     for layer in layers:
         layer.compile(mode=None if mode == "default" else mode)
     return len(layers)
+
+
+# The settings that change which CPU instructions compiled kernels use (docs/layout.md, "Other CPUs").
+INSTRUCTION_SET_SETTINGS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
+
+
+def separate_kernel_cache_per_instruction_set() -> str | None:
+    """Point inductor's kernel cache at a folder of its own for each instruction-set setting, unless the user chose
+    one (`TORCHINDUCTOR_CACHE_DIR`). torch 2.13 picks the CPU kernels' vector instructions by `ATEN_CPU_CAPABILITY`
+    but does not key its on-disk cache by it: a layer compiled under one setting and loaded under another fails
+    ("SystemError: <built-in function kernel> returned a result with an exception set") or aborts the process.
+    Returns the folder set, or None where nothing was changed."""
+    chosen = {name: os.environ[name] for name in INSTRUCTION_SET_SETTINGS if os.environ.get(name)}
+    if not chosen or "TORCHINDUCTOR_CACHE_DIR" in os.environ:
+        return None
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    suffix = "-".join(f"{name}={value}" for name, value in sorted(chosen.items()))
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder = f"{default_cache_dir()}-{suffix}"
+    return folder
 
 
 class Recompilations:
