@@ -11,6 +11,8 @@ import pytest
 import torch
 from hypothesis import settings
 
+from vaswani.training.speed import separate_kernel_cache_per_instruction_set
+
 # Property tests draw the same examples on every run unless asked otherwise: CI must not fail on an input nobody has
 # seen before. `HYPOTHESIS_PROFILE=explore make test` searches with fresh random examples.
 settings.register_profile("ci", derandomize=True, print_blob=True)
@@ -22,6 +24,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Tiny models gain nothing from threads, and on a busy 2-core machine OpenMP threads spinning against other processes
 # (the test subprocesses included) make them up to 100x slower.
 torch.set_num_threads(1)
+# The suite runs under other instruction sets too (docs/layout.md, "Other CPUs"): kernels compiled under one must not
+# be loaded under another (this process's compiled tests, transformers' among them, and train.py subprocesses).
+separate_kernel_cache_per_instruction_set()
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

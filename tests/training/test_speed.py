@@ -155,6 +155,11 @@ def test_each_instruction_set_setting_compiles_into_a_kernel_cache_of_its_own(mo
     folders.add(separate_kernel_cache_per_instruction_set())
     assert len(folders | {default_cache_dir()}) == 4
 
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", default_cache_dir())  # what torch writes there once it compiled
+    assert (
+        separate_kernel_cache_per_instruction_set()
+        == f"{default_cache_dir()}-ATEN_CPU_CAPABILITY=default-ONEDNN_MAX_CPU_ISA=AVX2"
+    )
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/chosen/by/the/user")
     assert separate_kernel_cache_per_instruction_set() is None
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == "/chosen/by/the/user"
