@@ -19,10 +19,10 @@ demo: setup
 	HF_HUB_OFFLINE=1 $(PY) train.py --config configs/demo.yaml
 
 # one pytest worker per CPU core (pytest-xdist), each test file on one worker so its module fixtures are built once;
-# then the numerically sensitive folders again on an older instruction set (PyTorch's AVX2 kernels, MKL's AVX2 code
-# paths), as a user's CPU may have it: a test that holds on one CPU only fails here (docs/layout.md#tests)
+# then the numerically sensitive folders again on an older instruction set (PyTorch's AVX2 kernels, MKL's and oneDNN's
+# AVX2 code paths: an AMD Zen 3), as a user's CPU may have it: a test that holds on one CPU only fails here (docs/layout.md#tests)
 ISA_TESTS := tests/inference tests/models tests/export tests/convert
-ISA_ENV := ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2
+ISA_ENV := ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2
 # the browser of tests/serve/test_page.py (the translation page of `vaswani serve`, driven through selenium): Debian's
 # chromium and chromedriver, installed with apt-get where they are missing (as root, or through sudo); where neither
 # works the browser tests are skipped, except under CI=true, where they fail

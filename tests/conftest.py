@@ -11,6 +11,7 @@ import pytest
 import torch
 from hypothesis import settings
 
+from vaswani.devices import ctranslate2_environment
 from vaswani.training.speed import separate_kernel_cache_per_instruction_set
 
 # Property tests draw the same examples on every run unless asked otherwise: CI must not fail on an input nobody has
@@ -27,6 +28,8 @@ torch.set_num_threads(1)
 # The suite runs under other instruction sets too (docs/layout.md, "Other CPUs"): kernels compiled under one must not
 # be loaded under another (this process's compiled tests, transformers' among them, and train.py subprocesses).
 separate_kernel_cache_per_instruction_set()
+# Before any test imports CTranslate2, as the package does before it imports it (int8 products without VNNI).
+ctranslate2_environment()
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,6 +10,7 @@ import sys
 import pytest
 import torch
 
+from vaswani import devices
 from vaswani.devices import (
     ONEDNN_CACHE_CAPACITY,
     ONEDNN_CACHE_VARIABLES,
@@ -158,3 +159,38 @@ def test_a_capacity_set_after_torch_is_imported_bounds_onednn_memory():
 
     default, limited = growth_kb("default"), growth_kb("8")
     assert limited < 0.75 * default, (limited, default)  # measured 0.58 (Sapphire Rapids, torch 2.13)
+
+
+@pytest.mark.parametrize(
+    ("flags", "onednn_limit", "user", "expected_vnni", "expected_mkl"),
+    [
+        ({"avx2", "avx512f", "avx512_vnni"}, None, None, True, None),  # a Zen 4 / Ice Lake: oneDNN's own int8
+        ({"avx2", "avx_vnni"}, None, None, True, None),  # an Alder Lake
+        ({"avx2", "amx_int8"}, None, None, True, None),  # a Sapphire Rapids
+        ({"avx2", "fma"}, None, None, False, "1"),  # a Zen 3: MKL's int8 products
+        ({"avx2", "avx512f"}, None, None, False, "1"),  # a Skylake-SP
+        ({"avx2", "avx512_vnni"}, "AVX2", None, False, "1"),  # a Zen 4 emulating a Zen 3
+        ({"avx2", "avx512_vnni"}, "avx512_core", None, False, "1"),
+        ({"avx2", "avx512_vnni"}, "AVX512_CORE_BF16", None, True, None),
+        ({"avx2", "fma"}, None, "0", False, "0"),  # the user's choice is kept
+    ],
+)
+def test_ctranslate2_int8_goes_to_mkl_where_onednn_has_no_vnni(monkeypatch, flags, onednn_limit, user, expected_vnni,
+                                                                expected_mkl):  # fmt: skip
+    monkeypatch.setattr(devices, "cpu_flags", lambda: frozenset(flags))
+    for name, value in (("ONEDNN_MAX_CPU_ISA", onednn_limit), ("CT2_USE_MKL", user)):
+        monkeypatch.setenv(name, "restored after the test")
+        if value is None:
+            monkeypatch.delenv(name)
+        else:
+            monkeypatch.setenv(name, value)
+    assert devices.int8_products_use_vnni() is expected_vnni
+    devices.ctranslate2_environment()
+    assert os.environ.get("CT2_USE_MKL") == expected_mkl
+
+
+def test_cpu_flags_are_linuxs_list():
+    if sys.platform != "linux":
+        pytest.skip("reads /proc/cpuinfo")
+    flags = devices.cpu_flags()
+    assert "fpu" in flags and all(" " not in flag for flag in flags)

@@ -25,6 +25,42 @@ ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2")  # transformers' n
 TF32_CAPABILITY = (8, 0)  # Ampere: the first GPUs with TF32 tensor cores
 
 
+# The settings of ONEDNN_MAX_CPU_ISA (docs/layout.md, "Other CPUs") below the features named.
+ONEDNN_ISAS_WITHOUT_VNNI = frozenset({"SSE41", "AVX", "AVX2", "AVX512_CORE"})
+ONEDNN_ISAS_WITHOUT_BF16 = ONEDNN_ISAS_WITHOUT_VNNI | {"AVX2_VNNI", "AVX512_CORE_VNNI"}
+
+
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags as Linux lists them (/proc/cpuinfo); empty elsewhere."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            return frozenset(cpuinfo.read().split())
+    except OSError:
+        return frozenset()
+
+
+def onednn_allows(isas_without: frozenset[str]) -> bool:
+    """Whether `ONEDNN_MAX_CPU_ISA` (unset: no limit) leaves oneDNN a feature that the ISAs `isas_without` lack."""
+    return os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL").upper() not in isas_without
+
+
+def int8_products_use_vnni() -> bool:
+    """Whether oneDNN's int8 matrix products have VNNI (AVX512-VNNI, AVX-VNNI or AMX) on this CPU. Without it (an AMD
+    Zen 2/3, an Intel Skylake, or `ONEDNN_MAX_CPU_ISA=AVX2` / `AVX512_CORE`) oneDNN multiplies u8 x s8 through
+    16-bit intermediates that saturate (oneDNN's guide, "Int8 Computation Aspects"); see `ctranslate2_environment`."""
+    return bool(cpu_flags() & {"avx512_vnni", "avx_vnni", "amx_int8"}) and onednn_allows(ONEDNN_ISAS_WITHOUT_VNNI)
+
+
+def ctranslate2_environment() -> None:
+    """Before CTranslate2 is imported (it reads its settings once, when loaded): on a CPU whose int8 products would
+    go through oneDNN without VNNI, CTranslate2's int8 models use Intel MKL's instead (`CT2_USE_MKL=1`; CTranslate2
+    picks MKL on Intel CPUs and oneDNN on AMD ones). oneDNN's saturating products put a tiny model's int8 encoder
+    outputs 0.70 from float32 against 0.02 with VNNI or MKL, and a token's log-probability 1.25 nats off
+    (tests/export/test_ctranslate2_lm.py). A `CT2_USE_MKL` the user set is kept."""
+    if "CT2_USE_MKL" not in os.environ and not int8_products_use_vnni():
+        os.environ["CT2_USE_MKL"] = "1"
+
+
 def native_bf16(device_type: str) -> bool:
     """Whether `device_type` ("cpu", "cuda", ...) multiplies bfloat16 in hardware."""
     import torch

@@ -85,6 +85,7 @@ from vaswani.constants import (
     TOKENIZER_FILE_PATTERNS,
     VASWANI_MODEL_TYPES,
 )
+from vaswani.devices import ctranslate2_environment
 from vaswani.errors import ExportError
 from vaswani.model_folder import check_model_folder, load_model_folder
 
@@ -151,6 +152,7 @@ def is_ctranslate2_folder(folder: str | Path) -> bool:
 
 def import_ctranslate2():
     """The `ctranslate2` module, or an `ExportError` saying how to install it."""
+    ctranslate2_environment()
     try:
         import ctranslate2
     except ImportError:
