@@ -373,7 +373,6 @@ def main(argv: list[str] | None = None) -> None:
     bench_model.quiet_libraries()
     torch.set_num_threads(args.threads)
     machine = common.machine_description(torch.get_num_threads())
-    machine["cpu_flags"] = cpu_flags()
     machine["model_version"] = common.source_version(REPO_ROOT / "modeling_vaswani")
     print(
         f"Causal LM training, ours vs {', '.join(args.peers)} on {machine['cpu']} ({', '.join(machine['cpu_flags'])}; "
@@ -408,16 +407,6 @@ def main(argv: list[str] | None = None) -> None:
     common.write_json_report(args.json, args, machine=machine, data=data, sizes=results)
     if args.json:
         print(f"\nresults written to {args.json}")
-
-
-def cpu_flags() -> list[str]:
-    """The vector extensions that decide float32 / bfloat16 matrix speed on x86, as /proc/cpuinfo lists them."""
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            flags = next(line.split(":", 1)[1].split() for line in cpuinfo if line.startswith("flags"))
-    except (OSError, StopIteration):
-        return []
-    return [flag for flag in ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16") if flag in flags]
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ torch is imported by the functions that need it, so that the command line's pars
 
 from __future__ import annotations
 
+import functools
 import os
 
 from vaswani.errors import TranslateError
@@ -30,12 +31,14 @@ ONEDNN_ISAS_WITHOUT_VNNI = frozenset({"SSE41", "AVX", "AVX2", "AVX512_CORE"})
 ONEDNN_ISAS_WITHOUT_BF16 = ONEDNN_ISAS_WITHOUT_VNNI | {"AVX2_VNNI", "AVX512_CORE_VNNI"}
 
 
+@functools.cache
 def cpu_flags() -> frozenset[str]:
-    """The CPU's feature flags as Linux lists them (/proc/cpuinfo); empty elsewhere."""
+    """The CPU's feature flags as Linux lists them (the first `flags` line of /proc/cpuinfo, read once); empty
+    elsewhere."""
     try:
         with open("/proc/cpuinfo") as cpuinfo:
-            return frozenset(cpuinfo.read().split())
-    except OSError:
+            return frozenset(next(line.split(":", 1)[1].split() for line in cpuinfo if line.startswith("flags")))
+    except (OSError, StopIteration):
         return frozenset()
 
 
