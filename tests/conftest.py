@@ -11,8 +11,7 @@ import pytest
 import torch
 from hypothesis import settings
 
-from vaswani.devices import ctranslate2_environment
-from vaswani.training.speed import separate_kernel_cache_per_instruction_set
+from vaswani.devices import ctranslate2_environment, separate_kernel_cache_per_instruction_set
 
 # Property tests draw the same examples on every run unless asked otherwise: CI must not fail on an input nobody has
 # seen before. `HYPOTHESIS_PROFILE=explore make test` searches with fresh random examples.

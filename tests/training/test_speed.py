@@ -5,7 +5,6 @@ compiling nothing new), and train.py with every option on resuming exactly."""
 from __future__ import annotations
 
 import copy
-import os
 
 import pytest
 import torch
@@ -20,7 +19,6 @@ from vaswani.training.speed import (
     Recompilations,
     compile_layers,
     resolve_step_speed,
-    separate_kernel_cache_per_instruction_set,
 )
 
 TINY = ["--vocab_size", "400", "--d_model", "32", "--encoder_layers", "2", "--decoder_layers", "2",
@@ -129,42 +127,6 @@ def test_bf16_compute_weights_give_autocasts_gradients_and_leave_the_float32_wei
 # ---------------------------------------------------------------------------------------------------------------
 # Compiled layers
 # ---------------------------------------------------------------------------------------------------------------
-def test_each_instruction_set_setting_compiles_into_a_kernel_cache_of_its_own(monkeypatch):
-    """torch keeps inductor's CPU kernels in one folder whatever ATEN_CPU_CAPABILITY says, and a kernel compiled
-    under one setting crashes under another (the suite under `ATEN_CPU_CAPABILITY=avx2` after a native run did):
-    each setting gets a folder of its own; no setting, or a folder the user chose, is left as it is."""
-    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
-
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "unset below; restored after the test")
-    for name in ("TORCHINDUCTOR_CACHE_DIR", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS"):
-        monkeypatch.delenv(name, raising=False)
-    assert separate_kernel_cache_per_instruction_set() is None
-    assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ  # native: torch's own folder
-
-    folders = set()
-    for setting in ("avx2", "default"):
-        monkeypatch.setenv("ATEN_CPU_CAPABILITY", setting)
-        monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
-        folder = separate_kernel_cache_per_instruction_set()
-        assert (
-            os.environ["TORCHINDUCTOR_CACHE_DIR"] == folder == f"{default_cache_dir()}-ATEN_CPU_CAPABILITY={setting}"
-        )
-        folders.add(folder)
-    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
-    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
-    folders.add(separate_kernel_cache_per_instruction_set())
-    assert len(folders | {default_cache_dir()}) == 4
-
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", default_cache_dir())  # what torch writes there once it compiled
-    assert (
-        separate_kernel_cache_per_instruction_set()
-        == f"{default_cache_dir()}-ATEN_CPU_CAPABILITY=default-ONEDNN_MAX_CPU_ISA=AVX2"
-    )
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/chosen/by/the/user")
-    assert separate_kernel_cache_per_instruction_set() is None
-    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == "/chosen/by/the/user"
-
-
 @pytest.mark.slow
 def test_compiled_layers_equal_eager_ones_and_layerdrop_and_drophead_compile_nothing_new():
     """One encoder and one decoder layer kind, one shape: after the first steps (training and evaluation modes) a

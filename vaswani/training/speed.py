@@ -22,9 +22,9 @@
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass, field
 
+from vaswani.devices import separate_kernel_cache_per_instruction_set
 from vaswani.errors import UsageError
 
 # torch is imported by the functions that need it: the command line's parser reads COMPILE_MODES from here
@@ -119,29 +119,6 @@ def compile_layers(model, mode: str) -> int:
     for layer in layers:
         layer.compile(mode=None if mode == "default" else mode)
     return len(layers)
-
-
-# The settings that change which CPU instructions compiled kernels use (docs/layout.md, "Other CPUs").
-INSTRUCTION_SET_SETTINGS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
-
-
-def separate_kernel_cache_per_instruction_set() -> str | None:
-    """Point inductor's kernel cache at a folder of its own for each instruction-set setting, unless the user chose
-    one (`TORCHINDUCTOR_CACHE_DIR` other than torch's default, which torch itself writes there once it has used the
-    cache). torch 2.13 picks the CPU kernels' vector instructions by `ATEN_CPU_CAPABILITY` but does not key its
-    on-disk cache (kernels, precompiled headers) by it: a layer compiled under one setting and loaded under another
-    fails ("SystemError: <built-in function kernel> returned a result with an exception set", "'at::vec' has not
-    been declared") or aborts the process. Returns the folder set, or None where nothing was changed."""
-    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
-
-    chosen = {name: os.environ[name] for name in INSTRUCTION_SET_SETTINGS if os.environ.get(name)}
-    folder = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    if not chosen or (folder is not None and os.path.abspath(folder) != default_cache_dir()):
-        return None
-
-    suffix = "-".join(f"{name}={value}" for name, value in sorted(chosen.items()))
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder = f"{default_cache_dir()}-{suffix}"
-    return folder
 
 
 class Recompilations:
