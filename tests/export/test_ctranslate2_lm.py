@@ -281,12 +281,10 @@ from vaswani.export.ctranslate2 import import_ctranslate2
 import_ctranslate2()  # what the package does before CTranslate2 first loads in a process
 print("CT2_USE_MKL", os.environ.get("CT2_USE_MKL"))
 import numpy as np
-from test_ctranslate2_lm import VaswaniForMaskedLM, encode_both, random_encoder
+from test_ctranslate2_lm import VaswaniForMaskedLM, encode_both, random_encoder, save
 from vaswani.cli import main
 model = random_encoder(VaswaniForMaskedLM, "pre-layernorm")
-model.save_pretrained(sys.argv[2] + "/model")
-from test_ctranslate2_lm import tokenizer
-tokenizer().save_pretrained(sys.argv[2] + "/model")
+save(model, sys.argv[2] + "/model")
 assert main(["export", "--model", sys.argv[2] + "/model", "--output_dir", sys.argv[2] + "/int8",
              "--quantization", "int8"]) == 0
 ours, theirs, mask = encode_both(model, sys.argv[2] + "/int8")
