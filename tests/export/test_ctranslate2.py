@@ -83,7 +83,12 @@ def trained_copy_model(variant: str):
     sentences = copy_sentences(96, seed=1)
     batch = tokenizer(sentences, text_target=sentences, padding=True, return_tensors="pt")
     batch["labels"] = batch["labels"].masked_fill(batch["labels"] == tokenizer.pad_token_id, -100)
-    overfit(model, batch, steps=300, lr=1e-2, stop_below=0.02)
+    # trained with the eager attention kernel and fused Adam (at these sizes a step is mostly per-call overhead, and
+    # sdpa's CPU kernel costs ~20% more of it), compared with the default kernel the user gets (sdpa)
+    default_attention = model.config._attn_implementation
+    model.set_attn_implementation("eager")
+    overfit(model, batch, steps=300, lr=1e-2, stop_below=0.02, fused=True)
+    model.set_attn_implementation(default_attention)
     model.eval()
     return model, tokenizer
 
