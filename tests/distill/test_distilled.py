@@ -3,13 +3,16 @@ otherwise) and the student's training file built from them (filters, the origina
 checked against sacrebleu and against the rules written out here. No model runs: the chunks are written by hand."""
 
 import argparse
+import hashlib
 import json
 import math
+import os
 
 import pytest
 import sacrebleu
 
 from vaswani.distill.distilled import (
+    MANIFEST_PARTS,
     build_options,
     build_training_file,
     check_complete,
@@ -96,6 +99,40 @@ def test_a_run_made_otherwise_is_refused_and_overwrite_starts_again(tmp_path):
     assert not open_distilled(folder, other, overwrite=True)
     assert read_manifest(folder) == json.loads(json.dumps(other)) and not folder.chunk(0).exists()
     assert mine.read_text() == "mine"  # a file that is not distilled data stays
+
+
+def test_the_training_file_is_known_by_its_content_not_by_its_path_or_time(tmp_path):
+    folder, manifest = distilled_folder(tmp_path)
+    data = tmp_path / "train.jsonl"
+    text = data.read_bytes()
+    assert manifest["data"]["train_file"] == [[os.path.abspath(data), len(text),
+                                               "sha256:" + hashlib.sha256(text).hexdigest()]]  # fmt: skip
+    teacher, decoding = manifest["teacher"], manifest["decoding"]
+
+    def manifest_of(path):
+        return make_manifest(pair_file("train", str(path), "en", "es"), teacher, decoding, buffer_lines=2)
+
+    # the same bytes in another folder, with another modification time (copied, downloaded again): continued
+    copy = tmp_path / "elsewhere" / "train.jsonl"
+    copy.parent.mkdir()
+    copy.write_bytes(text)
+    os.utime(copy, ns=(10**18, 10**18))
+    assert manifest_of(copy)["data"] != manifest["data"] and manifest_differences(manifest, manifest_of(copy)) == []
+    assert open_distilled(folder, manifest_of(copy), overwrite=False) and folder.chunk(0).exists()
+    # one character changed, the size the same: refused
+    data.write_bytes(text.replace(b"dos gatos", b"dos Gatos"))
+    assert data.stat().st_size == len(text)
+    assert manifest_differences(manifest, manifest_of(data)) == [MANIFEST_PARTS["data"]]
+    with pytest.raises(UsageError, match=r"made otherwise: the training data"):
+        open_distilled(folder, manifest_of(data), overwrite=False)
+    # a manifest written before the content was hashed ([path, size, modification time]) needs the file unmodified
+    data.write_bytes(text)
+    stat = data.stat()
+    earlier = {**manifest, "data": {**manifest["data"], "train_file": [[os.path.abspath(data), stat.st_size,
+                                                                        stat.st_mtime_ns]]}}  # fmt: skip
+    assert manifest_differences(earlier, manifest) == []
+    os.utime(data, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    assert manifest_differences(earlier, manifest) == [MANIFEST_PARTS["data"]]
 
 
 def test_a_killed_write_leaves_a_temporary_file_that_the_next_run_removes(tmp_path):

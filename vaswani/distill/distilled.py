@@ -10,10 +10,11 @@ log-probability over length ** --teacher_length_penalty). A killed run leaves co
 temporary file; the next run removes that and translates only the chunks that are missing.
 
 `distilled.json`, written before the first chunk, records what the chunks are made of: the training file (path,
-size, modification time), the languages, the number of pairs, the teacher (folders, their weights' identity, how it
-decodes), its decoding settings and --buffer_lines. A run that would make them differently (another teacher, other
+size, SHA-256 of its content), the languages, the number of pairs, the teacher (folders, their weights' identity, how
+it decodes), its decoding settings and --buffer_lines. A run that would make them differently (another teacher, other
 settings, a changed training file) is refused rather than mixing two kinds of chunks: run with the same options, or
-pass --overwrite_output_dir to translate again.
+pass --overwrite_output_dir to translate again. The training file is known by its content, not by its path or
+modification time: a copy of it, or the same file downloaded or checked out again, continues the chunks.
 
 The training file `train.jsonl` holds the kept distilled pairs (source, teacher's translation), then, with
 --mix_original, the original pairs (source, reference) whose reference differs from the kept translation. Filters
@@ -25,6 +26,7 @@ the file) and the distilled data's statistics.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import logging
@@ -81,11 +83,36 @@ class PairFile:
                 yield line, source, reference
 
     def identity(self) -> dict:
-        files = [
-            [os.path.abspath(path), os.stat(path).st_size, os.stat(path).st_mtime_ns] for path in self.source.paths
-        ]
+        """What the manifest records of the data: each file's [absolute path, size, "sha256:" + its content's
+        SHA-256], the languages and the number of pairs (compared by `same_data`)."""
+        files = [[os.path.abspath(path), os.stat(path).st_size, content_digest(path)] for path in self.source.paths]
         return {"train_file": files, "source_lang": self.source_lang, "target_lang": self.target_lang,
                 "pairs": self.pairs}  # fmt: skip
+
+
+def content_digest(path: str | os.PathLike) -> str:
+    """The SHA-256 of the file's bytes, written "sha256:<hex>" (read in blocks: about a second a GB)."""
+    with open(path, "rb") as file:
+        return "sha256:" + hashlib.file_digest(file, "sha256").hexdigest()
+
+
+def same_data(saved: dict, wanted: dict) -> bool:
+    """Whether the data a manifest recorded (`saved`) is the data `wanted` (`PairFile.identity`): the same languages
+    and pairs, and files of the same size and content wherever they are now."""
+    files, wanted_files = saved.get("train_file"), wanted["train_file"]
+    if not isinstance(files, list) or len(files) != len(wanted_files):
+        return False
+    others = [{key: value for key, value in identity.items() if key != "train_file"} for identity in (saved, wanted)]
+    return others[0] == others[1] and all(map(same_file, files, wanted_files))
+
+
+def same_file(saved: list, wanted: list) -> bool:
+    """One file of `same_data`: [path, size, digest] recorded and now. A manifest written before the content was
+    hashed recorded [path, size, modification time]: the same file, unmodified since."""
+    path, size, digest = wanted
+    if isinstance(saved, list) and len(saved) == 3 and isinstance(saved[2], str):
+        return saved[1:] == [size, digest]
+    return saved == [path, size, os.stat(path).st_mtime_ns]
 
 
 def pair_file(split: str, path: str, source_lang: str, target_lang: str) -> PairFile:
@@ -138,6 +165,9 @@ def manifest_differences(saved: dict, wanted: dict) -> list[str]:
         if key == "decoding":
             differences += [f"--teacher_{name} {saved[key].get(name)} -> {new}" for name, new in value.items()
                             if saved[key].get(name) != new]  # fmt: skip
+        elif key == "data":
+            if not same_data(saved.get(key) or {}, value):
+                differences.append(MANIFEST_PARTS[key])
         elif saved.get(key) != value and key in MANIFEST_PARTS:
             differences.append(MANIFEST_PARTS[key])
     return differences

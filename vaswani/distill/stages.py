@@ -36,6 +36,7 @@ from vaswani.distill.distilled import (
     open_distilled,
     pair_file,
     read_manifest,
+    same_data,
     translate_chunks,
 )
 from vaswani.distill.folder import DistillFolder, export_replacing, open_distill_folder
@@ -202,7 +203,7 @@ def train_stage(args: argparse.Namespace, folder: DistillFolder, build: dict) ->
     """Train the student on the (re)built training file, unless it has finished with the same options."""
     manifest = read_manifest(folder)
     data = pair_file("train", args.train_file, args.source_lang, args.target_lang)
-    if manifest["data"] != data.identity():
+    if not same_data(manifest["data"], data.identity()):
         raise UsageError(f"the distilled data in {folder.distilled} was made from another training file (or "
                          f"{args.train_file} changed since): run --stage translate with it, or pass the file it was "
                          "made from")  # fmt: skip
