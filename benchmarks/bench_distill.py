@@ -6,6 +6,8 @@
     python benchmarks/bench_distill.py --minutes 0.2 --sweep_minutes 0.1 --train_pairs 2000 --max_validation_pairs 40 \\
         --max_test_samples 40 --seeds 0            # a smoke run of the comparison (add --sweep for the sweep's)
     python benchmarks/bench_distill.py --costs --max_test_samples 300   # the shapes' decoding costs, untrained (~2 min)
+    python benchmarks/bench_distill.py --student cut   # the comparison with a student cut from the teacher (~1 h after
+                                                       # the comparison, whose teachers it reuses)
 
 The comparison, at each seed S (gettext-en-es by default, `--parallel` runs at a time, one thread each):
 
@@ -15,6 +17,11 @@ The comparison, at each seed S (gettext-en-es by default, `--parallel` runs at a
   0.6; the student trains M minutes on the translations; int8 export and distill_report.json);
 - the same student recipe on the original pairs: `train.py --config configs/student.yaml --max_train_minutes M
   --seed S`, exported to int8 as well.
+
+With `--student cut` the student is the teacher itself cut to a student's shape ("shrink and fine-tune", Shleifer &
+Rush 2020): `vaswani prune --model TEACHER CUT_OPTIONS` (its first decoder layer and the first 4000 tokens of its
+BPE), trained by the same two runs with configs/student-cut.yaml and `--model CUT --tokenizer CUT` (distill-cut-sS,
+baseline-cut-sS): the distilled pairs against the original ones from the same start.
 
 Then, one model at a time on a quiet machine, the three int8 exports decode the test file with the same settings
 (beam 4, length penalty 0.6, `--max_tokens`, one thread, one CTranslate2 worker), `--rounds` times alternating
@@ -56,6 +63,8 @@ import common  # noqa: E402
 REPO = Path(__file__).resolve().parent.parent
 TEACHER_RECIPE = REPO / "configs" / "small-data.yaml"
 STUDENT_RECIPE = REPO / "configs" / "student.yaml"
+CUT_RECIPE = REPO / "configs" / "student-cut.yaml"  # --student cut: training options only, the shape is the cut's
+CUT_OPTIONS = ["--decoder_layers_to_keep", "0", "--vocab_size", "4000"]  # `vaswani prune`'s, for --student cut
 # The student points the sweep tries (options over configs/student.yaml); see the file for the decoding costs.
 SWEEP_POINTS = {
     "recipe": [],
@@ -89,6 +98,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--minutes", type=float, default=20.0, help="training budget of each comparison run")
     parser.add_argument("--seeds", type=_seeds, default=[0, 1], help="the comparison's seeds, comma-separated")
     parser.add_argument("--sweep", action="store_true", help="run the student sweep instead of the comparison")
+    parser.add_argument("--student", choices=["recipe", "cut"], default="recipe",
+                        help="the comparison's student: configs/student.yaml from scratch (recipe), or the teacher "
+                        "pruned to CUT_OPTIONS and trained with configs/student-cut.yaml (cut)")  # fmt: skip
     parser.add_argument("--costs", action="store_true",
                         help="only the decoding cost of the teacher's and the sweep points' shapes, untrained (minutes)")  # fmt: skip
     parser.add_argument("--cost_tokens", type=int, default=24, help="--costs: output tokens of every sentence")
@@ -187,13 +199,30 @@ def export_job(args, model: Path, after: str) -> Job:
     return Job(out.name, command, out, "vaswani_ctranslate2.json", [after])
 
 
+def prune_job(args, seed: int) -> Job:
+    """--student cut: the seed's teacher cut to `CUT_OPTIONS` (teacher-sS-cut)."""
+    out = args.output_dir / f"teacher-s{seed}-cut"
+    command = [sys.executable, "-m", "vaswani.cli", "prune", "--model", str(args.output_dir / f"teacher-s{seed}"),
+               "--output_dir", str(out), *CUT_OPTIONS, "--overwrite_output_dir"]  # fmt: skip
+    return Job(out.name, command, out, "model.safetensors", [f"teacher-s{seed}"])
+
+
+def student_start(args, seed: int) -> tuple[str, Path, list[str], list[str]]:
+    """The comparison's student (--student): its runs' name part, recipe, options and the jobs they wait for."""
+    if args.student == "recipe":
+        return "", STUDENT_RECIPE, [], []
+    cut = args.output_dir / f"teacher-s{seed}-cut"
+    return "-cut", CUT_RECIPE, ["--model", str(cut), "--tokenizer", str(cut)], [cut.name]
+
+
 def distill_job(args, seed: int, minutes: float, stage: str = "all") -> Job:
     files = data_files(args)
-    name = f"distill-s{seed}" if stage == "all" else f"distilled-s{seed}"
+    part, recipe, options, after = student_start(args, seed) if stage == "all" else ("", STUDENT_RECIPE, [], [])
+    name = f"distill{part}-s{seed}" if stage == "all" else f"distilled-s{seed}"
     out = args.output_dir / name
     command = [
         sys.executable, "-m", "vaswani.cli", "distill", "--teacher", str(args.output_dir / f"teacher-s{seed}"),
-        "--config", str(STUDENT_RECIPE), "--train_file", str(files["train"]), "--validation_file",
+        "--config", str(recipe), *options, "--train_file", str(files["train"]), "--validation_file",
         str(files["validation"]), "--test_file", str(files["test"]), "--source_lang", args.source_lang,
         "--target_lang", args.target_lang, "--max_train_minutes", str(minutes), "--seed", str(seed),
         "--teacher_num_beams", str(args.num_beams), "--teacher_length_penalty", str(args.length_penalty),
@@ -201,7 +230,7 @@ def distill_job(args, seed: int, minutes: float, stage: str = "all") -> Job:
         "--stage", stage, "--output_dir", str(out), "--overwrite_output_dir",
     ]  # fmt: skip
     done = "distill_report.json" if stage == "all" else "distilled/stats.json"
-    return Job(name, command, out, done, [f"teacher-s{seed}"])
+    return Job(name, command, out, done, [f"teacher-s{seed}", *after])
 
 
 def run_jobs(jobs: list[Job], parallel: int, fresh: bool) -> None:
@@ -284,10 +313,14 @@ def comparison_jobs(args) -> list[Job]:
     files, jobs = data_files(args), []
     for seed in args.seeds:
         jobs.append(train_job(args, f"teacher-s{seed}", TEACHER_RECIPE, [], files["train"], args.minutes, seed))
+    if args.student == "cut":
+        jobs += [prune_job(args, seed) for seed in args.seeds]
     for seed in args.seeds:
         jobs.append(distill_job(args, seed, args.minutes))
     for seed in args.seeds:
-        baseline = train_job(args, f"baseline-s{seed}", STUDENT_RECIPE, [], files["train"], args.minutes, seed)
+        part, recipe, options, after = student_start(args, seed)
+        baseline = train_job(args, f"baseline{part}-s{seed}", recipe, options, files["train"], args.minutes, seed,
+                             after)  # fmt: skip
         jobs += [baseline, export_job(args, args.output_dir / baseline.name, baseline.name)]
     return jobs
 
@@ -327,11 +360,12 @@ def run_comparison(args) -> dict:
     run_jobs(comparison_jobs(args), args.parallel, args.fresh)
     test_file, out, figures = data_files(args)["test"], args.output_dir, {}
     for seed in args.seeds:
-        distilled = out / f"distill-s{seed}"
+        part = student_start(args, seed)[0]
+        distilled = out / f"distill{part}-s{seed}"
         exports = {"teacher": distilled / "teacher-ct2", "student": distilled / "student-ct2",
-                   "baseline": out / f"baseline-s{seed}-ct2"}  # fmt: skip
+                   "baseline": out / f"baseline{part}-s{seed}-ct2"}  # fmt: skip
         validation = {"teacher": validation_bleu(out / f"teacher-s{seed}"), "student": validation_bleu(
-            distilled / "student"), "baseline": validation_bleu(out / f"baseline-s{seed}")}  # fmt: skip
+            distilled / "student"), "baseline": validation_bleu(out / f"baseline{part}-s{seed}")}  # fmt: skip
         figures[seed] = seed_summary(decode_exports(exports, test_file, args), validation)
         print_seed(seed, figures[seed])
     return {"comparison": figures}
@@ -479,7 +513,8 @@ def main(argv=None) -> dict:
     machine = common.machine_description(1)
     what = (f"the decoding costs, {args.cost_tokens} output tokens" if args.costs else
             f"the sweep, {args.sweep_minutes:g} training minutes per run" if args.sweep else
-            f"the comparison, {args.minutes:g} training minutes per run")  # fmt: skip
+            f"the comparison, {args.minutes:g} training minutes per run, student: "
+            f"{'configs/student.yaml' if args.student == 'recipe' else 'the teacher cut by ' + ' '.join(CUT_OPTIONS)}")  # fmt: skip
     print(f"bench_distill ({what}) on {args.data_dir.name}: {args.parallel} runs at a "
           f"time, one thread each; decoding: CTranslate2 int8, beam {args.num_beams}, length penalty "
           f"{args.length_penalty:g}, max_tokens {args.max_tokens}, one thread; commit "

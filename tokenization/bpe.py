@@ -31,7 +31,7 @@ from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre
 from transformers import PreTrainedTokenizerFast
 
 from .corpus import Corpus, PathLike, corpus_from_dataset, corpus_from_files, corpus_from_iterator
-from .errors import TokenizerTrainingError
+from .errors import TokenizerError, TokenizerTrainingError
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -317,6 +317,44 @@ def _switch_on_ignore_merges(tokenizer: Tokenizer) -> None:
         )
         return
     tokenizer.model.ignore_merges = True  # in place; saved in tokenizer.json
+
+
+def first_tokens(tokenizer: Tokenizer, vocab_size: int) -> Tokenizer:
+    """The BPE of `tokenizer` cut to its first `vocab_size` ids: the special and byte tokens, the alphabet and the
+    earliest merges, with the same ids (what `vaswani prune --vocab_size` gives a model's embeddings).
+
+    The trainer learns merges most frequent first and numbers each merged token after its parts, so the first ids
+    are the vocabulary a training with the smaller `vocab_size` learns from the same corpus; a text is segmented into
+    more, shorter tokens. Every id of the cut tokenizer is the same token as before. Refused (`TokenizerError`) for a
+    tokenizer that is not such a BPE (a merge numbered before its parts, e.g. a converted SentencePiece model), an
+    added token among the ids cut (a masked LM's `<mask>`), or a size that leaves no merge or is not smaller.
+    """
+    state = json.loads(tokenizer.to_str())
+    model = state["model"]
+    if model.get("type") != "BPE":
+        raise TokenizerError(f"only a BPE vocabulary can be cut to its first tokens; this one is {model.get('type')}")
+    vocab: dict[str, int] = model["vocab"]
+    merges = [merge.split(" ") if isinstance(merge, str) else merge for merge in model["merges"]]  # "a b" or [a, b]
+    merged_ids = [vocab.get("".join(merge)) for merge in merges]
+    in_order = all(
+        merged is not None and all(vocab.get(part, merged) < merged for part in merge) and (previous < merged)
+        for merge, merged, previous in zip(merges, merged_ids, [-1, *merged_ids[:-1]], strict=True)
+    )  # fmt: skip
+    if not in_order:
+        raise TokenizerError("the BPE merges are not numbered in the order they were learned (each merged token after "
+                             "its parts and the earlier merges): its first ids are not a smaller vocabulary")  # fmt: skip
+    size = tokenizer.get_vocab_size(with_added_tokens=True)
+    first_merge = merged_ids[0] if merged_ids else size
+    if not first_merge < vocab_size < size:
+        raise TokenizerError(f"vocab_size {vocab_size} must be smaller than the vocabulary ({size}) and above the "
+                             f"{first_merge} tokens that come before the first merge")  # fmt: skip
+    cut = [token["content"] for token in state["added_tokens"] if token["id"] >= vocab_size]
+    if cut:
+        raise TokenizerError(f"vocab_size {vocab_size} would cut the added token(s) {cut}: keep at least "
+                             f"{1 + max(token['id'] for token in state['added_tokens'])} ids")  # fmt: skip
+    model["vocab"] = {token: index for token, index in vocab.items() if index < vocab_size}
+    model["merges"] = [merge for merge, merged in zip(model["merges"], merged_ids, strict=True) if merged < vocab_size]
+    return Tokenizer.from_str(json.dumps(state))
 
 
 def eos_post_processor(tokenizer: Tokenizer) -> processors.TemplateProcessing:

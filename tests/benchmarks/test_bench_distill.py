@@ -10,6 +10,7 @@ from conftest import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 from bench_distill import (  # noqa: E402
+    CUT_RECIPE,
     STUDENT_RECIPE,
     SWEEP_POINTS,
     Job,
@@ -52,6 +53,39 @@ def test_the_comparison_is_the_issues_three_runs_per_seed_each_a_valid_command(a
     assert (distill.teacher_num_beams, distill.teacher_length_penalty, distill.quantization) == (4, 0.6, "int8")
     assert (distill.threads, distill.max_train_minutes, distill.seed) == (1, 20.0, 0)
     assert len(data_files(args)["train"].read_text().splitlines()) == 3  # --train_pairs
+
+
+def test_the_cut_comparison_prunes_each_teacher_and_trains_both_students_from_the_cut(args):
+    """--student cut: the seed's teacher pruned to CUT_OPTIONS, then the distilled and the original-pairs students
+    trained from that same start with configs/student-cut.yaml; the teachers are the comparison's."""
+    from vaswani.cli import build_parser
+    from vaswani.training.options import parse_args as train_args
+
+    args.student = "cut"
+    args.output_dir.mkdir()
+    jobs = {job.name: job for job in comparison_jobs(args)}
+    assert set(jobs) == {f"{kind}-s{seed}" for kind in ("teacher", "teacher", "distill-cut", "baseline-cut")
+                         for seed in (0, 1)} | {"teacher-s0-cut", "teacher-s1-cut", "baseline-cut-s0-ct2",
+                                                "baseline-cut-s1-ct2"}  # fmt: skip
+    cut = args.output_dir / "teacher-s1-cut"
+    prune = build_parser("prune").parse_args(jobs["teacher-s1-cut"].command[3:])
+    assert (str(prune.model), str(prune.output_dir), prune.decoder_layers_to_keep, prune.vocab_size) == (
+        str(args.output_dir / "teacher-s1"), str(cut), [0], 4000)  # fmt: skip
+    assert jobs["teacher-s1-cut"].after == ["teacher-s1"]
+    assert jobs["distill-cut-s1"].after == ["teacher-s1", "teacher-s1-cut"]
+    assert jobs["baseline-cut-s1"].after == ["teacher-s1-cut"]
+    distill = build_parser("distill").parse_args(jobs["distill-cut-s1"].command[3:])
+    baseline = train_args(jobs["baseline-cut-s1"].command[2:])
+    for student in (distill, baseline):
+        assert [str(student.config), str(student.model), str(student.tokenizer)] == [
+            str(CUT_RECIPE),
+            str(cut),
+            str(cut),
+        ]
+        assert (student.max_train_minutes, student.seed) == (20.0, 1)
+    assert baseline.train_file == str(data_files(args)["train"]) and distill.teacher == [
+        str(args.output_dir / "teacher-s1")
+    ]
 
 
 def test_every_sweep_point_is_a_student_that_can_be_built(args):

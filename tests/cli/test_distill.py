@@ -98,3 +98,39 @@ def test_the_student_recipe_loads_and_is_deeper_in_the_encoder_and_narrower_than
     )
     assert recipe["encoder_layers"] > recipe["decoder_layers"] and recipe["decoder_layers"] < teacher["decoder_layers"]
     assert recipe["d_model"] < teacher["d_model"] and recipe["decoder_ffn_dim"] < teacher["decoder_ffn_dim"]
+
+
+def test_the_cut_student_recipe_trains_a_teacher_pruned_to_a_students_shape(model_folder, tmp_path):
+    """configs/student-cut.yaml ("shrink and fine-tune"): training options only, so that a model folder made by
+    `vaswani prune` from a teacher keeps its own shape as `vaswani distill`'s student (`--model`, `--tokenizer`);
+    configs/small-data.yaml's training recipe otherwise, with a shorter warm-up."""
+    import yaml
+    from conftest import REPO_ROOT
+
+    from modeling_vaswani import VaswaniConfig
+    from vaswani.distill.folder import DistillFolder
+    from vaswani.distill.stages import student_args
+    from vaswani.export.prune import prune_model_folder
+    from vaswani.training.loop import resolve_model_config
+
+    path = REPO_ROOT / "configs" / "student-cut.yaml"
+    recipe, teacher = yaml.safe_load(path.read_text()), yaml.safe_load((path.parent / "small-data.yaml").read_text())
+    assert not set(recipe) & set(VaswaniConfig().to_dict()) - {"dropout", "label_smoothing"}  # no shape
+    assert {key: value for key, value in teacher.items() if key in recipe and key != "warmup_steps"} == {
+        key: value for key, value in recipe.items() if key != "warmup_steps"}  # fmt: skip
+    assert recipe["warmup_steps"] < teacher["warmup_steps"]
+    cut, _ = prune_model_folder(model_folder, tmp_path / "cut", decoder_layers_to_keep=[0], vocab_size=300)
+    args = distill_parser().parse_args(["--config", str(path), "--teacher", str(model_folder), "--model", str(cut),
+                                        "--tokenizer", str(cut), "--train_file", "train.jsonl", "--validation_file",
+                                        "validation.jsonl", "--output_dir", str(tmp_path / "out"),
+                                        "--source_lang", "en", "--target_lang", "de", "--max_train_minutes", "20"])  # fmt: skip
+    for key, value in recipe.items():
+        assert getattr(args, key) == value, key
+    student = student_args(args, DistillFolder(tmp_path / "out"))
+    config = resolve_model_config(student)
+    assert (config.decoder_layers, config.vocab_size, str(student.model), str(student.tokenizer)) == (
+        1,
+        300,
+        str(cut),
+        str(cut),
+    )

@@ -23,12 +23,15 @@ from test_pipeline_vaswani import (  # noqa: F401  (one_torch_thread is an autou
     tiny_tokenizer,
     trained_model_and_tokenizer,
 )
+from tokenizers import Tokenizer
 
 import modeling_vaswani.modeling_vaswani as modeling
 from modeling_vaswani import VaswaniForConditionalGeneration
+from tokenization.bpe import first_tokens
 from vaswani.cli import main
 from vaswani.inference.outputs import one_line
 from vaswani.inference.translator import Translator, read_lines
+from vaswani.model_folder import check_model_folder
 from vaswani.training.checkpoints import CheckpointManager
 
 
@@ -246,6 +249,41 @@ def test_prune_every_other_layer_of_one_stack(layerdrop_folder, tmp_path):
     assert pruned.config.pruned_layers == {"encoder": [0, 2]}  # drop depths 2 and 4 (d = 0 mod floor(1 / 0.5))
 
 
+def test_prune_keeps_the_first_tokens_of_the_vocabulary(layerdrop_folder, tmp_path, capsys):
+    """--vocab_size N: the tokenizer's first N ids (`first_tokens`) and the embedding's first N rows, so that on text
+    of those ids the pruned model gives the full model's logits over them; with layers pruned in the same call."""
+    folder, full = layerdrop_folder
+    source = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    state = json.loads(source.to_str())
+    first_merge = state["model"]["vocab"]["".join(state["model"]["merges"][0])]
+    size = (first_merge + full.config.vocab_size) // 2
+    output = tmp_path / "pruned"
+    argv = ["prune", "--model", str(folder), "--output_dir", str(output), "--vocab_size", str(size)]
+    assert main([*argv, "--decoder_layers_to_keep", "0,1,2,3"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "encoder: kept all layers of 4",
+        "decoder: kept layers [0, 1, 2, 3] of 4",
+        f"vocabulary: kept the first {size} tokens of {full.config.vocab_size}",
+        f"wrote the pruned model to {output}",
+    ]
+    check_model_folder(output)  # the tokenizer fits the config
+    pruned = VaswaniForConditionalGeneration.from_pretrained(output)
+    assert pruned.config.vocab_size == size == Tokenizer.from_file(str(output / "tokenizer.json")).get_vocab_size()
+    assert torch.equal(pruned.get_input_embeddings().weight, full.get_input_embeddings().weight[:size])
+    input_ids, attention_mask, labels = random_batch(seed=32, vocab_size=size)
+    with torch.no_grad():
+        torch.testing.assert_close(
+            pruned.eval()(input_ids, attention_mask, labels=labels).logits,
+            full.eval()(input_ids, attention_mask, labels=labels).logits[..., :size],
+        )
+    cut = Tokenizer.from_file(str(output / "tokenizer.json"))
+    assert cut.to_str() == first_tokens(source, size).to_str()
+    for sentence in SENTENCES:
+        assert max(cut.encode(sentence).ids) < size
+        assert cut.decode(cut.encode(sentence).ids) == source.decode(source.encode(sentence).ids)
+    assert (output / "tokenizer_config.json").read_bytes() == (folder / "tokenizer_config.json").read_bytes()
+
+
 def test_card_renders_the_model_card(model_folder, tmp_path, capsys):
     folder = tmp_path / "model"
     shutil.copytree(model_folder, folder)
@@ -332,6 +370,11 @@ BAD_INPUTS = {
         ["prune", "--model", "{model}", "--output_dir", "{model}", "--every_other", "0.5"],
         "--output_dir must be a new folder",
     ),  # fmt: skip
+    "prune-vocab-size": (
+        [*PRUNE, "--vocab_size", "330"],
+        "--vocab_size: vocab_size 330 must be smaller than the vocabulary",
+    ),
+    "prune-vocab-number": ([*PRUNE, "--vocab_size", "4k"], "argument --vocab_size: expected a whole number, got '4k'"),
     "prune-missing": (
         ["prune", "--model", "{root}/nowhere", "--output_dir", "{root}/p", "--every_other", "0.5"],
         "no such model folder",

@@ -14,14 +14,16 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from tokenizers import normalizers
+from tokenizers import Tokenizer, models, normalizers
 
 from tokenization import (
     SPECIAL_TOKEN_LAYOUTS,
+    TokenizerError,
     TokenizerTrainingError,
     load_tokenizer,
     train_bpe_tokenizer,
 )
+from tokenization.bpe import first_tokens
 from vaswani.errors import ModelFolderError
 
 # --- a small English-German corpus -----------------------------------------------------------------------------
@@ -309,6 +311,45 @@ def test_vocab_size_is_honoured(corpus_files, tmp_path):
         saved = json.loads((tmp_path / str(vocab_size) / "tokenizer.json").read_text(encoding="utf-8"))
         assert len(tok) == vocab_size
         assert len(saved["model"]["vocab"]) == vocab_size
+
+
+def test_first_tokens_are_the_vocabulary_a_smaller_training_learns(corpus_files):
+    """`first_tokens` (`vaswani prune --vocab_size`): the first ids of a trained BPE are, token for token, merge for
+    merge and id for id, the tokenizer that training with that smaller vocab_size gives."""
+    big = train_bpe_tokenizer(files=corpus_files, vocab_size=600).backend_tokenizer
+    small = train_bpe_tokenizer(files=corpus_files, vocab_size=450).backend_tokenizer
+    cut = first_tokens(big, 450)
+    cut_state, small_state = json.loads(cut.to_str()), json.loads(small.to_str())
+    assert cut_state["model"]["vocab"] == small_state["model"]["vocab"]
+    assert cut_state["model"]["merges"] == small_state["model"]["merges"] and len(cut_state["model"]["merges"]) > 50
+    assert cut.get_vocab_size() == 450 and cut.model.ignore_merges
+    for text in ENGLISH + GERMAN + ["Unbekannte Wörter: Quizshow ☃"]:
+        assert cut.encode(text).ids == small.encode(text).ids
+        assert len(cut.encode(text).ids) >= len(big.encode(text).ids)
+        assert cut.decode(cut.encode(text).ids) == big.decode(big.encode(text).ids)
+
+
+def test_first_tokens_refuses_what_it_cannot_cut(corpus_files):
+    trained = train_bpe_tokenizer(files=corpus_files, vocab_size=450)
+    tokenizer = trained.backend_tokenizer
+    state = json.loads(tokenizer.to_str())
+    first_merge = state["model"]["vocab"]["".join(state["model"]["merges"][0])]
+    for size in (450, 451, first_merge):
+        with pytest.raises(TokenizerError, match=f"vocab_size {size} must be smaller than the vocabulary .450. and "
+                           f"above the {first_merge} tokens that come before the first merge"):  # fmt: skip
+            first_tokens(tokenizer, size)
+    assert first_tokens(tokenizer, first_merge + 1).get_vocab_size() == first_merge + 1
+    masked = train_bpe_tokenizer(files=corpus_files, vocab_size=450, mask_token=True).backend_tokenizer
+    with pytest.raises(TokenizerError, match=r"would cut the added token\(s\) \['<mask>'\]: keep at least 451 ids"):
+        first_tokens(masked, 400)
+    swapped = json.loads(tokenizer.to_str())  # two merged tokens numbered against the order they were learned
+    vocab, (a, b) = swapped["model"]["vocab"], ["".join(merge) for merge in swapped["model"]["merges"][5:7]]
+    vocab[a], vocab[b] = vocab[b], vocab[a]
+    with pytest.raises(TokenizerError, match="not numbered in the order they were learned"):
+        first_tokens(Tokenizer.from_str(json.dumps(swapped)), 400)
+    with pytest.raises(TokenizerError, match="only a BPE vocabulary can be cut to its first tokens; this one is "
+                       "WordLevel"):  # fmt: skip
+        first_tokens(Tokenizer(models.WordLevel({"a": 0, "<unk>": 1}, unk_token="<unk>")), 1)
 
 
 def test_iterator_and_dataset_sources_match_files(corpus_files):

@@ -1,5 +1,6 @@
-"""`vaswani prune`: keep some layers of a model trained with LayerDrop (Fan et al. 2019) and write an ordinary smaller
-model folder (`vaswani.export.prune`)."""
+"""`vaswani prune`: keep some layers of a model (trained with LayerDrop, Fan et al. 2019, or a teacher cut to a
+student's shape) and/or the first tokens of its BPE vocabulary, and write an ordinary smaller model folder
+(`vaswani.export.prune`)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import argparse
 
 from vaswani.options import add_option
 
-HELP = "keep some layers of a LayerDrop model (a smaller model folder)"
+HELP = "keep some layers (and/or the first tokens of the vocabulary) of a model (a smaller model folder)"
 DESCRIPTION = (
-    "Prune a model trained with LayerDrop (Fan et al. 2019) to the given layers and save it as an ordinary smaller "
-    "model, with its tokenizer and a model card that shows the pruning."
+    "Prune a model trained with LayerDrop (Fan et al. 2019), or a teacher to a student's shape (shrink and fine-tune: "
+    "then train it with `vaswani train --model OUT --tokenizer OUT`, or as `vaswani distill`'s student), to the given "
+    "layers and/or the first tokens of its BPE vocabulary, and save it as an ordinary smaller model, with its "
+    "tokenizer and a model card that shows the pruning."
 )
 
 
@@ -57,6 +60,12 @@ def add_arguments(prune: argparse.ArgumentParser) -> None:
     prune.add_argument(
         "--stacks", type=_stacks, metavar="STACKS", help="with --every_other: encoder,decoder (default)"
     )
+    add_option(
+        prune, "vocab_size", "prune", metavar="N",
+        help="keep the first N tokens of the BPE vocabulary (the special and byte tokens, the alphabet and the earliest "
+        "merges, as a tokenizer trained with vocab_size N would have them) and their embeddings: a text becomes more, "
+        "shorter tokens and the output layer shrinks; train the result again before use",
+    )  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,10 +75,13 @@ def run(args: argparse.Namespace) -> int:
     output, kept = prune_model_folder(
         args.model, args.output_dir, encoder_layers_to_keep=args.encoder_layers_to_keep,
         decoder_layers_to_keep=args.decoder_layers_to_keep, every_other=args.every_other, stacks=args.stacks,
-        overwrite=args.overwrite_output_dir, trust_remote_code=args.trust_remote_code,
+        vocab_size=args.vocab_size, overwrite=args.overwrite_output_dir, trust_remote_code=args.trust_remote_code,
     )  # fmt: skip
+    tokens, had_tokens = kept.pop("vocabulary")
     for stack, (layers, total) in kept.items():
         kept_layers = f"layers {layers}" if layers is not None else "all layers"
         print(f"{stack}: kept {kept_layers} of {total}")
+    if tokens is not None:
+        print(f"vocabulary: kept the first {tokens} tokens of {had_tokens}")
     print(f"wrote the pruned model to {output}")
     return 0

@@ -1,14 +1,20 @@
-"""Pruning a model trained with LayerDrop (Fan et al. 2019): load it keeping only some layers of each stack and save
-it as an ordinary smaller model folder with the tokenizer, the training arguments and a card that shows the
-pruning. The source's results.json is not copied: its scores belong to the full model."""
+"""Pruning a model: load it keeping only some layers of each stack (a model trained with LayerDrop, Fan et al. 2019, or
+a teacher cut to a student's depth, "shrink and fine-tune", Shleifer & Rush 2020) and/or the first tokens of its BPE
+vocabulary (`tokenization.bpe.first_tokens`: the same ids, fewer merges; the embedding keeps its first rows), and save
+it as an ordinary smaller model folder with the tokenizer, the training arguments and a card that shows the pruning.
+The source's results.json is not copied: its scores belong to the full model."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
+from tokenizers import Tokenizer
+
 from modeling_vaswani import every_other_layers_to_keep
-from vaswani.constants import RUN_ARGS_FILE, TOKENIZER_FILE_PATTERNS
+from tokenization.bpe import first_tokens
+from tokenization.errors import TokenizerError
+from vaswani.constants import RUN_ARGS_FILE, TOKENIZER_FILE, TOKENIZER_FILE_PATTERNS
 from vaswani.errors import ModelFolderError, UsageError
 from vaswani.hub.model_card import write_model_card
 from vaswani.model_folder import (
@@ -23,20 +29,23 @@ from vaswani.model_folder import (
 def prune_model_folder(
     model: str | Path, output_dir: str | Path, *, encoder_layers_to_keep: list[int] | None = None,
     decoder_layers_to_keep: list[int] | None = None, every_other: float | None = None,
-    stacks: list[str] | None = None, overwrite: bool = False, trust_remote_code: bool = False,
-) -> tuple[Path, dict[str, tuple[list[int] | None, int]]]:  # fmt: skip
+    stacks: list[str] | None = None, vocab_size: int | None = None, overwrite: bool = False,
+    trust_remote_code: bool = False,
+) -> tuple[Path, dict[str, tuple]]:  # fmt: skip
     """Write the pruned model of `model` to `output_dir`: the given layers of each stack, or the paper's "every
-    other" layers for LayerDrop rate `every_other` (of `stacks`, default both). Returns the output folder and, per
-    stack, (the layers kept or None for all, the number of layers it had)."""
+    other" layers for LayerDrop rate `every_other` (of `stacks`, default both), and/or the first `vocab_size` tokens
+    of its vocabulary. Returns the output folder and, per stack, (the layers kept or None for all, the number of
+    layers it had), and under "vocabulary" (the tokens kept or None for all, the number it had)."""
     source = check_model_folder(model)
     output_dir = Path(output_dir)
     if output_dir.exists() and output_dir.resolve() == source.resolve():
         raise UsageError("--output_dir must be a new folder, not the model folder itself")
     output = check_output_folder(output_dir, replace=overwrite)
     explicit = encoder_layers_to_keep is not None or decoder_layers_to_keep is not None
-    if explicit == (every_other is not None):
+    if explicit and every_other is not None or not (explicit or every_other is not None or vocab_size is not None):
         raise UsageError(
-            "give either --every_other P or --encoder_layers_to_keep / --decoder_layers_to_keep (a comma list)"
+            "give either --every_other P or --encoder_layers_to_keep / --decoder_layers_to_keep (a comma list), "
+            "and/or --vocab_size N"
         )
     if stacks is not None and every_other is None:
         raise UsageError("--stacks goes with --every_other")
@@ -53,13 +62,26 @@ def prune_model_folder(
         raise
     except ValueError as error:  # layer indices outside the model
         raise UsageError(str(error)) from error
+    tokenizer_file = source / TOKENIZER_FILE
+    had_tokens = pruned.config.vocab_size
+    if vocab_size is not None:
+        if not tokenizer_file.is_file():
+            raise UsageError(f"--vocab_size: {source} has no {TOKENIZER_FILE} to cut")
+        try:
+            tokenizer = first_tokens(Tokenizer.from_file(str(tokenizer_file)), vocab_size)
+        except TokenizerError as error:
+            raise UsageError(f"--vocab_size: {error}") from error
+        pruned.resize_token_embeddings(vocab_size)  # the first rows of the (tied) embeddings; config.vocab_size too
 
     def write(folder: Path) -> None:
         pruned.save_pretrained(folder)
         for file in sorted(source.iterdir()):
             if file.is_file() and (file.name == RUN_ARGS_FILE or any(file.match(p) for p in TOKENIZER_FILE_PATTERNS)):
                 shutil.copy2(file, folder / file.name)
+        if vocab_size is not None:
+            tokenizer.save(str(folder / TOKENIZER_FILE))
         write_model_card(folder)
 
     write_model_folder(output, write, replace=overwrite)
-    return output, {stack: (layers, getattr(config, f"{stack}_layers")) for stack, layers in keep.items()}
+    kept = {stack: (layers, getattr(config, f"{stack}_layers")) for stack, layers in keep.items()}
+    return output, {**kept, "vocabulary": (vocab_size, had_tokens)}
