@@ -249,10 +249,19 @@ def test_prune_every_other_layer_of_one_stack(layerdrop_folder, tmp_path):
     assert pruned.config.pruned_layers == {"encoder": [0, 2]}  # drop depths 2 and 4 (d = 0 mod floor(1 / 0.5))
 
 
-def test_prune_keeps_the_first_tokens_of_the_vocabulary(layerdrop_folder, tmp_path, capsys):
-    """--vocab_size N: the tokenizer's first N ids (`first_tokens`) and the embedding's first N rows, so that on text
-    of those ids the pruned model gives the full model's logits over them; with layers pruned in the same call."""
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"final_logits_bias": True}, {"share_embeddings": False, "tie_word_embeddings": False}],
+    ids=["tied", "output-bias", "three-matrices"],
+)
+def test_prune_keeps_the_first_tokens_of_the_vocabulary(layerdrop_folder, tmp_path, capsys, options):
+    """--vocab_size N: the tokenizer's first N ids (`first_tokens`) and the first N rows of every embedding (and of
+    the output bias), so that on text of those ids the pruned model gives the full model's logits over them; with
+    layers pruned in the same call."""
     folder, full = layerdrop_folder
+    if options:  # the same folder with another model in it
+        full = tiny_model(seed=34, vocab_size=full.config.vocab_size, encoder_layers=4, decoder_layers=4, **options)
+        full.save_pretrained(folder)
     source = Tokenizer.from_file(str(folder / "tokenizer.json"))
     state = json.loads(source.to_str())
     first_merge = state["model"]["vocab"]["".join(state["model"]["merges"][0])]
