@@ -56,21 +56,21 @@ def prune_model_folder(
         for stack in stacks or ["encoder", "decoder"]:
             keep[stack] = every_other_layers_to_keep(getattr(config, f"{stack}_layers"), every_other)
     pruning = {f"{stack}_layers_to_keep": layers for stack, layers in keep.items() if layers is not None}
-    try:
-        pruned, _ = load_model_folder(source, trust_remote_code=trust_remote_code, **pruning)
-    except ModelFolderError:
-        raise
-    except ValueError as error:  # layer indices outside the model
-        raise UsageError(str(error)) from error
-    tokenizer_file = source / TOKENIZER_FILE
-    had_tokens = pruned.config.vocab_size
-    if vocab_size is not None:
+    if vocab_size is not None:  # the tokenizer cut first: a size it refuses costs no model load
+        tokenizer_file = source / TOKENIZER_FILE
         if not tokenizer_file.is_file():
             raise UsageError(f"--vocab_size: {source} has no {TOKENIZER_FILE} to cut")
         try:
             tokenizer = first_tokens(Tokenizer.from_file(str(tokenizer_file)), vocab_size)
         except TokenizerError as error:
             raise UsageError(f"--vocab_size: {error}") from error
+    try:
+        pruned, _ = load_model_folder(source, trust_remote_code=trust_remote_code, **pruning)
+    except ModelFolderError:
+        raise
+    except ValueError as error:  # layer indices outside the model
+        raise UsageError(str(error)) from error
+    if vocab_size is not None:
         pruned.resize_token_embeddings(vocab_size)  # the first rows of the (tied) embeddings; config.vocab_size too
 
     def write(folder: Path) -> None:
@@ -84,4 +84,4 @@ def prune_model_folder(
 
     write_model_folder(output, write, replace=overwrite)
     kept = {stack: (layers, getattr(config, f"{stack}_layers")) for stack, layers in keep.items()}
-    return output, {**kept, "vocabulary": (vocab_size, had_tokens)}
+    return output, {**kept, "vocabulary": (vocab_size, config.vocab_size)}
