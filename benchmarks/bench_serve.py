@@ -12,7 +12,9 @@ translate` does (length-sorted batches of 4096 tokens, the same threads). Then, 
   p50 and p99 latency, and the mean batch size from /metrics (`vaswani_batch_sentences`).
 
 Before the rounds, the unloaded latency: one client, one sentence at a time (its p50, and its p99, which the report
-marks when it alone is over the p99 limit: long sentences). Targets: server throughput at least 0.5x the reference
+marks when it alone is over the p99 limit: long sentences), and beneath it the floor of any server, each sentence
+decoded alone by the reference in this process, without HTTP or a queue ("decoding alone": where its p99 is over the
+limit, the long sentences' decoding alone exceeds it and no scheduling can meet it). Targets: server throughput at least 0.5x the reference
 (though requests arrive one sentence at a time), mean batch size above 4, p99 under load at most 2x the unloaded p50
 plus the batching wait (`--max_wait_ms`). The load generator (16 Python threads) shares the CPU with the server, which
 the reference does not have to: the report says how many cores there were.
@@ -56,6 +58,7 @@ import tarfile
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -289,6 +292,22 @@ def open_round(port: int, sentences: list[str], args, rate: float, duration: flo
 # ---------------------------------------------------------------------------------------------------------------------
 # One backend
 # ---------------------------------------------------------------------------------------------------------------------
+def decoding_alone(
+    translate: Callable[[list[str]], object], sentences: list[str], clock: Callable[[], float] = time.perf_counter
+) -> dict:
+    """The floor under any server's latency: each sentence decoded alone by `translate` (the reference's, in this
+    process: no HTTP, no queue, no other request), p50 and p99 over the sentences. A server's unloaded p99 cannot be
+    below this p99; where it is over the p99 limit, no scheduling meets the limit (the long sentences' decoding
+    alone exceeds it)."""
+    seconds = []
+    for sentence in sentences:
+        started = clock()
+        translate([sentence])
+        seconds.append(clock() - started)
+    done = sorted(seconds)
+    return {"p50": statistics.median(done), "p99": percentile_99(done)}
+
+
 def backend_folder(backend: str, args, scratch: Path) -> Path:
     if backend == "torch":
         return args.model
@@ -311,7 +330,9 @@ def run_backend(backend: str, sentences: list[str], args, scratch: Path, servers
     folder = backend_folder(backend, args, scratch)
     reference = Translator(folder, device=args.device)
     reference.translate(sentences[:16])  # warm-up
-    results = {label: {"max_wait_ms": wait, "rounds": []} for label, (_, wait) in servers.items()}
+    alone = decoding_alone(reference.translate, sentences)
+    results = {label: {"max_wait_ms": wait, "rounds": [], "decoding_alone_p50": alone["p50"],
+                       "decoding_alone_p99": alone["p99"]} for label, (_, wait) in servers.items()}  # fmt: skip
     with contextlib.ExitStack() as stack:
         ports = {label: stack.enter_context(server_process(folder, args, scratch / f"server-{backend}-{index}.log",
                                                            source, wait))
@@ -364,11 +385,18 @@ def report(backend: str, result: dict, args) -> list[str]:
         f"{result['unloaded_p50'] * 1000:.0f}",
         f"{result['unloaded_p99'] * 1000:.0f}"
         + (" (over the p99 limit)" if result["unloaded_p99"] > p99_limit else ""),
+        *([decoding_alone_cell(result, p99_limit)] if "decoding_alone_p99" in result else []),
         *([open_load_cell(rounds, p99_limit)] if args.open_load else []),
         f"{throughput_needed(args.clients, p99_limit):.0f} "
         f"({throughput_needed(args.clients, p99_limit) / median(r['reference_sentences_per_second'] for r in rounds):.1f}x "
         "translate)",
     ]
+
+
+def decoding_alone_cell(result: dict, p99_limit: float) -> str:
+    """p50 / p99 of each sentence decoded alone in this process, marked where that p99 alone is over the limit."""
+    return (f"{result['decoding_alone_p50'] * 1000:.1f} / {result['decoding_alone_p99'] * 1000:.1f}"
+            + (" (over the p99 limit)" if result["decoding_alone_p99"] > p99_limit else ""))  # fmt: skip
 
 
 def open_load_cell(rounds: list[dict], p99_limit: float) -> str:
@@ -400,7 +428,7 @@ def main(argv: list[str] | None = None) -> None:
                 results[backend + label] = result
                 rows.append(report(backend + label, result, args))
     headers = ["backend", "translate sent/s", "serve sent/s", "ratio (>= 0.5)", "mean batch (> 4)", "p50 ms",
-               "p99 ms", "unloaded p50 ms", "unloaded p99 ms"]  # fmt: skip
+               "p99 ms", "unloaded p50 ms", "unloaded p99 ms", "decoding alone p50 / p99 ms"]  # fmt: skip
     if args.open_load:
         headers.append(f"open load {args.open_load:g}x: p50 / p99 ms at its rate")
     headers.append("sent/s the p99 limit needs")
@@ -408,6 +436,10 @@ def main(argv: list[str] | None = None) -> None:
     print(
         "sent/s the p99 limit needs: clients / limit (Little's law: closed-loop clients see a mean latency of "
         "clients / throughput); above 1x translate, no server on this machine can meet the p99 target"
+    )
+    print(
+        "decoding alone: each sentence decoded by itself in this process (no HTTP, no queue): a server's latency "
+        "cannot be below it; a p99 over the limit there means no scheduling meets the limit"
     )
     common.write_json_report(args.json, args, machine=machine, results=results)
 

@@ -10,6 +10,7 @@ sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 from bench_serve import (  # noqa: E402
     arrival_times,
     commit_of,
+    decoding_alone,
     parse_args,
     read_sentences,
     report,
@@ -129,3 +130,26 @@ def test_each_rows_p99_limit_counts_its_own_servers_wait(files):
     at_once = report("ct2-int8", {"unloaded_p50": 0.020, "unloaded_p99": 0.033, "max_wait_ms": 0.0,
                                   "rounds": [round_]}, args)  # fmt: skip
     assert waited[6] == "97 (limit 50) MISSED" and at_once[6] == "97 (limit 40) MISSED"
+
+
+def test_decoding_alone_times_each_sentence_by_itself_and_marks_a_p99_over_the_limit(files):
+    # a fake clock: each sentence takes as many milliseconds as it has words (the long ones make the p99)
+    now, calls = [0.0], []
+
+    def translate(batch):
+        calls.append(batch)
+        now[0] += len(batch[0].split()) / 1000
+
+    sentences = ["a b"] * 98 + ["a b c d e f g h i j"] * 2
+    alone = decoding_alone(translate, sentences, clock=lambda: now[0])
+    assert calls == [[s] for s in sentences]  # one sentence per call, each once
+    assert alone == pytest.approx({"p50": 0.002, "p99": 0.010})
+    args = parse_args(["--model", str(files / "model"), "--test_file", str(files / "test.txt")])
+    round_ = {"reference_sentences_per_second": 400.0, "sentences_per_second": 300.0, "mean_batch_size": 6.0,
+              "p50": 0.03, "p99": 0.05}  # fmt: skip
+    result = {"unloaded_p50": 0.004, "unloaded_p99": 0.012, "rounds": [round_],
+              "decoding_alone_p50": alone["p50"], "decoding_alone_p99": alone["p99"]}  # fmt: skip
+    row = report("ct2-int8", result, args)  # limit: 2 x 4 ms + 0
+    assert row[9] == "2.0 / 10.0 (over the p99 limit)" and row[8] == "12 (over the p99 limit)"
+    result["unloaded_p50"] = 0.006  # limit 12 ms: the floor is under it, the unloaded p99 at it
+    assert report("ct2-int8", result, args)[9] == "2.0 / 10.0"
