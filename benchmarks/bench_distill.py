@@ -8,6 +8,9 @@
     python benchmarks/bench_distill.py --costs --max_test_samples 300   # the shapes' decoding costs, untrained (~2 min)
     python benchmarks/bench_distill.py --student cut   # the comparison with a student cut from the teacher (~1 h after
                                                        # the comparison, whose teachers it reuses)
+    python benchmarks/gettext_monolingual.py --output runs/gettext-monolingual.en    # in-domain text, no references
+    python benchmarks/bench_distill.py --student cut --monolingual_file runs/gettext-monolingual.en   # ~30 min after
+                                                       # the cut comparison: the distilled students again, with it
 
 The comparison, at each seed S (gettext-en-es by default, `--parallel` runs at a time, one thread each):
 
@@ -22,6 +25,10 @@ With `--student cut` the student is the teacher itself cut to a student's shape 
 Rush 2020): `vaswani prune --model TEACHER CUT_OPTIONS` (its first decoder layer and the first 4000 tokens of its
 BPE), trained by the same two runs with configs/student-cut.yaml and `--model CUT --tokenizer CUT` (distill-cut-sS,
 baseline-cut-sS): the distilled pairs against the original ones from the same start.
+
+With `--monolingual_file PATH` the distilled student's `vaswani distill` also gets `--monolingual_file PATH` (the
+teacher translates that text too, after the training sources) and its runs are named distill[-cut]-mono-sS; the
+teachers and the original-pairs students are the same runs as without it (reused).
 
 Then, one model at a time on a quiet machine, the three int8 exports decode the test file with the same settings
 (beam 4, length penalty 0.6, `--max_tokens`, one thread, one CTranslate2 worker), `--rounds` times alternating
@@ -101,6 +108,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--student", choices=["recipe", "cut"], default="recipe",
                         help="the comparison's student: configs/student.yaml from scratch (recipe), or the teacher "
                         "pruned to CUT_OPTIONS and trained with configs/student-cut.yaml (cut)")  # fmt: skip
+    parser.add_argument("--monolingual_file", type=Path,
+                        help="source text without references for the distilled students (vaswani distill "
+                             "--monolingual_file; e.g. benchmarks/gettext_monolingual.py's): runs distill[-cut]-mono-sS")  # fmt: skip
     parser.add_argument("--costs", action="store_true",
                         help="only the decoding cost of the teacher's and the sweep points' shapes, untrained (minutes)")  # fmt: skip
     parser.add_argument("--cost_tokens", type=int, default=24, help="--costs: output tokens of every sentence")
@@ -126,6 +136,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     for name in ("parallel", "rounds", "num_beams", "max_tokens"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} {getattr(args, name)} is not allowed: use 1 or more")
+    if args.monolingual_file is not None and not args.monolingual_file.is_file():
+        parser.error(f"--monolingual_file {args.monolingual_file} is not a file (benchmarks/gettext_monolingual.py "
+                     "writes one)")  # fmt: skip
     common.check_data_dir(parser, args.data_dir)
     return args
 
@@ -215,10 +228,17 @@ def student_start(args, seed: int) -> tuple[str, Path, list[str], list[str]]:
     return "-cut", CUT_RECIPE, ["--model", str(cut), "--tokenizer", str(cut)], [cut.name]
 
 
+def distill_name(args, seed: int) -> str:
+    """The comparison's distilled run at `seed`: distill[-cut][-mono]-sS (--student, --monolingual_file)."""
+    return f"distill{student_start(args, seed)[0]}{'-mono' if args.monolingual_file else ''}-s{seed}"
+
+
 def distill_job(args, seed: int, minutes: float, stage: str = "all") -> Job:
     files = data_files(args)
     part, recipe, options, after = student_start(args, seed) if stage == "all" else ("", STUDENT_RECIPE, [], [])
-    name = f"distill{part}-s{seed}" if stage == "all" else f"distilled-s{seed}"
+    name = distill_name(args, seed) if stage == "all" else f"distilled-s{seed}"
+    if stage == "all" and args.monolingual_file:
+        options = [*options, "--monolingual_file", str(args.monolingual_file.resolve())]
     out = args.output_dir / name
     command = [
         sys.executable, "-m", "vaswani.cli", "distill", "--teacher", str(args.output_dir / f"teacher-s{seed}"),
@@ -361,7 +381,7 @@ def run_comparison(args) -> dict:
     test_file, out, figures = data_files(args)["test"], args.output_dir, {}
     for seed in args.seeds:
         part = student_start(args, seed)[0]
-        distilled = out / f"distill{part}-s{seed}"
+        distilled = out / distill_name(args, seed)
         exports = {"teacher": distilled / "teacher-ct2", "student": distilled / "student-ct2",
                    "baseline": out / f"baseline{part}-s{seed}-ct2"}  # fmt: skip
         validation = {"teacher": validation_bleu(out / f"teacher-s{seed}"), "student": validation_bleu(

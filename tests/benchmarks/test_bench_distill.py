@@ -4,6 +4,7 @@ wait for what they need and are reused only with the same command."""
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import REPO_ROOT
@@ -86,6 +87,27 @@ def test_the_cut_comparison_prunes_each_teacher_and_trains_both_students_from_th
     assert baseline.train_file == str(data_files(args)["train"]) and distill.teacher == [
         str(args.output_dir / "teacher-s1")
     ]
+
+
+def test_monolingual_text_goes_to_the_distilled_students_only_and_names_their_runs(args, tmp_path, capsys):
+    """--monolingual_file: distill[-cut]-mono-sS get `vaswani distill --monolingual_file`; the teachers, the cuts and
+    the original-pairs students are the runs without it (the same commands: reused)."""
+    from vaswani.cli import build_parser
+
+    args.output_dir.mkdir()
+    args.student = "cut"
+    without = {job.name: job.command for job in comparison_jobs(args)}
+    mono = tmp_path / "mono.en"
+    mono.write_text("more text\n")
+    args.monolingual_file = mono
+    jobs = {job.name: job for job in comparison_jobs(args)}
+    assert set(jobs) == {name.replace("distill-cut-", "distill-cut-mono-") for name in without}
+    assert all(jobs[name].command == command for name, command in without.items() if not name.startswith("distill"))
+    distill = build_parser("distill").parse_args(jobs["distill-cut-mono-s0"].command[3:])
+    assert distill.monolingual_file == str(mono.resolve()) and Path(distill.output_dir).name == "distill-cut-mono-s0"
+    with pytest.raises(SystemExit) as stop:
+        parse_args(["--data_dir", str(tmp_path / "data"), "--monolingual_file", str(tmp_path / "no.en")])
+    assert stop.value.code == 2 and f"--monolingual_file {tmp_path / 'no.en'} is not a file" in capsys.readouterr().err
 
 
 def test_every_sweep_point_is_a_student_that_can_be_built(args):

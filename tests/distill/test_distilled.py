@@ -20,11 +20,14 @@ from vaswani.distill.distilled import (
     kept_pairs,
     make_manifest,
     manifest_differences,
+    monolingual_file,
     open_distilled,
     pair_file,
     read_chunk,
     read_manifest,
     remove_distilled,
+    same_data,
+    same_training_pairs,
 )
 from vaswani.distill.folder import DistillFolder
 from vaswani.errors import DataError, UsageError
@@ -259,3 +262,144 @@ def test_filter_options_that_do_not_go_together_are_refused(values, message):
     args = argparse.Namespace(**{**NO_FILTER, **values})
     with pytest.raises(UsageError, match=message):
         build_options(args)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# --monolingual_file: source text without references, translated after the training pairs
+# ---------------------------------------------------------------------------------------------------------------------
+MONOLINGUAL = [  # line, sentence, the teacher's translation and score
+    (1, "four birds", "cuatro pájaros", -0.2),
+    (3, "a green house", "una casa verde", -0.6),
+]
+
+
+def test_the_monolingual_file_keeps_its_sentences_leaving_out_blank_lines_and_held_out_sources(tmp_path, caplog):
+    path = tmp_path / "mono.txt"
+    path.write_text("four birds\n\nthe red house\na green house\n   \n", "utf-8")
+    with caplog.at_level("INFO", logger="vaswani.distill"):
+        mono = monolingual_file(str(path), {"the red house", "a cat"})
+    assert mono.sentences == 2 and list(mono) == [(1, "four birds", None), (4, "a green house", None)]
+    assert "1 sentences left out: they are sources of --validation_file or --test_file" in caplog.text
+    assert mono.identity()["file"][1:] == [
+        path.stat().st_size,
+        "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest(),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("missing.txt", None, r"--monolingual_file .*missing.txt: no such file"),
+        (
+            "mono.jsonl",
+            '{"text": "x"}\n',
+            "give plain text, one sentence per line .pairs with references belong in --train_file.",
+        ),
+        (
+            "mono.txt",
+            "the red house\n\n",
+            r"has no sentence to translate \(1 blank lines, 1 sources of the validation",
+        ),
+        ("latin1.txt", b"caf\xe9\n", "line 1: not UTF-8"),
+    ],
+)
+def test_a_monolingual_file_without_text_to_translate_is_refused(tmp_path, name, text, message):
+    path = tmp_path / name
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    elif text is not None:
+        path.write_text(text, "utf-8")
+    with pytest.raises((UsageError, DataError), match=message):
+        monolingual_file(str(path), {"the red house"})
+
+
+def monolingual_folder(tmp_path, buffer_lines=3, held_out=frozenset()) -> tuple[DistillFolder, dict]:
+    """`distilled_folder` with MONOLINGUAL's sentences after RECORDS' pairs, as the translate stage writes them."""
+    data, mono = tmp_path / "train.jsonl", tmp_path / "mono.txt"
+    write_pairs(data, [(source, reference) for _, source, reference, _, _ in RECORDS])
+    mono.write_text("four birds\n\na green house\n", "utf-8")
+    manifest = make_manifest(pair_file("train", str(data), "en", "es"), {"folders": ["teacher"]},
+                             {"num_beams": 4, "length_penalty": 0.6, "max_tokens": 4096}, buffer_lines,
+                             monolingual_file(str(mono), set(held_out)))  # fmt: skip
+    folder = DistillFolder(tmp_path / "out")
+    open_distilled(folder, manifest, overwrite=False)
+    records = [dict(zip(("line", "source", "reference", "translation", "score"), r, strict=True)) for r in RECORDS]
+    records += [{"line": line, "source": s, "reference": None, "translation": t, "score": score}
+                for line, s, t, score in MONOLINGUAL]  # fmt: skip
+    for index, size in enumerate(chunk_sizes(manifest)):
+        chunk = records[index * buffer_lines : index * buffer_lines + size]
+        folder.chunk(index).write_text("".join(json.dumps(r) + "\n" for r in chunk), "utf-8")
+    return folder, manifest
+
+
+def test_monolingual_sentences_follow_the_pairs_in_the_chunks_and_train_the_student_without_references(tmp_path):
+    folder, manifest = monolingual_folder(tmp_path, buffer_lines=3)
+    assert manifest["data"]["monolingual"]["sentences"] == 2
+    assert manifest["chunks"] == 3 and chunk_sizes(manifest) == [3, 3, 1]  # 5 pairs + 2 sentences
+    assert [r["reference"] for r in read_chunk(folder.chunk(1), 3)] == ["una casa", "la casa roja", None]
+    stats = build_training_file(folder, manifest, options(mix_original=True))
+    distilled = [(s, t) for _, s, _, t, _ in RECORDS] + [(s, t) for _, s, t, _ in MONOLINGUAL]
+    originals = [(s, r) for _, s, r, t, _ in RECORDS if r != t]  # none for a sentence without a reference
+    assert training_pairs(folder) == distilled + originals
+    assert (stats["pairs_translated"], stats["monolingual_translated"], stats["kept"]) == (5, 2, 7)
+    assert (stats["original_pairs_added"], stats["training_pairs"]) == (3, 10)
+    # the scores against the references are those of the training pairs alone (sacrebleu directly)
+    translations, references = [r[3] for r in RECORDS], [r[2] for r in RECORDS]
+    assert stats["against_references"]["bleu"] == pytest.approx(
+        sacrebleu.corpus_bleu(translations, [references]).score
+    )
+    assert stats["identical_to_reference"] == pytest.approx(2 / 5)
+    scores = [r[4] for r in RECORDS] + [r[3] for r in MONOLINGUAL]
+    assert stats["mean_teacher_score"] == pytest.approx(sum(scores) / 7)
+    # the teacher's own score ranks every translation, the monolingual ones included
+    build_training_file(folder, manifest, options(filter="teacher_score", filter_keep=0.5))
+    best = sorted(range(7), key=lambda i: (-scores[i], i))[:4]
+    assert training_pairs(folder) == [distilled[i] for i in sorted(best)]
+
+
+def test_chrf_needs_references_so_it_is_refused_with_monolingual_sentences():
+    args = argparse.Namespace(**{**NO_FILTER, "filter": "chrf", "filter_keep": 0.9})
+    assert build_options(args)["filter"] == "chrf"
+    with pytest.raises(
+        UsageError, match="--filter chrf ranks .* --monolingual_file have none: use --filter teacher_score"
+    ):
+        build_options(args, monolingual=True)
+
+
+def test_another_monolingual_file_or_other_held_out_sources_make_other_chunks(tmp_path):
+    folder, manifest = monolingual_folder(tmp_path)
+    data, mono = tmp_path / "train.jsonl", tmp_path / "mono.txt"
+
+    def manifest_of(mono_path, held_out=()):
+        monolingual = monolingual_file(str(mono_path), set(held_out)) if mono_path else None
+        return make_manifest(pair_file("train", str(data), "en", "es"), manifest["teacher"], manifest["decoding"],
+                             buffer_lines=3, monolingual=monolingual)  # fmt: skip
+
+    assert manifest_differences(manifest, manifest_of(mono)) == []
+    # the later stages read the training file again, not the monolingual one: the same training pairs
+    assert same_training_pairs(manifest["data"], manifest_of(None)["data"])
+    assert not same_data(manifest["data"], manifest_of(None)["data"])
+    copy = tmp_path / "copy" / "mono.txt"  # the same text elsewhere: continued
+    copy.parent.mkdir()
+    copy.write_bytes(mono.read_bytes())
+    assert manifest_differences(manifest, manifest_of(copy)) == []
+    assert open_distilled(folder, manifest_of(copy), overwrite=False)
+    data_changed = [MANIFEST_PARTS["data"]]
+    assert manifest_differences(manifest, manifest_of(None)) == data_changed  # without it
+    assert manifest_differences(manifest_of(None), manifest) == data_changed  # with it, where there was none
+    assert manifest_differences(manifest, manifest_of(mono, {"four birds"})) == data_changed  # one left out
+    assert manifest_differences(manifest, manifest_of(mono, {"not in it"})) == data_changed  # other held-out sources
+    mono.write_text("four birds\n\na green House\n", "utf-8")  # one character
+    assert manifest_differences(manifest, manifest_of(mono)) == data_changed
+    with pytest.raises(UsageError, match=r"made otherwise: the training data \(--train_file, --monolingual_file"):
+        open_distilled(folder, manifest_of(mono), overwrite=False)
+
+
+def test_a_chunk_record_needs_its_reference_field_even_when_it_is_null(tmp_path):
+    folder, manifest = monolingual_folder(tmp_path)
+    lines = folder.chunk(2).read_text("utf-8").splitlines()
+    record = json.loads(lines[0])
+    del record["reference"]
+    folder.chunk(2).write_text(json.dumps(record) + "\n", "utf-8")
+    with pytest.raises(UsageError, match="line 1 lacks one of line, source, reference"):
+        read_chunk(folder.chunk(2), 1)

@@ -129,6 +129,35 @@ def test_the_distilled_targets_are_the_teachers_translations(workspace, straight
     assert [(row["en"], row["de"]) for row in rows] == [(r["source"], r["translation"]) for r in records]
 
 
+def test_monolingual_sentences_are_translated_after_the_training_sources_leaving_out_held_out_ones(workspace,
+                                                                                                   tmp_path, capsys):  # fmt: skip
+    """--monolingual_file: its sentences (not the blank line, not a validation or test source) are translated by the
+    teacher as the training sources are, after them, without a reference, and join the student's training file."""
+    mono = tmp_path / "mono.txt"
+    held_out = [SENTENCES[0], SENTENCES[1]]  # a validation source (SENTENCES[::5]), a test one (SENTENCES[1::3])
+    mono.write_text(f"the cat sat\n\n{held_out[0]}\nwe read a book in the park today\n{held_out[1]}\n", "utf-8")
+    out = tmp_path / "out"
+    status, stderr = distill([*common(workspace, out), "--stage", "translate", "--monolingual_file", str(mono)],
+                             capsys)  # fmt: skip
+    assert status == 0, stderr[-3000:]
+    records = chunks(out)
+    assert [r["source"] for r in records[:120]] == SENTENCES * 4 and all(r["reference"] for r in records[:120])
+    kept = ["the cat sat", "we read a book in the park today"]
+    assert [(r["line"], r["source"], r["reference"]) for r in records[120:]] == [
+        (1, kept[0], None),
+        (4, kept[1], None),
+    ]
+    expected = translate(out / "teacher-ct2", kept, tmp_path, "--buffer_lines", "40")
+    assert [one_line(r["translation"]) for r in records[120:]] == [e["text"] for e in expected]
+    rows = [json.loads(line)["translation"] for line in (out / "distilled" / "train.jsonl").open()]
+    assert [(row["en"], row["de"]) for row in rows] == [(r["source"], r["translation"]) for r in records]
+    stats = json.loads((out / "distilled" / "stats.json").read_text())
+    assert (stats["pairs_translated"], stats["monolingual_translated"], stats["training_pairs"]) == (120, 2, 122)
+    # the same folder without the file is other data: refused, not mixed
+    status, stderr = distill([*common(workspace, out), "--stage", "translate"], capsys)
+    assert status == 2 and "made otherwise: the training data (--train_file, --monolingual_file" in stderr
+
+
 @pytest.mark.slow
 def test_the_student_trains_on_them_and_is_chosen_on_the_original_references(workspace, straight_run):
     student = straight_run / "student"
@@ -387,6 +416,11 @@ def test_options_distill_cannot_use_and_folders_it_did_not_write_are_refused(wor
     expect_error([*base, "--task", "causal_lm"], capsys, "trains translation students only")
     expect_error([*base, "--dataset_name", "demo"], capsys, "give the data as files")
     expect_error([*base, "--filter", "chrf"], capsys, "--filter chrf needs one of --filter_threshold")
+    mono = tmp_path / "mono.txt"
+    mono.write_text("a cat\n", "utf-8")
+    expect_error([*base, "--filter", "chrf", "--filter_keep", "0.9", "--monolingual_file", str(mono)], capsys,
+                 "--filter chrf ranks the teacher's translations against their references")  # fmt: skip
+    expect_error([*base, "--monolingual_file", str(tmp_path / "missing.txt")], capsys, "missing.txt: no such file")
     expect_error([*base, "--stage", "translate", "--teacher_num_beams", "0"], capsys, "--teacher_num_beams")
     expect_error([arg for arg in base if arg != f"en-de={workspace / 'teacher'}" and arg != "--teacher"], capsys,
                  "translates with the teacher: give --teacher")  # fmt: skip

@@ -95,6 +95,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                            help="--filter: keep the pairs scoring at least X (teacher_score: e.g. -0.5; chrf: 0-100)")  # fmt: skip
     distilled.add_argument("--filter_keep", type=share, metavar="SHARE",
                            help="--filter: keep this share of the pairs, the best (e.g. 0.9)")  # fmt: skip
+    distilled.add_argument(
+        "--monolingual_file", metavar="PATH",
+        help="source-language text without references (UTF-8, one sentence per line) that the teacher translates "
+             "too, after the training sources: more distilled pairs, from text the teacher has not learnt by heart "
+             "(in-domain text helps most). Its sentences that are sources of --validation_file or --test_file are "
+             "left out; --mix_original adds nothing for it, and --filter chrf (which needs references) is refused",
+    )  # fmt: skip
     distilled.add_argument("--mix_original", action="store_true",
                            help="also train on the original pairs (each whose reference differs from the kept "
                                 "translation)")  # fmt: skip

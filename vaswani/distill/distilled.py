@@ -1,25 +1,31 @@
-"""The distilled data: the teacher's translations of every training source, in chunks written atomically, and the
-student's training file built from them.
+"""The distilled data: the teacher's translations of every training source (and of every sentence of
+--monolingual_file), in chunks written atomically, and the student's training file built from them.
 
 Chunks. The training pairs are read as `vaswani train` reads them (`vaswani.data.loading`: .jsonl, .tsv or two
 aligned files; a pair with an empty side is skipped, as training skips it) and cut into chunks of `--buffer_lines`
-pairs, in file order. Each chunk is translated (sorted by length and batched by `Translator`) and written at once to
+pairs, in file order, followed by the sentences of --monolingual_file (source text without references: a UTF-8 text file,
+one sentence per line; blank lines, and sentences that are sources of --validation_file or --test_file, are left out,
+so that the student never learns the teacher's translation of a sentence it is chosen or tested on). Each chunk is
+translated (sorted by length and batched by `Translator`) and written at once to
 `chunk-NNNNN.jsonl` through a temporary file renamed when complete, one JSON object per pair: its line in the
-training file, source, reference, the teacher's translation and score (as `vaswani translate --scores` gives it: the
+training file (or in the monolingual file), source, reference (null for a monolingual sentence), the teacher's
+translation and score (as `vaswani translate --scores` gives it: the
 log-probability over length ** --teacher_length_penalty). A killed run leaves complete chunks and at most one
 temporary file; the next run removes that and translates only the chunks that are missing.
 
 `distilled.json`, written before the first chunk, records what the chunks are made of: the training file (path,
-size, SHA-256 of its content), the languages, the number of pairs, the teacher (folders, their weights' identity, how
+size, SHA-256 of its content), the languages, the number of pairs, the monolingual file (the same, its number of
+sentences kept and the SHA-256 of the held-out sources that were left out of it), the teacher (folders, their weights' identity, how
 it decodes), its decoding settings and --buffer_lines. A run that would make them differently (another teacher, other
 settings, a changed training file) is refused rather than mixing two kinds of chunks: run with the same options, or
 pass --overwrite_output_dir to translate again. The training file is known by its content, not by its path or
 modification time: a copy of it, or the same file downloaded or checked out again, continues the chunks.
 
 The training file `train.jsonl` holds the kept distilled pairs (source, teacher's translation), then, with
---mix_original, the original pairs (source, reference) whose reference differs from the kept translation. Filters
-(--filter): `teacher_score` ranks pairs by the teacher's score, `chrf` by sentence chrF of the translation against
-the reference (sacrebleu); --filter_threshold keeps the pairs at or above a value, --filter_keep the best share
+--mix_original, the original pairs (source, reference) whose reference differs from the kept translation (a
+monolingual sentence has none). Filters (--filter): `teacher_score` ranks pairs by the teacher's score, `chrf` by
+sentence chrF of the translation against the reference (sacrebleu; refused with monolingual sentences, which have no
+reference); --filter_threshold keeps the pairs at or above a value, --filter_keep the best share
 (ties in file order). `stats.json` records the options it was built with (a later run with the same options reuses
 the file) and the distilled data's statistics.
 """
@@ -42,7 +48,7 @@ from tqdm.auto import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from vaswani.constants import TMP_PREFIX
-from vaswani.data.loading import FileSource, check_file, is_empty, read_pairs, resolve_file
+from vaswani.data.loading import FileSource, check_file, is_empty, read_lines, read_pairs, resolve_file
 from vaswani.distill.folder import CHUNK_NAME, MANIFEST_FILE, STATS_FILE, TRAIN_FILE, DistillFolder
 from vaswani.distill.report import corpus_scores
 from vaswani.errors import UsageError
@@ -54,10 +60,10 @@ logger = logging.getLogger("vaswani.distill")
 MANIFEST_FORMAT = "vaswani-distilled"
 MANIFEST_VERSION = 1
 FILTERS = ("none", "teacher_score", "chrf")
-CHUNK_FIELDS = {"line": int, "source": str, "reference": str, "translation": str, "score": (int, float)}
+CHUNK_FIELDS = {"line": int, "source": str, "reference": (str, type(None)), "translation": str, "score": (int, float)}
 # What each part of distilled.json stands for, in the message that refuses a run made differently.
 MANIFEST_PARTS = {
-    "data": "the training data (--train_file, its languages, or the file changed since)",
+    "data": "the training data (--train_file, --monolingual_file, their languages, or a file changed since)",
     "teacher": "the teacher (its folders, their weights, or the quantization of its export)",
     "buffer_lines": "--buffer_lines",
 }
@@ -90,6 +96,55 @@ class PairFile:
                 "pairs": self.pairs}  # fmt: skip
 
 
+@dataclass(frozen=True)
+class MonolingualFile:
+    """The sentences of --monolingual_file the teacher translates (`sentences` of them), in file order: every
+    non-blank line that is not one of the `held_out` sources (those of the validation and test files)."""
+
+    path: str
+    sentences: int
+    held_out: frozenset[str]
+
+    def __iter__(self) -> Iterator[tuple[int, str, None]]:
+        """(line number, sentence, None: no reference) of every sentence kept."""
+        for line, text in enumerate(read_lines(self.path), 1):
+            if not is_empty(text) and text not in self.held_out:
+                yield line, text, None
+
+    def identity(self) -> dict:
+        """What the manifest records of it (compared by `same_data`): [absolute path, size, "sha256:" + its content's
+        SHA-256], the sentences kept, and the SHA-256 of the held-out sources (other ones may leave out others)."""
+        held_out = hashlib.sha256("\n".join(sorted(self.held_out)).encode("utf-8", "surrogatepass")).hexdigest()
+        return {"file": [os.path.abspath(self.path), os.stat(self.path).st_size, content_digest(self.path)],
+                "sentences": self.sentences, "held_out": "sha256:" + held_out}  # fmt: skip
+
+
+def monolingual_file(path: str, held_out: set[str]) -> MonolingualFile:
+    """--monolingual_file `path`, read once to count its sentences (a `DataError` names a line that is not UTF-8, and
+    a file without a sentence is a `UsageError`); the sentences among `held_out` are left out, and said in the log."""
+    if not os.path.isfile(path):
+        raise UsageError(f"--monolingual_file {path}: no such file (source text without references, one sentence per "
+                         "line)")  # fmt: skip
+    if path.endswith((".jsonl", ".tsv")):
+        raise UsageError(f"--monolingual_file {path}: give plain text, one sentence per line (pairs with references "
+                         "belong in --train_file)")  # fmt: skip
+    sentences = blank = left_out = 0
+    for text in read_lines(path):
+        if is_empty(text):
+            blank += 1
+        elif text in held_out:
+            left_out += 1
+        else:
+            sentences += 1
+    if not sentences:
+        raise UsageError(f"--monolingual_file {path} has no sentence to translate ({blank:,} blank lines, {left_out:,} "
+                         "sources of the validation or test file)")  # fmt: skip
+    if left_out:
+        logger.info("--monolingual_file: %s sentences left out: they are sources of --validation_file or --test_file",
+                    f"{left_out:,}")  # fmt: skip
+    return MonolingualFile(path, sentences, frozenset(held_out))
+
+
 def content_digest(path: str | os.PathLike) -> str:
     """The SHA-256 of the file's bytes, written "sha256:<hex>" (read in blocks: about a second a GB)."""
     digest = hashlib.sha256()
@@ -105,8 +160,21 @@ def same_data(saved: dict, wanted: dict) -> bool:
     files, wanted_files = saved.get("train_file"), wanted["train_file"]
     if not isinstance(files, list) or len(files) != len(wanted_files):
         return False
-    others = [{key: value for key, value in identity.items() if key != "train_file"} for identity in (saved, wanted)]
+    mono, wanted_mono = saved.get("monolingual"), wanted.get("monolingual")
+    if (mono is None) != (wanted_mono is None):
+        return False
+    if mono is not None and not (isinstance(mono, dict) and same_file(mono.get("file"), wanted_mono["file"])
+                                 and {**mono, "file": None} == {**wanted_mono, "file": None}):  # fmt: skip
+        return False
+    apart = ("train_file", "monolingual")
+    others = [{key: value for key, value in identity.items() if key not in apart} for identity in (saved, wanted)]
     return others[0] == others[1] and all(map(same_file, files, wanted_files))
+
+
+def same_training_pairs(saved: dict, wanted: dict) -> bool:
+    """`same_data` for the training pairs alone (the stages after translate read the training file again, not the
+    monolingual one: its sentences are in the chunks)."""
+    return same_data({key: value for key, value in saved.items() if key != "monolingual"}, wanted)
 
 
 def same_file(saved: list, wanted: list) -> bool:
@@ -134,12 +202,22 @@ def first_sources(data: PairFile, count: int) -> list[str]:
 # ---------------------------------------------------------------------------------------------------------------------
 # distilled.json
 # ---------------------------------------------------------------------------------------------------------------------
-def make_manifest(data: PairFile, teacher: dict, decoding: dict, buffer_lines: int) -> dict:
+def make_manifest(data: PairFile, teacher: dict, decoding: dict, buffer_lines: int,
+                  monolingual: MonolingualFile | None = None) -> dict:  # fmt: skip
     """What the chunks are made of (see the module docstring)."""
+    identity = data.identity()
+    if monolingual is not None:
+        identity["monolingual"] = monolingual.identity()
+    sentences = data.pairs + (monolingual.sentences if monolingual is not None else 0)
     return {
-        "format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "data": data.identity(), "teacher": teacher,
-        "decoding": decoding, "buffer_lines": buffer_lines, "chunks": math.ceil(data.pairs / buffer_lines),
+        "format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "data": identity, "teacher": teacher,
+        "decoding": decoding, "buffer_lines": buffer_lines, "chunks": math.ceil(sentences / buffer_lines),
     }  # fmt: skip
+
+
+def monolingual_sentences(manifest: dict) -> int:
+    """The monolingual sentences the chunks hold after the training pairs (0 without --monolingual_file)."""
+    return (manifest["data"].get("monolingual") or {}).get("sentences", 0)
 
 
 def read_manifest(folder: DistillFolder) -> dict:
@@ -223,24 +301,25 @@ def is_distilled_file(path: Path) -> bool:
 # Chunks
 # ---------------------------------------------------------------------------------------------------------------------
 def chunk_sizes(manifest: dict) -> list[int]:
-    """The number of pairs of each chunk."""
-    pairs, size = manifest["data"]["pairs"], manifest["buffer_lines"]
-    return [min(size, pairs - index * size) for index in range(manifest["chunks"])]
+    """The number of sentences of each chunk (the training pairs', then the monolingual ones')."""
+    sentences, size = manifest["data"]["pairs"] + monolingual_sentences(manifest), manifest["buffer_lines"]
+    return [min(size, sentences - index * size) for index in range(manifest["chunks"])]
 
 
 def translate_chunks(folder: DistillFolder, manifest: dict, data: PairFile, translator: Translator,
-                     progress: bool) -> dict:  # fmt: skip
-    """Translate the chunks that are missing (see the module docstring); a progress bar on stderr (unless not
-    `progress`) and one log line per chunk say how fast. Returns what was done."""
+                     progress: bool, monolingual: MonolingualFile | None = None) -> dict:  # fmt: skip
+    """Translate the chunks that are missing (see the module docstring): the training pairs' sources, then the
+    `monolingual` sentences; a progress bar on stderr (unless not `progress`) and one log line per chunk say how
+    fast. Returns what was done."""
     sizes = chunk_sizes(manifest)
     done = [index for index in range(len(sizes)) if folder.chunk(index).is_file()]
     if done:
         logger.info("Distilled data: %d of %d chunks were translated by an earlier run (%s sentences): continuing "
                     "with the others", len(done), len(sizes), f"{sum(sizes[i] for i in done):,}")  # fmt: skip
     decoding = manifest["decoding"]
-    bar = tqdm(total=data.pairs, initial=sum(sizes[i] for i in done), unit="sentence", desc="Teacher translating",
+    bar = tqdm(total=sum(sizes), initial=sum(sizes[i] for i in done), unit="sentence", desc="Teacher translating",
                disable=not progress, dynamic_ncols=True)  # fmt: skip
-    pairs, translated, start = iter(data), 0, time.perf_counter()
+    pairs, translated, start = itertools.chain(data, monolingual or ()), 0, time.perf_counter()
     with bar, logging_redirect_tqdm():
         for index, size in enumerate(sizes):
             chunk = list(itertools.islice(pairs, size))
@@ -310,7 +389,7 @@ def read_chunk(path: Path, expected: int) -> list[dict]:
         except ValueError:
             raise damaged(f"line {number} is not JSON") from None
         if not isinstance(record, dict) or any(
-            not isinstance(record.get(k), kind) for k, kind in CHUNK_FIELDS.items()
+            k not in record or not isinstance(record[k], kind) for k, kind in CHUNK_FIELDS.items()
         ):
             raise damaged(f"line {number} lacks one of {', '.join(CHUNK_FIELDS)}")
         records.append(record)
@@ -327,10 +406,13 @@ def distilled_records(folder: DistillFolder, manifest: dict) -> Iterator[dict]:
 # ---------------------------------------------------------------------------------------------------------------------
 # The student's training file
 # ---------------------------------------------------------------------------------------------------------------------
-def build_options(args) -> dict:
+def build_options(args, monolingual: bool = False) -> dict:
     """The options the training file is built with, checked: a --filter needs exactly one of --filter_threshold and
-    --filter_keep, and neither goes without one."""
+    --filter_keep, and neither goes without one; chrF needs references, which `monolingual` sentences lack."""
     threshold, keep = args.filter_threshold, args.filter_keep
+    if args.filter == "chrf" and monolingual:
+        raise UsageError("--filter chrf ranks the teacher's translations against their references, and the sentences "
+                         "of --monolingual_file have none: use --filter teacher_score (the teacher's own score)")  # fmt: skip
     if args.filter == "none" and (threshold is not None or keep is not None):
         given = "--filter_threshold" if threshold is not None else "--filter_keep"
         raise UsageError(f"{given} needs a --filter to apply: --filter teacher_score or --filter chrf")
@@ -353,7 +435,7 @@ def build_training_file(folder: DistillFolder, manifest: dict, options: dict) ->
             return saved
     score = criterion(options["filter"])
     values = [score(record) for record in distilled_records(folder, manifest)] if score is not None else []
-    kept = kept_pairs(values, options, manifest["data"]["pairs"])
+    kept = kept_pairs(values, options, sum(chunk_sizes(manifest)))
     stats = statistics_of(distilled_records(folder, manifest), kept, options)
     source_lang, target_lang = manifest["data"]["source_lang"], manifest["data"]["target_lang"]
     with atomic_output(folder.train_file, "w", encoding="utf-8", newline="\n") as stream:
@@ -361,7 +443,7 @@ def build_training_file(folder: DistillFolder, manifest: dict, options: dict) ->
         for record, keep in zip(distilled_records(folder, manifest), kept, strict=True):
             if keep:
                 stream.write(training_line(record["source"], record["translation"], source_lang, target_lang))
-            if options["mix_original"] and not (keep and record["reference"] == record["translation"]):
+            if options["mix_original"] and added_back(record, keep):
                 originals.append(training_line(record["source"], record["reference"], source_lang, target_lang))
         stream.writelines(originals)
     write_file_atomically(folder.stats, json.dumps(stats, indent=1, ensure_ascii=False) + "\n")
@@ -369,6 +451,12 @@ def build_training_file(folder: DistillFolder, manifest: dict, options: dict) ->
                 folder.train_file, f"{stats['kept']:,}", f"{stats['pairs_translated']:,}",
                 f"{stats['original_pairs_added']:,}")  # fmt: skip
     return stats
+
+
+def added_back(record: dict, kept: bool) -> bool:
+    """Whether --mix_original adds the record's original pair: it has a reference (a monolingual sentence has none)
+    that differs from its kept translation."""
+    return record["reference"] is not None and not (kept and record["reference"] == record["translation"])
 
 
 def training_line(source: str, target: str, source_lang: str, target_lang: str) -> str:
@@ -403,23 +491,26 @@ def kept_pairs(values: list[float], options: dict, pairs: int) -> list[bool]:
 
 def statistics_of(records: Iterator[dict], kept: list[bool], options: dict) -> dict:
     """The distilled data's statistics (what stats.json and the report hold)."""
-    translations, references, scores, words = [], [], [], {"source": 0, "translation": 0, "reference": 0}
-    empty = identical = added = 0
+    scored, references, scores, words = [], [], [], {"source": 0, "translation": 0, "reference": 0}
+    empty = identical = added = translated = 0
     for record, keep in zip(records, kept, strict=True):
-        translations.append(record["translation"])
-        references.append(record["reference"])
+        translated += 1
         scores.append(record["score"])
+        empty += is_empty(record["translation"])
+        added += options["mix_original"] and added_back(record, keep)
+        if record["reference"] is None:  # a monolingual sentence
+            continue
+        scored.append(record["translation"])
+        references.append(record["reference"])
         for side in words:
             words[side] += len(record[side].split())
-        empty += is_empty(record["translation"])
         identical += record["translation"] == record["reference"]
-        added += options["mix_original"] and not (keep and record["reference"] == record["translation"])
-    pairs = len(translations)
+    pairs = len(scored)
     return {
-        "build": options, "pairs_translated": pairs, "kept": sum(kept), "filtered_out": pairs - sum(kept),
-        "original_pairs_added": added, "training_pairs": sum(kept) + added,
-        "empty_translations": empty, "identical_to_reference": identical / pairs,
-        "mean_teacher_score": sum(scores) / pairs,
-        "mean_words": {side: count / pairs for side, count in words.items()},
-        "against_references": corpus_scores(translations, references),
+        "build": options, "pairs_translated": pairs, "monolingual_translated": translated - pairs,
+        "kept": sum(kept), "filtered_out": translated - sum(kept), "original_pairs_added": added,
+        "training_pairs": sum(kept) + added, "empty_translations": empty, "identical_to_reference": identical / pairs,
+        "mean_teacher_score": sum(scores) / translated,
+        "mean_words": {side: count / pairs for side, count in words.items()},  # of the training pairs
+        "against_references": corpus_scores(scored, references),
     }  # fmt: skip

@@ -96,9 +96,12 @@ def report_table(report: dict) -> str:
                      f"BLEU {c['bleu_difference']:+.2f}, chrF {c['chrf_difference']:+.2f}")  # fmt: skip
     data = report["distilled_data"]
     against = data["against_references"]
+    monolingual = data.get("monolingual_translated", 0)  # 0 also in a report written before --monolingual_file
     lines.append(
         f"  distilled data: {data['pairs_translated']:,} training sources translated (BLEU {against['bleu']:.2f}, "
-        f"chrF {against['chrf']:.2f} against their references), {data['kept']:,} kept, "
-        f"{data['original_pairs_added']:,} original pairs added: {data['training_pairs']:,} training pairs"
+        f"chrF {against['chrf']:.2f} against their references)"
+        + (f" and {monolingual:,} monolingual sentences" if monolingual else "")
+        + f", {data['kept']:,} kept, {data['original_pairs_added']:,} original pairs added: "
+        f"{data['training_pairs']:,} training pairs"
     )
     return "\n".join(lines)

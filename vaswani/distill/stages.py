@@ -1,7 +1,7 @@
 """The stages of `vaswani distill`, each resuming what a killed run left in the output folder (`folder.py`):
 
-1. translate: the teacher translates every training source into chunks (`distilled.py`), then the student's training
-   file is built from them (filter, original pairs);
+1. translate: the teacher translates every training source (and every sentence of --monolingual_file) into chunks
+   (`distilled.py`), then the student's training file is built from them (filter, original pairs);
 2. train: the student trains on it with the ordinary training run (`vaswani.training.loop.train`, the options of
    `vaswani train`), its final model chosen on the validation set against the original references;
 3. export: the student's CTranslate2 export, then the report (`report.py`).
@@ -28,15 +28,18 @@ import torch
 
 from vaswani.constants import CHECKPOINTS_SUBDIR, RESULTS_FILE, RUN_ARGS_FILE
 from vaswani.distill.distilled import (
+    MonolingualFile,
     PairFile,
     build_options,
     build_training_file,
     first_sources,
     make_manifest,
+    monolingual_file,
+    monolingual_sentences,
     open_distilled,
     pair_file,
     read_manifest,
-    same_data,
+    same_training_pairs,
     translate_chunks,
 )
 from vaswani.distill.folder import DistillFolder, export_replacing, open_distill_folder
@@ -92,13 +95,17 @@ def distill(args: argparse.Namespace) -> dict:
     manifest = None if "translate" in stages else read_manifest(folder)  # a later stage needs the distilled data
     # the data's languages: the teacher's, or (a later stage without --teacher) those of the distilled data
     set_data_languages(args, teacher_pair(specs) if specs else data_pair(manifest))
-    build = build_options(args)
+    monolingual = bool(args.monolingual_file) if manifest is None else monolingual_sentences(manifest) > 0
+    build = build_options(args, monolingual=monolingual)
     if "train" in stages:
         student_args(args, folder)  # the student's options and configuration, checked before any work
-    data = None
-    # the training data, and the teacher's tokenizer on it, checked before anything is written
+    data = mono = None
+    # the training data (and the monolingual text), and the teacher's tokenizer on it, checked before anything is
+    # written
     if "translate" in stages:
         data = pair_file("train", args.train_file, args.source_lang, args.target_lang)
+        if args.monolingual_file:
+            mono = monolingual_file(args.monolingual_file, held_out_sources(args))
         check_tokenizer_fits(load_tokenizer(specs[0].folder), first_sources(data, TOKENIZER_SAMPLE),
                              " ".join(args.teacher))  # fmt: skip
     if "export" in stages:
@@ -108,7 +115,7 @@ def distill(args: argparse.Namespace) -> dict:
     folder = open_distill_folder(folder.root, {k: v for k, v in vars(args).items() if k not in ("run", "explicit")})
     done = {}
     if "translate" in stages:
-        done["translate"] = translate_stage(args, folder, specs, data, build)
+        done["translate"] = translate_stage(args, folder, specs, data, build, mono)
     if "train" in stages:
         done["train"] = train_stage(args, folder, build)
         if done["train"].get("stopped_early"):  # --stop_after_steps / --stop_after_minutes: a pause, not the end
@@ -144,6 +151,17 @@ def check_args(args: argparse.Namespace, stages: tuple[str, ...]) -> None:
         raise UsageError(f"--stage {args.stage} translates with the teacher: give --teacher [SRC-TGT=]DIR")
 
 
+def held_out_sources(args: argparse.Namespace) -> set[str]:
+    """The sources of the validation and test files: the sentences of --monolingual_file the teacher must not
+    translate for the student (its final model is chosen on the first, and it is compared on the second)."""
+    sources = set()
+    for split in ("validation", "test"):
+        path = getattr(args, f"{split}_file")
+        if path:
+            sources.update(source for _, source, _ in pair_file(split, path, args.source_lang, args.target_lang))
+    return sources
+
+
 def data_pair(manifest: dict) -> tuple[str, str]:
     """The languages the distilled data was made for."""
     return manifest["data"]["source_lang"], manifest["data"]["target_lang"]
@@ -159,19 +177,22 @@ def set_data_languages(args: argparse.Namespace, pair: tuple[str, str]) -> None:
 # ---------------------------------------------------------------------------------------------------------------------
 # 1. translate
 # ---------------------------------------------------------------------------------------------------------------------
-def translate_stage(args: argparse.Namespace, folder: DistillFolder, specs, data: PairFile, build: dict) -> dict:
-    """The teacher's translations of every training source (the missing chunks), then the training file."""
+def translate_stage(args: argparse.Namespace, folder: DistillFolder, specs, data: PairFile, build: dict,
+                    monolingual: MonolingualFile | None = None) -> dict:  # fmt: skip
+    """The teacher's translations of every training source and `monolingual` sentence (the missing chunks), then the
+    training file."""
     plan = plan_teacher(specs, args.quantization)
     decoding = {"num_beams": args.teacher_num_beams, "length_penalty": args.teacher_length_penalty,
                 "max_tokens": args.teacher_max_tokens}  # fmt: skip
-    manifest = make_manifest(data, teacher_identity(plan), decoding, args.buffer_lines)
+    manifest = make_manifest(data, teacher_identity(plan), decoding, args.buffer_lines, monolingual)
     continued = open_distilled(folder, manifest, overwrite=args.overwrite_output_dir)
     ensure_teacher_export(plan, folder, reuse=continued and not args.overwrite_output_dir)
     translator = load_teacher(plan, folder, args.device)
     logger.info("Teacher: %s on %s (%s), beam %d, length penalty %g, %d source tokens per batch",
                 ", ".join(map(str, plan.folders)), translator.backend, plan.quantization or "float32",
                 args.teacher_num_beams, args.teacher_length_penalty, args.teacher_max_tokens)  # fmt: skip
-    done = translate_chunks(folder, manifest, data, translator, progress=args.progress is not False)
+    done = translate_chunks(folder, manifest, data, translator, progress=args.progress is not False,
+                            monolingual=monolingual)  # fmt: skip
     del translator  # its memory, before the student trains
     stats = build_training_file(folder, manifest, build)
     return {**done, "training_pairs": stats["training_pairs"]}
@@ -203,7 +224,7 @@ def train_stage(args: argparse.Namespace, folder: DistillFolder, build: dict) ->
     """Train the student on the (re)built training file, unless it has finished with the same options."""
     manifest = read_manifest(folder)
     data = pair_file("train", args.train_file, args.source_lang, args.target_lang)
-    if not same_data(manifest["data"], data.identity()):
+    if not same_training_pairs(manifest["data"], data.identity()):
         raise UsageError(f"the distilled data in {folder.distilled} was made from another training file (or "
                          f"{args.train_file} changed since): run --stage translate with it, or pass the file it was "
                          "made from")  # fmt: skip
