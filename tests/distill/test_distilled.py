@@ -332,8 +332,10 @@ def monolingual_folder(tmp_path, buffer_lines=3, held_out=frozenset()) -> tuple[
     return folder, manifest
 
 
-def test_monolingual_sentences_follow_the_pairs_in_the_chunks_and_train_the_student_without_references(tmp_path):
+def test_monolingual_sentences_follow_the_pairs_in_the_chunks_and_train_the_student_without_references(tmp_path,
+                                                                                                      caplog):  # fmt: skip
     folder, manifest = monolingual_folder(tmp_path, buffer_lines=3)
+    caplog.set_level("INFO", logger="vaswani.distill")
     assert manifest["data"]["monolingual"]["sentences"] == 2
     assert manifest["chunks"] == 3 and chunk_sizes(manifest) == [3, 3, 1]  # 5 pairs + 2 sentences
     assert [r["reference"] for r in read_chunk(folder.chunk(1), 3)] == ["una casa", "la casa roja", None]
@@ -343,6 +345,7 @@ def test_monolingual_sentences_follow_the_pairs_in_the_chunks_and_train_the_stud
     assert training_pairs(folder) == distilled + originals
     assert (stats["pairs_translated"], stats["monolingual_translated"], stats["kept"]) == (5, 2, 7)
     assert (stats["original_pairs_added"], stats["training_pairs"]) == (3, 10)
+    assert "7 distilled pairs kept of 7, 3 original pairs added" in caplog.text
     # the scores against the references are those of the training pairs alone (sacrebleu directly)
     translations, references = [r[3] for r in RECORDS], [r[2] for r in RECORDS]
     assert stats["against_references"]["bleu"] == pytest.approx(

@@ -448,7 +448,7 @@ def build_training_file(folder: DistillFolder, manifest: dict, options: dict) ->
         stream.writelines(originals)
     write_file_atomically(folder.stats, json.dumps(stats, indent=1, ensure_ascii=False) + "\n")
     logger.info("Distilled data: %s written: %s distilled pairs kept of %s, %s original pairs added",
-                folder.train_file, f"{stats['kept']:,}", f"{stats['pairs_translated']:,}",
+                folder.train_file, f"{stats['kept']:,}", f"{stats['kept'] + stats['filtered_out']:,}",
                 f"{stats['original_pairs_added']:,}")  # fmt: skip
     return stats
 
