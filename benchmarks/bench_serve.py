@@ -13,8 +13,9 @@ translate` does (length-sorted batches of 4096 tokens, the same threads). Then, 
 
 Before the rounds, the unloaded latency: one client, one sentence at a time (its p50, and its p99, which the report
 marks when it alone is over the p99 limit: long sentences), and beneath it the floor of any server, each sentence
-decoded alone by the reference in this process, without HTTP or a queue ("decoding alone": where its p99 is over the
-limit, the long sentences' decoding alone exceeds it and no scheduling can meet it). Targets: server throughput at least 0.5x the reference
+decoded alone by the reference in this process, without HTTP or a queue, over the sentences that unloaded round sent
+("decoding alone": where its p99 is over the limit, the long sentences' decoding alone exceeds it and no scheduling
+can meet it). Targets: server throughput at least 0.5x the reference
 (though requests arrive one sentence at a time), mean batch size above 4, p99 under load at most 2x the unloaded p50
 plus the batching wait (`--max_wait_ms`). The load generator (16 Python threads) shares the CPU with the server, which
 the reference does not have to: the report says how many cores there were.
@@ -330,9 +331,7 @@ def run_backend(backend: str, sentences: list[str], args, scratch: Path, servers
     folder = backend_folder(backend, args, scratch)
     reference = Translator(folder, device=args.device)
     reference.translate(sentences[:16])  # warm-up
-    alone = decoding_alone(reference.translate, sentences)
-    results = {label: {"max_wait_ms": wait, "rounds": [], "decoding_alone_p50": alone["p50"],
-                       "decoding_alone_p99": alone["p99"]} for label, (_, wait) in servers.items()}  # fmt: skip
+    results = {label: {"max_wait_ms": wait, "rounds": []} for label, (_, wait) in servers.items()}
     with contextlib.ExitStack() as stack:
         ports = {label: stack.enter_context(server_process(folder, args, scratch / f"server-{backend}-{index}.log",
                                                            source, wait))
@@ -340,7 +339,11 @@ def run_backend(backend: str, sentences: list[str], args, scratch: Path, servers
         for label, port in ports.items():
             load_round(port, sentences, args, args.clients, min(2.0, args.duration))  # warm-up
             unloaded = load_round(port, sentences, args, clients=1, duration=min(10.0, args.duration))
-            results[label].update(unloaded_p50=unloaded["p50"], unloaded_p99=unloaded["p99"])
+            # the floor over the same sentences: the first ones, as many as that round sent (a slow model's round
+            # ends before it has sent them all)
+            alone = decoding_alone(reference.translate, sentences[: min(len(sentences), unloaded["requests"])])
+            results[label].update(unloaded_p50=unloaded["p50"], unloaded_p99=unloaded["p99"],
+                                  decoding_alone_p50=alone["p50"], decoding_alone_p99=alone["p99"])  # fmt: skip
         sides = ["reference", *ports]
         for index in range(args.rounds):
             measured = {label: {} for label in ports}
@@ -412,6 +415,10 @@ def open_load_cell(rounds: list[dict], p99_limit: float) -> str:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     sentences = read_sentences(args.test_file, args.source_lang, args.limit)
+    if not sentences:
+        print(f"error: --test_file {args.test_file} has no sentence to send (every line is blank): give a file with "
+              "text", file=sys.stderr)  # fmt: skip
+        raise SystemExit(2)
     machine = common.machine_description(args.threads)
     print(common.describe_machine(machine))
     print(f"{len(sentences)} sentences, {args.clients} clients x {args.duration:g} s, {args.rounds} rounds; the "

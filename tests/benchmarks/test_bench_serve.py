@@ -11,6 +11,7 @@ from bench_serve import (  # noqa: E402
     arrival_times,
     commit_of,
     decoding_alone,
+    main,
     parse_args,
     read_sentences,
     report,
@@ -153,3 +154,10 @@ def test_decoding_alone_times_each_sentence_by_itself_and_marks_a_p99_over_the_l
     assert row[9] == "2.0 / 10.0 (over the p99 limit)" and row[8] == "12 (over the p99 limit)"
     result["unloaded_p50"] = 0.006  # limit 12 ms: the floor is under it, the unloaded p99 at it
     assert report("ct2-int8", result, args)[9] == "2.0 / 10.0"
+
+
+def test_a_test_file_without_a_sentence_is_an_error_before_anything_starts(files, capsys):
+    (files / "blank.txt").write_text("\n  \n", encoding="utf-8")
+    with pytest.raises(SystemExit) as stop:
+        main(["--model", str(files / "model"), "--test_file", str(files / "blank.txt")])
+    assert stop.value.code == 2 and "has no sentence to send" in capsys.readouterr().err
