@@ -201,6 +201,12 @@ def percentile_99(done: list[float]) -> float:
     return done[min(len(done) - 1, int(0.99 * len(done)))]
 
 
+def latency_percentiles(latencies) -> dict:
+    """{"p50", "p99"} of `latencies` (any order)."""
+    done = sorted(latencies)
+    return {"p50": statistics.median(done), "p99": percentile_99(done)}
+
+
 def client_loop(port: int, sentences: list[str], args, start: int, stop_at: float, latencies: list[float]) -> None:
     """One client: sentence after sentence (from `start`), one per request, until `stop_at`."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
@@ -239,12 +245,11 @@ def load_round(port: int, sentences: list[str], args, clients: int, duration: fl
         thread.join()
     elapsed = time.monotonic() - started
     after = batch_totals(port)
-    done = sorted(latency for per_client in latencies for latency in per_client)
+    done = [latency for per_client in latencies for latency in per_client]
     batches = after[1] - before[1]
     return {
         "sentences_per_second": len(done) / elapsed,
-        "p50": statistics.median(done),
-        "p99": percentile_99(done),
+        **latency_percentiles(done),
         "mean_batch_size": (after[0] - before[0]) / batches if batches else float("nan"),
         "requests": len(done),
     }
@@ -285,9 +290,7 @@ def open_round(port: int, sentences: list[str], args, rate: float, duration: flo
         thread.start()
     for thread in threads:
         thread.join()
-    done = sorted(latencies)
-    return {"rate": rate, "requests": len(done), "p50": statistics.median(done),
-            "p99": percentile_99(done)}  # fmt: skip
+    return {"rate": rate, "requests": len(latencies), **latency_percentiles(latencies)}
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -305,8 +308,7 @@ def decoding_alone(
         started = clock()
         translate([sentence])
         seconds.append(clock() - started)
-    done = sorted(seconds)
-    return {"p50": statistics.median(done), "p99": percentile_99(done)}
+    return latency_percentiles(seconds)
 
 
 def backend_folder(backend: str, args, scratch: Path) -> Path:

@@ -81,9 +81,9 @@ def catalog_messages(path: Path) -> set[str] | None:
 
 def monolingual_messages(locale_dir: Path, data_dir: Path, source_lang: str) -> tuple[list[str], dict]:
     """The messages to write (see the module docstring) and how many each rule removed."""
-    known = set().union(*(corpus_sources(data_dir, split, source_lang) for split in ("train", "validation", "test")))
-    held_out = {s.strip().lower() for split in ("validation", "test") for s in corpus_sources(data_dir, split,
-                                                                                             source_lang)}  # fmt: skip
+    sources = {split: corpus_sources(data_dir, split, source_lang) for split in ("train", "validation", "test")}
+    known = set().union(*sources.values())
+    held_out = {s.strip().lower() for split in ("validation", "test") for s in sources[split]}
     longest = max(map(len, known))
     found, removed = set(), {"name catalogs": 0, "in the corpus": 0, "several lines": 0, "too long": 0}
     catalogs = unreadable = 0

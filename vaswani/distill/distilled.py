@@ -39,6 +39,7 @@ import logging
 import math
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,8 +108,8 @@ class MonolingualFile:
 
     def __iter__(self) -> Iterator[tuple[int, str, None]]:
         """(line number, sentence, None: no reference) of every sentence kept."""
-        for line, text in enumerate(read_lines(self.path), 1):
-            if not is_empty(text) and text not in self.held_out:
+        for line, text, kind in monolingual_lines(self.path, self.held_out):
+            if kind == "sentence":
                 yield line, text, None
 
     def identity(self) -> dict:
@@ -117,6 +118,13 @@ class MonolingualFile:
         held_out = hashlib.sha256("\n".join(sorted(self.held_out)).encode("utf-8", "surrogatepass")).hexdigest()
         return {"file": [os.path.abspath(self.path), os.stat(self.path).st_size, content_digest(self.path)],
                 "sentences": self.sentences, "held_out": "sha256:" + held_out}  # fmt: skip
+
+
+def monolingual_lines(path: str, held_out: set[str] | frozenset[str]) -> Iterator[tuple[int, str, str]]:
+    """(line number, text, kind) of every line of a monolingual file: "blank", "held out" (a source of the validation
+    or test file) or "sentence" (kept for the teacher)."""
+    for line, text in enumerate(read_lines(path), 1):
+        yield line, text, "blank" if is_empty(text) else "held out" if text in held_out else "sentence"
 
 
 def monolingual_file(path: str, held_out: set[str]) -> MonolingualFile:
@@ -128,14 +136,8 @@ def monolingual_file(path: str, held_out: set[str]) -> MonolingualFile:
     if path.endswith((".jsonl", ".tsv")):
         raise UsageError(f"--monolingual_file {path}: give plain text, one sentence per line (pairs with references "
                          "belong in --train_file)")  # fmt: skip
-    sentences = blank = left_out = 0
-    for text in read_lines(path):
-        if is_empty(text):
-            blank += 1
-        elif text in held_out:
-            left_out += 1
-        else:
-            sentences += 1
+    kinds = Counter(kind for _, _, kind in monolingual_lines(path, held_out))
+    sentences, blank, left_out = kinds["sentence"], kinds["blank"], kinds["held out"]
     if not sentences:
         raise UsageError(f"--monolingual_file {path} has no sentence to translate ({blank:,} blank lines, {left_out:,} "
                          "sources of the validation or test file)")  # fmt: skip
