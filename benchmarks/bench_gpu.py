@@ -41,6 +41,11 @@ step's share of the thread's matmul peak:
 all runs interleaved (variant and preset alternate within each round), and prints each variant's median against the
 first variant's for each preset: e.g. the input pipeline of issue 30 (the default: batches prepared in a background
 thread, SDPA attention, TF32) against `--prefetch_updates 0 --attn_implementation eager --tf32 false`.
+
+For a GPU's scarce minutes (benchmarks/gpu_step_ab.sh): `--keep_going` reports a run that fails and goes on with the
+others (exit status 1 at the end), `--run_timeout SECONDS` stops a run that takes too long (a failure), `--logs DIR`
+keeps every run's train.py log. Each row records the graphs a compiled run made (`compiled_graphs`) and train.py's own
+line on its step options.
 """
 
 from __future__ import annotations
@@ -151,6 +156,13 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "repeat for several (the first is the baseline of the ratios); default: one variant, "
                              "train.py's defaults")  # fmt: skip
     parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument("--keep_going", action="store_true",
+                        help="a train.py run that fails or times out is reported and left out, and the other runs go "
+                             "on (exit status 1 at the end); default: the first failure stops the benchmark")  # fmt: skip
+    parser.add_argument("--run_timeout", type=float, default=None, metavar="SECONDS",
+                        help="stop a train.py run after this many seconds (a failure; default: no limit)")
+    parser.add_argument("--logs", type=Path, default=None, metavar="DIR",
+                        help="save each train.py run's output (its log) as DIR/run-VARIANT-PRESET-ROUND.log")
     args = parser.parse_args(argv)
     if args.steps <= args.warmup_steps:
         parser.error("--steps must exceed --warmup_steps")
@@ -170,6 +182,10 @@ def parse_args(argv=None) -> argparse.Namespace:
         args.corpus = args.corpus.resolve()
     if args.threads is not None and args.threads < 1:
         parser.error(f"--threads {args.threads} is not allowed: use 1 or more")
+    if args.run_timeout is not None and args.run_timeout <= 0:
+        parser.error(f"--run_timeout {args.run_timeout:g} is not allowed: give seconds above 0")
+    if args.logs is not None and args.logs.exists() and not args.logs.is_dir():
+        parser.error(f"--logs {args.logs} is a file: give a folder (made if missing)")
     return args
 
 
@@ -184,11 +200,16 @@ def corpus_flops_per_target_token(tokenizer, dataset, config, source_lang: str =
     return sum(training_flops(config, s, t) for s, t in lengths) / sum(t for _, t in lengths)
 
 
+class RunFailed(RuntimeError):
+    """A train.py run that exited with an error or ran past --run_timeout."""
+
+
 def run_preset(
     args, preset: str, paths: dict, folder: Path, vocab_size: int, round_index: int = 0, variant: str = "default"
 ) -> dict:
     config = model_config(preset, vocab_size)
-    out = folder / f"run-{variant}-{preset}-{round_index}"
+    name = f"run-{variant}-{preset}-{round_index}"
+    out = folder / name
     model = [f"--{k}={v}" for k, v in TINY.items()] if preset == "tiny" else ["--model_preset", preset]
     if preset in RECIPES:  # the recipe's model and optimizer settings; the rest as every preset runs
         model = ["--config", str(RECIPES[preset]), "--ema_decay", "none", "--eval_steps", "0"]
@@ -207,12 +228,30 @@ def run_preset(
     env = common.worker_env(args.threads)
     if args.device == "cpu":
         env["ACCELERATE_USE_CPU"] = "1"
-    result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=folder)
-    if result.returncode != 0:
-        raise RuntimeError(f"train.py ({variant}, {preset}) failed:\n{result.stderr[-3000:]}")
+    try:
+        result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=folder, timeout=args.run_timeout)
+        output, failure = result.stdout + result.stderr, result.returncode != 0 and f"exit status {result.returncode}"
+    except subprocess.TimeoutExpired as timeout:
+        output = "".join(part.decode(errors="replace") if isinstance(part, bytes) else (part or "")
+                         for part in (timeout.stdout, timeout.stderr))  # fmt: skip
+        failure = f"stopped after --run_timeout {args.run_timeout:g} s"
+    if args.logs is not None:
+        args.logs.mkdir(parents=True, exist_ok=True)
+        (args.logs / f"{name}.log").write_text(output)
+    if failure:
+        raise RunFailed(f"train.py ({variant}, {preset}) failed ({failure}):\n{output[-3000:]}")
     windows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    rates = [w["target_tokens_per_second"] for w in windows if w["split"] == "train" and w["step"] > args.warmup_steps]
-    return {"config": config, "target_tokens_per_second": statistics.median(rates), "windows": rates}
+    train = [w for w in windows if w["split"] == "train"]
+    rates = [w["target_tokens_per_second"] for w in train if w["step"] > args.warmup_steps]
+    return {"config": config, "target_tokens_per_second": statistics.median(rates), "windows": rates,
+            "compiled_graphs": train[-1].get("compiled_graphs") if train else None,
+            "step_options": step_options(output)}  # fmt: skip
+
+
+def step_options(log: str) -> str | None:
+    """What train.py's log says of the step's speed options ("Training step: ..."), or None."""
+    lines = [line.split("Training step: ", 1)[1] for line in log.splitlines() if "Training step: " in line]
+    return lines[0].strip() if lines else None
 
 
 def run_to_run_noise(preset: str, rates: list[float]) -> str:
@@ -245,14 +284,26 @@ def main(argv=None) -> list[dict]:
             print(f"variant {variant}: train.py {shlex.join(extra) or '(its defaults)'}")
         cells = [(variant, preset) for variant in args.variants for preset in args.presets]
         runs = {cell: [] for cell in cells}
+        failures = []
         for round_index in range(args.repeats):  # alternate the order, as common.interleave does
             for variant, preset in cells if round_index % 2 == 0 else reversed(cells):
-                run = run_preset(args, preset, paths, folder, len(tokenizer), round_index, variant)
+                try:
+                    run = run_preset(args, preset, paths, folder, len(tokenizer), round_index, variant)
+                except RunFailed as failed:
+                    if not args.keep_going:
+                        raise
+                    failures.append(str(failed).splitlines()[0])
+                    print(f"round {round_index}: {variant} {preset}: FAILED, left out (--keep_going)\n{failed}",
+                          flush=True)  # fmt: skip
+                    continue
                 runs[(variant, preset)].append(run)
+                compiled = "" if run["compiled_graphs"] is None else f", {run['compiled_graphs']} graphs compiled"
                 print(f"round {round_index}: {variant} {preset}: {run['target_tokens_per_second']:,.0f} target "
-                      f"tokens/s", flush=True)  # fmt: skip
+                      f"tokens/s{compiled}", flush=True)  # fmt: skip
         flops_per_token = {}
         for (variant, preset), preset_runs in runs.items():
+            if not preset_runs:
+                continue
             rates = common.Summary.of([run["target_tokens_per_second"] for run in preset_runs])
             if preset not in flops_per_token:
                 flops_per_token[preset] = corpus_flops_per_target_token(
@@ -264,6 +315,8 @@ def main(argv=None) -> list[dict]:
                 "variant": variant, "train_args": args.variants[variant],
                 "preset": preset, "target_tokens_per_second": rates.median, "runs": rates.to_dict(),
                 "windows": [run["windows"] for run in preset_runs], "flops_per_target_token": per_token,
+                "compiled_graphs": [run["compiled_graphs"] for run in preset_runs],
+                "step_options": preset_runs[0]["step_options"],
                 "model_tflops": flops / 1e12, "mfu": flops / (peak * 1e12) if peak else None,
             })  # fmt: skip
     several = len(args.variants) > 1
@@ -279,6 +332,9 @@ def main(argv=None) -> list[dict]:
     for row in rows:
         print(run_to_run_noise(f"{row['variant']} {row['preset']}" if several else row["preset"],
                                row["runs"]["values"]))  # fmt: skip
+    for row in rows:
+        if row["step_options"]:
+            print(f"{row['variant']} {row['preset']}: train.py's step: {row['step_options']}")
     for line in variant_ratios(rows):
         print(line)
     for row in rows:
@@ -287,7 +343,11 @@ def main(argv=None) -> list[dict]:
             print(
                 f"{'MET' if row['mfu'] >= 0.4 else 'MISSED'} target MFU >= 40% for big{name}: {100 * row['mfu']:.1f}%"
             )
-    common.write_json_report(args.json, args, rows=rows)
+    for failure in failures:
+        print(f"FAILED: {failure}")
+    common.write_json_report(args.json, args, rows=rows, failures=failures)
+    if failures:
+        raise SystemExit(1)
     return rows
 
 

@@ -14,7 +14,15 @@ after 3 untimed ones, the device synchronized around them; target tokens/s and M
 (`training_flops`) and peak. The gap between this MFU and bench_gpu.py's (train.py on real-length batches) is the
 loop's share (padding, batch making, logging); the gap between this MFU and 100% is the model's own.
 The README's H100 figures came from a one-off script with this same model, shapes, steps and timing; this file was
-written from it afterwards and has run on a CPU only (the session's device time was spent).
+written from it afterwards.
+
+`--fused_loss`, `--bf16_weights` and `--torch_compile` (each `true` or `false`, as train.py spells them; default
+false) apply issue 41's step options the way train.py does (`vaswani.training.speed`: the fused loss's chunk, the
+bfloat16 compute weights held for the passes and released before the optimizer step, the layers compiled), so that
+`--profile` shows where the time of the faster step goes; at fixed shapes a compiled layer compiles once:
+
+    python benchmarks/bench_gpu_step.py --presets big --shapes 200x120x125 --fused_loss true --bf16_weights true \
+        --torch_compile true --profile
 """
 
 from __future__ import annotations
@@ -33,6 +41,8 @@ from bench_gpu import model_config, peak_tflops, training_flops  # noqa: E402
 
 from modeling_vaswani import VaswaniForConditionalGeneration  # noqa: E402
 from vaswani.devices import disable_cudnn_attention  # noqa: E402
+from vaswani.training.options import str2bool  # noqa: E402
+from vaswani.training.speed import ComputeWeights, compile_layers, resolve_step_speed  # noqa: E402
 
 
 def shape(text: str) -> tuple[int, int, int]:
@@ -45,11 +55,15 @@ def shape(text: str) -> tuple[int, int, int]:
     return rows, source, target
 
 
-def train_step(model, optimizer, batch: dict, device: str, with_optimizer: bool) -> None:
-    """Forward under bf16 autocast, the model's label-smoothed loss, backward; then the optimizer step if asked."""
+def train_step(model, optimizer, batch: dict, device: str, with_optimizer: bool,
+               compute_weights: ComputeWeights) -> None:  # fmt: skip
+    """Forward under bf16 autocast, the model's label-smoothed loss, backward (on bfloat16 weights when
+    `compute_weights` holds them, as train.py's step does); then the optimizer step if asked."""
+    compute_weights.hold()
     with torch.autocast(device, dtype=torch.bfloat16):
         loss = model(**batch).loss
     loss.backward()
+    compute_weights.release()  # the float32 weights and gradients back before the optimizer sees them
     if with_optimizer:
         optimizer.step()
     optimizer.zero_grad(set_to_none=True)
@@ -69,10 +83,24 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=10, help="timed steps per row")
     parser.add_argument("--peak_tflops", type=float, default=None, help="the device's peak, for MFU")
     parser.add_argument("--profile", action="store_true", help="print the top operators of 3 steps per preset")
+    for option, what in (("fused_loss", "the output layer and loss computed together, in chunks"),
+                         ("bf16_weights", "bfloat16 weights for the passes, float32 for the optimizer"),
+                         ("torch_compile", "each encoder and decoder layer compiled")):  # fmt: skip
+        parser.add_argument(f"--{option}", type=str2bool, default=False, metavar="{true,false}",
+                            help=f"train.py's --{option}: {what} (default: false)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.steps < 1:
         parser.error(f"--steps {args.steps} is not allowed: use 1 or more")
     return args
+
+
+def step_speed(args, vocab_size: int):
+    """train.py's resolution of the step options (`resolve_step_speed`) for this benchmark's flags: one process,
+    bf16, fixed shapes (no shape buckets)."""
+    options = argparse.Namespace(task="translation", torch_compile=args.torch_compile, torch_compile_mode=None,
+                                 shape_buckets=False, num_shape_buckets=None, fused_loss=args.fused_loss,
+                                 bf16_weights=args.bf16_weights)  # fmt: skip
+    return resolve_step_speed(options, args.device, "bf16", 1, vocab_size)
 
 
 def main(argv=None) -> list[dict]:
@@ -94,6 +122,12 @@ def main(argv=None) -> list[dict]:
         config._attn_implementation = "sdpa"
         model = VaswaniForConditionalGeneration(config).to(args.device).train()
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+        speed = step_speed(args, VOCAB)
+        model.loss_chunk_tokens = speed.loss_chunk_tokens
+        if speed.torch_compile:
+            compile_layers(model, speed.torch_compile_mode)
+        compute_weights = ComputeWeights(model, speed.bf16_weights)
+        print(f"{preset}: {speed.describe()}", flush=True)
         for batch_rows, source, target in args.shapes:
             input_ids = torch.randint(4, VOCAB, (batch_rows, source), device=args.device)  # (B, S)
             labels = torch.randint(4, VOCAB, (batch_rows, target), device=args.device)  # (B, T)
@@ -101,11 +135,11 @@ def main(argv=None) -> list[dict]:
 
             for label, with_optimizer in (("forward+backward", False), ("+ fused Adam", True)):
                 for _ in range(3):
-                    train_step(model, optimizer, batch, args.device, with_optimizer)
+                    train_step(model, optimizer, batch, args.device, with_optimizer, compute_weights)
                 synchronize()
                 start = time.perf_counter()
                 for _ in range(args.steps):
-                    train_step(model, optimizer, batch, args.device, with_optimizer)
+                    train_step(model, optimizer, batch, args.device, with_optimizer, compute_weights)
                 synchronize()
                 seconds = (time.perf_counter() - start) / args.steps
                 flops = batch_rows * training_flops(config, source, target)
@@ -122,7 +156,7 @@ def main(argv=None) -> list[dict]:
             activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device == "cuda" else [])
             with profile(activities=activities) as prof:
                 for _ in range(3):
-                    train_step(model, optimizer, batch, args.device, True)
+                    train_step(model, optimizer, batch, args.device, True, compute_weights)
                 synchronize()
             sort = "cuda_time_total" if args.device == "cuda" else "cpu_time_total"
             print(prof.key_averages().table(sort_by=sort, row_limit=18, max_name_column_width=60), flush=True)

@@ -1,30 +1,99 @@
 #!/usr/bin/env bash
-# Issue 41's GPU measurement, prepared to fit one call of the device tool each (at most 10 minutes):
+# Issue 41's GPU measurement, prepared to fit the device tool's calls (at most 10 minutes each, 15 in a session):
 #
+#   bash benchmarks/gpu_step_ab.sh session [SECONDS]   # all of it in one call, most important first, within SECONDS
 #   bash benchmarks/gpu_step_ab.sh big            # one H100/H200: big, before / after / A/A, bf16, 25k-token batches
-#   bash benchmarks/gpu_step_ab.sh base           # the same for base (a second call)
+#   bash benchmarks/gpu_step_ab.sh base           # the same for base
 #   bash benchmarks/gpu_step_ab.sh base graphs    # after + CUDA graphs (--torch_compile_mode reduce-overhead)
-#   DEVICE=cpu bash benchmarks/gpu_step_ab.sh tiny   # the same script tried on a CPU first (a minute)
+#   DEVICE=cpu bash benchmarks/gpu_step_ab.sh session 400   # the same script tried on a CPU first (tiny presets)
 #
-# train.py's own loop on real-length batches (bench_gpu.py's synthetic corpus), interleaved: "before" is the step
-# with every speed option off (the code before issue 41), "after" with shape buckets, the compiled layers, the fused
-# loss and bf16 weights on, "A2" the before once more (the A/A noise). bench_gpu.py prints tokens/s, MFU and each
-# variant's ratio to the first; the JSON goes to $OUT (the device tool's folder) or the current folder. Expected
-# time on an H100: the tokenizer and corpus ~1 min, each before run ~1 min, each after run ~2-3 min (compiling).
-set -euo pipefail
+# train.py's own loop on real-length batches (bench_gpu.py's synthetic corpus): "before" is the step with every speed
+# option off (the code before issue 41), "after" with shape buckets, the compiled layers, the fused loss and bf16
+# weights on, "A2" the before once more (the A/A noise). bench_gpu.py prints tokens/s, MFU and each variant's ratio
+# to the first.
+#
+# `session` runs these groups in order, each a bench_gpu.py (or bench_gpu_step.py) call of its own, and starts a
+# group only while its estimated time is left of SECONDS (default 540, a call's 10 minutes less start-up):
+#   1. big: before / after          2. base: before / after
+#   3. big: off / bf16 weights / fused loss / both, not compiled (each mechanism's share; off again: the A/A)
+#   4. base: the same               5. where the time of big's faster step goes (bench_gpu_step.py --profile)
+#   6. base: before / after with CUDA graphs (reduce-overhead; on a GPU only)
+# A run that fails or outlasts what is left is reported and the others go on (bench_gpu.py --keep_going
+# --run_timeout). Everything lands in $OUT (the device tool's folder) or ./gpu_session: session.txt (all output) and
+# gpu_session.tar.gz (each group's JSON and every train.py log), remade after each group so a call stopped at its
+# limit still brings back what finished.
+set -uo pipefail
 cd "$(dirname "$0")/.."
-preset=${1:?give a preset: big, base or tiny}
+preset=${1:?give session, big, base or tiny}
 device=${DEVICE:-cuda}
 off="--shape_buckets false --torch_compile false --fused_loss false --bf16_weights false"
 on="--shape_buckets true --torch_compile true --fused_loss true --bf16_weights true"
-variants=(--variant "before=$off" --variant "after=$on" --variant "A2=$off")
-if [ "${2:-}" = graphs ]; then
-    variants=(--variant "before=$off" --variant "graphs=$on --torch_compile_mode reduce-overhead")
-fi
+py=${PYTHON:-python3}
 if [ "$device" = cpu ]; then
     sizes=(--max_tokens 600 --steps 6 --warmup_steps 2 --pairs 300 --vocab_size 400 --peak_tflops 1)
+    step_sizes=(--shapes 8x12x14 --steps 2 --peak_tflops 1)
 else
     sizes=(--steps 100 --warmup_steps 60)  # the first 60 updates compile (a few graphs a layer kind)
+    step_sizes=(--shapes 200x120x125 --steps 10)
 fi
-PYTHONUNBUFFERED=1 "${PYTHON:-python3}" benchmarks/bench_gpu.py --device "$device" --presets "$preset" \
-    --mixed_precision bf16 --repeats 1 "${sizes[@]}" "${variants[@]}" --json "${OUT:-.}/bench_gpu_${preset}.json"
+bench() { PYTHONUNBUFFERED=1 "$py" benchmarks/bench_gpu.py --device "$device" --mixed_precision bf16 --repeats 1 \
+    "${sizes[@]}" "$@"; }
+
+if [ "$preset" != session ]; then
+    set -e
+    variants=(--variant "before=$off" --variant "after=$on" --variant "A2=$off")
+    if [ "${2:-}" = graphs ]; then
+        variants=(--variant "before=$off" --variant "graphs=$on --torch_compile_mode reduce-overhead")
+    fi
+    bench --presets "$preset" "${variants[@]}" --json "${OUT:-.}/bench_gpu_${preset}.json"
+    exit
+fi
+
+budget=${2:-540}
+out=${OUT:-gpu_session}
+work=$(mktemp -d)
+mkdir -p "$out"
+big=big base=base
+[ "$device" = cpu ] && big=tiny base=tiny
+log="$out/session.txt"
+pack() { tar -czf "$out/.gpu_session.tar.gz" -C "$work" . && mv "$out/.gpu_session.tar.gz" "$out/gpu_session.tar.gz"; }
+group() {  # group NAME ESTIMATED_SECONDS COMMAND...: run it if its estimate fits in what is left
+    local name=$1 estimate=$2 left=$((budget - SECONDS))
+    shift 2
+    if [ "$left" -lt "$estimate" ]; then
+        echo "== $name: skipped ($left s left, about $estimate s needed)" | tee -a "$log"
+        return
+    fi
+    local start=$SECONDS
+    echo "== $name ($(date -u +%H:%M:%S), $left s left)" | tee -a "$log"
+    "$@" 2>&1 | tee -a "$log"
+    echo "== $name: exit status ${PIPESTATUS[0]} after $((SECONDS - start)) s" | tee -a "$log"
+    pack
+}
+gpu_bench() {  # gpu_bench NAME ARGS...: bench_gpu.py into the session's folders, each run limited to what is left
+    local name=$1
+    shift
+    bench "$@" --keep_going --run_timeout $((budget - SECONDS > 30 ? budget - SECONDS : 30)) \
+        --logs "$work/logs/$name" --json "$work/$name.json"
+}
+
+{ echo "session of gpu_step_ab.sh on $device, $(date -u), budget $budget s"; git log -1 --format='commit %H %s' 2>/dev/null
+  "$py" -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
+  command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,power.limit --format=csv
+} 2>&1 | tee "$log"
+
+group "1 $big before/after" 240 gpu_bench big-ab --presets "$big" --variant "before=$off" --variant "after=$on"
+group "2 $base before/after" 200 gpu_bench base-ab --presets "$base" --variant "before=$off" --variant "after=$on"
+for p in "3 $big" "4 $base"; do
+    group "$p mechanisms" 150 gpu_bench "${p#* }-mechanisms" --presets "${p#* }" --variant "off=$off" \
+        --variant "bf16w=${off/--bf16_weights false/--bf16_weights true}" \
+        --variant "fused=${off/--fused_loss false/--fused_loss true}" \
+        --variant "both=--shape_buckets false --torch_compile false --fused_loss true --bf16_weights true"
+done
+group "5 $big step profile" 120 timeout $((budget - SECONDS > 30 ? budget - SECONDS : 30)) "$py" \
+    benchmarks/bench_gpu_step.py --device "$device" --presets "$big" "${step_sizes[@]}" --fused_loss true \
+    --bf16_weights true --torch_compile true --profile
+[ "$device" = cpu ] || group "6 $base graphs" 200 gpu_bench base-graphs --presets "$base" --variant "before=$off" \
+    --variant "graphs=$on --torch_compile_mode reduce-overhead"
+echo "session done after $SECONDS s" | tee -a "$log"
+pack

@@ -106,3 +106,67 @@ def test_a_variants_arguments_reach_train_py(tmp_path):
     )  # fmt: skip
     assert result.returncode != 0
     assert "train.py (odd, tiny) failed" in result.stderr and "invalid choice: 'nonsense'" in result.stderr
+
+
+@pytest.mark.slow
+def test_keep_going_reports_a_failed_run_and_keeps_the_others(tmp_path):
+    """With --keep_going a run train.py refuses is reported and left out, the other variant is measured and in the
+    JSON, every run's log is kept under --logs, and the exit status says that something failed."""
+    logs = tmp_path / "logs"
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "benchmarks" / "bench_gpu.py"), "--device", "cpu", "--presets", "tiny",
+         "--mixed_precision", "no", "--max_tokens", "600", "--steps", "3", "--warmup_steps", "1", "--pairs", "100",
+         "--vocab_size", "300", "--peak_tflops", "1", "--repeats", "1", "--keep_going", "--logs", str(logs),
+         "--variant", "plain=", "--variant", "odd=--attn_implementation nonsense",
+         "--json", str(tmp_path / "out.json")],
+        capture_output=True, text=True, timeout=300, env={**__import__("os").environ, "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr[-3000:]
+    import json
+
+    report = json.loads((tmp_path / "out.json").read_text())
+    assert [row["variant"] for row in report["rows"]] == ["plain"]
+    assert report["rows"][0]["step_options"].startswith("torch_compile off")  # train.py's own line
+    assert report["rows"][0]["compiled_graphs"] == [None]  # not compiled
+    assert report["failures"] == ["train.py (odd, tiny) failed (exit status 2):"]
+    assert "FAILED, left out (--keep_going)" in result.stdout and "invalid choice: 'nonsense'" in result.stdout
+    assert sorted(path.name for path in logs.iterdir()) == ["run-odd-tiny-0.log", "run-plain-tiny-0.log"]
+    assert "invalid choice: 'nonsense'" in (logs / "run-odd-tiny-0.log").read_text()
+    assert "Training step: " in (logs / "run-plain-tiny-0.log").read_text()
+
+
+def test_a_run_past_its_timeout_is_a_failure_with_its_output_kept(tmp_path, monkeypatch):
+    import bench_gpu
+
+    def slow_run(cmd, **kwargs):
+        assert kwargs["timeout"] == 5.0
+        raise subprocess.TimeoutExpired(cmd, kwargs["timeout"], output=b"compiling...", stderr=b"Training step: on")
+
+    monkeypatch.setattr(bench_gpu.subprocess, "run", slow_run)
+    args = bench_gpu.parse_args(["--device", "cpu", "--run_timeout", "5", "--logs", str(tmp_path / "logs")])
+    with pytest.raises(bench_gpu.RunFailed, match=r"train.py \(default, tiny\) failed \(stopped after --run_timeout "
+                       r"5 s\)"):  # fmt: skip
+        bench_gpu.run_preset(args, "tiny", {"train": "t", "validation": "v"}, tmp_path, 100)
+    assert (tmp_path / "logs" / "run-default-tiny-0.log").read_text() == "compiling...Training step: on"
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--run_timeout", "0"], "--run_timeout 0 is not allowed: give seconds above 0"),
+    (["--logs", "FILE"], "is a file: give a folder"),
+])  # fmt: skip
+def test_bad_run_timeout_and_logs_are_refused(argv, said, tmp_path, capsys):
+    from bench_gpu import parse_args
+
+    (tmp_path / "FILE").write_text("")
+    argv = [str(tmp_path / "FILE") if arg == "FILE" else arg for arg in argv]
+    with pytest.raises(SystemExit) as exit_info:
+        parse_args(argv)
+    assert exit_info.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_step_options_is_train_py_s_own_line():
+    from bench_gpu import step_options
+
+    log = "06:22:42 INFO train: Training step: torch_compile on (--torch_compile true); fused_loss off\nother\n"
+    assert step_options(log) == "torch_compile on (--torch_compile true); fused_loss off"
+    assert step_options("no such line") is None

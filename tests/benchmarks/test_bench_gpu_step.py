@@ -37,3 +37,25 @@ def test_steps_below_one_is_refused(capsys):
     with pytest.raises(SystemExit) as stop:
         parse_args(["--steps", "0"])
     assert stop.value.code == 2 and "--steps 0 is not allowed" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_step_options_apply_as_train_py_applies_them(capsys):
+    """--fused_loss, --bf16_weights and --torch_compile resolved by train.py's rule and in the profiled step: the
+    chunked loss and the compiled layers appear among the profiled step's operators."""
+    rows = main(["--device", "cpu", "--presets", "tiny", "--shapes", "4x6x7", "--steps", "1", "--peak_tflops", "1",
+                 "--profile", "--fused_loss", "true", "--bf16_weights", "true", "--torch_compile", "true"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert len(rows) == 2
+    assert "fused_loss on (--fused_loss true)" in out and "bf16_weights on (--bf16_weights true)" in out
+    assert "torch_compile on (--torch_compile true)" in out
+    assert "ChunkedOutputLoss" in out and "Torch-Compiled Region" in out
+
+
+def test_the_step_options_default_to_off_and_take_train_py_spelling(capsys):
+    args = parse_args([])
+    assert (args.fused_loss, args.bf16_weights, args.torch_compile) == (False, False, False)
+    assert parse_args(["--bf16_weights", "true"]).bf16_weights is True
+    with pytest.raises(SystemExit) as stop:
+        parse_args(["--fused_loss", "maybe"])
+    assert stop.value.code == 2 and "maybe" in capsys.readouterr().err
