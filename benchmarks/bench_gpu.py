@@ -160,9 +160,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="a train.py run that fails or times out is reported and left out, and the other runs go "
                              "on (exit status 1 at the end); default: the first failure stops the benchmark")  # fmt: skip
     parser.add_argument("--run_timeout", type=float, default=None, metavar="SECONDS",
-                        help="stop a train.py run after this many seconds (a failure; default: no limit)")
+                        help="stop a train.py run after this many seconds (a failure; default: no limit)")  # fmt: skip
     parser.add_argument("--logs", type=Path, default=None, metavar="DIR",
-                        help="save each train.py run's output (its log) as DIR/run-VARIANT-PRESET-ROUND.log")
+                        help="save each train.py run's output (its log) as DIR/run-VARIANT-PRESET-ROUND.log")  # fmt: skip
     args = parser.parse_args(argv)
     if args.steps <= args.warmup_steps:
         parser.error("--steps must exceed --warmup_steps")

@@ -13,11 +13,13 @@
 # to the first.
 #
 # `session` runs these groups in order, each a bench_gpu.py (or bench_gpu_step.py) call of its own, and starts a
-# group only while its estimated time is left of SECONDS (default 540, a call's 10 minutes less start-up):
-#   1. big: before / after          2. base: before / after
-#   3. big: off / bf16 weights / fused loss / both, not compiled (each mechanism's share; off again: the A/A)
-#   4. base: the same               5. where the time of big's faster step goes (bench_gpu_step.py --profile)
-#   6. base: before / after with CUDA graphs (reduce-overhead; on a GPU only)
+# group only while its estimated time is left of SECONDS (default 540, a call's 10 minutes less start-up). The order
+# follows the first GPU session (benchmarks/README.md, "Issue 41's step options on a GPU": the fused loss ran at 0.80x,
+# the compiled layers with buckets and bf16 weights at 1.17x on big), so "fast" is the three without the fused loss:
+#   1. big: off / fast / off again (the A/A)          2. base: the same
+#   3. base: off / fast with CUDA graphs (reduce-overhead; on a GPU only)
+#   4. where the time of big's fast step goes (bench_gpu_step.py --profile, fixed shape)
+#   5. big: off / bf16 weights / fused loss / all four (each mechanism's share)
 # A run that fails or outlasts what is left is reported and the others go on (bench_gpu.py --keep_going
 # --run_timeout). Everything lands in $OUT (the device tool's folder) or ./gpu_session: session.txt (all output) and
 # gpu_session.tar.gz (each group's JSON and every train.py log), remade after each group so a call stopped at its
@@ -82,18 +84,18 @@ gpu_bench() {  # gpu_bench NAME ARGS...: bench_gpu.py into the session's folders
   command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,power.limit --format=csv
 } 2>&1 | tee "$log"
 
-group "1 $big before/after" 240 gpu_bench big-ab --presets "$big" --variant "before=$off" --variant "after=$on"
-group "2 $base before/after" 200 gpu_bench base-ab --presets "$base" --variant "before=$off" --variant "after=$on"
-for p in "3 $big" "4 $base"; do
-    group "$p mechanisms" 150 gpu_bench "${p#* }-mechanisms" --presets "${p#* }" --variant "off=$off" \
-        --variant "bf16w=${off/--bf16_weights false/--bf16_weights true}" \
-        --variant "fused=${off/--fused_loss false/--fused_loss true}" \
-        --variant "both=--shape_buckets false --torch_compile false --fused_loss true --bf16_weights true"
-done
-group "5 $big step profile" 120 timeout $((budget - SECONDS > 30 ? budget - SECONDS : 30)) "$py" \
-    benchmarks/bench_gpu_step.py --device "$device" --presets "$big" "${step_sizes[@]}" --fused_loss true \
-    --bf16_weights true --torch_compile true --profile
-[ "$device" = cpu ] || group "6 $base graphs" 200 gpu_bench base-graphs --presets "$base" --variant "before=$off" \
-    --variant "graphs=$on --torch_compile_mode reduce-overhead"
+fast="--shape_buckets true --torch_compile true --fused_loss false --bf16_weights true"
+group "1 $big off/fast/A2" 200 gpu_bench big-ab --presets "$big" --variant "off=$off" --variant "fast=$fast" \
+    --variant "A2=$off"
+group "2 $base off/fast/A2" 180 gpu_bench base-ab --presets "$base" --variant "off=$off" --variant "fast=$fast" \
+    --variant "A2=$off"
+[ "$device" = cpu ] || group "3 $base graphs" 160 gpu_bench base-graphs --presets "$base" --variant "off=$off" \
+    --variant "graphs=$fast --torch_compile_mode reduce-overhead"
+group "4 $big step profile" 90 timeout $((budget - SECONDS > 30 ? budget - SECONDS : 30)) "$py" \
+    benchmarks/bench_gpu_step.py --device "$device" --presets "$big" "${step_sizes[@]}" --bf16_weights true \
+    --torch_compile true --profile
+group "5 $big mechanisms" 150 gpu_bench big-mechanisms --presets "$big" --variant "off=$off" \
+    --variant "bf16w=${off/--bf16_weights false/--bf16_weights true}" \
+    --variant "fused=${off/--fused_loss false/--fused_loss true}" --variant "all=$on"
 echo "session done after $SECONDS s" | tee -a "$log"
 pack
