@@ -23,6 +23,10 @@ bfloat16 compute weights held for the passes and released before the optimizer s
 
     python benchmarks/bench_gpu_step.py --presets big --shapes 200x120x125 --fused_loss true --bf16_weights true \
         --torch_compile true --profile
+
+`--loss_chunk_tokens N` sizes the fused loss's chunks as train.py's option does, and `--vocab_size V` (default 12,111,
+bench_gpu.py's synthetic corpus) probes the alignment of the logits: 12,112 is the same model with rows a multiple
+of 8 elements (16 bytes in bf16) long, as GPU matrix kernels want them.
 """
 
 from __future__ import annotations
@@ -88,7 +92,17 @@ def parse_args(argv=None) -> argparse.Namespace:
                          ("torch_compile", "each encoder and decoder layer compiled")):  # fmt: skip
         parser.add_argument(f"--{option}", type=str2bool, default=False, metavar="{true,false}",
                             help=f"train.py's --{option}: {what} (default: false)")  # fmt: skip
+    parser.add_argument("--loss_chunk_tokens", type=int, default=None, metavar="N",
+                        help="train.py's --loss_chunk_tokens: the fused loss's chunk (default: train.py's)")  # fmt: skip
+    parser.add_argument("--vocab_size", type=int, default=VOCAB,
+                        help=f"the model's vocabulary (default: {VOCAB}, bench_gpu.py's synthetic corpus; an odd size "
+                             "leaves the logits' rows unaligned for a GPU's matrix kernels)")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.loss_chunk_tokens is not None and (args.loss_chunk_tokens < 1 or not args.fused_loss):
+        parser.error(f"--loss_chunk_tokens {args.loss_chunk_tokens} is not allowed: use 1 or more, with --fused_loss "
+                     "true")  # fmt: skip
+    if args.vocab_size < 5:
+        parser.error(f"--vocab_size {args.vocab_size} is not allowed: use 5 or more (4 special tokens and a word)")
     if args.steps < 1:
         parser.error(f"--steps {args.steps} is not allowed: use 1 or more")
     return args
@@ -99,7 +113,7 @@ def step_speed(args, vocab_size: int):
     bf16, fixed shapes (no shape buckets)."""
     options = argparse.Namespace(task="translation", torch_compile=args.torch_compile, torch_compile_mode=None,
                                  shape_buckets=False, num_shape_buckets=None, fused_loss=args.fused_loss,
-                                 bf16_weights=args.bf16_weights)  # fmt: skip
+                                 loss_chunk_tokens=args.loss_chunk_tokens, bf16_weights=args.bf16_weights)  # fmt: skip
     return resolve_step_speed(options, args.device, "bf16", 1, vocab_size)
 
 
@@ -118,19 +132,19 @@ def main(argv=None) -> list[dict]:
 
     rows = []
     for preset in args.presets:
-        config = model_config(preset, VOCAB)
+        config = model_config(preset, args.vocab_size)
         config._attn_implementation = "sdpa"
         model = VaswaniForConditionalGeneration(config).to(args.device).train()
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-        speed = step_speed(args, VOCAB)
+        speed = step_speed(args, args.vocab_size)
         model.loss_chunk_tokens = speed.loss_chunk_tokens
         if speed.torch_compile:
             compile_layers(model, speed.torch_compile_mode)
         compute_weights = ComputeWeights(model, speed.bf16_weights)
         print(f"{preset}: {speed.describe()}", flush=True)
         for batch_rows, source, target in args.shapes:
-            input_ids = torch.randint(4, VOCAB, (batch_rows, source), device=args.device)  # (B, S)
-            labels = torch.randint(4, VOCAB, (batch_rows, target), device=args.device)  # (B, T)
+            input_ids = torch.randint(4, args.vocab_size, (batch_rows, source), device=args.device)  # (B, S)
+            labels = torch.randint(4, args.vocab_size, (batch_rows, target), device=args.device)  # (B, T)
             batch = {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids), "labels": labels}
 
             for label, with_optimizer in (("forward+backward", False), ("+ fused Adam", True)):

@@ -59,3 +59,22 @@ def test_the_step_options_default_to_off_and_take_train_py_spelling(capsys):
     with pytest.raises(SystemExit) as stop:
         parse_args(["--fused_loss", "maybe"])
     assert stop.value.code == 2 and "maybe" in capsys.readouterr().err
+
+
+def test_the_vocabulary_and_the_loss_chunk_reach_the_step(capsys):
+    rows = main(["--device", "cpu", "--presets", "tiny", "--shapes", "3x5x6", "--steps", "1", "--peak_tflops", "1",
+                 "--vocab_size", "40", "--fused_loss", "true", "--loss_chunk_tokens", "4"])  # fmt: skip
+    config = model_config("tiny", 40)
+    assert rows[0]["mfu"] == pytest.approx(3 * training_flops(config, 5, 6) / (rows[0]["ms"] / 1000) / 1e12)
+    assert "fused_loss on (--fused_loss true), 4 target tokens a chunk" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--loss_chunk_tokens", "0", "--fused_loss", "true"], "--loss_chunk_tokens 0 is not allowed"),
+    (["--loss_chunk_tokens", "64"], "with --fused_loss true"),
+    (["--vocab_size", "4"], "--vocab_size 4 is not allowed: use 5 or more"),
+])  # fmt: skip
+def test_bad_vocabulary_and_chunk_are_refused(argv, said, capsys):
+    with pytest.raises(SystemExit) as stop:
+        parse_args(argv)
+    assert stop.value.code == 2 and said in capsys.readouterr().err

@@ -56,6 +56,8 @@ def test_given_options_win_and_buckets_follow_compiling():
     assert speed_of("--torch_compile", "true", "--shape_buckets", "false").shape_buckets is None
     assert speed_of("--shape_buckets", "true").shape_buckets == 32
     assert "--fused_loss true" in speed.describe()
+    chunked = speed_of("--fused_loss", "true", "--loss_chunk_tokens", "4096")
+    assert chunked.loss_chunk_tokens == 4096 and "4096 target tokens a chunk" in chunked.describe()
 
 
 @pytest.mark.parametrize(
@@ -67,6 +69,8 @@ def test_given_options_win_and_buckets_follow_compiling():
         (["--bf16_weights", "true"], {"processes": 2}, "runs in one process"),
         (["--shape_buckets", "true"], {"task": ("--task", "causal_lm")}, "--task causal_lm has its own shapes"),
         (["--fused_loss", "true"], {"task": ("--task", "masked_lm")}, "computes a translation model's loss"),
+        (["--loss_chunk_tokens", "512"], {}, "--loss_chunk_tokens 512 sizes the fused loss's chunks: it needs --fused"),
+        (["--loss_chunk_tokens", "512", "--fused_loss", "false"], {}, "it needs --fused_loss true"),
     ],
 )
 def test_a_combination_that_cannot_work_is_refused(argv, kwargs, message):
@@ -80,6 +84,7 @@ def test_a_combination_that_cannot_work_is_refused(argv, kwargs, message):
     "argv, message",
     [
         (["--num_shape_buckets", "0"], "--num_shape_buckets 0 is not allowed; use a positive integer"),
+        (["--loss_chunk_tokens", "0"], "--loss_chunk_tokens 0 is not allowed; use a positive integer"),
         (["--torch_compile", "maybe"], "expected true or false, got 'maybe'"),
         (["--torch_compile_mode", "fast"], "invalid choice: 'fast'"),
     ],
@@ -164,7 +169,7 @@ def test_compiled_layers_equal_eager_ones_and_layerdrop_and_drophead_compile_not
 # train.py with every option on
 # ---------------------------------------------------------------------------------------------------------------
 SPEED_RUN = [*TINY, "--max_train_steps", "6", "--shape_buckets", "true", "--num_shape_buckets", "6", "--fused_loss",
-             "true", "--bf16_weights", "true", "--mixed_precision", "bf16", "--gradient_accumulation_steps", "2",
+             "true", "--loss_chunk_tokens", "7", "--bf16_weights", "true", "--mixed_precision", "bf16", "--gradient_accumulation_steps", "2",
              "--encoder_layerdrop", "0.2", "--drophead_p_start", "0.2", "--drophead_p_end", "0.1",
              "--ema_decay", "0.9"]  # fmt: skip
 
@@ -180,6 +185,7 @@ def test_a_run_with_buckets_fused_loss_and_bf16_weights_resumes_exactly_and_save
     assert again.returncode == 0, again.stderr[-3000:]
     assert "shape_buckets on (--shape_buckets true), at most 6 shapes" in again.stderr
     assert "Shape buckets: 6 batch shapes" in again.stderr
+    assert "fused_loss on (--fused_loss true), 7 target tokens a chunk" in again.stderr  # many chunks a batch
     losses = [[m["loss"] for m in read_metrics(run) if m["split"] == "train"] for run in (straight, resumed)]
     assert len(losses[0]) == 6 and losses[0] == losses[1]
     assert max(m["batch_shapes"] for m in read_metrics(straight) if m["split"] == "train") <= 6

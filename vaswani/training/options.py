@@ -292,6 +292,11 @@ def add_step_speed_options(group) -> None:
         "automatic",
     )  # fmt: skip
     group.add_argument(
+        "--loss_chunk_tokens", type=int, default=None, metavar="N",
+        help="--fused_loss: target tokens per chunk (default: about 4M logits a chunk, 2^22 / the vocabulary size, "
+        "sized for a CPU's cache; on a GPU larger chunks make fewer, larger matrix products)",
+    )  # fmt: skip
+    group.add_argument(
         "--bf16_weights", type=str2bool, default=None,
         help="with --mixed_precision bf16: forward and backward on bfloat16 copies of the weights, the optimizer on "
         "the float32 weights (the master copy that checkpoints and the saved model keep). One process. Default: "
@@ -444,6 +449,7 @@ def _check_args(args: argparse.Namespace) -> None:
         "max_eval_samples",
         "final_eval_samples",
         "stop_after_steps",
+        "loss_chunk_tokens",
     ):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise UsageError(

@@ -9,8 +9,9 @@
   graphs whatever its shapes (CUDA graphs, `reduce-overhead`, still record one graph per shape: the buckets bound
   them). LayerDrop's per-step draws stay outside the compiled layers and DropHead's rate is a tensor
   (`modeling_vaswani.DropHead`): neither compiles again. New graphs are counted (`Recompilations`) and logged.
-- `--fused_loss`: the output layer and the label-smoothed loss computed together, a chunk of target tokens at a time
-  (`modeling_vaswani.ChunkedOutputLoss`): the (tokens x vocabulary) logits are never held in float32 at once.
+- `--fused_loss` (`--loss_chunk_tokens N`): the output layer and the label-smoothed loss computed together, a chunk of
+  target tokens at a time (`modeling_vaswani.ChunkedOutputLoss`): the (tokens x vocabulary) logits are never held in
+  float32 at once.
 - `--bf16_weights`: the forward and backward passes run on bfloat16 copies of the linear layers' weights, the
   optimizer on the float32 weights (`ComputeWeights`): autocast's casts of those weights in every pass are gone; checkpoints, the
   moving average, averaging and the saved model keep float32 weights, because between updates the model holds them.
@@ -97,7 +98,10 @@ def resolve_step_speed(args, device_type: str, mixed_precision: str, num_process
     if speed.shape_buckets:
         speed.reasons["shape_buckets"] += f", at most {speed.shape_buckets} shapes"
     fused = choose("fused_loss", translation, f"computes a translation model's loss; --task {args.task} has its own")
-    speed.loss_chunk_tokens = max(1, LOSS_CHUNK_ELEMENTS // vocab_size) if fused else None
+    if args.loss_chunk_tokens is not None and not fused:
+        raise UsageError(f"--loss_chunk_tokens {args.loss_chunk_tokens} sizes the fused loss's chunks: it needs "
+                         "--fused_loss true")  # fmt: skip
+    speed.loss_chunk_tokens = (args.loss_chunk_tokens or max(1, LOSS_CHUNK_ELEMENTS // vocab_size)) if fused else None
     if fused:
         speed.reasons["fused_loss"] += f", {speed.loss_chunk_tokens} target tokens a chunk"
     why = ("needs --mixed_precision bf16 (the weights are cast for bf16 compute)" if mixed_precision != "bf16"
