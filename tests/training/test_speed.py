@@ -69,7 +69,7 @@ def test_given_options_win_and_buckets_follow_compiling():
         (["--bf16_weights", "true"], {"processes": 2}, "runs in one process"),
         (["--shape_buckets", "true"], {"task": ("--task", "causal_lm")}, "--task causal_lm has its own shapes"),
         (["--fused_loss", "true"], {"task": ("--task", "masked_lm")}, "computes a translation model's loss"),
-        (["--loss_chunk_tokens", "512"], {}, "--loss_chunk_tokens 512 sizes the fused loss's chunks: it needs --fused"),
+        (["--loss_chunk_tokens", "512"], {}, "--loss_chunk_tokens 512 sizes the fused loss.s chunks"),
         (["--loss_chunk_tokens", "512", "--fused_loss", "false"], {}, "it needs --fused_loss true"),
     ],
 )
