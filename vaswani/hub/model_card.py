@@ -273,7 +273,11 @@ def _differences(config: dict) -> list[dict]:
     pruned = config.get("pruned_layers")
     if pruned:
         kept = "; ".join(f"{side}: kept {layers}" for side, layers in pruned.items())
-        rows.append({"name": "pruned (LayerDrop)", "value": kept, "paper": "no pruning"})
+        # LayerDrop's pruning (Fan et al. 2019) where every pruned stack was trained to lose layers; else a model cut
+        # to fewer layers (e.g. a student cut from its teacher, to be trained on)
+        layerdrop = all(config.get(f"{side}_layerdrop") for side in pruned)
+        rows.append({"name": "pruned (LayerDrop)" if layerdrop else "pruned layers", "value": kept,
+                     "paper": "no pruning"})  # fmt: skip
     return rows
 
 
