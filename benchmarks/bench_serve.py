@@ -390,7 +390,7 @@ def report(backend: str, result: dict, args) -> list[str]:
         f"{result['unloaded_p50'] * 1000:.0f}",
         f"{result['unloaded_p99'] * 1000:.0f}"
         + (" (over the p99 limit)" if result["unloaded_p99"] > p99_limit else ""),
-        *([decoding_alone_cell(result, p99_limit)] if "decoding_alone_p99" in result else []),
+        decoding_alone_cell(result, p99_limit),
         *([open_load_cell(rounds, p99_limit)] if args.open_load else []),
         f"{throughput_needed(args.clients, p99_limit):.0f} "
         f"({throughput_needed(args.clients, p99_limit) / median(r['reference_sentences_per_second'] for r in rounds):.1f}x "
@@ -399,7 +399,10 @@ def report(backend: str, result: dict, args) -> list[str]:
 
 
 def decoding_alone_cell(result: dict, p99_limit: float) -> str:
-    """p50 / p99 of each sentence decoded alone in this process, marked where that p99 alone is over the limit."""
+    """p50 / p99 of each sentence decoded alone in this process, marked where that p99 alone is over the limit ("-"
+    for a result without them, so that the row keeps the header's columns)."""
+    if "decoding_alone_p99" not in result:
+        return "-"
     return (f"{result['decoding_alone_p50'] * 1000:.1f} / {result['decoding_alone_p99'] * 1000:.1f}"
             + (" (over the p99 limit)" if result["decoding_alone_p99"] > p99_limit else ""))  # fmt: skip
 
