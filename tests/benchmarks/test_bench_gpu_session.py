@@ -1,6 +1,6 @@
-"""benchmarks/gpu_step_ab.sh's session mode on a CPU (tiny presets): the groups it starts within its time budget, the
-first group it starts from, and what it leaves in $OUT for the device tool to bring back. (Each group's commands
-are bench_gpu.py's and bench_gpu_step.py's, tested in their own files.)"""
+"""benchmarks/gpu_step_ab.sh session, bench_gpu.py's GPU session, on a CPU (tiny presets): the groups it starts
+within its time budget, the first group it starts from, and what it leaves in $OUT for the device tool to bring back.
+(Each group's commands are bench_gpu.py's and bench_gpu_step.py's, tested in their own files.)"""
 
 import os
 import subprocess
