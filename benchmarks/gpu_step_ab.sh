@@ -112,7 +112,7 @@ group "5 $big step profile" 90 timeout $((budget - SECONDS > 30 ? budget - SECON
     --torch_compile true --profile
 chunk=4096
 [ "$device" = cpu ] && chunk=32
-group "6 $big mechanisms" 180 gpu_bench big-mechanisms --presets "$big" --variant "off=$off" \
+group "6 $big mechanisms" 250 gpu_bench big-mechanisms --presets "$big" --variant "off=$off" \
     --variant "bf16w=${off/--bf16_weights false/--bf16_weights true}" \
     --variant "fused=${off/--fused_loss false/--fused_loss true}" \
     --variant "fused$chunk=${off/--fused_loss false/--fused_loss true} --loss_chunk_tokens $chunk" --variant "all=$on"
