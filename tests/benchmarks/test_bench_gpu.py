@@ -25,27 +25,6 @@ def test_training_flops_match_torch_flop_counter_on_a_tiny_model(batch, source_l
     assert counter.get_total_flops() == batch * training_flops(model.config, source_length, target_length)
 
 
-@pytest.mark.slow
-def test_bench_gpu_runs_on_cpu_with_a_tiny_config(tmp_path):
-    result = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "benchmarks" / "bench_gpu.py"), "--device", "cpu", "--presets", "tiny",
-         "--mixed_precision", "no", "--max_tokens", "600", "--steps", "4", "--warmup_steps", "1", "--pairs", "200",
-         "--vocab_size", "400", "--peak_tflops", "1", "--repeats", "2", "--json", str(tmp_path / "out.json")],
-        capture_output=True, text=True, timeout=400, env={**__import__("os").environ, "OMP_NUM_THREADS": "1"},
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-    import json
-
-    row = json.loads((tmp_path / "out.json").read_text())["rows"][0]
-    assert row["preset"] == "tiny" and row["target_tokens_per_second"] > 0
-    assert row["mfu"] == pytest.approx(row["model_tflops"] / 1.0)  # peak 1 TFLOP/s
-    assert "tiny" in result.stdout and "MFU" in result.stdout
-    assert len(row["runs"]["values"]) == 2 and len(row["windows"]) == 2  # two runs, each timed by its own windows
-    assert row["runs"]["low"] <= row["target_tokens_per_second"] <= row["runs"]["high"]
-    assert "tiny: run-to-run noise (A/A, each run / the median of 2)" in result.stdout
-    assert "cores available" in result.stdout.splitlines()[0]  # the CPU and its flags
-
-
 def test_run_to_run_noise_is_each_run_against_the_median():
     from bench_gpu import run_to_run_noise
 
@@ -95,44 +74,57 @@ def test_each_variant_is_compared_with_the_first_for_the_same_preset():
     assert variant_ratios(rows[:2]) == []  # one variant: nothing to compare
 
 
-@pytest.mark.slow
-def test_a_variants_arguments_reach_train_py(tmp_path):
-    """An option train.py refuses, given as a variant, fails that variant's run with train.py's own message."""
-    result = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "benchmarks" / "bench_gpu.py"), "--device", "cpu", "--presets", "tiny",
-         "--mixed_precision", "no", "--steps", "2", "--warmup_steps", "1", "--pairs", "100", "--vocab_size", "300",
-         "--repeats", "1", "--variant", "odd=--attn_implementation nonsense"],
-        capture_output=True, text=True, timeout=300, env={**__import__("os").environ, "OMP_NUM_THREADS": "1"},
-    )  # fmt: skip
-    assert result.returncode != 0
-    assert "train.py (odd, tiny) failed" in result.stderr and "invalid choice: 'nonsense'" in result.stderr
+def test_without_keep_going_the_first_failed_run_stops_the_benchmark(monkeypatch, capsys):
+    import bench_gpu
+
+    calls = []
+
+    def failing(args, preset, paths, folder, vocab_size, round_index=0, variant="default"):
+        calls.append(variant)
+        raise bench_gpu.RunFailed(f"train.py ({variant}, {preset}) failed (exit status 2):\nerror: ...")
+
+    monkeypatch.setattr(bench_gpu, "run_preset", failing)
+    argv = ["--device", "cpu", "--presets", "tiny", "--pairs", "50", "--vocab_size", "300", "--peak_tflops", "1",
+            "--repeats", "1", "--steps", "2", "--warmup_steps", "1", "--variant", "a=", "--variant", "b="]  # fmt: skip
+    with pytest.raises(bench_gpu.RunFailed, match=r"train.py \(a, tiny\) failed"):
+        bench_gpu.main(argv)
+    assert calls == ["a"]  # b never ran
 
 
 @pytest.mark.slow
-def test_keep_going_reports_a_failed_run_and_keeps_the_others(tmp_path):
-    """With --keep_going a run train.py refuses is reported and left out, the other variant is measured and in the
-    JSON, every run's log is kept under --logs, and the exit status says that something failed."""
+def test_bench_gpu_runs_on_cpu_with_a_tiny_config_and_keeps_going_past_a_failed_run(tmp_path):
+    """A CPU run of two rounds: the variant that trains is timed by each run's own windows, with its median, range
+    and run-to-run noise; with --keep_going the variant train.py refuses (a variant's arguments reach train.py) is
+    reported and left out, every run's log is kept under --logs, and the exit status says that something failed."""
     logs = tmp_path / "logs"
     result = subprocess.run(
         [sys.executable, str(REPO_ROOT / "benchmarks" / "bench_gpu.py"), "--device", "cpu", "--presets", "tiny",
-         "--mixed_precision", "no", "--max_tokens", "600", "--steps", "3", "--warmup_steps", "1", "--pairs", "100",
-         "--vocab_size", "300", "--peak_tflops", "1", "--repeats", "1", "--keep_going", "--logs", str(logs),
+         "--mixed_precision", "no", "--max_tokens", "600", "--steps", "4", "--warmup_steps", "1", "--pairs", "200",
+         "--vocab_size", "400", "--peak_tflops", "1", "--repeats", "2", "--keep_going", "--logs", str(logs),
          "--variant", "plain=", "--variant", "odd=--attn_implementation nonsense",
          "--json", str(tmp_path / "out.json")],
-        capture_output=True, text=True, timeout=300, env={**__import__("os").environ, "OMP_NUM_THREADS": "1"},
+        capture_output=True, text=True, timeout=400, env={**__import__("os").environ, "OMP_NUM_THREADS": "1"},
     )  # fmt: skip
     assert result.returncode == 1, result.stderr[-3000:]
     import json
 
     report = json.loads((tmp_path / "out.json").read_text())
-    assert [row["variant"] for row in report["rows"]] == ["plain"]
-    assert report["rows"][0]["step_options"].startswith("torch_compile off")  # train.py's own line
-    assert report["rows"][0]["compiled_graphs"] == [None]  # not compiled
-    assert report["failures"] == ["train.py (odd, tiny) failed (exit status 2):"]
+    [row] = report["rows"]
+    assert (row["variant"], row["preset"]) == ("plain", "tiny") and row["target_tokens_per_second"] > 0
+    assert row["mfu"] == pytest.approx(row["model_tflops"] / 1.0)  # peak 1 TFLOP/s
+    assert len(row["runs"]["values"]) == 2 and len(row["windows"]) == 2  # two runs, each timed by its own windows
+    assert row["runs"]["low"] <= row["target_tokens_per_second"] <= row["runs"]["high"]
+    assert row["step_options"].startswith("torch_compile off")  # train.py's own line
+    assert row["compiled_graphs"] == [None, None]  # not compiled
+    assert report["failures"] == ["train.py (odd, tiny) failed (exit status 2):"] * 2
+    assert "plain tiny: run-to-run noise (A/A, each run / the median of 2)" in result.stdout and "MFU" in result.stdout
+    assert "cores available" in result.stdout.splitlines()[0]  # the CPU and its flags
     assert "FAILED, left out (--keep_going)" in result.stdout and "invalid choice: 'nonsense'" in result.stdout
-    assert sorted(path.name for path in logs.iterdir()) == ["run-odd-tiny-0.log", "run-plain-tiny-0.log"]
+    assert sorted(path.name for path in logs.iterdir()) == [
+        "run-odd-tiny-0.log", "run-odd-tiny-1.log", "run-plain-tiny-0.log", "run-plain-tiny-1.log"
+    ]  # fmt: skip
     assert "invalid choice: 'nonsense'" in (logs / "run-odd-tiny-0.log").read_text()
-    assert "Training step: " in (logs / "run-plain-tiny-0.log").read_text()
+    assert "Training step: " in (logs / "run-plain-tiny-1.log").read_text()
 
 
 def test_a_run_past_its_timeout_is_a_failure_with_its_output_kept(tmp_path, monkeypatch):
