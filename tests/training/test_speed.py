@@ -129,6 +129,29 @@ def test_bf16_compute_weights_give_autocasts_gradients_and_leave_the_float32_wei
     assert {p.dtype for p in model.parameters()} == {torch.float32}
 
 
+def test_bf16_compute_weights_are_the_same_tensors_every_update_with_the_new_values():
+    """Over three updates with an optimizer step between them, the passes see bfloat16 tensors at the same addresses
+    (what CUDA graphs need), each holding that update's float32 weights rounded to bfloat16."""
+    model = tiny_model(seed=3, dropout=0.0).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    weights = ComputeWeights(model, enabled=True)
+    fc1 = model.model.encoder.layers[0].ffn.fc1.weight
+    index = next(i for i, param in enumerate(weights.params) if param is fc1)
+    addresses = []
+    for seed in range(3):
+        weights.hold()
+        addresses.append(fc1.data_ptr())
+        assert torch.equal(fc1.detach(), weights.master[index].to(torch.bfloat16))
+        input_ids, attention_mask, labels = random_batch(vocab_size=model.config.vocab_size, seed=seed)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss.backward()
+        weights.release()
+        assert fc1.dtype == torch.float32 and fc1.data_ptr() != addresses[-1]
+        optimizer.step()
+        optimizer.zero_grad()
+    assert len(set(addresses)) == 1
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Compiled layers
 # ---------------------------------------------------------------------------------------------------------------

@@ -151,13 +151,17 @@ class ComputeWeights:
     `collect()` (after each micro-batch's backward pass) adds its bfloat16 gradients into float32 ones; `release()`
     (before clipping and the optimizer step) puts the float32 weights back, with the float32 gradients. The optimizer
     therefore updates the float32 weights (the master copy) and every reader between updates (checkpoints, the moving
-    average, evaluation) sees them. A no-op when `enabled` is False."""
+    average, evaluation) sees them. The bfloat16 copies are made once and refreshed in place at every `hold()`, so the
+    passes see the same tensors at the same addresses update after update: CUDA graphs (`--torch_compile_mode
+    reduce-overhead`) take the weights' addresses as fixed, and a new copy each update would make them record again.
+    A no-op when `enabled` is False."""
 
     def __init__(self, model, enabled: bool):
         import torch
 
         self.params = self.matrix_product_weights(model) if enabled else []
         self.dtype = torch.bfloat16
+        self.copies: list = []  # the bfloat16 copies, kept between updates and refreshed in place
         self.master: list = []  # the float32 weights while the bfloat16 copies are held
         self.grads: list = []  # float32 gradients summed over the update's micro-batches
 
@@ -177,8 +181,13 @@ class ComputeWeights:
             return
         self.master = [p.data for p in self.params]
         self.grads = [None] * len(self.params)
-        for param in self.params:
-            param.data = param.data.to(self.dtype)
+        if not self.copies:
+            self.copies = [p.data.to(self.dtype) for p in self.params]
+        else:
+            for copy, master in zip(self.copies, self.master, strict=True):
+                copy.copy_(master)  # the optimizer's new float32 values, rounded as .to() rounds them
+        for param, copy in zip(self.params, self.copies, strict=True):
+            param.data = copy
 
     def collect(self) -> None:
         for index, param in enumerate(self.params):
