@@ -39,17 +39,20 @@ def test_steps_below_one_is_refused(capsys):
     assert stop.value.code == 2 and "--steps 0 is not allowed" in capsys.readouterr().err
 
 
-@pytest.mark.slow
-def test_the_step_options_apply_as_train_py_applies_them(capsys):
-    """--fused_loss, --bf16_weights and --torch_compile resolved by train.py's rule and in the profiled step: the
-    chunked loss and the compiled layers appear among the profiled step's operators."""
+def test_the_step_options_apply_as_train_py_applies_them(capsys, monkeypatch):
+    """--fused_loss, --bf16_weights and --torch_compile resolved by train.py's rule and applied to the profiled step:
+    the chunked loss appears among its operators, and the model's layers are handed to train.py's compile_layers (a
+    recorder here: compiling itself is tested in tests/training/test_speed.py)."""
+    import bench_gpu_step
+
+    compiled = []
+    monkeypatch.setattr(bench_gpu_step, "compile_layers", lambda model, mode: compiled.append((type(model), mode)))
     rows = main(["--device", "cpu", "--presets", "tiny", "--shapes", "4x6x7", "--steps", "1", "--peak_tflops", "1",
                  "--profile", "--fused_loss", "true", "--bf16_weights", "true", "--torch_compile", "true"])  # fmt: skip
     out = capsys.readouterr().out
-    assert len(rows) == 2
+    assert len(rows) == 2 and compiled == [(bench_gpu_step.VaswaniForConditionalGeneration, "default")]
     assert "fused_loss on (--fused_loss true)" in out and "bf16_weights on (--bf16_weights true)" in out
-    assert "torch_compile on (--torch_compile true)" in out
-    assert "ChunkedOutputLoss" in out and "Torch-Compiled Region" in out
+    assert "torch_compile on (--torch_compile true)" in out and "ChunkedOutputLoss" in out
 
 
 def test_the_step_options_default_to_off_and_take_train_py_spelling(capsys):
