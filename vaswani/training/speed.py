@@ -161,7 +161,8 @@ class ComputeWeights:
 
         self.params = self.matrix_product_weights(model) if enabled else []
         self.dtype = torch.bfloat16
-        self.copies: list = []  # the bfloat16 copies, kept between updates and refreshed in place
+        # the bfloat16 copies, made once (on the weights' device) and refreshed in place at every hold()
+        self.copies = [torch.empty_like(p, dtype=self.dtype) for p in self.params]
         self.master: list = []  # the float32 weights while the bfloat16 copies are held
         self.grads: list = []  # float32 gradients summed over the update's micro-batches
 
@@ -181,12 +182,8 @@ class ComputeWeights:
             return
         self.master = [p.data for p in self.params]
         self.grads = [None] * len(self.params)
-        if not self.copies:
-            self.copies = [p.data.to(self.dtype) for p in self.params]
-        else:
-            for copy, master in zip(self.copies, self.master, strict=True):
-                copy.copy_(master)  # the optimizer's new float32 values, rounded as .to() rounds them
         for param, copy in zip(self.params, self.copies, strict=True):
+            copy.copy_(param.data)  # the optimizer's new float32 values, rounded as .to() rounds them
             param.data = copy
 
     def collect(self) -> None:
