@@ -45,6 +45,7 @@ from bench_gpu import model_config, peak_tflops, training_flops  # noqa: E402
 
 from modeling_vaswani import VaswaniForConditionalGeneration  # noqa: E402
 from vaswani.devices import disable_cudnn_attention  # noqa: E402
+from vaswani.errors import UsageError  # noqa: E402
 from vaswani.training.options import str2bool  # noqa: E402
 from vaswani.training.speed import ComputeWeights, compile_layers, resolve_step_speed  # noqa: E402
 
@@ -98,23 +99,26 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help=f"the model's vocabulary (default: {VOCAB}, bench_gpu.py's synthetic corpus; an odd size "
                              "leaves the logits' rows unaligned for a GPU's matrix kernels)")  # fmt: skip
     args = parser.parse_args(argv)
-    if args.loss_chunk_tokens is not None and (args.loss_chunk_tokens < 1 or not args.fused_loss):
-        parser.error(f"--loss_chunk_tokens {args.loss_chunk_tokens} is not allowed: use 1 or more, with --fused_loss "
-                     "true")  # fmt: skip
+    if args.loss_chunk_tokens is not None and args.loss_chunk_tokens < 1:
+        parser.error(f"--loss_chunk_tokens {args.loss_chunk_tokens} is not allowed: use 1 or more")
     if args.vocab_size < 5:
         parser.error(f"--vocab_size {args.vocab_size} is not allowed: use 5 or more (4 special tokens and a word)")
     if args.steps < 1:
         parser.error(f"--steps {args.steps} is not allowed: use 1 or more")
+    try:  # train.py's own refusals (e.g. --loss_chunk_tokens without --fused_loss true)
+        args.speed = step_speed(args)
+    except UsageError as error:
+        parser.error(str(error))
     return args
 
 
-def step_speed(args, vocab_size: int):
+def step_speed(args):
     """train.py's resolution of the step options (`resolve_step_speed`) for this benchmark's flags: one process,
     bf16, fixed shapes (no shape buckets)."""
     options = argparse.Namespace(task="translation", torch_compile=args.torch_compile, torch_compile_mode=None,
                                  shape_buckets=False, num_shape_buckets=None, fused_loss=args.fused_loss,
                                  loss_chunk_tokens=args.loss_chunk_tokens, bf16_weights=args.bf16_weights)  # fmt: skip
-    return resolve_step_speed(options, args.device, "bf16", 1, vocab_size)
+    return resolve_step_speed(options, args.device, "bf16", 1, args.vocab_size)
 
 
 def main(argv=None) -> list[dict]:
@@ -136,7 +140,7 @@ def main(argv=None) -> list[dict]:
         config._attn_implementation = "sdpa"
         model = VaswaniForConditionalGeneration(config).to(args.device).train()
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-        speed = step_speed(args, args.vocab_size)
+        speed = args.speed
         model.loss_chunk_tokens = speed.loss_chunk_tokens
         if speed.torch_compile:
             compile_layers(model, speed.torch_compile_mode)

@@ -74,7 +74,7 @@ def test_the_vocabulary_and_the_loss_chunk_reach_the_step(capsys):
 
 @pytest.mark.parametrize(("argv", "said"), [
     (["--loss_chunk_tokens", "0", "--fused_loss", "true"], "--loss_chunk_tokens 0 is not allowed"),
-    (["--loss_chunk_tokens", "64"], "with --fused_loss true"),
+    (["--loss_chunk_tokens", "64"], "--loss_chunk_tokens 64 sizes the fused loss's chunks: it needs --fused_loss true"),
     (["--vocab_size", "4"], "--vocab_size 4 is not allowed: use 5 or more"),
 ])  # fmt: skip
 def test_bad_vocabulary_and_chunk_are_refused(argv, said, capsys):
