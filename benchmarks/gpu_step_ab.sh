@@ -57,7 +57,12 @@ fi
 budget=${2:-540}
 first=${3:-1}
 out=${OUT:-gpu_session}
+if [ -e "$out/session.txt" ] || [ -e "$out/gpu_session.tar.gz" ]; then
+    echo "error: $out already holds a session's results: move them away or give OUT=another folder" >&2
+    exit 2
+fi
 work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 mkdir -p "$out"
 big=big base=base
 [ "$device" = cpu ] && big=tiny base=tiny
@@ -77,11 +82,11 @@ group() {  # group NAME ESTIMATED_SECONDS COMMAND...: run it if its estimate fit
     echo "== $name: exit status ${PIPESTATUS[0]} after $((SECONDS - start)) s" | tee -a "$log"
     pack
 }
+left() { echo $((budget - SECONDS > 30 ? budget - SECONDS : 30)); }  # seconds a command may still take (30 at least)
 gpu_bench() {  # gpu_bench NAME ARGS...: bench_gpu.py into the session's folders, each run limited to what is left
     local name=$1
     shift
-    bench "$@" --keep_going --run_timeout $((budget - SECONDS > 30 ? budget - SECONDS : 30)) \
-        --logs "$work/logs/$name" --json "$work/$name.json"
+    bench "$@" --keep_going --run_timeout "$(left)" --logs "$work/logs/$name" --json "$work/$name.json"
 }
 
 { echo "session of gpu_step_ab.sh on $device, $(date -u), budget $budget s"; git log -1 --format='commit %H %s' 2>/dev/null
@@ -107,7 +112,7 @@ probes() {  # group 3: each row is bench_gpu_step.py's own timing (3 untimed ste
 group "3 $big step probes" 90 probes
 [ "$device" = cpu ] || group "4 $base graphs" 160 gpu_bench base-graphs --presets "$base" --variant "off=$off" \
     --variant "graphs=$fast --torch_compile_mode reduce-overhead"
-group "5 $big step profile" 90 timeout $((budget - SECONDS > 30 ? budget - SECONDS : 30)) "$py" \
+group "5 $big step profile" 90 timeout "$(left)" "$py" \
     benchmarks/bench_gpu_step.py --device "$device" --presets "$big" "${step_sizes[@]}" --bf16_weights true \
     --torch_compile true --profile
 chunk=4096

@@ -33,3 +33,13 @@ def test_the_session_starts_from_the_group_given(tmp_path):
     out, _ = session(tmp_path, "100", "6")
     groups = [line for line in out.splitlines() if line.startswith("== ")]
     assert len(groups) == 1 and groups[0].startswith("== 6 tiny mechanisms: skipped (") and "250 s needed" in groups[0]
+
+
+def test_an_earlier_sessions_results_are_not_replaced(tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "session.txt").write_text("the last session")
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "DEVICE": "cpu", "PYTHON": sys.executable}
+    result = subprocess.run(["bash", str(REPO_ROOT / "benchmarks" / "gpu_step_ab.sh"), "session", "5"],
+                            capture_output=True, text=True, timeout=60, env=env)  # fmt: skip
+    assert result.returncode == 2 and "already holds a session's results" in result.stderr
+    assert (tmp_path / "out" / "session.txt").read_text() == "the last session"
