@@ -162,7 +162,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--run_timeout", type=float, default=None, metavar="SECONDS",
                         help="stop a train.py run after this many seconds (a failure; default: no limit)")  # fmt: skip
     parser.add_argument("--logs", type=Path, default=None, metavar="DIR",
-                        help="save each train.py run's output (its log) as DIR/run-VARIANT-PRESET-ROUND.log")  # fmt: skip
+                        help="save each train.py run's output (its log) as DIR/run-VARIANT-PRESET-ROUND.log (DIR: a "
+                             "new or empty folder)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.steps <= args.warmup_steps:
         parser.error("--steps must exceed --warmup_steps")
@@ -184,8 +185,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error(f"--threads {args.threads} is not allowed: use 1 or more")
     if args.run_timeout is not None and args.run_timeout <= 0:
         parser.error(f"--run_timeout {args.run_timeout:g} is not allowed: give seconds above 0")
-    if args.logs is not None and args.logs.exists() and not args.logs.is_dir():
-        parser.error(f"--logs {args.logs} is a file: give a folder (made if missing)")
+    if args.logs is not None and args.logs.exists() and (not args.logs.is_dir() or any(args.logs.iterdir())):
+        parser.error(f"--logs {args.logs} is a file or a folder with files in it: give a new or empty folder (the "
+                     "logs would replace files of the same names)")  # fmt: skip
     return args
 
 

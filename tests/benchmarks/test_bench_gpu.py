@@ -144,16 +144,20 @@ def test_a_run_past_its_timeout_is_a_failure_with_its_output_kept(tmp_path, monk
 
 @pytest.mark.parametrize(("argv", "said"), [
     (["--run_timeout", "0"], "--run_timeout 0 is not allowed: give seconds above 0"),
-    (["--logs", "FILE"], "is a file: give a folder"),
+    (["--logs", "FILE"], "is a file or a folder with files in it: give a new or empty folder"),
+    (["--logs", "FULL"], "is a file or a folder with files in it: give a new or empty folder"),
 ])  # fmt: skip
 def test_bad_run_timeout_and_logs_are_refused(argv, said, tmp_path, capsys):
     from bench_gpu import parse_args
 
     (tmp_path / "FILE").write_text("")
-    argv = [str(tmp_path / "FILE") if arg == "FILE" else arg for arg in argv]
+    (tmp_path / "FULL").mkdir()
+    (tmp_path / "FULL" / "run-a-big-0.log").write_text("a user's earlier log")
+    argv = [str(tmp_path / arg) if arg in ("FILE", "FULL") else arg for arg in argv]
     with pytest.raises(SystemExit) as exit_info:
         parse_args(argv)
     assert exit_info.value.code == 2 and said in capsys.readouterr().err
+    assert (tmp_path / "FULL" / "run-a-big-0.log").read_text() == "a user's earlier log"
 
 
 def test_step_options_is_train_py_s_own_line():
