@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer, models, normalizers
+from transformers import AutoTokenizer
 
 from tokenization import (
     SPECIAL_TOKEN_LAYOUTS,
@@ -309,18 +310,42 @@ def test_vocab_size_is_honoured(corpus_files, tmp_path):
         tok = train_bpe_tokenizer(files=corpus_files, vocab_size=vocab_size)
         tok.save_pretrained(tmp_path / str(vocab_size))
         saved = json.loads((tmp_path / str(vocab_size) / "tokenizer.json").read_text(encoding="utf-8"))
-        assert len(tok) == vocab_size
         assert len(saved["model"]["vocab"]) == vocab_size
+        assert len(tok) == -(-vocab_size // 8) * 8  # 350 -> 352: rounded up with filler tokens
+
+
+def test_vocabulary_is_padded_with_unused_special_tokens(corpus_files, tmp_path):
+    """`pad_to_multiple_of` (default 8, fairseq's dictionary padding): filler special tokens after every other id make
+    `len(tokenizer)` a multiple; they change no id of any text, never come out of encoding (their own spelling is
+    characters) and are dropped by `skip_special_tokens`; the padded folder loads with AutoTokenizer."""
+    padded = train_bpe_tokenizer(files=corpus_files, vocab_size=443)
+    unpadded = train_bpe_tokenizer(files=corpus_files, vocab_size=443, pad_to_multiple_of=1)
+    assert (len(unpadded), len(padded)) == (443, 448)
+    fillers = padded.convert_ids_to_tokens(list(range(443, 448)))
+    assert fillers == [f"<madeupword{i:04d}>" for i in range(5)]
+    assert unpadded.convert_ids_to_tokens(list(range(443))) == padded.convert_ids_to_tokens(list(range(443)))
+    for text in ENGLISH + GERMAN + [" ".join(fillers), "<madeupword0000>"]:
+        assert padded(text)["input_ids"] == unpadded(text)["input_ids"]
+        assert max(padded(text)["input_ids"]) < 443
+    ids = padded("Das Haus ist klein.")["input_ids"]
+    assert padded.decode([*ids[:2], 445, *ids[2:], 447], skip_special_tokens=True) == "Das Haus ist klein."
+    padded.save_pretrained(tmp_path / "padded")
+    loaded = AutoTokenizer.from_pretrained(tmp_path / "padded")
+    assert len(loaded) == 448 and loaded.convert_ids_to_tokens(447) == "<madeupword0004>"
+    assert loaded("Das Haus ist klein.")["input_ids"] == ids
+    assert len(train_bpe_tokenizer(files=corpus_files, vocab_size=443, pad_to_multiple_of=100)) == 500
+    assert len(train_bpe_tokenizer(files=corpus_files, vocab_size=440)) == 440  # already a multiple: no filler
 
 
 def test_first_tokens_are_the_vocabulary_a_smaller_training_learns(corpus_files):
     """`first_tokens` (`vaswani prune --vocab_size`): the first ids of a trained BPE are, token for token, merge for
     merge and id for id, the tokenizer that training with that smaller vocab_size gives."""
-    big = train_bpe_tokenizer(files=corpus_files, vocab_size=600).backend_tokenizer
-    small = train_bpe_tokenizer(files=corpus_files, vocab_size=450).backend_tokenizer
-    cut = first_tokens(big, 450)
+    big = train_bpe_tokenizer(files=corpus_files, vocab_size=603).backend_tokenizer  # 603 + 5 fillers
+    small = train_bpe_tokenizer(files=corpus_files, vocab_size=450, pad_to_multiple_of=1).backend_tokenizer
+    cut = first_tokens(big, 450)  # the fillers go with the ids cut
     cut_state, small_state = json.loads(cut.to_str()), json.loads(small.to_str())
     assert cut_state["model"]["vocab"] == small_state["model"]["vocab"]
+    assert cut_state["added_tokens"] == small_state["added_tokens"]
     assert cut_state["model"]["merges"] == small_state["model"]["merges"] and len(cut_state["model"]["merges"]) > 50
     assert cut.get_vocab_size() == 450 and cut.model.ignore_merges
     for text in ENGLISH + GERMAN + ["Unbekannte Wörter: Quizshow ☃"]:
@@ -330,7 +355,7 @@ def test_first_tokens_are_the_vocabulary_a_smaller_training_learns(corpus_files)
 
 
 def test_first_tokens_refuses_what_it_cannot_cut(corpus_files):
-    trained = train_bpe_tokenizer(files=corpus_files, vocab_size=450)
+    trained = train_bpe_tokenizer(files=corpus_files, vocab_size=450, pad_to_multiple_of=1)
     tokenizer = trained.backend_tokenizer
     state = json.loads(tokenizer.to_str())
     first_merge = state["model"]["vocab"]["".join(state["model"]["merges"][0])]
@@ -339,7 +364,7 @@ def test_first_tokens_refuses_what_it_cannot_cut(corpus_files):
                            f"above the {first_merge} tokens that come before the first merge"):  # fmt: skip
             first_tokens(tokenizer, size)
     assert first_tokens(tokenizer, first_merge + 1).get_vocab_size() == first_merge + 1
-    masked = train_bpe_tokenizer(files=corpus_files, vocab_size=450, mask_token=True).backend_tokenizer
+    masked = train_bpe_tokenizer(files=corpus_files, vocab_size=450, mask_token=True).backend_tokenizer  # + 5 fillers
     with pytest.raises(TokenizerError, match=r"would cut the added token\(s\) \['<mask>'\]: keep at least 451 ids"):
         first_tokens(masked, 400)
     swapped = json.loads(tokenizer.to_str())  # two merged tokens numbered against the order they were learned
@@ -493,6 +518,9 @@ def test_cli_reports_user_errors_without_traceback(corpus_files, tmp_path, case,
         ({"iterator": ["", "   "]}, "corpus is empty"),
         ({"iterator": [1, 2]}, "strings or lists of strings"),
         ({"iterator": ["a b c"], "ignore_merges": "yes"}, "must be True or False"),
+        ({"iterator": ["a b c"], "pad_to_multiple_of": 0}, "pad_to_multiple_of=0 must be a whole number of at least"),
+        ({"iterator": ["a b c"], "pad_to_multiple_of": True}, "pad_to_multiple_of=True must be a whole number"),
+        ({"iterator": ["a b c"], "pad_to_multiple_of": 2.5}, "pad_to_multiple_of=2.5 must be a whole number"),
     ],
 )
 def test_training_errors_name_the_problem(kwargs, message):

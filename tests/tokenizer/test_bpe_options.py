@@ -115,7 +115,9 @@ def test_mask_token_is_appended_after_every_other_id_and_loads_as_mask_token(cor
     # Every token keeps its id; <mask> takes the next one.
     assert masked_saved["model"]["vocab"] == plain_saved["model"]["vocab"]
     assert plain.mask_token is None and "<mask>" not in plain.get_vocab()
-    assert masked.mask_token == "<mask>" and masked.mask_token_id == len(plain) and len(masked) == len(plain) + 1
+    assert masked.mask_token == "<mask>" and masked.mask_token_id == len(plain) == 400
+    # Then the fillers that round the vocabulary up to a multiple of 8 (they follow every other id).
+    assert masked.convert_ids_to_tokens(list(range(401, len(masked)))) == [f"<madeupword{i:04d}>" for i in range(7)]
     text = "Die Katze sitzt auf der Matte."
     assert masked(text)["input_ids"] == plain(text)["input_ids"]
     # A fill-mask query: the mask stands for one whole-word token between the others.

@@ -27,7 +27,9 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
     train.add_argument("--files", nargs="+", required=True, help="UTF-8 text files, one sentence per line")
     add_option(train, "output_dir", "tokenizer", required=True,
                help="folder to write tokenizer.json and tokenizer_config.json")  # fmt: skip
-    add_option(train, "vocab_size", "tokenizer", default=37000, help="final vocabulary size (default: 37000)")
+    add_option(train, "vocab_size", "tokenizer", default=37000,
+               help="vocabulary size to train (default: 37000), rounded up to a multiple of 8 with unused filler "
+               "tokens")  # fmt: skip
     add_option(train, "min_frequency", "tokenizer", default=2, help="minimum count of a merged pair (default: 2)")
     add_option(train, "special_tokens_layout", "tokenizer", choices=sorted(SPECIAL_TOKEN_LAYOUTS), default="paper")
     train.add_argument(
