@@ -380,8 +380,8 @@ BAD_INPUTS = {
         "--output_dir must be a new folder",
     ),  # fmt: skip
     "prune-vocab-size": (
-        [*PRUNE, "--vocab_size", "330"],
-        "--vocab_size: vocab_size 330 must be smaller than the vocabulary",
+        [*PRUNE, "--vocab_size", "100000"],
+        "--vocab_size: vocab_size 100000 must be smaller than the vocabulary",
     ),
     "prune-vocab-number": ([*PRUNE, "--vocab_size", "4k"], "argument --vocab_size: expected a whole number, got '4k'"),
     "prune-missing": (

@@ -60,7 +60,9 @@ VARIANTS = {
     "pruned": {"encoder_layers": 3, "decoder_layers": 3, "prune": ([0, 2], [1, 2])},
     "fairseq-layout": {"layout": "fairseq"},
     "fairseq-positions": {"layout": "fairseq", "sinusoidal_layout": "fairseq"},  # vaswani convert --from fairseq
-    "gelu-unscaled": {"activation_function": "gelu", "scale_embedding": False},
+    # lr: at the others' 1e-2 this variant learns the copy task from few initialisations (1 of 9 seed and vocabulary
+    # pairs tried reached the loss of 0.02 in 300 updates); at 5e-3 each of seeds 3-7 did within 400
+    "gelu-unscaled": {"activation_function": "gelu", "scale_embedding": False, "lr": 5e-3},
 }
 
 
@@ -71,6 +73,7 @@ def trained_copy_model(variant: str):
     options = dict(VARIANTS[variant])
     layout = options.pop("layout", "paper")
     prune = options.pop("prune", None)
+    lr = options.pop("lr", 1e-2)
     tokenizer = copy_tokenizer(layout)
     special = {"pad_token_id": tokenizer.pad_token_id, "bos_token_id": tokenizer.bos_token_id,
                "eos_token_id": tokenizer.eos_token_id,
@@ -87,7 +90,7 @@ def trained_copy_model(variant: str):
     # sdpa's CPU kernel costs ~20% more of it), compared with the default kernel the user gets (sdpa)
     default_attention = model.config._attn_implementation
     model.set_attn_implementation("eager")
-    overfit(model, batch, steps=300, lr=1e-2, stop_below=0.02, fused=True)
+    overfit(model, batch, steps=400, lr=lr, stop_below=0.02, fused=True)
     model.set_attn_implementation(default_attention)
     model.eval()
     return model, tokenizer
