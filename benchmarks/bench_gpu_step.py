@@ -24,9 +24,10 @@ bfloat16 compute weights held for the passes and released before the optimizer s
     python benchmarks/bench_gpu_step.py --presets big --shapes 200x120x125 --fused_loss true --bf16_weights true \
         --torch_compile true --profile
 
-`--loss_chunk_tokens N` sizes the fused loss's chunks as train.py's option does, and `--vocab_size V` (default 12,111,
-bench_gpu.py's synthetic corpus) probes the alignment of the logits: 12,112 is the same model with rows a multiple
-of 8 elements (16 bytes in bf16) long, as GPU matrix kernels want them.
+`--loss_chunk_tokens N` sizes the fused loss's chunks as train.py's option does, and `--vocab_size V` (default 12,112,
+bench_gpu.py's synthetic corpus: 12,111 trained tokens, padded to a multiple of 8 as every trained tokenizer is)
+probes the alignment of the logits: at 12,111 their rows are not a multiple of 8 elements (16 bytes in bf16) long,
+as GPU matrix kernels want them.
 """
 
 from __future__ import annotations

@@ -15,14 +15,14 @@
 #
 # `session` runs these groups in order, each a bench_gpu.py (or bench_gpu_step.py) call of its own, and starts a
 # group only while its estimated time is left of SECONDS (default 540, a call's 10 minutes less start-up). The order
-# follows the first GPU session (benchmarks/README.md, "Issue 41's step options on a GPU": the fused loss ran at 0.80x,
-# the compiled layers with buckets and bf16 weights at 1.17x on big), so "fast" is the three without the fused loss:
+# follows the first two GPU sessions (benchmarks/README.md, "Issue 41's step options on a GPU": the fused loss ran at
+# 0.80x, the compiled layers with buckets and bf16 weights at 1.07-1.17x on big; then the vocabulary's alignment
+# made big's step 1.14x faster, and every trained tokenizer is now padded to a multiple of 8), so "fast" is the three
+# without the fused loss, and bench_gpu.py's corpus has 12,112 tokens:
 #   1. big: off / fast / off again (the A/A)          2. base: the same
-#   3. probes of big's step at a fixed shape (bench_gpu_step.py): the vocabulary 12,111 (odd, as the corpus's BPE
-#      ends) against 12,112 (rows aligned to 16 bytes), and the fused loss's chunk: 346 tokens (the default) and 4,096
-#   4. base: off / fast with CUDA graphs (reduce-overhead; on a GPU only)
-#   5. where the time of big's fast step goes (bench_gpu_step.py --profile, fixed shape)
-#   6. big: off / bf16 weights / fused loss (default chunk, and 4,096 tokens) / all four (each mechanism's share)
+#   3. base: off / fast with CUDA graphs (reduce-overhead; on a GPU only)
+#   4. where the time of big's fast step goes (bench_gpu_step.py --profile, fixed shape)
+#   5. big: off / bf16 weights / fused loss (default chunk, and 4,096 tokens) / all four (each mechanism's share)
 # A run that fails or outlasts what is left is reported and the others go on (bench_gpu.py --keep_going
 # --run_timeout). Everything lands in $OUT (the device tool's folder) or ./gpu_session: session.txt (all output) and
 # gpu_session.tar.gz (each group's JSON and every train.py log), remade after each group so a call stopped at its
@@ -99,25 +99,14 @@ group "1 $big off/fast/A2" 200 gpu_bench big-ab --presets "$big" --variant "off=
     --variant "A2=$off"
 group "2 $base off/fast/A2" 180 gpu_bench base-ab --presets "$base" --variant "off=$off" --variant "fast=$fast" \
     --variant "A2=$off"
-probes() {  # group 3: each row is bench_gpu_step.py's own timing (3 untimed steps, then --steps)
-    local probe
-    for probe in "--vocab_size 12111" "--vocab_size 12112" "--fused_loss true" "--fused_loss true --loss_chunk_tokens 4096" \
-        "--fused_loss true --loss_chunk_tokens 4096 --vocab_size 12112"; do
-        [ "$device" = cpu ] && probe=${probe//12111/400} && probe=${probe//12112/408} && probe=${probe//4096/32}
-        echo "-- probe: $probe"
-        # shellcheck disable=SC2086  # the probe is several options
-        "$py" benchmarks/bench_gpu_step.py --device "$device" --presets "$big" "${step_sizes[@]}" $probe || return
-    done
-}
-group "3 $big step probes" 90 probes
-[ "$device" = cpu ] || group "4 $base graphs" 160 gpu_bench base-graphs --presets "$base" --variant "off=$off" \
+[ "$device" = cpu ] || group "3 $base graphs" 160 gpu_bench base-graphs --presets "$base" --variant "off=$off" \
     --variant "graphs=$fast --torch_compile_mode reduce-overhead"
-group "5 $big step profile" 90 timeout "$(left)" "$py" \
+group "4 $big step profile" 90 timeout "$(left)" "$py" \
     benchmarks/bench_gpu_step.py --device "$device" --presets "$big" "${step_sizes[@]}" --bf16_weights true \
     --torch_compile true --profile
 chunk=4096
 [ "$device" = cpu ] && chunk=32
-group "6 $big mechanisms" 250 gpu_bench big-mechanisms --presets "$big" --variant "off=$off" \
+group "5 $big mechanisms" 250 gpu_bench big-mechanisms --presets "$big" --variant "off=$off" \
     --variant "bf16w=${off/--bf16_weights false/--bf16_weights true}" \
     --variant "fused=${off/--fused_loss false/--fused_loss true}" \
     --variant "fused$chunk=${off/--fused_loss false/--fused_loss true} --loss_chunk_tokens $chunk" --variant "all=$on"

@@ -7,7 +7,7 @@ from conftest import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 from bench_gpu import TINY, model_config, training_flops  # noqa: E402
-from bench_gpu_step import main, parse_args  # noqa: E402
+from bench_gpu_step import VOCAB, main, parse_args  # noqa: E402
 
 
 def test_a_cpu_smoke_run_times_every_shape_with_and_without_the_optimizer(capsys):
@@ -16,7 +16,7 @@ def test_a_cpu_smoke_run_times_every_shape_with_and_without_the_optimizer(capsys
     assert [(r["shape"], r["step"]) for r in rows] == [
         ("4x6x7", "forward+backward"), ("4x6x7", "+ fused Adam"), ("2x9x5", "forward+backward"), ("2x9x5", "+ fused Adam")
     ]  # fmt: skip
-    config = model_config("tiny", 12111)
+    config = model_config("tiny", VOCAB)  # the default --vocab_size
     for row in rows:  # MFU from the measured time and bench_gpu's FLOP count, against the given 1 TFLOP/s peak
         batch_rows, source, target = (int(x) for x in row["shape"].split("x"))
         flops = batch_rows * training_flops(config, source, target)

@@ -33,10 +33,10 @@ from vaswani.errors import UsageError
 logger = logging.getLogger("train")
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # torch.compile's
-# device type -> option -> on when not given. CPU: measured, none reaches 1.05x (benchmarks/README.md). CUDA: one H200
-# session (benchmarks/README.md, "Issue 41's step options on a GPU"): the fused loss 0.80x (off), bf16 weights alone
-# 1.04x (inside the noise), the compiled layers with buckets and bf16 weights 1.17x on big but base and BLEU not
-# measured, so all off until `bash benchmarks/gpu_step_ab.sh session` measures those.
+# device type -> option -> on when not given. CPU: measured, none reaches 1.05x (benchmarks/README.md). CUDA: two H200
+# sessions (benchmarks/README.md, "Issue 41's step options on a GPU" and "... second session"): the fused loss 0.80x
+# (0.98x with 4,096-token chunks; off), bf16 weights alone 1.04x (inside the noise), the compiled layers with buckets
+# and bf16 weights 1.07-1.17x on big but nothing on base (0.97x at a fixed shape) and BLEU not measured: all off.
 AUTOMATIC = {
     "cpu": {"torch_compile": False, "fused_loss": False, "bf16_weights": False},
     "cuda": {"torch_compile": False, "fused_loss": False, "bf16_weights": False},
