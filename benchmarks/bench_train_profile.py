@@ -53,6 +53,7 @@ class PhaseClock:
         self.calls = defaultdict(int)
         self.peak_anon_mb = defaultdict(float)
         self.stack: list[str] = []
+        self.replaced: list[tuple[object, str, object | None]] = []  # (owner, attribute, its own value or None)
 
     @property
     def current(self) -> str:
@@ -84,7 +85,18 @@ class PhaseClock:
             with self.phase(name() if callable(name) else name, nested):
                 return original(*args, **kwargs)
 
+        self.replaced.append((owner, attribute, vars(owner).get(attribute)))
         setattr(owner, attribute, timed)
+
+    def unwrap(self) -> None:
+        """Put back what `wrap` replaced (a run in a test's process leaves the library as it found it: a timed
+        `forward` would otherwise reach a later `torch.compile`, which cannot trace the clock)."""
+        for owner, attribute, own in reversed(self.replaced):
+            if own is None:  # inherited: the class's own entry goes, the parent's shows again
+                delattr(owner, attribute)
+            else:
+                setattr(owner, attribute, own)
+        self.replaced.clear()
 
 
 def anon_mb() -> float:
@@ -188,6 +200,7 @@ def main(argv=None) -> int:
     finally:
         stop.set()
         sampler.join()
+        clock.unwrap()
     results = report(clock, final, time.perf_counter() - start)
     common.write_json_report(args.json, args, train_args=train_args, **results)
     return 0

@@ -5,9 +5,13 @@ import json
 import sys
 
 import pytest
+from accelerate import Accelerator
+from accelerate.optimizer import AcceleratedOptimizer
 from conftest import REPO_ROOT
 
+from modeling_vaswani import VaswaniForCausalLM, VaswaniForConditionalGeneration
 from vaswani.data.demo import write_demo_files
+from vaswani.training import loop as training_loop
 
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 from bench_train_profile import PHASES_IN_LOOP, PhaseClock, main, parse_args  # noqa: E402
@@ -21,11 +25,17 @@ TINY = [
 ]  # fmt: skip
 
 
+# some of what `instrument` times: a function of the loop, methods of our classes and of accelerate's
+WRAPPED = [(training_loop, "_train_loop"), (VaswaniForConditionalGeneration, "forward"), (VaswaniForCausalLM, "forward"),
+           (Accelerator, "backward"), (AcceleratedOptimizer, "zero_grad")]  # fmt: skip
+
+
 def test_a_tiny_run_is_split_into_phases_that_add_up(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
     write_demo_files(tmp_path, num_train=120, num_validation=8, num_test=8)
     data = [f"--{split}_file={tmp_path / f'{split}.jsonl'}" for split in ("train", "validation", "test")]
     report = tmp_path / "profile.json"
+    untouched = [vars(owner).get(name) for owner, name in WRAPPED]
     assert main(["--json", str(report), "--", *TINY, *data, "--output_dir", str(tmp_path / "run")]) == 0
     out = capsys.readouterr().out
     results = json.loads(report.read_text())
@@ -43,6 +53,8 @@ def test_a_tiny_run_is_split_into_phases_that_add_up(tmp_path, monkeypatch, caps
     assert phases["final model choice"]["seconds"] > 0 and phases["final scoring"]["seconds"] > 0
     assert results["updates_per_minute"] == pytest.approx(60 * 6 / results["loop_seconds"])
     assert results["peak_anon_mb"] > 0 and "updates per minute" in out
+    # the timed copies are gone again (a later test's torch.compile would trace the clock)
+    assert untouched == [vars(owner).get(name) for owner, name in WRAPPED]
 
 
 def test_a_phase_inside_another_counts_as_the_outer_one():
@@ -50,6 +62,25 @@ def test_a_phase_inside_another_counts_as_the_outer_one():
     with clock.phase("training loop", nested=True), clock.phase("evaluation"), clock.phase("forward"):
         pass
     assert clock.calls == {"training loop": 1, "evaluation": 1}
+
+
+def test_unwrap_puts_back_what_wrap_replaced_own_or_inherited():
+    class Base:
+        def inherited(self):
+            return 1
+
+    class Child(Base):
+        def own(self):
+            return 2
+
+    own = vars(Child)["own"]
+    clock = PhaseClock()
+    clock.wrap(Child, "inherited", "forward")
+    clock.wrap(Child, "own", "backward")
+    assert (Child().inherited(), Child().own()) == (1, 2) and clock.calls == {"forward": 1, "backward": 1}
+    clock.unwrap()
+    assert "inherited" not in vars(Child) and vars(Child)["own"] is own and vars(Base)["inherited"] is Base.inherited
+    assert (Child().inherited(), Child().own()) == (1, 2) and clock.calls == {"forward": 1, "backward": 1}
 
 
 def test_train_options_are_required(capsys):
