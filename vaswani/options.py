@@ -117,7 +117,8 @@ REGISTRY: dict[str, Option] = {
     "target_lang": Option("--target_lang", "language code of the target side", dict(metavar="LANG")),
     "max_source_length": Option("--max_source_length", "source length limit in tokens, EOS included",
                                 dict(type=positive_int, metavar="N")),
-    "vocab_size": Option("--vocab_size", "BPE vocabulary size (paper: ~37k for EN-DE)", dict(type=positive_int)),
+    "vocab_size": Option("--vocab_size", "BPE vocabulary size (paper: ~37k for EN-DE), rounded up to a multiple of 8 "
+                         "with unused filler tokens", dict(type=positive_int)),
     "min_frequency": Option("--min_frequency", "minimum count of a merged pair", dict(type=positive_int)),
     "special_tokens_layout": Option(
         "--special_tokens_layout", "ids of the special tokens: paper: <pad>=0 <s>=1 </s>=2 <unk>=3; fairseq: <s>=0 "

@@ -64,7 +64,8 @@ def add_arguments(prune: argparse.ArgumentParser) -> None:
         prune, "vocab_size", "prune", metavar="N",
         help="keep the first N tokens of the BPE vocabulary (the special and byte tokens, the alphabet and the earliest "
         "merges, as a tokenizer trained with vocab_size N would have them) and their embeddings: a text becomes more, "
-        "shorter tokens and the output layer shrinks; train the result again before use",
+        "shorter tokens and the output layer shrinks; train the result again before use (a multiple of 8 keeps a GPU's "
+        "kernels aligned; a trained tokenizer's filler tokens are dropped)",
     )  # fmt: skip
 
 
