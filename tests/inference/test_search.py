@@ -138,6 +138,26 @@ def test_greedy_prefix_decoding_is_the_hand_forced_greedy_loop(translator, prefi
         assert output[:-1] == expected
 
 
+def test_a_prefix_is_never_continued_by_a_filler_token(tmp_path):
+    """The unused tokens that pad a trained vocabulary ("<madeupword0000>", ...) are special: healing a partial word
+    that could start one ("<ma") must not pick it, or the decoded output (which drops special tokens) would lose the
+    prefix. A random model, whose logits favour no token, over 8 beams and 8 hypotheses."""
+    markup = ["<b>the cat</b> sat on <i>the mat</i>", "a <em>dog</em> runs <b>in</b> the park", "<p>mad made</p>"]
+    tokenizer = train_bpe_tokenizer(iterator=markup * 3, vocab_size=301, min_frequency=1)
+    fillers = [i for i, token in enumerate(tokenizer.convert_ids_to_tokens(list(range(len(tokenizer)))))
+               if token.startswith("<madeupword")]  # fmt: skip
+    assert len(fillers) >= 3 and "<" in tokenizer.get_vocab()  # "<ma" can be healed by a filler or by "<" "ma..."
+    save_random_model(tmp_path / "model", 5, tokenizer=tokenizer)
+    translator = Translator(tmp_path / "model", device="cpu")
+    source_ids = tokenizer(markup[0])["input_ids"]
+    prefix_ids = tokenizer("a <ma", add_special_tokens=False)["input_ids"]
+    hypotheses = translator.engine.generate([source_ids], num_beams=8, num_hypotheses=8, max_new_tokens=6,
+                                            prefixes=[prefix_ids])[0]  # fmt: skip
+    assert len(hypotheses) == 8 and not {t for h in hypotheses for t in h.ids} & set(fillers)
+    texts = translator.translate_hypotheses([markup[0]], num_beams=8, nbest=8, max_new_tokens=6, prefixes=["a <ma"])
+    assert all(h.text.startswith("a <ma") for h in texts[0])
+
+
 def test_a_prefix_inside_a_word_is_continued_by_the_whole_word(translator):
     """ "ein Hu" is tokenized "▁ein ▁ H u"; the model knows the word as "▁ Hun d": the healed last word lets the
     output use the model's own split, and the result reads "ein Hund ..." (not "ein Hu" + a new word)."""

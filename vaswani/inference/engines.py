@@ -147,8 +147,11 @@ class TorchEngine:
                 self._pieces = self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))
             pieces = self._pieces
             split = [split_prefix(ids or [], pieces) for ids in prefixes]
-            prefix = PrefixForcing([ids for ids, _ in split], [partial for _, partial in split], pieces,
-                                   set(self.tokenizer.all_special_ids), num_beams, self.device)  # fmt: skip
+            # every special token: the named ones and any other marked special (a trained vocabulary's fillers)
+            special = set(self.tokenizer.all_special_ids)
+            special |= {index for index, token in self.tokenizer.added_tokens_decoder.items() if token.special}
+            prefix = PrefixForcing([ids for ids, _ in split], [partial for _, partial in split], pieces, special,
+                                   num_beams, self.device)  # fmt: skip
             caps = self._prefix_caps(caps, prefix.min_lengths(), [len(ids or []) for ids in prefixes], max_new_tokens)
         bad_words = generation.bad_words_ids or []
         if any(len(words) != 1 for words in bad_words):
