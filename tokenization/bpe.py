@@ -47,7 +47,7 @@ MASK_TOKEN = "<mask>"  # optional (`mask_token=True`): the masked language model
 # Unused special tokens that round the vocabulary up to a multiple of `pad_to_multiple_of`, last of all (fairseq's
 # `Dictionary.pad_to_multiple_` names its own "madeupword0000", ...; the brackets mark these as special tokens).
 FILLER_TOKEN = "<madeupword{:04d}>"
-FILLER_PATTERN = re.compile(r"<madeupword\d{4}>")
+FILLER_PATTERN = re.compile(r"<madeupword\d{4,}>")  # 10,000 and more have more digits
 
 UNICODE_NORMALIZERS: dict[str, type[normalizers.Normalizer] | None] = {
     "NFKC": normalizers.NFKC,
@@ -90,7 +90,7 @@ def train_bpe_tokenizer(
         source_lang, target_lang: the two keys of the translation column; read from the first row if not given.
         vocab_size: size of the trained vocabulary, counting special tokens, the 256 byte tokens and the
             characters of the corpus. Reached exactly unless the corpus runs out of pairs seen `min_frequency` times;
-            `len(tokenizer)` is then rounded up to a multiple of `pad_to_multiple_of`.
+            `len(tokenizer)` is afterwards rounded up to a multiple of `pad_to_multiple_of`.
         min_frequency: a pair of symbols is merged only if it occurs at least this often.
         special_tokens_layout: "paper" (<pad> 0, <s> 1, </s> 2, <unk> 3) or "fairseq" (<s> 0, <pad> 1, </s> 2,
             <unk> 3); see `SPECIAL_TOKEN_LAYOUTS`.
