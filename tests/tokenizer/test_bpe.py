@@ -334,6 +334,9 @@ def test_vocabulary_is_padded_with_unused_special_tokens(corpus_files, tmp_path)
     assert len(loaded) == 448 and loaded.convert_ids_to_tokens(447) == "<madeupword0004>"
     assert loaded("Das Haus ist klein.")["input_ids"] == ids
     assert len(train_bpe_tokenizer(files=corpus_files, vocab_size=443, pad_to_multiple_of=100)) == 500
+    many = train_bpe_tokenizer(files=corpus_files, vocab_size=443, pad_to_multiple_of=10_500)  # 10,057 fillers
+    assert many.convert_ids_to_tokens(len(many) - 1) == "<madeupword10056>"
+    assert first_tokens(many.backend_tokenizer, 400).get_vocab_size() == 400  # every filler recognised and cut
     assert len(train_bpe_tokenizer(files=corpus_files, vocab_size=440)) == 440  # already a multiple: no filler
 
 
