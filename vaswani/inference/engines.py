@@ -85,6 +85,7 @@ class TorchEngine:
         self.decoder_room = config.max_position_embeddings - 1 if config.position_embedding_type == "learned" else None
         self.max_new_tokens_over_source = self.model.MAX_NEW_TOKENS_OVER_SOURCE
         self._pieces: list[str] | None = None
+        self._special_ids: set[int] = set()  # made with `_pieces`
 
     def _autocast(self):
         import contextlib
@@ -143,15 +144,16 @@ class TorchEngine:
         caps = self._caps(attention_mask.sum(-1), max_new_tokens, paper_decoding)  # (B,)
         prefix = None
         if prefixes is not None:
-            if self._pieces is None:  # the subword strings by id, for healing a prefix's last word
+            if self._pieces is None:  # the subword strings by id and the special ids, for healing a prefix's last word
                 self._pieces = self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))
+                # every special token: the named ones and any other marked special (a trained vocabulary's fillers)
+                self._special_ids = set(self.tokenizer.all_special_ids) | {
+                    index for index, token in self.tokenizer.added_tokens_decoder.items() if token.special
+                }
             pieces = self._pieces
             split = [split_prefix(ids or [], pieces) for ids in prefixes]
-            # every special token: the named ones and any other marked special (a trained vocabulary's fillers)
-            special = set(self.tokenizer.all_special_ids)
-            special |= {index for index, token in self.tokenizer.added_tokens_decoder.items() if token.special}
-            prefix = PrefixForcing([ids for ids, _ in split], [partial for _, partial in split], pieces, special,
-                                   num_beams, self.device)  # fmt: skip
+            prefix = PrefixForcing([ids for ids, _ in split], [partial for _, partial in split], pieces,
+                                   self._special_ids, num_beams, self.device)  # fmt: skip
             caps = self._prefix_caps(caps, prefix.min_lengths(), [len(ids or []) for ids in prefixes], max_new_tokens)
         bad_words = generation.bad_words_ids or []
         if any(len(words) != 1 for words in bad_words):
