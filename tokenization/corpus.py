@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from vaswani.fileio import count_lines
+from vaswani.fileio import conversion_hint, count_lines
 
 from .errors import TokenizerTrainingError
 
@@ -83,13 +83,14 @@ def corpus_from_files(files: PathLike | Sequence[PathLike]) -> Corpus:
 
 def _read_files(paths: Sequence[PathLike]) -> Iterator[list[str]]:
     for path in paths:
-        with open(path, encoding="utf-8") as stream:
+        with open(path, encoding="utf-8-sig") as stream:  # "-sig": without a byte-order mark at the start
             try:
                 yield from _batched(line.rstrip("\n") for line in stream)
             except UnicodeDecodeError as error:
+                with open(path, "rb") as raw:
+                    hint = conversion_hint(raw.read(4))
                 raise TokenizerTrainingError(
-                    f"{os.fspath(path)!r} is not valid UTF-8 ({error.reason}): "
-                    "convert it first, e.g. with `iconv -f latin1 -t utf-8`."
+                    f"{os.fspath(path)!r} is not valid UTF-8 ({error.reason}): {hint}."
                 ) from error
 
 

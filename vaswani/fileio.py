@@ -8,10 +8,13 @@ load without running code.
   (no pickle).
 - `count_lines`: one fast binary pass (progress bars of `vaswani translate`, `vaswani tokenizer`, data checks), no
   heavy imports, so that a command can size its progress bar before loading torch.
+- `decode_line` / `conversion_hint`: a line of a user's text file as every reader takes it (UTF-8, the line ending and
+  a leading byte-order mark removed), and what to do with a file that is not UTF-8.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 from collections.abc import Iterator
@@ -34,6 +37,25 @@ def count_lines(path: str | os.PathLike) -> int:
             lines += chunk.count(b"\n")
             last = chunk[-1:]
     return lines + (last != b"\n")
+
+
+def decode_line(raw: bytes | str, line_number: int) -> str:
+    """Line `line_number` (1-based) of a UTF-8 text file, read in binary (or already text), as text without its
+    ending ("\\n" or "\\r\\n"); on the first line without the UTF-8 byte-order mark that Windows editors and
+    PowerShell put at the start of a file (it would otherwise reach the tokenizer as a character of the first
+    sentence). Raises UnicodeDecodeError for bytes that are not UTF-8 (`conversion_hint` says what to do)."""
+    text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+    if line_number == 1:
+        text = text.removeprefix("\ufeff")
+    return text.removesuffix("\n").removesuffix("\r")
+
+
+def conversion_hint(first_bytes: bytes) -> str:
+    """How to convert a file that is not UTF-8, given its first bytes: a UTF-16 byte-order mark (what Windows
+    PowerShell 5's `>` writes) names UTF-16, else the usual suspect, Latin-1."""
+    if first_bytes.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return "it starts with a UTF-16 byte-order mark: convert it to UTF-8, e.g. with `iconv -f utf-16 -t utf-8`"
+    return "convert it to UTF-8, e.g. with `iconv -f latin1 -t utf-8` if it is Latin-1 (`file` may tell)"
 
 
 @contextmanager

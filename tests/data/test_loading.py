@@ -396,6 +396,20 @@ def test_bytes_that_are_not_utf8(tmp_path, name, good, bad_line):
     assert "iconv -f latin1 -t utf-8" in message
 
 
+@pytest.mark.parametrize("name", ["train.tsv", "train.jsonl", "train.en"])
+def test_a_utf16_file_is_named_as_such(tmp_path, name):
+    """What Windows PowerShell 5's `>` writes: UTF-16 with its byte-order mark; the message says how to convert it."""
+    text = '{"translation": {"en": "one", "de": "eins"}}\n' if name == "train.jsonl" else "one\teins\n"
+    path = write(tmp_path / name, text.encode("utf-16"))  # Python's UTF-16 starts with the byte-order mark
+    if name == "train.en":
+        write(tmp_path / "train.de", "eins\n")
+    with pytest.raises(DataError) as error:
+        load(tmp_path, train_file=tmp_path / "train" if name == "train.en" else path)
+    message = str(error.value)
+    assert f"{path} line 1: not UTF-8 (byte offset 0 in the file, bytes ff" in message
+    assert "UTF-16 byte-order mark" in message and "iconv -f utf-16 -t utf-8" in message
+
+
 @pytest.mark.parametrize(("line", "found"), [("no tab here", "none"), ("one\ttwo\tthree", "2")])
 def test_bad_tsv_line(tmp_path, line, found):
     path = write(tmp_path / "train.tsv", f"fine\tgut\n{line}\n")

@@ -350,6 +350,55 @@ def test_a_lone_surrogate_in_the_input_is_a_one_line_error_naming_the_line(model
     assert not output.exists()
 
 
+UTF8_BOM = "\ufeff".encode()
+
+
+@pytest.mark.parametrize("command", ["translate_text", "translate_jsonl", "translate_prefix", "score"])
+def test_a_byte_order_mark_at_the_start_of_a_file_is_not_read_as_text(model_folder, tmp_path, command):
+    """Notepad and PowerShell start a UTF-8 file with a byte-order mark: every file of `vaswani translate` and
+    `vaswani score` gives what the same file without it gives (the mark would be three bytes of the first sentence,
+    prefix or target, or make the first JSON line invalid)."""
+
+    def run(bom: bytes) -> str:
+        folder = tmp_path / ("bom" if bom else "plain")
+        folder.mkdir()
+        source, output = folder / "in.txt", folder / "out.txt"
+        source.write_bytes(
+            (bom if command != "translate_prefix" else b"")
+            + "".join(
+                (json.dumps({"text": s}) if command == "translate_jsonl" else s) + "\n" for s in SOURCES[:2]
+            ).encode()
+        )
+        argv = ["translate", "--input", str(source), "--scores"]
+        if command == "translate_jsonl":
+            argv += ["--input_format", "jsonl"]
+        elif command == "translate_prefix":
+            (folder / "prefix.txt").write_bytes(bom + b"die\nein\n")
+            argv += ["--prefix", str(folder / "prefix.txt")]
+        elif command == "score":
+            (folder / "target.txt").write_bytes(bom + "".join(t + "\n" for t in TARGETS[:2]).encode())
+            argv = ["score", "--source", str(source), "--target", str(folder / "target.txt")]
+        assert run_cli(*argv, "--model", str(model_folder), "--output", str(output), "--no_progress") == 0
+        return output.read_text(encoding="utf-8")
+
+    assert run(UTF8_BOM) == run(b"")
+
+
+@pytest.mark.parametrize("command", ["translate", "score"])
+def test_a_utf16_file_is_named_as_such_in_the_error(model_folder, tmp_path, capsys, command):
+    """What Windows PowerShell 5's `>` writes: UTF-16 with its byte-order mark. The error says so and how to convert."""
+    source = tmp_path / "in.txt"
+    source.write_text("a dog\n", encoding="utf-16")  # Python's UTF-16 starts with the byte-order mark
+    argv = ["translate", "--input", str(source)]
+    if command == "score":
+        argv = ["score", "--source", str(write_lines(tmp_path / "src.txt", ["a dog"])), "--target", str(source)]
+    capsys.readouterr()
+    assert run_cli(*argv, "--model", str(model_folder), "--no_progress") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{source} is not UTF-8 text: line 1" in err[0], err
+    assert "UTF-16 byte-order mark" in err[0] and "iconv -f utf-16 -t utf-8" in err[0], err
+
+
 def test_a_target_longer_than_the_position_table_is_an_error_naming_its_line(tmp_path, capsys):
     save_random_model(tmp_path / "m", 1, position_embedding_type="learned", max_position_embeddings=12)
     source = write_lines(tmp_path / "in.txt", SOURCES[:3])

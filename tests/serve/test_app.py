@@ -27,7 +27,7 @@ libretranslatepy = pytest.importorskip("libretranslatepy", reason="the dev extra
 
 from vaswani.inference.outputs import format_alignment  # noqa: E402
 from vaswani.serve.app import ServerSettings, create_app, http_stack, server_config  # noqa: E402
-from vaswani.serve.limits import ApiKeys, Limits  # noqa: E402
+from vaswani.serve.limits import ApiKeys, Limits, RequestError  # noqa: E402
 from vaswani.serve.models import ModelSpec, load_models  # noqa: E402
 
 LEARNED = ["the cat sat on the mat", "a dog runs in the park", "the weather is nice today", "we read a book at home"]
@@ -389,6 +389,18 @@ def test_api_keys_are_required_and_each_key_has_its_rate_limit(models, tmp_path)
         assert 1 <= int(headers["retry-after"]) <= 30
         assert post_json(address, "/translate", {**payload, "api_key": "secret-one"})[0] == 200  # its own bucket
         assert request(address, "GET", "/languages")[0] == 200  # no key needed, as LibreTranslate
+
+
+@pytest.mark.parametrize("bom", [b"", b"\xef\xbb\xbf"])
+def test_the_first_api_key_of_a_file_an_editor_started_with_a_byte_order_mark_is_accepted(tmp_path, bom):
+    """Notepad and PowerShell start a UTF-8 file with a byte-order mark: it is not part of the first key."""
+    keys = tmp_path / "keys.txt"
+    keys.write_bytes(bom + b"secret-one 5\r\nsecret-two\r\n")
+    api_keys = ApiKeys.from_file(keys)
+    assert api_keys.check("secret-one")[1] == 5.0
+    assert api_keys.check("secret-two")[1] is None
+    with pytest.raises(RequestError):
+        api_keys.check("\ufeffsecret-one")
 
 
 def test_a_rate_limit_without_keys_counts_per_client_address(models):

@@ -398,6 +398,24 @@ def test_iterator_and_dataset_sources_match_files(corpus_files):
     assert english_only.backend_tokenizer.to_str() != reference
 
 
+def test_a_byte_order_mark_at_the_start_of_a_file_is_not_learned(corpus_files, tmp_path):
+    """Notepad and PowerShell start a UTF-8 file with a byte-order mark: the same files without it, the same tokenizer
+    (as `vaswani train` reads its data files)."""
+    marked = []
+    for path in corpus_files:
+        marked.append(tmp_path / path.name)
+        marked[-1].write_bytes("\ufeff".encode() + path.read_bytes())
+    reference = train_bpe_tokenizer(files=corpus_files, vocab_size=SMALL_VOCAB).backend_tokenizer.to_str()
+    assert train_bpe_tokenizer(files=marked, vocab_size=SMALL_VOCAB).backend_tokenizer.to_str() == reference
+
+
+def test_a_utf16_file_is_named_as_such(tmp_path):
+    path = tmp_path / "windows.txt"
+    path.write_text("one two three\n", encoding="utf-16")  # with its byte-order mark, as PowerShell 5's `>` writes
+    with pytest.raises(TokenizerTrainingError, match="UTF-16 byte-order mark: convert it to UTF-8, e.g. with `iconv"):
+        train_bpe_tokenizer(files=[path], vocab_size=SMALL_VOCAB)
+
+
 # --- saving, loading, determinism --------------------------------------------------------------------------------
 
 LOAD_IN_FRESH_PROCESS = """

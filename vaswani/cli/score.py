@@ -79,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
     for path, flag in ((args.source, "--source"), (args.target, "--target")):
         if not path.is_file():
             raise UsageError(f"no such {flag} file: {path}")
+        with open(path, "rb") as stream:  # line 1 read before the line counts, which a UTF-16 file would make wrong
+            next(read_lines(stream, name=str(path)), None)
     for model in args.model:
         check_output_file(args.output, inputs=[args.source, args.target], model=model)
     pairs, targets = count_lines(args.source), count_lines(args.target)

@@ -46,7 +46,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from vaswani.errors import DataError
-from vaswani.fileio import count_lines
+from vaswani.fileio import conversion_hint, count_lines, decode_line
 
 SPLITS = ("train", "validation", "test")
 JSON_SUFFIXES = (".json", ".jsonl")
@@ -365,18 +365,16 @@ def read_lines(path: str) -> Iterator[str]:
     with open(path, "rb") as stream:
         for line_number, raw in enumerate(stream, start=1):
             try:
-                text = raw.decode("utf-8")
+                text = decode_line(raw, line_number)
             except UnicodeDecodeError as error:
                 bad = raw[error.start : error.end].hex(" ")
+                hint = conversion_hint(raw if line_number == 1 else b"")
                 raise DataError(
                     f"{path} line {line_number}: not UTF-8 (byte offset {offset + error.start} in the file, "
-                    f"bytes {bad}: {error.reason}). The data must be UTF-8: re-encode it, e.g. "
-                    f"`iconv -f latin1 -t utf-8 {path} > {path}.utf8` if it is Latin-1 (`file {path}` may tell)."
+                    f"bytes {bad}: {error.reason}). The data must be UTF-8: {hint}."
                 ) from error
             offset += len(raw)
-            if line_number == 1:
-                text = text.removeprefix("\ufeff")
-            yield text.removesuffix("\n").removesuffix("\r")
+            yield text
 
 
 def _read_json_lines(path: str, source_lang: str, target_lang: str) -> Iterator[tuple[int, str, str]]:

@@ -41,6 +41,7 @@ from vaswani.constants import EXPORT_INFO_FILE, SEQ2SEQ_MODEL_TYPE
 from vaswani.devices import resolve_device
 from vaswani.errors import TranslateError
 from vaswani.export.ctranslate2 import RUNS_WITH, is_ctranslate2_folder
+from vaswani.fileio import conversion_hint, decode_line
 from vaswani.inference.engines import BACKENDS, CT2_NO_CONSTRAINTS, CTranslate2Engine, TorchEngine, hard_alignment
 from vaswani.model_folder import check_model_folder, load_model_folder, load_tokenizer
 
@@ -514,18 +515,16 @@ def _check_constraints(index: int, phrases: Sequence[str], text: str, on_unmet) 
 # ----------------------------------------------------------------------------------------------------------------
 def read_lines(stream: Iterable[str | bytes], name: str = "the input") -> Iterator[str]:
     """The lines of a text stream opened with newline="\\n" (or of a binary stream, decoded as UTF-8 line by line),
-    without their line ending ("\\n" or "\\r\\n"). A line that is not UTF-8 is a `TranslateError` naming `name`
-    and the line number."""
+    without their line ending ("\\n" or "\\r\\n") and without a byte-order mark at the start (`decode_line`). A
+    line that is not UTF-8 is a `TranslateError` naming `name`, the line number and how to convert the file."""
     for number, line in enumerate(stream, 1):
-        if isinstance(line, bytes):
-            try:
-                line = line.decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise TranslateError(
-                    f"{name} is not UTF-8 text: line {number} has the byte {line[error.start]:#04x} at position "
-                    f"{error.start + 1}; convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)"
-                ) from error
-        yield line.removesuffix("\n").removesuffix("\r")
+        try:
+            text = decode_line(line, number)
+        except UnicodeDecodeError as error:
+            hint = conversion_hint(line if number == 1 else b"")
+            raise TranslateError(f"{name} is not UTF-8 text: line {number} has the byte {line[error.start]:#04x} at "
+                                 f"position {error.start + 1}; {hint}") from error  # fmt: skip
+        yield text
 
 
 def lone_surrogate(text: str) -> str | None:

@@ -79,7 +79,7 @@ class ApiKeys:
     @classmethod
     def from_file(cls, path: Path) -> ApiKeys:
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8-sig")  # without the byte-order mark an editor may put first
         except (OSError, UnicodeDecodeError) as error:
             raise UsageError(f"--api_keys {path} cannot be read: {error}") from None
         keys: dict[str, float | None] = {}
