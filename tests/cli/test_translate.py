@@ -3,6 +3,7 @@ paper's decoding, over-long lines), prune, card, average, and every bad input (e
 traceback). Translations are checked against `model.generate` run sentence by sentence in the test."""
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -120,16 +121,27 @@ def test_translate_paper_decoding(model_folder, tmp_path, monkeypatch):
 def test_over_long_lines_are_truncated_with_a_warning(model_folder, tmp_path, capsys):
     model, tokenizer = trained_model_and_tokenizer()
     long_line = "the cat sat on the mat " * 3
+    longer = "the cat sat on the mat " * (tokenizer.model_max_length // 4)  # over the tokenizer's model_max_length
+    assert len(tokenizer(longer, verbose=False)["input_ids"]) > tokenizer.model_max_length
     ids = tokenizer(long_line)["input_ids"]
     truncated = torch.tensor([[*ids[:5], tokenizer.eos_token_id]])
     expected = tokenizer.decode(model.generate(truncated)[0], skip_special_tokens=True)
-    source = write_lines(tmp_path / "input.txt", ["a dog", long_line, "", long_line])
+    source = write_lines(tmp_path / "input.txt", ["a dog", long_line, "", longer])
     output = tmp_path / "output.txt"
     argv = ["translate", "--model", str(model_folder), "--input", str(source), "--output", str(output)]
-    assert main([*argv, "--max_source_length", "6", "--no_progress"]) == 0
+    transformers_records = []  # transformers' own logger: its handler holds whatever stderr was when it was made
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = transformers_records.append
+    logging.getLogger("transformers").addHandler(handler)
+    try:
+        assert main([*argv, "--max_source_length", "6", "--no_progress"]) == 0
+    finally:
+        logging.getLogger("transformers").removeHandler(handler)
     assert read_output(output) == [*expected_lines(["a dog"]), expected, "", expected]
     err = capsys.readouterr().err
     assert "warning: line(s) 2, 4 are longer than 6 tokens and were truncated (see --max_source_length)" in err
+    # transformers' warning that such a sequence "will result in indexing errors": wrong, it is truncated
+    assert not [r.getMessage() for r in transformers_records if "indexing errors" in r.getMessage()]
 
 
 def test_empty_input_gives_empty_output(model_folder, tmp_path):

@@ -333,7 +333,9 @@ class Translator:
         # start-up: torch and transformers load only when a model is loaded
         from modeling_vaswani.pipeline_vaswani import truncate_source  # the pipeline's rule, so both agree
 
-        encoded = self.tokenizer(texts)["input_ids"]
+        # verbose=False: transformers' own warning (a sequence over model_max_length "will result in indexing errors")
+        # would be wrong here, as the sentences are truncated below and reported by the warning that names them
+        encoded = self.tokenizer(texts, verbose=False)["input_ids"]
         truncated = [index for index, ids in zip(indices, encoded, strict=True) if len(ids) > self.max_source_length]
         if truncated:
             if on_truncated is not None:
@@ -434,7 +436,7 @@ class Translator:
             raise TranslateError(f"{len(sources)} sources and {len(targets)} targets: give one target per source")
         indices = list(range(len(sources)))
         encoded = self._encode(list(sources), indices, on_truncated)
-        target_ids = {index: ids for index, ids in zip(indices, self.tokenizer(list(targets))["input_ids"],
+        target_ids = {index: ids for index, ids in zip(indices, self.tokenizer(list(targets), verbose=False)["input_ids"],
                                                        strict=True)}  # fmt: skip
         room = self._decoder_room()
         for index, ids in target_ids.items():
