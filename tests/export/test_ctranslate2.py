@@ -9,6 +9,7 @@ import functools
 import json
 import logging
 import random
+import shutil
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -346,6 +347,24 @@ def test_export_command_writes_a_folder_that_translate_runs_with_ctranslate2(mod
     assert outputs["torch", "4"][4] == outputs["ct2", "4"][4] == "" and len(outputs["ct2", "4"]) == 9
     translator = Translator(output)
     assert translator.backend == "ctranslate2" and translator.model is None
+
+
+def test_the_export_keeps_the_training_arguments_so_serve_knows_its_language_pair(model_folder, tmp_path):
+    """`vaswani serve --model DIR` reads the pair from run_args.json: an export of a trained folder serves without
+    `SRC-TGT=` as the folder itself does; a folder without the file gives an export without it."""
+    from vaswani.serve.models import pair_from_training_arguments
+
+    trained = tmp_path / "trained"
+    shutil.copytree(model_folder, trained)
+    (trained / "run_args.json").write_text(json.dumps({"source_lang": "en", "target_lang": "de", "seed": 3}))
+    assert (
+        main(["export", "--model", str(trained), "--output_dir", str(tmp_path / "ct2"), "--quantization", "int8"]) == 0
+    )
+    assert (tmp_path / "ct2" / "run_args.json").read_bytes() == (trained / "run_args.json").read_bytes()
+    assert pair_from_training_arguments(tmp_path / "ct2") == ("en", "de")
+    assert not (model_folder / "run_args.json").exists()
+    assert main(["export", "--model", str(model_folder), "--output_dir", str(tmp_path / "bare")]) == 0
+    assert not (tmp_path / "bare" / "run_args.json").exists()
 
 
 def test_export_quantization_int8(model_folder, tmp_path):

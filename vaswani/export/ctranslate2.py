@@ -81,6 +81,7 @@ from vaswani.constants import (
     DECODER_MODEL_TYPE,
     ENCODER_MODEL_TYPE,
     EXPORT_INFO_FILE,
+    RUN_ARGS_FILE,
     SEQ2SEQ_MODEL_TYPE,
     TOKENIZER_FILE_PATTERNS,
     VASWANI_MODEL_TYPES,
@@ -428,8 +429,9 @@ def export_ctranslate2(model_dir: str | Path, output_dir: str | Path, quantizati
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
     try:
         converter.convert(str(staging), quantization=quantization, force=True)
-        for file in sorted(source.iterdir()):
-            if file.is_file() and any(file.match(pattern) for pattern in TOKENIZER_FILE_PATTERNS):
+        for file in sorted(source.iterdir()):  # the tokenizer, and the training arguments (`vaswani serve` and
+            # `vaswani distill --teacher` read the language pair there, as from the model folder)
+            if file.is_file() and (file.name == RUN_ARGS_FILE or any(file.match(p) for p in TOKENIZER_FILE_PATTERNS)):
                 shutil.copy2(file, staging / file.name)
         (staging / EXPORT_INFO_FILE).write_text(json.dumps(info, indent=2, default=str) + "\n")
         staging.rename(output)
