@@ -5,7 +5,9 @@ traceback). Translations are checked against `model.generate` run sentence by se
 import json
 import logging
 import os
+import pty
 import re
+import select
 import shutil
 import subprocess
 import sys
@@ -199,6 +201,53 @@ def test_the_console_script_translates_stdin_to_stdout(model_folder, tmp_path):
     assert result.returncode == 0, stderr
     assert result.stdout.decode("utf-8").split("\n")[:-1] == expected_lines(sentences)
     assert "Traceback" not in stderr and "line/s" not in stderr  # no progress bar for stdin
+
+
+def read_line_within(stream, seconds: float) -> str:
+    """The next line of the pipe `stream`, or a failure when none comes within `seconds`."""
+    ready, _, _ = select.select([stream], [], [], seconds)
+    assert ready, f"no output line within {seconds} s"
+    return stream.readline().decode("utf-8").removesuffix("\n")
+
+
+@pytest.mark.parametrize("stdin", ["terminal", "pipe"])
+def test_each_line_is_translated_as_soon_as_it_is_sent(model_folder, tmp_path, stdin):
+    """Someone typing at a terminal (by default), or a program that sends a line and waits for its translation
+    (`--buffer_lines 1`), reads each translation before the next line is sent, while the input stays open."""
+    executable = Path(sys.executable).with_name("vaswani")
+    command = [str(executable)] if executable.exists() else [sys.executable, "-m", "vaswani.cli"]
+    sentences = ["a dog runs in the park", "wir lesen ein Buch", "the cat sat on the mat"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    if stdin == "terminal":
+        controller, terminal = pty.openpty()  # a pseudo-terminal: the command's stdin is a tty, as in a shell
+        process = subprocess.Popen([*command, "translate", "--model", str(model_folder)], stdin=terminal,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path, env=env)  # fmt: skip
+        os.close(terminal)
+        send = lambda text: os.write(controller, text.encode())  # noqa: E731
+    else:
+        process = subprocess.Popen([*command, "translate", "--model", str(model_folder), "--buffer_lines", "1"],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   cwd=tmp_path, env=env)  # fmt: skip
+
+        def send(text):
+            process.stdin.write(text.encode())
+            process.stdin.flush()
+
+    try:
+        for sentence, translation in zip(sentences, expected_lines(sentences), strict=True):
+            send(sentence + "\n")
+            assert read_line_within(process.stdout, 120) == translation
+        if stdin == "terminal":
+            send("\x04")  # Ctrl-D at the start of a line: the end of the input
+        else:
+            process.stdin.close()
+        assert process.wait(timeout=60) == 0, process.stderr.read().decode()
+        assert process.stdout.read() == b""
+    finally:
+        if process.poll() is None:
+            process.kill()
+        if stdin == "terminal":
+            os.close(controller)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """`vaswani translate`: sentences from stdin or --input, one per line (UTF-8), translated in the same order to stdout
 or --output, one per line: an empty line gives an empty line, and a line break inside a translation becomes a space.
-Sentences are batched by length; a progress bar on stderr follows `--input` files. Inputs longer than
-`--max_source_length` tokens (default: the model's max_position_embeddings) are truncated, with a warning naming the
-line numbers. The engine is `vaswani.inference` (translator.py, engines.py); `--nbest N`, `--scores`, `--alignment`
+Sentences are batched by length (`--buffer_lines` at a time; typed at a terminal, each line is translated as it
+comes), stdout is flushed after every translation, and a progress bar on stderr follows `--input` files. Inputs
+longer than `--max_source_length` tokens (default: the model's max_position_embeddings) are truncated, with a warning
+naming the line numbers. The engine is `vaswani.inference` (translator.py, engines.py); `--nbest N`, `--scores`, `--alignment`
 and `--output_format jsonl` print n-best lists, model scores and word alignments in the formats of
 `vaswani.inference.outputs`. `--backend` picks PyTorch or CTranslate2 (by default: CTranslate2 for an exported folder),
 `--mixed_precision` the compute type.
@@ -35,6 +36,7 @@ from vaswani.options import add_option, positive_int
 
 HELP = "translate sentences, one per line"
 INPUT_FORMATS = ("text", "jsonl")
+BUFFER_LINES = 10000  # lines sorted by length and translated at a time (--buffer_lines), from a file or a pipe
 DESCRIPTION = "Translate sentences from stdin or --input (one per line, UTF-8) into the same number of lines."
 
 # The options of `vaswani translate` of its own (the shared ones come from the registry, `vaswani.options`), in the
@@ -125,8 +127,9 @@ def add_arguments(translate: argparse.ArgumentParser) -> None:
         "jsonl (one JSON object per input line: {line, hypotheses: [{text, score, alignment}]})",
     )
     add_option(translate, "paper_decoding", "translate")
-    add_option(translate, "buffer_lines", "translate", default=10000,
-               help="lines read, sorted by length and translated at a time")  # fmt: skip
+    add_option(translate, "buffer_lines", "translate", default=None,
+               help=f"lines read, sorted by length and translated at a time (default: {BUFFER_LINES}; 1 when the "
+               "input is a terminal, so that each line typed is translated at once)")  # fmt: skip
     add_option(translate, "backend", "translate", choices=BACKENDS, default="auto")
     for flag, settings in TRANSLATE_OPTIONS.items():
         translate.add_argument(flag, **settings)
@@ -151,6 +154,8 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)  # PyTorch's intra-op threads; CTranslate2 gets the same budget
     if args.nbest > args.num_beams:
         raise UsageError(f"--nbest {args.nbest} needs at least as many beams: add --num_beams {args.nbest}")
+    if args.buffer_lines is None:  # typed at a terminal: each line as it comes; else length batching over many
+        args.buffer_lines = 1 if args.input is None and sys.stdin.isatty() else BUFFER_LINES
     translator = load_translator(args.model, args, parallel_batches=args.parallel_batches)
     # n-best lists, scores, alignments or JSON lines: the lines of an output handler (vaswani.inference.outputs)
     detailed = args.nbest > 1 or args.scores or args.alignment or args.output_format == "jsonl"
@@ -206,6 +211,8 @@ def _translate_stream(args: argparse.Namespace, translator, bar, warn_truncated,
                     sink.write(line + "\n")
             else:
                 sink.write(one_line(translation) + "\n")
+            if args.output is None:  # a person at a terminal, or a program that sends a line and waits for its
+                sink.flush()  # translation (--buffer_lines 1), sees each one as soon as it is made
 
 
 def _requests(args: argparse.Namespace, source, prefix_file, constraints_file) -> tuple[Iterator[str], dict]:
