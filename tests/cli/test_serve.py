@@ -124,12 +124,42 @@ def test_bad_option_values_are_refused_by_the_parser(option, value, problem, cap
     assert problem in capsys.readouterr().err
 
 
+def test_an_address_in_use_or_not_on_this_machine_is_refused_before_the_models_load(monkeypatch, tmp_path, capsys):
+    """uvicorn binds after start-up: it logged the OS error and exited with status 3 once every model had loaded."""
+    from vaswani.cli import serve
+
+    loaded = []
+    monkeypatch.setattr(serve, "_load_translator", lambda folders, args: loaded.append(folders))
+    trained = write_run_args(tmp_path / "trained", source_lang="de", target_lang="fr")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", "--model", str(trained), "--port", str(port)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"error: --port {port}: 127.0.0.1:{port} is already in use") and error.count("\n") == 1
+    assert "choose another --port" in error
+    # 192.0.2.1: an address for documentation (RFC 5737), on no machine
+    assert main(["serve", "--model", str(trained), "--host", "192.0.2.1"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: --host 192.0.2.1: cannot listen on 192.0.2.1:5000") and error.count("\n") == 1
+    assert not loaded
+
+
 def test_the_options_reach_the_server_settings(monkeypatch, tmp_path):
     from vaswani.cli import serve
 
     seen = {}
-    monkeypatch.setattr("vaswani.serve.app.run_server", lambda app, host, port, **kw: seen.update(
-        settings=app.state.server.settings, slots=app.state.server.batcher.slots, host=host, port=port, **kw))  # fmt: skip
+
+    def bound_here(host, port):  # the address asked for, and a socket on this machine's loopback (::1 may not be)
+        seen.update(host=host, port=port)
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        return sock
+
+    monkeypatch.setattr("vaswani.serve.app.listening_socket", bound_here)
+    monkeypatch.setattr("vaswani.serve.app.run_server", lambda app, sock, **kw: seen.update(
+        settings=app.state.server.settings, slots=app.state.server.batcher.slots, sock=sock, **kw))  # fmt: skip
     monkeypatch.setattr(
         serve, "_load_translator", lambda folders, args: seen.setdefault("folders", folders) and _Fake()
     )
@@ -139,6 +169,7 @@ def test_the_options_reach_the_server_settings(monkeypatch, tmp_path):
                  "--cors_origins", "https://a.org", "https://b.org", "--num_beams", "2", "--log_texts", "--no_web_ui"]) == 0  # fmt: skip
     settings = seen["settings"]
     assert (seen["host"], seen["port"], seen["graceful_seconds"], seen["folders"]) == ("::1", 0, 12.0, [trained])
+    assert seen["sock"].fileno() == -1  # closed when the server ends
     assert (settings.max_tokens, settings.max_wait, settings.rate_limit, settings.num_beams) == (512, 0.025, 6.0, 2)
     assert (settings.limits.max_request_characters, settings.limits.max_request_seconds) == (99, 7.0)
     assert settings.cors_origins == ["https://a.org", "https://b.org"] and settings.log_texts

@@ -102,7 +102,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:  # start-up: the serve extra (FastAPI, uvicorn) is imported by this command only, when it runs
-        from vaswani.serve.app import ServerSettings, create_app, run_server
+        from vaswani.serve.app import ServerSettings, create_app, listening_socket, run_server
     except ModuleNotFoundError as error:
         raise UsageError(f"vaswani serve needs the serve extra ({error.name} is missing): "
                          "pip install -c constraints.txt -e '.[serve]'") from None  # fmt: skip
@@ -125,12 +125,13 @@ def run(args: argparse.Namespace) -> int:
 
     hf_logging.disable_progress_bar()  # no "Loading weights" bars: the log is the server's
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    models = load_models(specs, lambda folders: _load_translator(folders, args))
-    if args.host not in ("127.0.0.1", "localhost", "::1") and args.api_keys is None:
-        logging.getLogger("vaswani.serve").warning(
-            "listening on %s without --api_keys: anyone who can reach this address can use the server", args.host
-        )
-    run_server(create_app(models, settings), args.host, args.port, graceful_seconds=args.max_request_seconds + 5)
+    with listening_socket(args.host, args.port) as sock:  # first: a port in use is told before the models load
+        models = load_models(specs, lambda folders: _load_translator(folders, args))
+        if args.host not in ("127.0.0.1", "localhost", "::1") and args.api_keys is None:
+            logging.getLogger("vaswani.serve").warning(
+                "listening on %s without --api_keys: anyone who can reach this address can use the server", args.host
+            )
+        run_server(create_app(models, settings), sock, graceful_seconds=args.max_request_seconds + 5)
     return 0
 
 

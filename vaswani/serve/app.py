@@ -32,8 +32,10 @@ one at a time), and the translations are glued back into each text's shape.
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
+import socket
 import time
 from collections.abc import Hashable, Sequence
 from contextlib import asynccontextmanager
@@ -46,6 +48,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
+from vaswani.errors import UsageError
 from vaswani.inference.outputs import JsonlOutput
 from vaswani.inference.translator import TranslateError, missing_constraints
 from vaswani.serve.batching import Batcher, DecodingOptions
@@ -529,11 +532,36 @@ def server_config(app: FastAPI, host: str = "127.0.0.1", port: int = 5000, *, gr
                           timeout_graceful_shutdown=graceful_seconds, lifespan="on", http=http, loop=loop)  # fmt: skip
 
 
-def run_server(app: FastAPI, host: str, port: int, *, graceful_seconds: float, log_level: str = "info") -> None:
-    """Serve `app` until SIGINT or SIGTERM; then stop accepting connections and finish the requests in flight
-    (at most `graceful_seconds`) before the process exits."""
+def listening_socket(host: str, port: int) -> socket.socket:
+    """The server's socket, bound to `host`:`port` as uvicorn binds it (IPv6 when the host has a ":",
+    SO_REUSEADDR), before the models load: an address in use or not on this machine is a `UsageError` at once,
+    not uvicorn's log line and exit status 3 after the loading."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        reason = error.strerror or str(error)
+        if error.errno == errno.EADDRINUSE:
+            raise UsageError(f"--port {port}: {host}:{port} is already in use ({reason}): stop what listens there, "
+                             "or choose another --port") from None  # fmt: skip
+        if error.errno == errno.EACCES:
+            raise UsageError(f"--port {port}: listening on {host}:{port} is not allowed ({reason}): ports below "
+                             "1024 need administrator rights; choose a --port from 1024 up") from None  # fmt: skip
+        raise UsageError(f"--host {host}: cannot listen on {host}:{port} ({reason}): give an address of this machine "
+                         "(127.0.0.1 for this machine only, 0.0.0.0 for every network)") from None  # fmt: skip
+    sock.set_inheritable(True)
+    return sock
+
+
+def run_server(app: FastAPI, sock: socket.socket, *, graceful_seconds: float, log_level: str = "info") -> None:
+    """Serve `app` on `sock` (`listening_socket`) until SIGINT or SIGTERM; then stop accepting connections and finish
+    the requests in flight (at most `graceful_seconds`) before the process exits."""
     import uvicorn
 
+    host, port = sock.getsockname()[:2]
     config = server_config(app, host, port, graceful_seconds=graceful_seconds, log_level=log_level)
     logger.info("HTTP: uvicorn with the %s parser and the %s event loop", config.http, config.loop)
-    uvicorn.Server(config).run()
+    uvicorn.Server(config).run(sockets=[sock])
