@@ -308,3 +308,39 @@ def test_push_to_hub_uploads_the_language_model_with_its_card(task, stack, auto_
     assert set(hub.commits[1]["files"]) == set(files)
     (out / "modeling_vaswani_lm.py").unlink()  # a folder that could not load with trust_remote_code is refused
     assert vaswani_main(["push", "--model", str(out), "--hub_model_id", "me/tiny-lm"]) == 2 and len(hub.commits) == 2
+
+
+@pytest.mark.parametrize(
+    ("files", "said"),
+    [
+        ({}, "Using the built-in demo dataset"),
+        ({"train_file": "train.jsonl", "validation_file": "validation.jsonl"},
+         "dataset_name demo (as configs/demo.yaml sets it) gives the test data: the built-in numbers and dates, not "
+         "yours; pass --test_file, or leave dataset_name out"),
+        ({"train_file": "train.jsonl"}, "gives the validation and test data: the built-in numbers and dates, not yours; "
+         "pass --validation_file and --test_file"),
+        ({"train_file": "train.jsonl", "validation_file": "validation.jsonl", "test_file": "test.jsonl"}, None),
+    ],
+)  # fmt: skip
+def test_the_demo_dataset_beside_the_users_files_is_a_warning_naming_the_splits(files, said, tmp_path, caplog):
+    """configs/demo.yaml names the demo dataset: with a user's --train_file, the splits without a file came from it
+    silently (a run on other data then reported a test BLEU on numbers and dates)."""
+    from types import SimpleNamespace
+
+    from vaswani.training.tasks import load_data
+
+    write_demo_files(tmp_path, num_train=600, num_validation=20, num_test=20)
+    paths = {name: str(tmp_path / value) for name, value in files.items()}
+    args = SimpleNamespace(**{"train_file": None, "validation_file": None, "test_file": None, **paths},
+                           dataset_name="demo", dataset_config_name=None, source_lang="en", target_lang="de",
+                           validation_size=500, seed=0, cache_dir=str(tmp_path / "cache"))  # fmt: skip
+    with caplog.at_level("INFO", logger="train"):
+        raw, report = load_data(args, SimpleNamespace(num_processes=1, is_local_main_process=True))
+    assert set(raw) == {"train", "validation", "test"}
+    assert len(raw["test"]) == (20 if "test_file" in files else 1000)  # the file, or the demo's own test split
+    messages = [(r.levelname, r.getMessage()) for r in caplog.records if "demo" in r.getMessage()]
+    if said is None:
+        assert not messages
+    else:
+        assert len(messages) == 1 and said in messages[0][1], messages
+        assert messages[0][0] == ("INFO" if not files else "WARNING")

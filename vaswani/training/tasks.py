@@ -64,8 +64,17 @@ logger = logging.getLogger("train")  # one logger for the whole training run
 
 
 def load_data(args, accelerator):
-    if args.dataset_name == "demo":
-        logger.info("Using the built-in demo dataset (numbers, dates, quantities): no --train_file or --dataset_name.")
+    """The splits of a translation run and their report (`load_translation_splits`): files, and a named dataset for
+    the splits no file is given for. The built-in demo data beside the user's own files is said loudly: a config that
+    names it (configs/demo.yaml) would otherwise validate or test a model of the user's data on numbers and dates."""
+    files = {"train": args.train_file, "validation": args.validation_file, "test": args.test_file}
+    from_demo = [split for split, path in files.items() if not path] if args.dataset_name == "demo" else []
+    if len(from_demo) == len(files):
+        logger.info("Using the built-in demo dataset (numbers, dates, quantities written out in English and German).")
+    elif from_demo:
+        logger.warning("dataset_name demo (as configs/demo.yaml sets it) gives the %s data: the built-in numbers and "
+                       "dates, not yours; pass %s, or leave dataset_name out", " and ".join(from_demo),
+                       " and ".join(f"--{split}_file" for split in from_demo))  # fmt: skip
     with main_process_first(accelerator, local=True):  # each node's main process builds the Arrow cache
         return load_translation_splits(
             train_file=args.train_file, validation_file=args.validation_file, test_file=args.test_file,
