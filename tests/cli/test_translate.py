@@ -243,6 +243,8 @@ def test_each_line_is_translated_as_soon_as_it_is_sent(model_folder, tmp_path, s
             process.stdin.close()
         assert process.wait(timeout=60) == 0, process.stderr.read().decode()
         assert process.stdout.read() == b""
+        prompt = "Type a sentence and press Enter to translate it; Ctrl-D ends."
+        assert (prompt in process.stderr.read().decode()) == (stdin == "terminal")
     finally:
         if process.poll() is None:
             process.kill()

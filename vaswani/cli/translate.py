@@ -154,9 +154,12 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)  # PyTorch's intra-op threads; CTranslate2 gets the same budget
     if args.nbest > args.num_beams:
         raise UsageError(f"--nbest {args.nbest} needs at least as many beams: add --num_beams {args.nbest}")
-    if args.buffer_lines is None:  # typed at a terminal: each line as it comes; else length batching over many
-        args.buffer_lines = 1 if args.input is None and sys.stdin.isatty() else BUFFER_LINES
+    typed = args.input is None and sys.stdin.isatty()  # a person at a terminal: each line translated as it comes
+    if args.buffer_lines is None:
+        args.buffer_lines = 1 if typed else BUFFER_LINES  # else length batching over many lines
     translator = load_translator(args.model, args, parallel_batches=args.parallel_batches)
+    if typed:
+        print("Type a sentence and press Enter to translate it; Ctrl-D ends.", file=sys.stderr)
     # n-best lists, scores, alignments or JSON lines: the lines of an output handler (vaswani.inference.outputs)
     detailed = args.nbest > 1 or args.scores or args.alignment or args.output_format == "jsonl"
     output = output_handler(args.output_format, scores=args.scores, alignment=args.alignment) if detailed else None
