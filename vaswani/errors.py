@@ -43,6 +43,15 @@ class UsageError(UserError):
     """A mistake in the options of a command (a wrong value, a missing or contradictory option)."""
 
 
+class Interrupted(Exception):
+    """A run stopped by SIGINT (Ctrl-C) or SIGTERM after saving what a resume needs (`vaswani train`: a checkpoint);
+    its log said so. The exit status is 128 + the signal's number, as a shell reports a process the signal ended."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"stopped by signal {signum}")
+        self.signum = signum
+
+
 class ReportedElsewhere(UserError):
     """Another process of the same multi-process run failed and reports why; this one stops with status 2 without
     printing anything (`vaswani.training.distributed.together` and `main_process_first`)."""
@@ -115,7 +124,8 @@ def _environment_line(error: OSError) -> str:
 def run_command(run: Callable[[], int | None]) -> int:
     """Call `run` (a command's body) and return its exit status: 0 (or what it returns); 2 with `error: ...` for a
     user mistake; 1 with `error: ...` when the machine refused an operation; 1 with the traceback for a bug; 1 when
-    the reader of stdout went away; 130 on Ctrl-C."""
+    the reader of stdout went away; 130 on Ctrl-C; 128 + the signal's number for a run that stopped in good order on
+    one (`Interrupted`)."""
     debug = os.environ.get("VASWANI_DEBUG", "") not in ("", "0")
     try:
         return run() or 0
@@ -125,6 +135,8 @@ def run_command(run: Callable[[], int | None]) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Interrupted as stop:  # stopped in good order: the log said where, and how to continue
+        return 128 + stop.signum
     except ReportedElsewhere:
         return 2
     except UserError as error:

@@ -296,6 +296,76 @@ def test_a_run_killed_mid_training_resumes_to_bit_identical_weights(data_dir, tm
     assert a.keys() == b.keys() and all(torch.equal(a[key], b[key]) for key in a)
 
 
+@pytest.mark.slow
+def test_sigterm_stops_after_the_update_with_a_checkpoint_that_resumes_to_identical_weights(data_dir, tmp_path,
+                                                                                               straight_run):  # fmt: skip
+    """A preempted machine's SIGTERM (or `kill`): the update under way ends, a checkpoint is saved, the exit status is
+    143 (128 + 15) and the log says how to continue; resumed, the run ends with the uninterrupted run's weights."""
+    import signal
+
+    stopped = tmp_path / "stopped"
+    args = [*data_args(data_dir), *RESUME_RUN, "--checkpoint_steps", "3", "--output_dir", str(stopped)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1",
+           "HF_DATASETS_CACHE": str(tmp_path / "datasets_cache")}  # fmt: skip
+    process = subprocess.Popen([sys.executable, str(REPO_ROOT / "train.py"), *args], cwd=tmp_path, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 400
+    metrics = stopped / "metrics.jsonl"
+    while not (metrics.exists() and '"split": "train"' in metrics.read_text()):  # an update is done: in the loop
+        assert process.poll() is None and time.monotonic() < deadline, "the run ended before its first update"
+        time.sleep(0.02)
+    process.send_signal(signal.SIGTERM)
+    stderr = process.communicate(timeout=120)[1]
+    assert process.returncode == 128 + signal.SIGTERM, stderr[-4000:]
+    steps = sorted(c.name for c in (stopped / "checkpoints").iterdir() if c.name.startswith("step-"))
+    assert steps and steps[-1] != "step-00000006", f"stopped too late to test anything: {steps}"
+    step = int(steps[-1].removeprefix("step-"))
+    assert f"Stopped by SIGTERM at update {step} of 6, saved in" in stderr, stderr[-4000:]
+    assert "continue with --resume_from_checkpoint latest" in stderr and "Traceback" not in stderr
+    assert not (stopped / "model.safetensors").exists()
+    again = run_train([*args, "--resume_from_checkpoint", "latest"], tmp_path)
+    assert again.returncode == 0, again.stderr[-4000:]
+    assert train_losses(stopped) == train_losses(straight_run)
+    a, b = load_file(straight_run / "model.safetensors"), load_file(stopped / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[key], b[key]) for key in a)
+
+
+@pytest.mark.parametrize("signals", ["SIGINT", "SIGINT SIGINT", "SIGINT SIGTERM"])
+def test_ctrl_c_stops_at_the_end_of_the_update_and_a_second_one_at_once(data_dir, tmp_path, monkeypatch, caplog,
+                                                                        signals):  # fmt: skip
+    """Ctrl-C during update 2: one stops the run after it with the checkpoint of update 2 (exit status 130); a second
+    one stops it at once, without that checkpoint; a SIGTERM after it (torchrun's agent sends one to its workers on
+    Ctrl-C) changes nothing. The handlers before the loop come back in every case."""
+    import signal
+
+    from vaswani.training import loop
+
+    def train_step(run, feeder):
+        result = real_train_step(run, feeder)
+        if run.training.progress.step == 2:
+            for name in signals.split():
+                os.kill(os.getpid(), getattr(signal, name))  # Python runs the handler before the next bytecode
+        return result
+
+    real_train_step, before = loop.train_step, signal.getsignal(signal.SIGINT)
+    monkeypatch.setattr(loop, "train_step", train_step)
+    output = tmp_path / "run"
+    with caplog.at_level("WARNING", logger="train"):
+        status, stderr = train_command_in_process([*data_args(data_dir), *TINY_RUN, "--max_train_steps", "5",
+                                                   "--checkpoint_steps", "4", "--output_dir", str(output),
+                                                   "--cache_dir", str(tmp_path / "cache")])  # fmt: skip
+    assert status == 130 and signal.getsignal(signal.SIGINT) is before
+    saved = [c.name for c in (output / "checkpoints").iterdir()] if (output / "checkpoints").exists() else []
+    logged = caplog.text
+    assert "Ctrl-C: stopping at the end of this update with a checkpoint" in logged
+    interrupted = "interrupted\n" in stderr  # run_command's words (after a progress bar's unfinished line)
+    if signals != "SIGINT SIGINT":
+        assert saved == ["step-00000002"] and not interrupted and "error" not in stderr
+        assert "Stopped by Ctrl-C at update 2 of 5, saved in" in logged
+    else:
+        assert saved == [] and interrupted and "Stopped by" not in logged
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Bad input: clear errors before any training
 # ---------------------------------------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ import functools
 import json
 import logging
 import math
+import signal
 import sys
 import time
 from pathlib import Path
@@ -50,6 +51,7 @@ from vaswani.devices import (
 )
 from vaswani.errors import (
     EnvironmentFailure,
+    Interrupted,
     ModelFolderError,
     PushError,
     UsageError,
@@ -90,6 +92,7 @@ from vaswani.training.stopping import (
     AveragingWindow,
     Candidate,
     StoppingRules,
+    StopSignals,
     choose,
 )
 from vaswani.training.tasks import TASKS, Run, get_tokenizer
@@ -376,7 +379,8 @@ STOPPED = "stopped"  # train_loop's answer when --stop_after_steps/--stop_after_
 def train_loop(run: Run) -> str | None:
     """Updates until max_steps (Section 5), with logging, evaluations and checkpoints on the way. Returns None when
     max_steps was reached, why the run finishes early (time budget spent, early stopping), or STOPPED when this
-    invocation ends and a later one resumes. The batches of the next --prefetch_updates updates are made in a
+    invocation ends and a later one resumes; raises `Interrupted` after the checkpoint of the update during which
+    Ctrl-C or SIGTERM came (`StopSignals`). The batches of the next --prefetch_updates updates are made in a
     background thread meanwhile (`vaswani.data.prefetch`), unless the task's collator draws random numbers."""
     args = run.args
     make_group = functools.partial(next_group, run, batch_stream(run.sampler, run.training.progress))
@@ -385,12 +389,24 @@ def train_loop(run: Run) -> str | None:
     else:
         feeder = Inline(make_group)
     try:
-        return _train_loop(run, feeder)
+        with StopSignals(on_first=announce_stop) as signals:
+            return _train_loop(run, feeder, signals)
     finally:
         feeder.close()
 
 
-def _train_loop(run: Run, feeder: Prefetcher | Inline) -> str | None:
+def signal_name(signum: int) -> str:
+    """How the log names a stopping signal: Ctrl-C for SIGINT, else its name (SIGTERM)."""
+    return "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+
+
+def announce_stop(signum: int) -> None:
+    """What the first Ctrl-C or SIGTERM of a training loop says (`StopSignals`)."""
+    logger.warning("%s: stopping at the end of this update with a checkpoint (%s again stops at once, without one)",
+                   signal_name(signum), signal_name(signum))  # fmt: skip
+
+
+def _train_loop(run: Run, feeder: Prefetcher | Inline, signals: StopSignals) -> str | None:
     args, accelerator, training = run.args, run.accelerator, run.training
     progress, max_steps = training.progress, training.max_steps
     bar = ProgressBar(max_steps, run.rules.budget, progress.step, disable=not accelerator.is_local_main_process)
@@ -427,20 +443,26 @@ def _train_loop(run: Run, feeder: Prefetcher | Inline) -> str | None:
         stop = (args.stop_after_steps and progress.step - start_step >= args.stop_after_steps) or (
             args.stop_after_minutes and loop_seconds >= 60 * args.stop_after_minutes
         )
-        stop, due_by_time, budget_spent, early_stop, due_in_window = main_process_decides(
-            accelerator, bool(stop), time.monotonic() - last_save >= 60 * args.checkpoint_minutes,
-            run.rules.budget_spent(loop_seconds), early_stop,
-            run.rules.save_due(progress.step, loop_seconds_before, loop_seconds),
+        stop, interrupted, due_by_time, budget_spent, early_stop, due_in_window = main_process_decides(
+            accelerator, bool(stop), signals.received is not None,
+            time.monotonic() - last_save >= 60 * args.checkpoint_minutes, run.rules.budget_spent(loop_seconds),
+            early_stop, run.rules.save_due(progress.step, loop_seconds_before, loop_seconds),
         )  # fmt: skip
         due_by_steps = args.checkpoint_steps and progress.step % args.checkpoint_steps == 0
         due_by_rules = budget_spent or early_stop or due_in_window or (evaluated and run.rules.stopper is not None)
-        if progress.step == max_steps or due_by_steps or due_by_time or stop or due_by_rules:
+        if progress.step == max_steps or due_by_steps or due_by_time or stop or interrupted or due_by_rules:
             path = save_checkpoint(accelerator, run.manager, run.model, training,
                                    functools.partial(run.rules.write_state, loop_seconds=loop_seconds))  # fmt: skip
             last_save = time.monotonic()
             with together(accelerator):
                 if accelerator.is_main_process:
                     run.rules.saved(path, progress.step)
+        if interrupted:  # Ctrl-C or SIGTERM on the main process: every process stops here, its checkpoint saved
+            bar.close()
+            signum = signals.received or signal.SIGTERM
+            logger.warning("Stopped by %s at update %d%s, saved in %s; continue with --resume_from_checkpoint latest",
+                           signal_name(signum), progress.step, f" of {max_steps}" if max_steps else "", path)  # fmt: skip
+            raise Interrupted(signum)
         if progress.step == max_steps:
             break
         if budget_spent or early_stop:

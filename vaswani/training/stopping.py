@@ -3,7 +3,9 @@ validation metric (`--early_stopping_patience`, `--metric_for_best`), the averag
 `--average_window`) and the choice of the final model (`--final_model`).
 
 Ending. A time budget, early stopping or `--max_train_steps` (whichever comes first) ends the run the normal way
-(final model, evaluation, model folder and card), unlike `--stop_after_minutes`, which pauses a run to be resumed. A
+(final model, evaluation, model folder and card), unlike `--stop_after_minutes`, which pauses a run to be resumed, and
+unlike Ctrl-C or SIGTERM (a preempted machine, `kill`), which stop it after the update under way with a checkpoint to
+resume from (`StopSignals`; a second Ctrl-C stops at once). A
 time budget or early stopping is a complete stopping rule on its own: no update count is needed. Their state (time
 spent, every validation score, evaluations without improvement) is saved as JSON next to every checkpoint
 (`stopping_state.json`) so that a resumed run continues the same count and makes the same final choice; nothing is
@@ -36,6 +38,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -368,3 +373,33 @@ class StoppingRules:
         if (last / EMA_WEIGHTS_FILE).is_file():
             found.append(Candidate("ema", [last]))
         return found
+
+
+class StopSignals:
+    """Within its `with` block (the training loop), the first SIGINT (Ctrl-C) or SIGTERM is noted in `received`
+    instead of ending the process, so that the loop can save a checkpoint at the end of the update under way and
+    stop (`vaswani.errors.Interrupted`); a second Ctrl-C raises KeyboardInterrupt at once. The handlers before it
+    come back when the block ends. Signals reach Python's main thread only: elsewhere nothing is installed."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, on_first: Callable[[int], None]):
+        self.on_first, self.received, self.previous = on_first, None, {}
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            self.previous = {signum: signal.signal(signum, self._handle) for signum in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+
+    def _handle(self, signum: int, frame) -> None:
+        if self.received is None:
+            self.received = signum
+            self.on_first(signum)
+        elif signum == signal.SIGINT:  # Ctrl-C again: a person who will not wait
+            raise KeyboardInterrupt
+        # a SIGTERM after the first signal changes nothing: torchrun's agent sends one to its workers on Ctrl-C,
+        # and a preempting system may repeat it before its grace period ends (then it kills)
