@@ -402,8 +402,8 @@ def signal_name(signum: int) -> str:
 
 def announce_stop(signum: int) -> None:
     """What the first Ctrl-C or SIGTERM of a training loop says (`StopSignals`)."""
-    logger.warning("%s: stopping at the end of this update with a checkpoint (%s again stops at once, without one)",
-                   signal_name(signum), signal_name(signum))  # fmt: skip
+    logger.warning("%s: stopping at the end of this update with a checkpoint (Ctrl-C%s stops at once, without one)",
+                   signal_name(signum), " again" if signum == signal.SIGINT else "")  # fmt: skip
 
 
 def _train_loop(run: Run, feeder: Prefetcher | Inline, signals: StopSignals) -> str | None:
