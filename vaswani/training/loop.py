@@ -389,7 +389,8 @@ def train_loop(run: Run) -> str | None:
     else:
         feeder = Inline(make_group)
     try:
-        with StopSignals(on_first=announce_stop) as signals:
+        quiet = not run.accelerator.is_main_process  # one process says it (every process gets Ctrl-C)
+        with StopSignals(on_first=(lambda signum: None) if quiet else announce_stop) as signals:
             return _train_loop(run, feeder, signals)
     finally:
         feeder.close()
@@ -460,8 +461,10 @@ def _train_loop(run: Run, feeder: Prefetcher | Inline, signals: StopSignals) -> 
         if interrupted:  # Ctrl-C or SIGTERM on the main process: every process stops here, its checkpoint saved
             bar.close()
             signum = signals.received or signal.SIGTERM
-            logger.warning("Stopped by %s at update %d%s, saved in %s; continue with --resume_from_checkpoint latest",
-                           signal_name(signum), progress.step, f" of {max_steps}" if max_steps else "", path)  # fmt: skip
+            if accelerator.is_main_process:
+                logger.warning("Stopped by %s at update %d%s, saved in %s; continue with --resume_from_checkpoint "
+                               "latest", signal_name(signum), progress.step, f" of {max_steps}" if max_steps else "",
+                               path)  # fmt: skip
             raise Interrupted(signum)
         if progress.step == max_steps:
             break
