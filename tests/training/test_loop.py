@@ -38,12 +38,18 @@ def data_args(data_dir: Path) -> list[str]:
     ]  # fmt: skip
 
 
-def run_train(
-    args: list[str], cwd: Path, processes: int = 1, timeout: int = 400, script: Path = REPO_ROOT / "train.py"
-) -> subprocess.CompletedProcess:
+def train_env(cwd: Path) -> dict[str, str]:
+    """The environment of a training subprocess: offline, one thread, its datasets cache in `cwd`, this checkout."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
     env["HF_DATASETS_CACHE"] = str(cwd / "datasets_cache")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
+def run_train(
+    args: list[str], cwd: Path, processes: int = 1, timeout: int = 400, script: Path = REPO_ROOT / "train.py"
+) -> subprocess.CompletedProcess:
+    env = train_env(cwd)
     if processes == 1:
         return run_command([sys.executable, str(script), *args], env=env, cwd=cwd, timeout=timeout)
     return run_cpu_ranks(script, args, processes=processes, env=env, cwd=cwd, timeout=timeout)
@@ -274,9 +280,8 @@ def test_a_run_killed_mid_training_resumes_to_bit_identical_weights(data_dir, tm
 
     killed = tmp_path / "killed"
     args = [*data_args(data_dir), *RESUME_RUN, "--checkpoint_steps", "1", "--output_dir", str(killed)]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1",
-           "HF_DATASETS_CACHE": str(tmp_path / "datasets_cache")}  # fmt: skip
-    process = subprocess.Popen([sys.executable, str(REPO_ROOT / "train.py"), *args], cwd=tmp_path, env=env,
+    process = subprocess.Popen([sys.executable, str(REPO_ROOT / "train.py"), *args], cwd=tmp_path,
+                               env=train_env(tmp_path),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     deadline = time.monotonic() + 400
     while not (killed / "checkpoints" / "step-00000001" / "checkpoint.json").exists():
@@ -305,9 +310,8 @@ def test_sigterm_stops_after_the_update_with_a_checkpoint_that_resumes_to_identi
 
     stopped = tmp_path / "stopped"
     args = [*data_args(data_dir), *RESUME_RUN, "--checkpoint_steps", "3", "--output_dir", str(stopped)]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1",
-           "HF_DATASETS_CACHE": str(tmp_path / "datasets_cache")}  # fmt: skip
-    process = subprocess.Popen([sys.executable, str(REPO_ROOT / "train.py"), *args], cwd=tmp_path, env=env,
+    process = subprocess.Popen([sys.executable, str(REPO_ROOT / "train.py"), *args], cwd=tmp_path,
+                               env=train_env(tmp_path),
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
     deadline = time.monotonic() + 400
     metrics = stopped / "metrics.jsonl"
