@@ -335,7 +335,8 @@ def test_the_demo_dataset_beside_the_users_files_is_a_warning_naming_the_splits(
                            dataset_name="demo", dataset_config_name=None, source_lang="en", target_lang="de",
                            validation_size=500, seed=0, cache_dir=str(tmp_path / "cache"))  # fmt: skip
     with caplog.at_level("INFO", logger="train"):
-        raw, report = load_data(args, SimpleNamespace(num_processes=1, is_local_main_process=True))
+        raw, report = load_data(args, SimpleNamespace(num_processes=1, is_local_main_process=True,
+                                                      is_main_process=True))  # fmt: skip
     assert set(raw) == {"train", "validation", "test"}
     assert len(raw["test"]) == (20 if "test_file" in files else 1000)  # the file, or the demo's own test split
     messages = [(r.levelname, r.getMessage()) for r in caplog.records if "demo" in r.getMessage()]

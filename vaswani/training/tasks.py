@@ -69,6 +69,8 @@ def load_data(args, accelerator):
     names it (configs/demo.yaml) would otherwise validate or test a model of the user's data on numbers and dates."""
     files = {"train": args.train_file, "validation": args.validation_file, "test": args.test_file}
     from_demo = [split for split, path in files.items() if not path] if args.dataset_name == "demo" else []
+    if not accelerator.is_main_process:  # said once, not by every process of a multi-process run
+        from_demo = []
     if len(from_demo) == len(files):
         logger.info("Using the built-in demo dataset (numbers, dates, quantities written out in English and German).")
     elif from_demo:
