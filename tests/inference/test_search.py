@@ -651,4 +651,36 @@ def test_the_search_stops_as_generate_does_and_so_takes_fewer_steps_than_the_exa
         return tokenizer.batch_decode(ids, skip_special_tokens=True)
 
     assert texts(outputs[False]) == texts(reference)
-    assert steps[False] < steps["never"], steps
+    assert steps[False] <= steps["never"], steps  # equal where every search of this model (trained here) runs long
+
+
+@pytest.mark.parametrize("alpha", [0.6, 1.0])
+def test_the_search_stops_when_no_running_beam_can_win_and_the_exact_rule_searches_on(alpha):
+    """START=0, EOS=1, PAD=2, A=3, B=4, C=5; two beams, a cap of 20 tokens. A and B end (EOS, 0.8) at step 2 with
+    log 0.4 each; the running beams (A C, B C: log 0.1) score worse at their length, so early_stopping=False stops
+    there. "never" compares the best score they could reach at the cap (their log-probability over 20 ** alpha) and
+    searches on: at alpha 1.0 that finds a better, longer output (C repeated, each 0.9), at 0.6 it stops once the
+    cap's bound falls below the finished ones, and returns them. Exact scores: the same on every CPU."""
+    from vaswani.inference.search import beam_search
+
+    table = {0: {3: 0.5, 4: 0.5}, 3: {1: 0.8, 5: 0.2}, 4: {1: 0.8, 5: 0.2}, 5: {5: 0.9, 1: 0.1}}
+    steps, outputs = {}, {}
+    for rule in (False, "never"):
+        scripted, calls = ScriptedStep(table, 6), []
+
+        def counted(last_tokens, scripted=scripted, calls=calls):
+            calls.append(1)
+            return scripted(last_tokens)
+
+        counted.reorder = scripted.reorder
+        output = beam_search(
+            counted, torch.tensor([20]), num_beams=2, length_penalty=alpha, paper_decoding=False, num_return=2,
+            start_id=0, eos_id=1, pad_id=2, min_new_tokens=1, early_stopping=rule,
+        )  # fmt: skip
+        steps[rule], outputs[rule] = len(calls), sorted([t for t in ids if t != 2] for ids in output.tolist())
+    assert steps[False] == 2 and outputs[False] == [[0, 3, 1], [0, 4, 1]]
+    assert steps["never"] > steps[False]
+    if alpha == 1.0:
+        assert steps["never"] == 20 and outputs["never"] == [[0, 3, *[5] * 18, 1], [0, 4, *[5] * 18, 1]]
+    else:
+        assert outputs["never"] == outputs[False]
