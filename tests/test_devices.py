@@ -231,3 +231,50 @@ def test_each_instruction_set_setting_compiles_into_a_kernel_cache_of_its_own(mo
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/chosen/by/the/user")
     assert separate_kernel_cache_per_instruction_set() is None
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == "/chosen/by/the/user"
+
+
+THREADS_PROBE = """
+import sys
+from vaswani.devices import cpu_threads
+ours = cpu_threads()
+assert "torch" not in sys.modules  # found without importing PyTorch
+import torch
+print(ours, torch.get_num_threads())
+"""
+
+
+@pytest.mark.parametrize(
+    ("environment", "cpus"),
+    [
+        ({}, None),
+        ({"OMP_NUM_THREADS": "1"}, None),
+        ({"OMP_NUM_THREADS": str(os.cpu_count() + 1)}, None),  # more than the cores: as many as the cores
+        ({"MKL_NUM_THREADS": "1"}, None),
+        ({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "2"}, None),  # PyTorch takes MKL_NUM_THREADS
+        ({}, 1),  # a process allowed one CPU (taskset -c 0)
+    ],
+)
+def test_the_default_thread_count_is_pytorchs_without_importing_it(environment, cpus):
+    """`cpu_threads` (CTranslate2's thread budget) is the count PyTorch starts with, though PyTorch is not imported:
+    the reference is PyTorch itself, in the same process right after. (Where the two differ, a thread count from the
+    environment above the cores this process may use, ours is that many cores.)"""
+    if cpus is not None and not hasattr(os, "sched_setaffinity"):
+        pytest.skip("needs os.sched_setaffinity")
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")} | environment
+    allowed = sorted(os.sched_getaffinity(0))[:cpus] if cpus is not None else None
+    result = subprocess.run(
+        [sys.executable, "-c", THREADS_PROBE], env=env, capture_output=True, text=True, timeout=120,
+        preexec_fn=(lambda: os.sched_setaffinity(0, allowed)) if allowed else None,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    ours, pytorchs = result.stdout.split()
+    assert ours == pytorchs
+
+
+def test_where_pytorch_is_loaded_its_thread_count_is_the_default():
+    previous = torch.get_num_threads()
+    try:
+        torch.set_num_threads(3)
+        assert devices.cpu_threads() == 3
+    finally:
+        torch.set_num_threads(previous)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 
 from vaswani.errors import TranslateError
 
@@ -227,6 +228,45 @@ def disable_cudnn_attention(device_type: str) -> str | None:
 # ----------------------------------------------------------------------------------------------------------------
 # Devices
 # ----------------------------------------------------------------------------------------------------------------
+def cpu_threads() -> int:
+    """The CPU threads decoding uses unless told (`--threads`): PyTorch's count where PyTorch is loaded (a process
+    that set it with `torch.set_num_threads` keeps it), else found without importing PyTorch (1-2 s, which a
+    CTranslate2 export does not need) as PyTorch's MKL build finds its own: one per physical core of the CPUs this
+    process may run on, or MKL_NUM_THREADS, else OMP_NUM_THREADS, where set, up to that many cores
+    (tests/test_devices.py compares the two)."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return torch.get_num_threads()
+    cores = physical_cores()
+    for name in ("MKL_NUM_THREADS", "OMP_NUM_THREADS"):  # PyTorch's order: MKL_NUM_THREADS wins
+        value = os.environ.get(name, "").strip()
+        if value.isdigit() and int(value) > 0:
+            return min(int(value), cores)
+    return cores
+
+
+def set_torch_threads(threads: int | None) -> None:
+    """PyTorch's intra-op threads for the whole process (`torch.set_num_threads`); None leaves them as they are."""
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def physical_cores() -> int:
+    """The physical cores among the CPUs this process may run on (`os.sched_getaffinity`): the hyperthreads of one
+    core count once (Linux's `thread_siblings_list`); each CPU counts as a core where that cannot be read."""
+    cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
+    cores = set()
+    for cpu in cpus:
+        try:
+            with open(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list") as siblings:
+                cores.add(siblings.read().strip())
+        except OSError:
+            cores.add(f"cpu{cpu}")
+    return max(1, len(cores))
+
+
 def resolve_device(device: str) -> str:
     """The device to run on: "auto" gives "cuda" if a GPU is visible, else "cpu"; or a torch device ("cuda:1")."""
     import torch

@@ -281,18 +281,25 @@ def _some(names: list[str], limit: int = 5) -> str:
     return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
+# tokenizer_config.json's names of a plain fast tokenizer (tokenizer.json and nothing else): what `tokenization/`
+# saves, and transformers 5's own name for the class
+FAST_TOKENIZER_CLASSES = ("PreTrainedTokenizerFast", "TokenizersBackend")
+
+
 def load_tokenizer(folder: str | Path, *, trust_remote_code: bool = False) -> PreTrainedTokenizerBase:
     """The tokenizer saved in `folder` (tokenizer.json, or a MarianTokenizer: `has_tokenizer`); a `ModelFolderError`
-    naming the file when it is missing or damaged."""
-    from transformers import AutoTokenizer
+    naming the file when it is missing or damaged.
 
+    A plain fast tokenizer (`FAST_TOKENIZER_CLASSES`: every tokenizer `tokenization/` saves) is loaded by the class
+    `AutoTokenizer` would pick for it, without `AutoTokenizer`, which imports PyTorch (1-2 s): a CTranslate2 export
+    runs without it (`vaswani translate` with one starts in a quarter of the time, benchmarks/README.md)."""
     folder = Path(folder)
     path = folder / TOKENIZER_FILE
     if not folder.is_dir():
         raise ModelFolderError(f"no such tokenizer folder: {folder}")
+    tokenizer_class = _tokenizer_class(folder)
     if has_marian_tokenizer(folder):
         path = folder / "tokenizer_config.json"
-        tokenizer_class = read_json_object(path, fix="save the tokenizer again").get("tokenizer_class")
         if tokenizer_class != MARIAN_TOKENIZER_CLASS:
             raise ModelFolderError(
                 f"{path} names the tokenizer class {tokenizer_class!r}; a folder without {TOKENIZER_FILE} must hold a "
@@ -305,12 +312,26 @@ def load_tokenizer(folder: str | Path, *, trust_remote_code: bool = False) -> Pr
         )
     elif "model" not in read_json_object(path):
         raise ModelFolderError(f"{path} is not a tokenizer (no 'model' entry): save the tokenizer again")
+    if tokenizer_class in FAST_TOKENIZER_CLASSES and not has_marian_tokenizer(folder):
+        from transformers import PreTrainedTokenizerFast as loader
+
+        options = {}
+    else:
+        from transformers import AutoTokenizer as loader
+
+        options = {"trust_remote_code": trust_remote_code}
     try:
         with warnings.catch_warnings():  # MarianTokenizer's punctuation normalizer is never used to encode
             warnings.filterwarnings("ignore", message="Recommended: pip install sacremoses")
-            return AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
+            return loader.from_pretrained(folder, local_files_only=True, **options)
     except Exception as error:  # tokenizers and sentencepiece raise plain Exceptions for files they cannot parse
         raise ModelFolderError(f"{path} cannot be loaded ({type(error).__name__}: {error}): save it again") from error
+
+
+def _tokenizer_class(folder: Path) -> str | None:
+    """The `tokenizer_class` that `folder`'s tokenizer_config.json names (None without the file or the entry)."""
+    path = folder / "tokenizer_config.json"
+    return read_json_object(path, fix="save the tokenizer again").get("tokenizer_class") if path.is_file() else None
 
 
 def check_tokenizer_fits(tokenizer, config, *, where: str, exact: bool = False) -> None:

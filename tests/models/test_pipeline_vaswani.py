@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import REPO_ROOT, overfit, tiny_model
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from transformers import pipeline
 from transformers.testing_utils import CaptureLogger
 
@@ -158,6 +160,30 @@ def test_blank_inputs_give_empty_strings_without_running_generate(translate, mod
     # Blank lines mixed into batches: the others are translated as on their own, and only they reach generate().
     assert translate(SENTENCES, batch_size=len(SENTENCES)) == expected
     assert batch_sizes == [len(SENTENCES) - 2]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(alphabet=st.characters(codec="utf-8") | st.sampled_from(" \t\n\r\x0b\x0c\x1c\x85\xa0\u2028\u3000"))
+)
+def test_the_translator_finds_blank_inputs_as_the_pipeline_does(text):
+    """vaswani.inference.translator has the pipeline's two rules written again (importing modeling_vaswani imports
+    PyTorch, which a CTranslate2 export does not need): both must agree, or `vaswani translate` and the pipeline
+    would differ."""
+    from modeling_vaswani import pipeline_vaswani
+    from vaswani.inference import translator
+
+    assert translator.is_blank(text) is pipeline_vaswani.is_blank(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ids=st.lists(st.integers(0, 5), max_size=12), max_length=st.integers(1, 14), eos=st.none() | st.integers(0, 5))
+def test_the_translator_truncates_a_source_as_the_pipeline_does(ids, max_length, eos):
+    from modeling_vaswani import pipeline_vaswani
+    from vaswani.inference import translator
+
+    ours = translator.truncate_source(ids, max_length, eos)
+    assert ours == pipeline_vaswani.truncate_source(ids, max_length, eos) and len(ours) <= max_length
 
 
 def test_paper_decoding_runs_the_papers_beam_search(translate, model_and_tokenizer, monkeypatch):

@@ -471,6 +471,33 @@ def test_load_tokenizer(tokenizer, tmp_path):
         load_tokenizer(tmp_path / "empty")
 
 
+@pytest.mark.parametrize("saved_class", ["PreTrainedTokenizerFast", "TokenizersBackend"])
+@pytest.mark.parametrize(("layout", "mask_token"), [("paper", False), ("fairseq", False), ("paper", True)])
+def test_load_tokenizer_gives_what_autotokenizer_gives(corpus_files, tmp_path, layout, mask_token, saved_class):
+    """load_tokenizer loads a plain fast tokenizer without AutoTokenizer (which imports PyTorch): the same class,
+    special tokens, settings, ids and decoded text as AutoTokenizer, under the class name we save and the one
+    transformers 5 saves."""
+    tok = train_bpe_tokenizer(files=corpus_files, vocab_size=SMALL_VOCAB, special_tokens_layout=layout,
+                              mask_token=mask_token, model_max_length=64)  # fmt: skip
+    folder = tmp_path / "tok"
+    tok.save_pretrained(folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "tokenizer_class": saved_class}))
+    ours, auto = load_tokenizer(folder), AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    assert type(ours) is type(auto)
+    assert ours.special_tokens_map == auto.special_tokens_map and ours.all_special_ids == auto.all_special_ids
+    for name in ("model_max_length", "padding_side", "truncation_side", "clean_up_tokenization_spaces"):
+        assert getattr(ours, name) == getattr(auto, name), name
+    assert ours.get_vocab() == auto.get_vocab()
+    texts = [*ENGLISH[:4], *GERMAN[:4], "  Ünïcödé 😀 日本 \t x", "<pad> </s> literal", " ".join(GERMAN) * 3]
+    kwargs = {"text_target": texts[::-1], "padding": True, "truncation": True}
+    assert ours(texts, **kwargs).data == auto(texts, **kwargs).data
+    ids = auto(texts)["input_ids"]
+    for skip in (True, False):
+        assert ours.batch_decode(ids, skip_special_tokens=skip) == auto.batch_decode(ids, skip_special_tokens=skip)
+    assert ours.convert_ids_to_tokens(ids[0]) == auto.convert_ids_to_tokens(ids[0])
+
+
 def run_cli(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
     env = {**clean_env(tmp_path), "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     return subprocess.run(

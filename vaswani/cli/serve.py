@@ -117,10 +117,6 @@ def run(args: argparse.Namespace) -> int:
         length_penalty=args.length_penalty, api_keys=ApiKeys.from_file(args.api_keys) if args.api_keys else None,
         rate_limit=args.rate_limit, cors_origins=args.cors_origins, log_texts=args.log_texts, web_ui=args.web_ui,
     )  # fmt: skip
-    if args.threads is not None:
-        import torch
-
-        torch.set_num_threads(args.threads)
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # no "Loading weights" bars: the log is the server's
@@ -139,4 +135,5 @@ def _load_translator(folders: list[Path], args: argparse.Namespace):
     """The translator of one pair: one folder, or an ensemble of several (the mean of their log-probabilities, as
     repeated --model in vaswani translate; PyTorch folders sharing one tokenizer, checked by `Translator`). The server
     sends it `parallel_batches` batches at once, each kept whole (`split_batches=False`, vaswani.serve.batching)."""
-    return load_translator(folders, args, parallel_batches=args.parallel_batches, split_batches=False)
+    return load_translator(folders, args, parallel_batches=args.parallel_batches, split_batches=False,
+                           threads=args.threads)  # fmt: skip

@@ -148,16 +148,12 @@ def run(args: argparse.Namespace) -> int:
     for model in args.model:
         check_output_file(args.output, inputs=[args.input, args.prefix, args.constraints], model=model)
     hf_logging.disable_progress_bar()  # no "Loading weights" bar: the progress bar on stderr is ours
-    if args.threads is not None:
-        import torch
-
-        torch.set_num_threads(args.threads)  # PyTorch's intra-op threads; CTranslate2 gets the same budget
     if args.nbest > args.num_beams:
         raise UsageError(f"--nbest {args.nbest} needs at least as many beams: add --num_beams {args.nbest}")
     typed = args.input is None and sys.stdin.isatty()  # a person at a terminal: each line translated as it comes
     if args.buffer_lines is None:
         args.buffer_lines = 1 if typed else BUFFER_LINES  # else length batching over many lines
-    translator = load_translator(args.model, args, parallel_batches=args.parallel_batches)
+    translator = load_translator(args.model, args, parallel_batches=args.parallel_batches, threads=args.threads)
     if typed:
         print("Type a sentence and press Enter to translate it; Ctrl-D ends.", file=sys.stderr)
     # n-best lists, scores, alignments or JSON lines: the lines of an output handler (vaswani.inference.outputs)

@@ -36,11 +36,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from vaswani.constants import EXPORT_INFO_FILE
-from vaswani.devices import check_dtype, disable_cudnn_attention, refuse_dtype, torch_dtype_supported
+from vaswani.devices import check_dtype, cpu_threads, disable_cudnn_attention, refuse_dtype, torch_dtype_supported
 from vaswani.errors import ExportError, TranslateError
 from vaswani.export.ctranslate2 import import_ctranslate2
 
@@ -318,9 +319,7 @@ class CTranslate2Engine:
         check_dtype(dtype)
         self.compute_type = self._compute_type(dtype, ctranslate2.get_supported_compute_types(device_type))
         if threads is None:
-            import torch
-
-            threads = torch.get_num_threads()
+            threads = cpu_threads()
         self.parallel_batches, intra_threads = ct2_threads(device_type, threads, parallel_batches)
         self.split_batches = split_batches  # False: each batch whole, on one worker (callers send several at once)
         if device_type == "cpu":
@@ -452,13 +451,14 @@ class CTranslate2Engine:
 
 
 def new_ct2_translator(ctranslate2, folder: str | Path, **options):
-    """`ctranslate2.Translator(folder, **options)`, leaving PyTorch's thread count as it was: creating a translator
-    sets the calling thread's OpenMP thread count (which PyTorch shares) to its `intra_threads`."""
-    import torch
-
-    threads = torch.get_num_threads()
+    """`ctranslate2.Translator(folder, **options)`, leaving PyTorch's thread count as it was where PyTorch is loaded:
+    creating a translator sets the calling thread's OpenMP thread count (which PyTorch shares) to its
+    `intra_threads`. (PyTorch loaded later starts with its own count.)"""
+    torch = sys.modules.get("torch")
+    threads = torch.get_num_threads() if torch is not None else None
     translator = ctranslate2.Translator(str(folder), **options)
-    torch.set_num_threads(threads)
+    if torch is not None:
+        torch.set_num_threads(threads)
     return translator
 
 

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vaswani.constants import EXPORT_INFO_FILE, SEQ2SEQ_MODEL_TYPE
-from vaswani.devices import resolve_device
+from vaswani.devices import resolve_device, set_torch_threads
 from vaswani.errors import TranslateError
 from vaswani.export.ctranslate2 import RUNS_WITH, is_ctranslate2_folder
 from vaswani.fileio import conversion_hint, decode_line
@@ -131,6 +131,27 @@ def check_same_tokenizer(first, other, first_config, other_config, first_folder,
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# The pipeline's rules
+# ----------------------------------------------------------------------------------------------------------------
+# `modeling_vaswani.pipeline_vaswani` (the `pipeline()` of a model folder) has the same two functions, so that it and
+# the Translator give the same outputs; they are written again here because importing `modeling_vaswani` imports
+# PyTorch (1-2 s), which a CTranslate2 export never needs, and the model folder's code cannot import this package.
+# tests/inference/test_translator.py checks that both agree.
+def is_blank(text: str) -> bool:
+    """Whether `text` holds nothing to translate (empty or whitespace only): its translation is ""."""
+    return not text.strip()
+
+
+def truncate_source(input_ids: list[int], max_length: int, eos_token_id: int | None) -> list[int]:
+    """The first `max_length` tokens of a tokenized source, keeping its final EOS when it had one."""
+    if len(input_ids) <= max_length:
+        return input_ids
+    if eos_token_id is not None and input_ids[-1] == eos_token_id:
+        return [*input_ids[: max_length - 1], eos_token_id]
+    return input_ids[:max_length]
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # The translator
 # ----------------------------------------------------------------------------------------------------------------
 class Translator:
@@ -139,6 +160,9 @@ class Translator:
     `max_source_length`: longer inputs are truncated to this many tokens (default: the model's
     `max_position_embeddings`). `backend`, `dtype`, `parallel_batches`: see `vaswani.inference.engines` (`parallel_batches`:
     CTranslate2 decodes each batch as that many parts at once; default one per CPU thread, `ct2_threads`).
+
+    `threads`: the CPU threads decoding uses (PyTorch's intra-op threads, set for the whole process; CTranslate2's
+    budget, shared by its `parallel_batches` workers); default `vaswani.devices.cpu_threads`, PyTorch's count.
 
     `parallel_batches` (the attribute) is how many calls of `translate_hypotheses` may decode at once, from as many
     threads: CTranslate2's workers decode them side by side (a call keeps no state, and the tokenizer is only read);
@@ -157,18 +181,24 @@ class Translator:
         dtype: str = "float32",
         parallel_batches: int | None = None,
         split_batches: bool = True,
+        threads: int | None = None,
     ):
         if not isinstance(split_batches, bool):
             raise TranslateError(f"split_batches={split_batches!r}: use True or False")
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+            raise TranslateError(f"threads={threads!r}: use 1 or more")
         if isinstance(model, list | tuple):  # an ensemble (or a list of one)
             if len(model) > 1:
+                set_torch_threads(threads)
                 self._init_ensemble(model, device, max_source_length, trust_remote_code, backend, dtype,
                                     parallel_batches)  # fmt: skip
                 return
             (model,) = model
         if _choose_backend(check_model_folder(model, need_weights=False), backend) == "ctranslate2":
-            self._init_ctranslate2(Path(model), device, max_source_length, dtype, parallel_batches, split_batches)
+            self._init_ctranslate2(Path(model), device, max_source_length, dtype, parallel_batches, split_batches,
+                                   threads)  # fmt: skip
             return
+        set_torch_threads(threads)
         if parallel_batches not in (None, 1):
             raise TranslateError(
                 f"parallel_batches={parallel_batches} needs the ctranslate2 backend (PyTorch decodes one batch at a "
@@ -212,7 +242,7 @@ class Translator:
 
     def _init_ctranslate2(
         self, folder: Path, device: str, max_source_length: int | None, dtype: str, parallel_batches: int | None,
-        split_batches: bool,
+        split_batches: bool, threads: int | None,
     ) -> None:  # fmt: skip
         """A folder written by `vaswani export --format ctranslate2`: CTranslate2 decodes, our tokenizer (saved in
         the folder) encodes and decodes; each batch in `parallel_batches` parts at once (default: one per CPU
@@ -220,8 +250,8 @@ class Translator:
 
         self.folder, self.model, self.backend = folder, None, "ctranslate2"
         self.tokenizer = load_tokenizer(folder)  # checked: present, loadable, a real tokenizer
-        self.engine = CTranslate2Engine(folder, self.tokenizer, device, dtype, parallel_batches=parallel_batches,
-                                        split_batches=split_batches)  # fmt: skip
+        self.engine = CTranslate2Engine(folder, self.tokenizer, device, dtype, threads=threads,
+                                        parallel_batches=parallel_batches, split_batches=split_batches)  # fmt: skip
         self.device = self.engine.device
         self._set_max_source_length(max_source_length, self.engine.positions)
 
@@ -276,9 +306,6 @@ class Translator:
 
         `progress(n)` is called as n more sentences are done; `on_truncated(indices)` gets the (0-based) indices of
         the sentences that were truncated to `max_source_length` (default: a logged warning)."""
-        # start-up: torch and transformers load only when a model is loaded
-        from modeling_vaswani.pipeline_vaswani import is_blank  # the pipeline's rule, so both agree
-
         if nbest > num_beams:
             raise TranslateError(f"nbest={nbest} needs at least as many beams: use --num_beams {nbest} or more")
         results: list[list[Translation]] = [[] for _ in sentences]
@@ -330,9 +357,6 @@ class Translator:
         self, texts: list[str], indices: list[int], on_truncated: Callable[[list[int]], None] | None
     ) -> dict[int, list[int]]:
         """Token ids (with EOS) of each sentence by its index, truncated to `max_source_length`."""
-        # start-up: torch and transformers load only when a model is loaded
-        from modeling_vaswani.pipeline_vaswani import truncate_source  # the pipeline's rule, so both agree
-
         # verbose=False: transformers' own warning (a sequence over model_max_length "will result in indexing errors")
         # would be wrong here, as the sentences are truncated below and reported by the warning that names them
         encoded = self.tokenizer(texts, verbose=False)["input_ids"]
