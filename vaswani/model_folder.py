@@ -292,7 +292,7 @@ def load_tokenizer(folder: str | Path, *, trust_remote_code: bool = False) -> Pr
 
     A plain fast tokenizer (`FAST_TOKENIZER_CLASSES`: every tokenizer `tokenization/` saves) is loaded by the class
     `AutoTokenizer` would pick for it, without `AutoTokenizer`, which imports PyTorch (1-2 s): a CTranslate2 export
-    runs without it (`vaswani translate` with one starts in a quarter of the time, benchmarks/README.md)."""
+    runs without it (`vaswani translate` with one takes a fifth of the time for a sentence, benchmarks/README.md)."""
     folder = Path(folder)
     path = folder / TOKENIZER_FILE
     if not folder.is_dir():

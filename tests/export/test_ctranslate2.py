@@ -372,7 +372,7 @@ sys.exit(status)
 
 def test_translating_with_an_export_loads_neither_pytorch_nor_the_model_code(model_folder, tmp_path):
     """A CTranslate2 export runs without PyTorch (importing it takes 1-2 s: `vaswani translate` with an export
-    starts in a quarter of the time, benchmarks/README.md), with the translations of the same command in this
+    takes a fifth of the time for a sentence, benchmarks/README.md), with the translations of the same command in this
     process, where PyTorch is loaded."""
     output = export_ctranslate2(model_folder, tmp_path / "ct2")
     source = tmp_path / "input.txt"
