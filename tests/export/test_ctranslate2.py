@@ -370,7 +370,7 @@ sys.exit(status)
 """
 
 
-def test_translating_with_an_export_loads_neither_pytorch_nor_the_model_code(model_folder, tmp_path):
+def test_translating_and_scoring_with_an_export_load_neither_pytorch_nor_the_model_code(model_folder, tmp_path):
     """A CTranslate2 export runs without PyTorch (importing it takes 1-2 s: `vaswani translate` with an export
     takes a fifth of the time for a sentence, benchmarks/README.md), with the translations of the same command in this
     process, where PyTorch is loaded."""
@@ -386,6 +386,13 @@ def test_translating_with_an_export_loads_neither_pytorch_nor_the_model_code(mod
     assert result.stderr.splitlines()[-1] == "loaded:"
     assert (tmp_path / "there.txt").read_text() == (tmp_path / "here.txt").read_text()
     assert (tmp_path / "there.txt").read_text().splitlines()[3] == ""
+    # vaswani score too (its scores: test_ctranslate2_scores_equal_pytorch_within_float_tolerance)
+    argv = ["score", "--model", str(output), "--source", str(source), "--target", str(tmp_path / "here.txt")]
+    result = subprocess.run([sys.executable, "-c", COMMAND_PROBE, *argv, "--output", str(tmp_path / "scores.txt")],
+                            env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stderr.splitlines()[-1] == "loaded:"
+    assert len((tmp_path / "scores.txt").read_text().splitlines()) == 5
 
 
 def test_the_export_keeps_the_training_arguments_so_serve_knows_its_language_pair(model_folder, tmp_path):

@@ -453,8 +453,8 @@ class Translator:
         log-probabilities): see `Score`. `score` is normalised as `translate(..., scores=True)` normalises, so a
         translation scores the same both ways. Sources are truncated as for translating; a target must fit the
         decoder (a `TranslateError` naming it, counting from `first_number`)."""
-        # start-up: torch and transformers load only when a model is loaded
-        from modeling_vaswani.generation_vaswani import gnmt_length_penalty
+        if paper_decoding:  # start-up: modeling_vaswani (and PyTorch) load only for the paper's penalty
+            from modeling_vaswani.generation_vaswani import gnmt_length_penalty
 
         if len(sources) != len(targets):
             raise TranslateError(f"{len(sources)} sources and {len(targets)} targets: give one target per source")
