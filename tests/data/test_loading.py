@@ -476,3 +476,38 @@ def test_count_lines_counts_as_line_iteration_does(tmp_path):
         path.write_bytes(content)
         with open(path, "rb") as stream:
             assert count_lines(path) == sum(1 for _ in stream), content[:10]
+
+
+@pytest.mark.parametrize("header", ["en\tde", "EN\tDE", " en \t de "])
+def test_a_tsv_header_naming_the_languages_is_skipped_and_said(tmp_path, header):
+    """pandas' `to_csv(sep="\\t", index=False)` starts the file with the column names: not a pair to train on."""
+    path = write(tmp_path / "train.tsv", header + "\n" + "".join(f"{s}\t{t}\n" for s, t in TSV_PAIRS))
+    splits, report = load(tmp_path, train_file=path, validation_size=0)
+    assert pairs_of(splits["train"]) == TSV_PAIRS
+    assert report.splits["train"].header_skipped and "its header line skipped" in report.summary()
+    plain, plain_report = load(tmp_path, train_file=write_tsv(tmp_path / "plain.tsv", TSV_PAIRS), validation_size=0)
+    assert not plain_report.splits["train"].header_skipped and "header line" not in plain_report.summary()
+    # the same words elsewhere than on line 1 are a pair like any other
+    later = write(tmp_path / "later.tsv", f"a\tb\n{header}\n")
+    assert pairs_of(load(tmp_path, train_file=later, validation_size=0)[0]["train"]) == [
+        ("a", "b"),
+        tuple(header.split("\t")),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("header", "message"),
+    [
+        ("de\ten", r"line 1 names the columns de TAB en, but --source_lang is en .* Swap the columns"),
+        ("\ten\tde", r"line 1 names the columns \(none\) TAB en TAB de: an index column first.*cut -f2,3"),
+    ],
+)
+def test_a_tsv_header_in_the_other_order_or_after_an_index_is_an_error(tmp_path, header, message):
+    """Columns in the other order would train the other direction; pandas' default index column would be read as
+    the source: both are refused with the fix."""
+    rows = "".join(
+        f"{s}\t{t}\n" if header.count("\t") == 1 else f"{k}\t{s}\t{t}\n" for k, (s, t) in enumerate(TSV_PAIRS)
+    )
+    path = write(tmp_path / "train.tsv", header + "\n" + rows)
+    with pytest.raises(DataError, match=message):
+        load(tmp_path, train_file=path)

@@ -6,7 +6,8 @@ Sources
 
     - ``.json`` / ``.jsonl``: one JSON object per line, ``{"translation": {"en": "...", "de": "..."}}`` (the Hugging
       Face translation layout; other keys and other languages are ignored);
-    - ``.tsv``: one pair per line, ``source<TAB>target`` (exactly one TAB);
+    - ``.tsv``: one pair per line, ``source<TAB>target`` (exactly one TAB); a first line that names the two columns
+      by the languages (``en<TAB>de``, as pandas writes a header) is skipped;
     - anything else is a prefix PATH naming two aligned plain-text files, PATH.<source_lang> and PATH.<target_lang>
       (fairseq's convention: line i of one is the translation of line i of the other).
 
@@ -53,7 +54,7 @@ JSON_SUFFIXES = (".json", ".jsonl")
 TSV_SUFFIXES = (".tsv",)
 MAX_EXAMPLES = 5
 """How many example locations of skipped pairs the report keeps per split."""
-READER_VERSION = 1
+READER_VERSION = 2
 """Part of the cache key of datasets built from files: bump it when the reading rules change."""
 JSON_LAYOUT = 'one JSON object per line, {"translation": {"%s": "...", "%s": "..."}}'
 NO_TRAINING_DATA = (
@@ -77,6 +78,7 @@ class SplitReport:
         pairs_skipped: pairs skipped because a side was empty or whitespace-only.
         skipped_examples: up to `MAX_EXAMPLES` locations of skipped pairs ("train.de:17", "row 3").
         moved_to_validation: pairs carved out of this (training) split to make the validation split.
+        header_skipped: line 1 of a .tsv file named the two languages (a header), not a pair.
     """
 
     source: str
@@ -85,6 +87,7 @@ class SplitReport:
     pairs_skipped: int = 0
     skipped_examples: list[str] = field(default_factory=list)
     moved_to_validation: int = 0
+    header_skipped: bool = False
 
     def add_skipped(self, location: str) -> None:
         self.pairs_skipped += 1
@@ -101,6 +104,8 @@ class SplitReport:
                 f"{self.pairs_read:,} read, {self.pairs_skipped:,} skipped because a side is empty: "
                 f"{', '.join(self.skipped_examples)}{more}"
             )
+        if self.header_skipped:
+            details.append("its header line skipped")
         if self.moved_to_validation:
             details.append(f"{self.moved_to_validation:,} moved to validation")
         return f"{line} ({'; '.join(details)})" if details else line
@@ -323,6 +328,7 @@ def check_file(source: FileSource, source_lang: str, target_lang: str) -> SplitR
     """
     report = SplitReport(source=source.describe())
     for line_number, source_text, target_text in read_pairs(source, source_lang, target_lang):
+        report.header_skipped |= report.pairs_read == 0 and line_number == 2  # line 1 yields a pair, or is a header
         report.pairs_read += 1
         source_empty = is_empty(source_text)
         if source_empty or is_empty(target_text):
@@ -344,7 +350,7 @@ def read_pairs(source: FileSource, source_lang: str, target_lang: str) -> Iterat
     if source.kind == "json":
         yield from _read_json_lines(source.paths[0], source_lang, target_lang)
     elif source.kind == "tsv":
-        yield from _read_tsv(source.paths[0])
+        yield from _read_tsv(source.paths[0], source_lang, target_lang)
     else:
         yield from _read_aligned(*source.paths)
 
@@ -437,9 +443,11 @@ def _json_type(value: object) -> str:
     return "null" if value is None else names.get(type(value), type(value).__name__)
 
 
-def _read_tsv(path: str) -> Iterator[tuple[int, str, str]]:
+def _read_tsv(path: str, source_lang: str, target_lang: str) -> Iterator[tuple[int, str, str]]:
     for line_number, line in enumerate(read_lines(path), start=1):
         tabs = line.count("\t")
+        if line_number == 1 and _is_tsv_header(path, line, source_lang, target_lang):
+            continue  # the column names (pandas' to_csv writes them): pairs start at line 2
         if tabs == 1:
             source_text, target_text = line.split("\t")
             yield line_number, source_text, target_text
@@ -451,6 +459,30 @@ def _read_tsv(path: str) -> Iterator[tuple[int, str, str]]:
                 f"{tabs or 'none'}. A .tsv file holds one pair per line; a TAB inside a sentence is not allowed "
                 "(keep only the two text columns, e.g. with `cut -f1,2`, or use .jsonl)."
             )
+
+
+def _is_tsv_header(path: str, line: str, source_lang: str, target_lang: str) -> bool:
+    """Whether line 1 of a .tsv file names its columns by the languages (`source_lang TAB target_lang`, as pandas'
+    `to_csv(sep="\\t", index=False)` writes a frame with those columns; any case): True, and the line is not a pair.
+    The two names in the other order, or after an index column (`to_csv`'s default), are a `DataError` that says
+    how to fix the file: training on such a file would learn the wrong direction, or an index column's numbers."""
+    names = [name.strip().casefold() for name in line.split("\t")]
+    languages = [source_lang.casefold(), target_lang.casefold()]
+    if names == languages:
+        return True
+    if names == languages[::-1]:
+        raise DataError(
+            f"{path} line 1 names the columns {target_lang} TAB {source_lang}, but --source_lang is {source_lang} "
+            f"and --target_lang {target_lang}: the first column must be the source. Swap the columns "
+            f"(`awk -F'\\t' -v OFS='\\t' '{{print $2, $1}}' {path}`) or the two languages."
+        )
+    if len(names) == 3 and names[1:] == languages and not names[0]:
+        raise DataError(
+            f"{path} line 1 names the columns (none) TAB {source_lang} TAB {target_lang}: an index column first, as "
+            f"pandas' to_csv writes by default. Keep the two text columns (`cut -f2,3 {path}`), or write the file "
+            "with to_csv(..., index=False)."
+        )
+    return False
 
 
 def _read_aligned(source_path: str, target_path: str) -> Iterator[tuple[int, str, str]]:
