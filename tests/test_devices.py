@@ -278,3 +278,48 @@ def test_where_pytorch_is_loaded_its_thread_count_is_the_default():
         assert devices.cpu_threads() == 3
     finally:
         torch.set_num_threads(previous)
+
+
+@pytest.mark.parametrize(
+    ("vendor", "flags", "environment", "mkl", "saturates"),
+    [
+        ("GenuineIntel", {"avx2", "avx512_vnni"}, {}, True, False),  # a Cascade Lake or later: MKL with VNNI
+        ("GenuineIntel", {"avx2", "amx_int8"}, {}, True, False),  # a Sapphire Rapids
+        ("GenuineIntel", {"avx2", "avx_vnni"}, {}, True, False),  # an Alder Lake
+        ("GenuineIntel", {"avx2", "fma"}, {}, True, True),  # a Haswell to Skylake client
+        ("GenuineIntel", {"avx2", "avx512f"}, {}, True, True),  # a Skylake-SP
+        ("GenuineIntel", {"avx2", "avx512_vnni"}, {"MKL_ENABLE_INSTRUCTIONS": "AVX2"}, True, True),  # emulating one
+        ("GenuineIntel", {"avx2", "avx512_vnni"}, {"MKL_ENABLE_INSTRUCTIONS": "avx512"}, True, True),
+        ("GenuineIntel", {"avx2", "avx512_vnni"}, {"MKL_ENABLE_INSTRUCTIONS": "AVX512_E1"}, True, False),
+        ("GenuineIntel", {"avx2", "avx512_vnni"}, {"CT2_USE_MKL": "0"}, False, False),  # oneDNN with VNNI
+        ("GenuineIntel", {"avx2", "avx512_vnni"}, {"CT2_USE_MKL": "0", "ONEDNN_MAX_CPU_ISA": "AVX2"}, False, True),
+        ("AuthenticAMD", {"avx2", "avx512_vnni"}, {}, False, False),  # a Zen 4: oneDNN with VNNI
+        ("AuthenticAMD", {"avx2", "fma"}, {}, False, True),  # a Zen 3 on oneDNN (ctranslate2_environment moves it)
+        ("AuthenticAMD", {"avx2", "fma"}, {"CT2_USE_MKL": "1"}, True, False),  # ... to MKL, which does not saturate
+        (
+            "AuthenticAMD",
+            {"avx2", "avx512_vnni"},
+            {"CT2_USE_MKL": "1", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+            True,
+            False,
+        ),
+    ],
+)
+def test_where_ctranslate2s_int8_products_saturate(monkeypatch, vendor, flags, environment, mkl, saturates):
+    monkeypatch.setattr(devices, "cpu_vendor", lambda: vendor)
+    monkeypatch.setattr(devices, "cpu_flags", lambda: frozenset(flags))
+    for name in ("CT2_USE_MKL", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    assert devices.ctranslate2_uses_mkl() is mkl
+    assert devices.ctranslate2_int8_saturates() is saturates
+    everything = {"float32", "int8", "int8_float32", "int16"}
+    assert devices.ctranslate2_int8_compute_type(everything) == ("int16" if saturates else "default")
+    assert devices.ctranslate2_int8_compute_type(everything - {"int16"}) == "default"  # oneDNN has no int16
+
+
+def test_cpu_vendor_is_linuxs():
+    if sys.platform != "linux" or not devices.cpu_flags() & {"sse2"}:
+        pytest.skip("reads /proc/cpuinfo on an x86 CPU")
+    assert devices.cpu_vendor() in {"GenuineIntel", "AuthenticAMD", "HygonGenuine", "CentaurHauls"}

@@ -43,6 +43,17 @@ def cpu_flags() -> frozenset[str]:
         return frozenset()
 
 
+@functools.cache
+def cpu_vendor() -> str:
+    """The CPU's vendor as Linux names it ("GenuineIntel", "AuthenticAMD"; the first `vendor_id` line of
+    /proc/cpuinfo, read once); "" elsewhere."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            return next(line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("vendor_id"))
+    except (OSError, StopIteration):
+        return ""
+
+
 def onednn_allows(isas_without: frozenset[str]) -> bool:
     """Whether `ONEDNN_MAX_CPU_ISA` (unset: no limit) leaves oneDNN a feature that the ISAs `isas_without` lack."""
     return os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL").upper() not in isas_without
@@ -63,6 +74,52 @@ def ctranslate2_environment() -> None:
     (tests/export/test_ctranslate2_lm.py). A `CT2_USE_MKL` the user set is kept."""
     if "CT2_USE_MKL" not in os.environ and not int8_products_use_vnni():
         os.environ["CT2_USE_MKL"] = "1"
+
+
+# The settings of MKL_ENABLE_INSTRUCTIONS (Intel MKL's instruction limit) below VNNI (AVX2_E1: AVX-VNNI; AVX512_E1:
+# AVX512-VNNI)
+MKL_INSTRUCTIONS_WITHOUT_VNNI = frozenset({"SSE4_2", "AVX", "AVX2", "AVX512"})
+
+
+def ctranslate2_uses_mkl() -> bool:
+    """Whether CTranslate2 multiplies on Intel MKL rather than oneDNN in this process: `CT2_USE_MKL` where set (see
+    `ctranslate2_environment`), else CTranslate2's own choice, MKL on Intel CPUs only."""
+    value = os.environ.get("CT2_USE_MKL")
+    if value is None:
+        return cpu_vendor() == "GenuineIntel"
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def ctranslate2_int8_saturates() -> bool:
+    """Whether CTranslate2's int8 matrix products saturate on this CPU: without VNNI, the u8 x s8 products are
+    added in pairs into 16 bits (vpmaddubsw), which overflow. So do oneDNN's (`int8_products_use_vnni`) and, on an
+    Intel CPU, MKL's (an Intel Haswell to Skylake, or `MKL_ENABLE_INSTRUCTIONS=AVX2` / `AVX512`): there an int8
+    export's outputs change (342 of 500 translations of a small model differ from float32's, against 72 with VNNI;
+    benchmarks/README.md). MKL on an AMD CPU (`ctranslate2_environment`'s choice there) does not saturate."""
+    if not ctranslate2_uses_mkl():
+        return not int8_products_use_vnni()
+    mkl_limit = os.environ.get("MKL_ENABLE_INSTRUCTIONS", "").strip().upper()
+    has_vnni = (
+        bool(cpu_flags() & {"avx512_vnni", "avx_vnni", "amx_int8"}) and mkl_limit not in MKL_INSTRUCTIONS_WITHOUT_VNNI
+    )
+    return cpu_vendor() == "GenuineIntel" and not has_vnni
+
+
+def ctranslate2_int8_compute_type(supported: set[str] | None = None) -> str:
+    """The `compute_type` for running an int8 CTranslate2 export on this CPU: "int16" where int8 products saturate
+    (`ctranslate2_int8_saturates`) and CTranslate2 has int16 (MKL), as precise as int8 with VNNI and faster than
+    int8 there (6.4 s against 7.2 s, float32 8.4 s, for 500 sentences of a small model on an emulated AVX2 Intel
+    CPU); "default" (the stored int8) elsewhere. `supported`: `ctranslate2.get_supported_compute_types("cpu")`
+    (read here when not given). Also for `ctranslate2.Encoder` / `ctranslate2.Generator` on an exported language
+    model (docs/language-models.md)."""
+    if not ctranslate2_int8_saturates():
+        return "default"
+    if supported is None:
+        ctranslate2_environment()  # before CTranslate2 first loads
+        import ctranslate2  # start-up: loads only when asked
+
+        supported = set(ctranslate2.get_supported_compute_types("cpu"))
+    return "int16" if "int16" in supported else "default"
 
 
 # The settings that change which CPU instructions compiled kernels use (docs/layout.md, "Other CPUs").

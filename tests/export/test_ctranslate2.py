@@ -24,6 +24,7 @@ from modeling_vaswani.modeling_vaswani import ScaleNorm
 from tokenization import train_bpe_tokenizer
 from vaswani.cli import main
 from vaswani.constants import EXPORT_INFO_FILE
+from vaswani.devices import ctranslate2_int8_compute_type
 from vaswani.errors import ExportError, TranslateError
 from vaswani.export.ctranslate2 import (
     VaswaniConverter,
@@ -269,6 +270,8 @@ def test_quantized_export_stores_its_type_and_keeps_bleu_on_held_out_sequences(q
     supported = ctranslate2.get_supported_compute_types("cpu")
     computed = translator.engine.translator.compute_type
     native = "int8_float32" if matrices == "int8" else quantization  # what CTranslate2 infers from the stored types
+    if matrices == "int8" and ctranslate2_int8_compute_type(supported) == "int16":
+        native = "int16"  # this CPU's int8 products saturate (no VNNI): the Translator asks for int16
     assert computed == native if native in supported else computed in supported, (computed, supported)
     bleu = corpus_bleu(translator.translate(HELD_OUT, num_beams=4))
     assert abs(bleu - float32_bleu) <= 1.0, (quantization, bleu, float32_bleu)
@@ -395,6 +398,26 @@ def test_translating_and_scoring_with_an_export_load_neither_pytorch_nor_the_mod
     assert len((tmp_path / "scores.txt").read_text().splitlines()) == 5
 
 
+@pytest.mark.parametrize("saturates", [False, True])
+def test_an_int8_export_computes_in_int16_where_int8_products_saturate(model_folder, tmp_path, monkeypatch, saturates):
+    """On a CPU without VNNI (an Intel Haswell to Skylake) int8 products saturate: an int8 export runs in int16
+    there (as precise, and faster), elsewhere in its stored int8; a float32 export is left alone. Each gives
+    PyTorch's greedy translations of this model."""
+    import vaswani.devices
+
+    really = vaswani.devices.ctranslate2_int8_saturates()
+    monkeypatch.setattr(vaswani.devices, "ctranslate2_int8_saturates", lambda: saturates)
+    exports = {q: export_ctranslate2(model_folder, tmp_path / q, quantization=q) for q in ("int8", "float32")}
+    sentences = copy_sentences(8, seed=13)
+    expected = Translator(model_folder).translate(sentences, num_beams=1)
+    for quantization, folder in exports.items():
+        translator = Translator(folder, device="cpu")
+        int16 = saturates and quantization == "int8"
+        assert translator.engine.compute_type == ("int16" if int16 else "default")
+        if not (quantization == "int8" and really and not int16):  # saturating int8 products: what int16 avoids
+            assert translator.translate(sentences, num_beams=1) == expected
+
+
 def test_the_export_keeps_the_training_arguments_so_serve_knows_its_language_pair(model_folder, tmp_path):
     """`vaswani serve --model DIR` reads the pair from run_args.json: an export of a trained folder serves without
     `SRC-TGT=` as the folder itself does; a folder without the file gives an export without it."""
@@ -420,7 +443,8 @@ def test_export_quantization_int8(model_folder, tmp_path):
     assert (output / "model.bin").stat().st_size < 0.6 * (model_folder / "model.safetensors").stat().st_size
     sentences = copy_sentences(6, seed=9)
     translator = Translator(output)
-    assert translator.engine.compute_type == "default"  # the stored int8 weights, float32 elsewhere
+    # the stored int8 weights, float32 elsewhere; int16 where this CPU's int8 products saturate (no VNNI)
+    assert translator.engine.compute_type == ctranslate2_int8_compute_type()
     translations = translator.translate(sentences, num_beams=1)
     assert len(translations) == len(sentences) and all(translations), translations
 

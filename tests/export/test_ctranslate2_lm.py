@@ -30,6 +30,7 @@ from modeling_vaswani import (
 from tokenization import train_bpe_tokenizer
 from vaswani.cli import main
 from vaswani.constants import EXPORT_INFO_FILE
+from vaswani.devices import ctranslate2_int8_compute_type
 from vaswani.errors import ExportError
 from vaswani.export.ctranslate2 import VaswaniConverter, export_ctranslate2
 
@@ -174,7 +175,10 @@ def encode_both(model, folder) -> tuple[np.ndarray, np.ndarray, torch.Tensor]:
     with torch.no_grad():
         ours = stack(**batch).last_hidden_state.numpy()
     tokens = [tok.convert_ids_to_tokens(ids[mask.bool()].tolist()) for ids, mask in zip(*batch.values(), strict=True)]
-    theirs = np.array(ctranslate2.Encoder(str(folder), intra_threads=1).forward_batch(tokens).last_hidden_state)
+    int8 = json.loads((Path(folder) / EXPORT_INFO_FILE).read_text())["quantization"] == "int8"
+    compute_type = ctranslate2_int8_compute_type() if int8 else "default"  # int16 where int8 products saturate
+    encoder = ctranslate2.Encoder(str(folder), intra_threads=1, compute_type=compute_type)
+    theirs = np.array(encoder.forward_batch(tokens).last_hidden_state)
     return ours, theirs, batch["attention_mask"]
 
 

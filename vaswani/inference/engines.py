@@ -41,7 +41,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vaswani.constants import EXPORT_INFO_FILE
-from vaswani.devices import check_dtype, cpu_threads, disable_cudnn_attention, refuse_dtype, torch_dtype_supported
+from vaswani.devices import (
+    check_dtype,
+    cpu_threads,
+    ctranslate2_int8_compute_type,
+    disable_cudnn_attention,
+    refuse_dtype,
+    torch_dtype_supported,
+)
 from vaswani.errors import ExportError, TranslateError
 from vaswani.export.ctranslate2 import import_ctranslate2
 
@@ -338,7 +345,11 @@ class CTranslate2Engine:
 
     def _compute_type(self, dtype: str, supported: set[str]) -> str:
         quantization = self.info.get("quantization", "float32")
-        if dtype == "float32":
+        if dtype == "float32" and self.device == "cpu" and quantization.startswith("int8"):
+            wanted = ctranslate2_int8_compute_type(supported)  # int16 where int8 products would saturate
+            if wanted != "default":
+                logger.info("int8 products saturate on this CPU (no VNNI): the int8 export computes in %s", wanted)
+        elif dtype == "float32":
             wanted = "default"  # the stored type: float32, or int8 weights with float32 elsewhere, ...
         elif quantization.startswith("int8"):
             wanted = f"int8_{dtype}"
