@@ -247,10 +247,8 @@ print(ours, torch.get_num_threads())
     ("environment", "cpus"),
     [
         ({}, None),
-        ({"OMP_NUM_THREADS": "1"}, None),
         ({"OMP_NUM_THREADS": str(os.cpu_count() + 1)}, None),  # more than the cores: as many as the cores
-        ({"MKL_NUM_THREADS": "1"}, None),
-        ({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "2"}, None),  # PyTorch takes MKL_NUM_THREADS
+        ({"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "1"}, None),  # PyTorch takes MKL_NUM_THREADS
         ({}, 1),  # a process allowed one CPU (taskset -c 0)
     ],
 )
