@@ -710,3 +710,36 @@ def test_card_names_a_damaged_run_file(good_folder, tmp_path, capsys, name, cont
     assert err.startswith(f"error: {folder / name} is damaged ({problem}") and "Traceback" not in err, err
     assert "remove it to write the card without it" in err
     assert tree(tmp_path) == before
+
+
+def test_commands_that_load_or_save_a_model_show_none_of_transformers_progress_bars(good_folder, tmp_path, capsys):
+    """transformers' "Loading weights" and "Writing model shards" bars (carriage returns in every log) are turned
+    off by each such command (`hide_transformers_progress_bars`); huggingface_hub's (uploads) stay on."""
+    from huggingface_hub import utils as hub_utils
+    from transformers.utils import logging as hf_logging
+
+    from modeling_vaswani import VaswaniForConditionalGeneration
+    from vaswani.cli import main
+
+    hf_logging.enable_progress_bar()  # as a new process starts (another test may have turned them off)
+    VaswaniForConditionalGeneration.from_pretrained(good_folder).save_pretrained(tmp_path / "copy")
+    shown = capsys.readouterr().err
+    assert "Loading weights" in shown and "Writing model shards" in shown  # the bars this test looks for
+    commands = [
+        ["export", "--model", str(good_folder), "--output_dir", str(tmp_path / "ct2")],
+        [
+            "prune",
+            "--model",
+            str(good_folder),
+            "--output_dir",
+            str(tmp_path / "pruned"),
+            "--encoder_layers_to_keep",
+            "0",
+        ],
+    ]
+    for argv in commands:
+        hf_logging.enable_progress_bar()
+        assert main(argv) == 0
+        err = capsys.readouterr().err
+        assert "Loading weights" not in err and "Writing model shards" not in err, (argv[0], err)
+        assert not hub_utils.are_progress_bars_disabled()

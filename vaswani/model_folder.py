@@ -99,6 +99,20 @@ def has_tokenizer(folder: Path) -> bool:
     return (folder / TOKENIZER_FILE).is_file() or has_marian_tokenizer(folder)
 
 
+def hide_transformers_progress_bars() -> None:
+    """transformers' own progress bars ("Loading weights", "Writing model shards") say nothing a user acts on and
+    fill logs with carriage returns: every command that loads or saves a model, and training, turn them off first.
+    huggingface_hub's bars (an upload's, `--push_to_hub`) stay as they were. transformers is imported here, when
+    that runs."""
+    from huggingface_hub import utils as hub_utils
+    from transformers.utils import logging as hf_logging
+
+    hub_bars_were_off = hub_utils.are_progress_bars_disabled()
+    hf_logging.disable_progress_bar()  # transformers' own, and huggingface_hub's
+    if not hub_bars_were_off:
+        hub_utils.enable_progress_bars()
+
+
 def has_marian_tokenizer(folder: Path) -> bool:
     """Whether `folder` holds the files of a MarianTokenizer (`MARIAN_TOKENIZER_FILES`) and no tokenizer.json."""
     return not (folder / TOKENIZER_FILE).exists() and all((folder / name).is_file() for name in MARIAN_TOKENIZER_FILES)

@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from vaswani.errors import UsageError
+from vaswani.model_folder import hide_transformers_progress_bars
 from vaswani.options import add_option, positive_int
 
 HELP = "average the last checkpoints of a run into a model folder (paper: 5 for base, 20 for big)"
@@ -41,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
     if args.checkpoints is not None and (args.model is None or args.last is not None):
         raise UsageError("--checkpoints needs --model DIR (and takes no --last)")
     options = {"overwrite": args.overwrite_output_dir, "trust_remote_code": args.trust_remote_code}
+    hide_transformers_progress_bars()
     if args.run_dir is not None:
         output = average_run(args.run_dir, args.last, args.output_dir, **options)
     else:

@@ -8,6 +8,7 @@ import argparse
 from pathlib import Path
 
 from vaswani.errors import UsageError
+from vaswani.model_folder import hide_transformers_progress_bars
 from vaswani.options import add_option
 
 CONVERT_FORMATS = ("marian", "fairseq")  # vaswani.convert.CONVERTERS, without importing torch for the parser
@@ -46,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
                 f"--from {args.source_format} {'needs' if name in needed else 'does not take'} --{name} (it takes "
                 f"{' and '.join('--' + n for n in needed)})"
             )
+    hide_transformers_progress_bars()
     output = CONVERTERS[args.source_format](*(getattr(args, name) for name in needed), args.output_dir)
     print(f"wrote the converted model to {output}; translate with: vaswani translate --model {output}")
     return 0

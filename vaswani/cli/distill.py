@@ -16,6 +16,7 @@ import argparse
 import logging
 
 from vaswani.export.ctranslate2 import QUANTIZATIONS
+from vaswani.model_folder import hide_transformers_progress_bars
 from vaswani.options import add_option, non_negative_float, positive_int
 
 HELP = "distil a small, fast student from a teacher's translations, from training to an int8 export"
@@ -125,11 +126,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the stages; 0, or 1 when only the student's upload to the Hub failed (its model is saved)."""
-    from transformers.utils import logging as hf_logging
 
     from vaswani.distill.stages import distill  # start-up: `vaswani --help` must not load torch
 
-    hf_logging.disable_progress_bar()  # no "Loading weights" bars: the teacher's progress bar is ours
+    hide_transformers_progress_bars()  # no "Loading weights" bars: the teacher's progress bar is ours
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S",
                         level=logging.INFO)  # fmt: skip
     options = {key: value for key, value in vars(args).items() if key not in ("command", "run")}  # the parser's own

@@ -8,6 +8,7 @@ import argparse
 
 from vaswani.errors import UsageError
 from vaswani.export.ctranslate2 import QUANTIZATIONS, export_ctranslate2, usage_hint
+from vaswani.model_folder import hide_transformers_progress_bars
 from vaswani.options import add_option
 
 EXPORT_FORMATS = ("ctranslate2",)
@@ -38,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
     """Export the model folder and say how to run the export."""
     if args.output_dir.exists() and args.output_dir.resolve() == args.model.resolve():
         raise UsageError("--output_dir must be a new folder, not the model folder itself")
+    hide_transformers_progress_bars()
     output = export_ctranslate2(
         args.model, args.output_dir, quantization=args.quantization
     )  # ExportError: a UserError

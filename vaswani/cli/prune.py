@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from vaswani.model_folder import hide_transformers_progress_bars
 from vaswani.options import add_option
 
 HELP = "keep some layers (and/or the first tokens of the vocabulary) of a model (a smaller model folder)"
@@ -73,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
     """Prune as the options say, and say which layers were kept."""
     from vaswani.export.prune import prune_model_folder  # start-up: torch and transformers load only when it runs
 
+    hide_transformers_progress_bars()
     output, kept = prune_model_folder(
         args.model, args.output_dir, encoder_layers_to_keep=args.encoder_layers_to_keep,
         decoder_layers_to_keep=args.decoder_layers_to_keep, every_other=args.every_other, stacks=args.stacks,

@@ -30,6 +30,7 @@ from vaswani.errors import UsageError
 from vaswani.fileio import count_lines
 from vaswani.inference.engines import BACKENDS
 from vaswani.inference.translator import Score, Translator, read_lines
+from vaswani.model_folder import hide_transformers_progress_bars
 from vaswani.options import add_option
 
 HELP = "score given translations with a model (log-probabilities)"
@@ -74,7 +75,6 @@ def format_score(index: int, score: Score, output_format: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
-    from transformers.utils import logging as hf_logging
 
     for path, flag in ((args.source, "--source"), (args.target, "--target")):
         if not path.is_file():
@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     if targets != pairs:
         raise UsageError(f"--source {args.source} has {pairs} lines but --target {args.target} has {targets}: give "
                          "one translation per source line")  # fmt: skip
-    hf_logging.disable_progress_bar()
+    hide_transformers_progress_bars()
     translator = load_translator(args.model, args)
     bar = tqdm(total=pairs, unit="pair", file=sys.stderr, disable=args.progress is False)
     try:

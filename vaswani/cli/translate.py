@@ -32,6 +32,7 @@ from vaswani.fileio import count_lines
 from vaswani.inference.engines import BACKENDS
 from vaswani.inference.outputs import OUTPUT_FORMATS, one_line, output_handler
 from vaswani.inference.translator import read_jsonl_requests, read_lines, translate_lines
+from vaswani.model_folder import hide_transformers_progress_bars
 from vaswani.options import add_option, positive_int
 
 HELP = "translate sentences, one per line"
@@ -137,7 +138,6 @@ def add_arguments(translate: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
-    from transformers.utils import logging as hf_logging
 
     for path, flag in ((args.input, "input"), (args.prefix, "--prefix"), (args.constraints, "--constraints")):
         if path is not None and not path.is_file():
@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
                              f'"{flag[2:]}" field in the JSON objects, or give text input')  # fmt: skip
     for model in args.model:
         check_output_file(args.output, inputs=[args.input, args.prefix, args.constraints], model=model)
-    hf_logging.disable_progress_bar()  # no "Loading weights" bar: the progress bar on stderr is ours
+    hide_transformers_progress_bars()  # no "Loading weights" bar: the progress bar on stderr is ours
     if args.nbest > args.num_beams:
         raise UsageError(f"--nbest {args.nbest} needs at least as many beams: add --num_beams {args.nbest}")
     typed = args.input is None and sys.stdin.isatty()  # a person at a terminal: each line translated as it comes

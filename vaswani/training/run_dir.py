@@ -29,6 +29,7 @@ from vaswani.errors import (
 )
 from vaswani.fileio import write_file_atomically
 from vaswani.model_folder import (
+    hide_transformers_progress_bars,
     is_model_file,
 )
 from vaswani.options import rename_legacy_keys
@@ -155,6 +156,7 @@ def setup_logging(accelerator) -> None:
     )
     datasets.utils.logging.set_verbosity_warning()
     transformers.utils.logging.set_verbosity_warning()
+    hide_transformers_progress_bars()  # the log's progress bar is the loop's
     if not accelerator.is_local_main_process:
         datasets.utils.logging.disable_progress_bar()
 
