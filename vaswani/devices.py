@@ -368,9 +368,19 @@ def torch_dtype_supported(dtype: str, device: str) -> bool:
     return device_type == "cuda" or bool(getattr(torch.cpu, "_is_amx_fp16_supported", lambda: False)())
 
 
-def refuse_dtype(dtype: str, device: str, backend: str) -> TranslateError:
+def refuse_dtype(dtype: str, device: str, backend: str, supported: set[str] | None = None) -> TranslateError:
+    """The error for `--mixed_precision` asking `backend` for a `dtype` it cannot compute natively on `device`.
+    PyTorch (no `supported`): the CPU lacks the instructions. CTranslate2 (`supported`: its compute types there):
+    its CPU build has no bfloat16 or float16 at all, whatever the CPU, so the fix is float32 or int8, or a GPU."""
+    what = (
+        f"{dtype} (--mixed_precision {DTYPE_TO_MIXED_PRECISION[dtype]}) cannot run natively on {device} with {backend}"
+    )
+    if supported is None:
+        return TranslateError(
+            f"{what} (this CPU lacks the instructions for it); use float32 (--mixed_precision no), or a GPU / a CPU "
+            "with AVX512-BF16 or AMX"
+        )
     return TranslateError(
-        f"{dtype} (--mixed_precision {DTYPE_TO_MIXED_PRECISION[dtype]}) cannot run natively on {device} with "
-        f"{backend} (this CPU lacks the instructions for it); use float32 (--mixed_precision no), or a GPU / a CPU "
-        "with AVX512-BF16 or AMX"
+        f"{what}: it computes {', '.join(sorted(supported))} there; use --mixed_precision no (with an int8 export, "
+        "`vaswani export --quantization int8`, the fast choice on a CPU), or a GPU"
     )

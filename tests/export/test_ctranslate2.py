@@ -418,6 +418,23 @@ def test_an_int8_export_computes_in_int16_where_int8_products_saturate(model_fol
             assert translator.translate(sentences, num_beams=1) == expected
 
 
+def test_bf16_on_a_cpu_export_names_what_ctranslate2_computes_and_not_the_cpu(model_folder, tmp_path, capsys):
+    """CTranslate2's CPU build has no bfloat16 or float16 on any CPU: the error says what it computes and the fix,
+    and does not send the user after a CPU with AVX512-BF16 (which this one may well have)."""
+    supported = set(ctranslate2.get_supported_compute_types("cpu"))
+    if {"bfloat16", "int8_bfloat16"} & supported:
+        pytest.skip("this CTranslate2 computes bfloat16 on the CPU")
+    output = export_ctranslate2(model_folder, tmp_path / "ct2")
+    source = tmp_path / "input.txt"
+    source.write_text("the cat\n")
+    argv = ["translate", "--model", str(output), "--input", str(source), "--device", "cpu", "--mixed_precision"]
+    for precision in ("bf16", "fp16"):
+        assert main([*argv, precision]) == 2
+        err = capsys.readouterr().err
+        assert f"--mixed_precision {precision}) cannot run natively on cpu with CTranslate2: it computes " in err
+        assert "--mixed_precision no" in err and "AVX512-BF16" not in err and "Traceback" not in err
+
+
 def test_the_export_keeps_the_training_arguments_so_serve_knows_its_language_pair(model_folder, tmp_path):
     """`vaswani serve --model DIR` reads the pair from run_args.json: an export of a trained folder serves without
     `SRC-TGT=` as the folder itself does; a folder without the file gives an export without it."""

@@ -356,7 +356,7 @@ class CTranslate2Engine:
         else:
             wanted = dtype
         if wanted != "default" and wanted not in supported:
-            raise refuse_dtype(dtype, self.device, f"CTranslate2 (it supports {', '.join(sorted(supported))} here)")
+            raise refuse_dtype(dtype, self.device, "CTranslate2", set(supported))
         return wanted
 
     def generate(self, sources: list[list[int]], *, num_beams: int = 4, length_penalty: float = 0.6,
