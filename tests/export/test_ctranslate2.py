@@ -639,3 +639,8 @@ def test_threads_sets_the_cpu_budget_of_both_backends(model_folder, tmp_path, ca
     assert "--threads: " in capsys.readouterr().err
     torch_argv = ["translate", "--input", str(source), "--no_progress", "--model", str(model_folder)]
     assert main([*torch_argv, "--threads", "1"]) == 0 and torch.get_num_threads() == 1
+    for folder in (output, model_folder):  # Translator(threads=N), what --threads passes
+        for bad in (0, True, 1.5):
+            with pytest.raises(TranslateError, match=r"threads=.*: use 1 or more"):
+                Translator(folder, threads=bad)
+    assert Translator(output, threads=3, parallel_batches=3).parallel_batches == 3
