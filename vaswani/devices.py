@@ -27,6 +27,10 @@ ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2")  # transformers' n
 TF32_CAPABILITY = (8, 0)  # Ampere: the first GPUs with TF32 tensor cores
 
 
+VNNI_FLAGS = frozenset(
+    {"avx512_vnni", "avx_vnni", "amx_int8"}
+)  # Linux's flags of the CPUs whose int8 products have VNNI
+
 # The settings of ONEDNN_MAX_CPU_ISA (docs/layout.md, "Other CPUs") below the features named.
 ONEDNN_ISAS_WITHOUT_VNNI = frozenset({"SSE41", "AVX", "AVX2", "AVX512_CORE"})
 ONEDNN_ISAS_WITHOUT_BF16 = ONEDNN_ISAS_WITHOUT_VNNI | {"AVX2_VNNI", "AVX512_CORE_VNNI"}
@@ -63,7 +67,7 @@ def int8_products_use_vnni() -> bool:
     """Whether oneDNN's int8 matrix products have VNNI (AVX512-VNNI, AVX-VNNI or AMX) on this CPU. Without it (an AMD
     Zen 2/3, an Intel Skylake, or `ONEDNN_MAX_CPU_ISA=AVX2` / `AVX512_CORE`) oneDNN multiplies u8 x s8 through
     16-bit intermediates that saturate (oneDNN's guide, "Int8 Computation Aspects"); see `ctranslate2_environment`."""
-    return bool(cpu_flags() & {"avx512_vnni", "avx_vnni", "amx_int8"}) and onednn_allows(ONEDNN_ISAS_WITHOUT_VNNI)
+    return bool(cpu_flags() & VNNI_FLAGS) and onednn_allows(ONEDNN_ISAS_WITHOUT_VNNI)
 
 
 def ctranslate2_environment() -> None:
@@ -99,9 +103,7 @@ def ctranslate2_int8_saturates() -> bool:
     if not ctranslate2_uses_mkl():
         return not int8_products_use_vnni()
     mkl_limit = os.environ.get("MKL_ENABLE_INSTRUCTIONS", "").strip().upper()
-    has_vnni = (
-        bool(cpu_flags() & {"avx512_vnni", "avx_vnni", "amx_int8"}) and mkl_limit not in MKL_INSTRUCTIONS_WITHOUT_VNNI
-    )
+    has_vnni = bool(cpu_flags() & VNNI_FLAGS) and mkl_limit not in MKL_INSTRUCTIONS_WITHOUT_VNNI
     return cpu_vendor() == "GenuineIntel" and not has_vnni
 
 

@@ -311,8 +311,8 @@ def load_tokenizer(folder: str | Path, *, trust_remote_code: bool = False) -> Pr
     path = folder / TOKENIZER_FILE
     if not folder.is_dir():
         raise ModelFolderError(f"no such tokenizer folder: {folder}")
-    tokenizer_class = _tokenizer_class(folder)
-    if has_marian_tokenizer(folder):
+    tokenizer_class, marian = _tokenizer_class(folder), has_marian_tokenizer(folder)
+    if marian:
         path = folder / "tokenizer_config.json"
         if tokenizer_class != MARIAN_TOKENIZER_CLASS:
             raise ModelFolderError(
@@ -326,7 +326,7 @@ def load_tokenizer(folder: str | Path, *, trust_remote_code: bool = False) -> Pr
         )
     elif "model" not in read_json_object(path):
         raise ModelFolderError(f"{path} is not a tokenizer (no 'model' entry): save the tokenizer again")
-    if tokenizer_class in FAST_TOKENIZER_CLASSES and not has_marian_tokenizer(folder):
+    if tokenizer_class in FAST_TOKENIZER_CLASSES and not marian:
         from transformers import PreTrainedTokenizerFast as loader
 
         options = {}

@@ -136,7 +136,7 @@ def check_same_tokenizer(first, other, first_config, other_config, first_folder,
 # `modeling_vaswani.pipeline_vaswani` (the `pipeline()` of a model folder) has the same two functions, so that it and
 # the Translator give the same outputs; they are written again here because importing `modeling_vaswani` imports
 # PyTorch (1-2 s), which a CTranslate2 export never needs, and the model folder's code cannot import this package.
-# tests/inference/test_translator.py checks that both agree.
+# tests/models/test_pipeline_vaswani.py checks that both agree.
 def is_blank(text: str) -> bool:
     """Whether `text` holds nothing to translate (empty or whitespace only): its translation is ""."""
     return not text.strip()
