@@ -725,6 +725,8 @@ def test_commands_that_load_or_save_a_model_show_none_of_transformers_progress_b
     VaswaniForConditionalGeneration.from_pretrained(good_folder).save_pretrained(tmp_path / "copy")
     shown = capsys.readouterr().err
     assert "Loading weights" in shown and "Writing model shards" in shown  # the bars this test looks for
+    source = tmp_path / "source.txt"
+    source.write_text("the cat sat\n")
     commands = [
         ["export", "--model", str(good_folder), "--output_dir", str(tmp_path / "ct2")],
         [
@@ -736,6 +738,7 @@ def test_commands_that_load_or_save_a_model_show_none_of_transformers_progress_b
             "--encoder_layers_to_keep",
             "0",
         ],
+        ["translate", "--model", str(good_folder), "--input", str(source), "--output", str(tmp_path / "out.txt")],
     ]
     for argv in commands:
         hf_logging.enable_progress_bar()

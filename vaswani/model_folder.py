@@ -300,13 +300,18 @@ def _some(names: list[str], limit: int = 5) -> str:
 FAST_TOKENIZER_CLASSES = ("PreTrainedTokenizerFast", "TokenizersBackend")
 
 
-def load_tokenizer(folder: str | Path, *, trust_remote_code: bool = False) -> PreTrainedTokenizerBase:
+def load_tokenizer(
+    folder: str | Path, *, trust_remote_code: bool = False, light: bool = False
+) -> PreTrainedTokenizerBase | LightTokenizer:
     """The tokenizer saved in `folder` (tokenizer.json, or a MarianTokenizer: `has_tokenizer`); a `ModelFolderError`
     naming the file when it is missing or damaged.
 
     A plain fast tokenizer (`FAST_TOKENIZER_CLASSES`: every tokenizer `tokenization/` saves) is loaded by the class
     `AutoTokenizer` would pick for it, without `AutoTokenizer`, which imports PyTorch (1-2 s): a CTranslate2 export
-    runs without it (`vaswani translate` with one takes a fifth of the time for a sentence, benchmarks/README.md)."""
+    runs without it. `light=True`: such a tokenizer comes as a `LightTokenizer` (the `tokenizers` library alone:
+    transformers is not imported either) where its files hold nothing that it would read differently
+    (`light_tokenizer`). `vaswani translate` of one sentence with an export: 0.23 s, against 1.18 s with
+    transformers' tokenizer and 5.35 s with AutoTokenizer's imports (benchmarks/README.md)."""
     folder = Path(folder)
     path = folder / TOKENIZER_FILE
     if not folder.is_dir():
@@ -326,20 +331,121 @@ def load_tokenizer(folder: str | Path, *, trust_remote_code: bool = False) -> Pr
         )
     elif "model" not in read_json_object(path):
         raise ModelFolderError(f"{path} is not a tokenizer (no 'model' entry): save the tokenizer again")
-    if tokenizer_class in FAST_TOKENIZER_CLASSES and not marian:
-        from transformers import PreTrainedTokenizerFast as loader
-
-        options = {}
-    else:
-        from transformers import AutoTokenizer as loader
-
-        options = {"trust_remote_code": trust_remote_code}
+    plain = tokenizer_class in FAST_TOKENIZER_CLASSES and not marian
     try:
+        if plain and light and (tokenizer := light_tokenizer(folder)) is not None:
+            return tokenizer
+        if plain:
+            from transformers import PreTrainedTokenizerFast as loader
+
+            options = {}
+        else:
+            from transformers import AutoTokenizer as loader
+
+            options = {"trust_remote_code": trust_remote_code}
         with warnings.catch_warnings():  # MarianTokenizer's punctuation normalizer is never used to encode
             warnings.filterwarnings("ignore", message="Recommended: pip install sacremoses")
             return loader.from_pretrained(folder, local_files_only=True, **options)
     except Exception as error:  # tokenizers and sentencepiece raise plain Exceptions for files they cannot parse
         raise ModelFolderError(f"{path} cannot be loaded ({type(error).__name__}: {error}): save it again") from error
+
+
+# tokenizer_config.json's entries that `LightTokenizer` reads as transformers does: the special tokens by name, and
+# settings that change nothing in encoding or decoding without padding or truncation. Any other entry (add_bos_token,
+# added_tokens_decoder, add_prefix_space, ...) means transformers changes the tokenizer as it loads it.
+SPECIAL_TOKEN_NAMES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+LIGHT_TOKENIZER_ENTRIES = {*SPECIAL_TOKEN_NAMES, "extra_special_tokens", "split_special_tokens", "backend",
+                           "tokenizer_class", "model_max_length", "clean_up_tokenization_spaces", "padding_side",
+                           "truncation_side", "is_local", "local_files_only"}  # fmt: skip
+
+
+def light_tokenizer(folder: Path) -> LightTokenizer | None:
+    """A `LightTokenizer` of `folder`'s tokenizer.json, or None where transformers' `PreTrainedTokenizerFast` would
+    make something else of the folder: tokenizer_config.json holds an entry outside `LIGHT_TOKENIZER_ENTRIES`,
+    cleans up spaces after decoding, or names a special token that tokenizer.json lacks as a special token, or
+    tokenizer.json has no post-processor (transformers writes one) or over 100,000 tokens and a pre-tokenizer
+    (transformers may patch its pattern). A file `tokenizers` cannot read raises, as `Tokenizer.from_file` does."""
+    from tokenizers import Tokenizer
+
+    config = read_json_object(folder / "tokenizer_config.json", fix="save the tokenizer again")
+    if set(config) - LIGHT_TOKENIZER_ENTRIES or config.get("clean_up_tokenization_spaces"):
+        return None
+    specials = {name: config.get(name) for name in SPECIAL_TOKEN_NAMES}
+    extra = config.get("extra_special_tokens") or []
+    if not all(value is None or isinstance(value, str) for value in specials.values()) or not (
+        isinstance(extra, list) and all(isinstance(token, str) for token in extra)
+    ):
+        return None  # AddedToken dicts (lstrip, rstrip, ...): transformers' reading
+    backend = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
+    added = {str(token) for token in backend.get_added_tokens_decoder().values() if token.special}
+    if not all(token in added for token in [*filter(None, specials.values()), *extra]):
+        return None
+    if backend.post_processor is None or (backend.get_vocab_size() > 100_000 and backend.pre_tokenizer is not None):
+        return None
+    return LightTokenizer(folder, backend, specials, extra, bool(config.get("split_special_tokens", False)))
+
+
+class LightTokenizer:
+    """A plain fast tokenizer (tokenizer.json) read by the `tokenizers` library alone, for decoding a CTranslate2
+    export without transformers (`load_tokenizer(..., light=True)`): the part of `PreTrainedTokenizerFast` that
+    translating and scoring use, computed as it computes it (tests/tokenizer/test_bpe.py compares the two).
+
+    - `tokenizer(text or texts, add_special_tokens=True)["input_ids"]`: the ids of a text, or of each text;
+    - `decode(ids, skip_special_tokens=False)`, `convert_ids_to_tokens(ids)`, `convert_tokens_to_ids(tokens)`;
+    - the special tokens (`eos_token`, `eos_token_id`, ... for `SPECIAL_TOKEN_NAMES`; `all_special_ids`),
+      `len(tokenizer)` and `backend_tokenizer` (the `tokenizers.Tokenizer`).
+
+    Any other attribute (`save_pretrained`, `batch_decode`, ...) loads `PreTrainedTokenizerFast` from the same folder
+    on first use and answers from it. Nothing here changes the backend after loading, so threads may share it."""
+
+    def __init__(self, folder: Path, backend, specials: dict[str, str | None], extra: list[str], split_special: bool):
+        self.name_or_path = str(folder)
+        backend.no_truncation()  # transformers' calls without truncation= or padding= turn both off
+        backend.no_padding()
+        backend.encode_special_tokens = split_special  # "<pad>" typed in a text is text, not the PAD token
+        self._backend, self._full = backend, None
+        for name, token in specials.items():
+            setattr(self, name, token)
+            setattr(self, f"{name}_id", None if token is None else backend.token_to_id(token))
+        self.all_special_ids = sorted({backend.token_to_id(token) for token in [*filter(None, specials.values()),
+                                                                                 *extra]})  # fmt: skip
+
+    @property
+    def backend_tokenizer(self):
+        return self._backend
+
+    def __len__(self) -> int:
+        return self._backend.get_vocab_size(with_added_tokens=True)
+
+    def __call__(self, text: str | list[str], add_special_tokens: bool = True, verbose: bool = True) -> dict:
+        texts = [text] if isinstance(text, str) else list(text)
+        ids = [encoding.ids for encoding in self._backend.encode_batch(texts, add_special_tokens=add_special_tokens)]
+        return {"input_ids": ids[0] if isinstance(text, str) else ids}
+
+    def decode(self, ids, skip_special_tokens: bool = False) -> str:
+        return self._backend.decode([ids] if isinstance(ids, int) else list(ids),
+                                    skip_special_tokens=skip_special_tokens)  # fmt: skip
+
+    def convert_ids_to_tokens(self, ids, skip_special_tokens: bool = False):
+        if isinstance(ids, int):
+            return self._backend.id_to_token(ids)
+        skipped = set(self.all_special_ids) if skip_special_tokens else set()
+        return [self._backend.id_to_token(int(index)) for index in ids if int(index) not in skipped]
+
+    def convert_tokens_to_ids(self, tokens):
+        if isinstance(tokens, str):
+            index = self._backend.token_to_id(tokens)
+            return self.unk_token_id if index is None else index
+        return [self.convert_tokens_to_ids(token) for token in tokens]
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):  # not found above (copy, pickle and hasattr ask for these): no transformers load
+            raise AttributeError(name)
+        if self._full is None:
+            from transformers import PreTrainedTokenizerFast
+
+            self._full = PreTrainedTokenizerFast.from_pretrained(self.name_or_path, local_files_only=True)
+        return getattr(self._full, name)
 
 
 def _tokenizer_class(folder: Path) -> str | None:

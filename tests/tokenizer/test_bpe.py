@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer, models, normalizers
-from transformers import AutoTokenizer
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from tokenization import (
     SPECIAL_TOKEN_LAYOUTS,
@@ -26,6 +26,7 @@ from tokenization import (
 )
 from tokenization.bpe import first_tokens
 from vaswani.errors import ModelFolderError
+from vaswani.model_folder import SPECIAL_TOKEN_NAMES, LightTokenizer
 
 # --- a small English-German corpus -----------------------------------------------------------------------------
 
@@ -496,6 +497,136 @@ def test_load_tokenizer_gives_what_autotokenizer_gives(corpus_files, tmp_path, l
     for skip in (True, False):
         assert ours.batch_decode(ids, skip_special_tokens=skip) == auto.batch_decode(ids, skip_special_tokens=skip)
     assert ours.convert_ids_to_tokens(ids[0]) == auto.convert_ids_to_tokens(ids[0])
+
+
+# --- LightTokenizer: a CTranslate2 export decodes without transformers --------------------------------------------
+
+
+def saved_tokenizer(corpus_files, folder: Path, config: dict | None = None, **options) -> Path:
+    """A trained tokenizer saved in `folder`, tokenizer_config.json updated with `config`."""
+    train_bpe_tokenizer(files=corpus_files, vocab_size=SMALL_VOCAB, model_max_length=64, **options).save_pretrained(
+        folder
+    )
+    path = folder / "tokenizer_config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text(encoding="utf-8")), **(config or {})}))
+    return folder
+
+
+def assert_light_equals_transformers(light: LightTokenizer, full, texts: list[str]) -> None:
+    """Everything translating and scoring ask of a tokenizer gives the same answer from both."""
+    for add in (True, False):
+        assert light(texts, add_special_tokens=add)["input_ids"] == full(texts, add_special_tokens=add)["input_ids"]
+        assert (
+            light(texts[0], add_special_tokens=add)["input_ids"] == full(texts[0], add_special_tokens=add)["input_ids"]
+        )
+    ids = [*full(texts)["input_ids"], list(range(len(full)))]  # every id once, fillers and special tokens included
+    for skip in (True, False):
+        assert [light.decode(i, skip_special_tokens=skip) for i in ids] == [
+            full.decode(i, skip_special_tokens=skip) for i in ids
+        ]
+        assert light.convert_ids_to_tokens(ids[-1], skip_special_tokens=skip) == full.convert_ids_to_tokens(
+            ids[-1], skip_special_tokens=skip
+        )
+    tokens = [*full.convert_ids_to_tokens(ids[-1]), "no-such-token"]
+    assert light.convert_tokens_to_ids(tokens) == full.convert_tokens_to_ids(tokens)
+    assert light.convert_ids_to_tokens(5) == full.convert_ids_to_tokens(5)
+    assert light.convert_tokens_to_ids("no-such-token") == full.convert_tokens_to_ids("no-such-token")
+    for name in SPECIAL_TOKEN_NAMES:
+        assert (getattr(light, name), getattr(light, f"{name}_id")) == (
+            getattr(full, name), getattr(full, f"{name}_id"),
+        ), name  # fmt: skip
+    assert set(light.all_special_ids) == set(full.all_special_ids) and len(light) == len(full)
+
+
+@pytest.mark.parametrize("saved_class", ["PreTrainedTokenizerFast", "TokenizersBackend"])
+@pytest.mark.parametrize(("layout", "mask_token"), [("paper", False), ("fairseq", False), ("paper", True)])
+def test_the_light_tokenizer_encodes_and_decodes_as_transformers_does(
+    corpus_files, tmp_path, layout, mask_token, saved_class
+):
+    """`load_tokenizer(light=True)` reads our tokenizers with `tokenizers` alone (no transformers import): the ids,
+    texts, tokens and special tokens of `PreTrainedTokenizerFast`, with text that spells special tokens, characters
+    outside the corpus and a vocabulary padded with filler tokens; what it does not have comes from transformers."""
+    folder = saved_tokenizer(corpus_files, tmp_path / "tok", {"tokenizer_class": saved_class},
+                             special_tokens_layout=layout, mask_token=mask_token)  # fmt: skip
+    light, full = load_tokenizer(folder, light=True), load_tokenizer(folder)
+    assert type(light) is LightTokenizer and isinstance(full, PreTrainedTokenizerFast)
+    texts = [*ENGLISH[:4], *GERMAN[:4], "  Ünïcödé 😀 日本 \t x", "<pad> </s> <s> <unk> <mask> literal", "",
+             " ".join(GERMAN) * 3, "<madeupword0001>"]  # fmt: skip
+    assert_light_equals_transformers(light, full, texts)
+    assert light.backend_tokenizer.to_str() == full.backend_tokenizer.to_str()
+    ids = full(texts)["input_ids"]
+    assert light.batch_decode(ids, skip_special_tokens=True) == full.batch_decode(ids, skip_special_tokens=True)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(texts=st.lists(st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=40) | st.sampled_from(
+    ["</s>", "<pad>", "<s>", "<unk>", " </s> ", "\u2581", "\u2581\u2581x", "a\u0301", "ﬁ", "\x00"]), min_size=1,
+    max_size=4))  # fmt: skip
+def test_the_light_tokenizer_agrees_with_transformers_on_any_text(light_and_full, texts):
+    light, full = light_and_full
+    assert light(texts)["input_ids"] == full(texts)["input_ids"]
+    for ids in full(texts)["input_ids"]:
+        assert light.decode(ids, skip_special_tokens=True) == full.decode(ids, skip_special_tokens=True)
+        assert light.convert_ids_to_tokens(ids) == full.convert_ids_to_tokens(ids)
+
+
+@pytest.fixture(scope="module")
+def light_and_full(corpus_files, tmp_path_factory):
+    folder = saved_tokenizer(corpus_files, tmp_path_factory.mktemp("light") / "tok")
+    return load_tokenizer(folder, light=True), load_tokenizer(folder)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"add_bos_token": True},  # an entry transformers may act on as it loads (a post-processor rewritten)
+        {"add_prefix_space": True},
+        {"clean_up_tokenization_spaces": True},  # decoding's clean-up
+        {"mask_token": "<mask>"},  # special tokens tokenizer.json lacks: transformers adds them
+        {"extra_special_tokens": ["<x>"]},
+        {"split_special_tokens": False},  # read, not a reason to fall back: "</s>" typed is EOS then
+    ],
+)
+def test_a_tokenizer_the_light_one_would_read_differently_loads_with_transformers(corpus_files, tmp_path, config):
+    """Where tokenizer_config.json asks for what `LightTokenizer` does not do, `load_tokenizer(light=True)` gives
+    transformers' tokenizer (with a special token the file lacks, one more token than the file has)."""
+    folder = saved_tokenizer(corpus_files, tmp_path / "tok", config)
+    loaded, full = load_tokenizer(folder, light=True), load_tokenizer(folder)
+    if "split_special_tokens" in config:
+        assert type(loaded) is LightTokenizer
+        assert_light_equals_transformers(loaded, full, ["Das Haus ist klein. </s>", "<pad>"])
+        assert loaded("Das Haus ist klein. </s>")["input_ids"].count(loaded.eos_token_id) == 2
+        return
+    assert isinstance(loaded, PreTrainedTokenizerFast)
+    assert len(loaded) == SMALL_VOCAB + ("mask_token" in config or "extra_special_tokens" in config)
+
+
+def test_truncation_and_padding_saved_in_tokenizer_json_stay_off_as_in_transformers(corpus_files, tmp_path):
+    """transformers turns off the truncation and padding a tokenizer.json may hold unless a call asks for them; so
+    does `LightTokenizer`."""
+    folder = saved_tokenizer(corpus_files, tmp_path / "tok")
+    backend = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    backend.enable_truncation(3)
+    backend.enable_padding(length=50, pad_id=0, pad_token="<pad>")
+    backend.save(str(folder / "tokenizer.json"))
+    light = load_tokenizer(folder, light=True)
+    assert type(light) is LightTokenizer and len(light(ENGLISH[0])["input_ids"]) > 3
+    assert_light_equals_transformers(light, load_tokenizer(folder), ENGLISH[:3])
+
+
+def test_a_damaged_tokenizer_json_is_the_same_clear_error_with_the_light_tokenizer(corpus_files, tmp_path):
+    folder = saved_tokenizer(corpus_files, tmp_path / "tok")
+    (folder / "tokenizer.json").write_text('{"model": 5}')
+    for light in (True, False):
+        with pytest.raises(ModelFolderError, match=r"tokenizer.json cannot be loaded \(\w+: .*\): save it again"):
+            load_tokenizer(folder, light=light)
+
+
+def test_a_tokenizer_without_a_post_processor_loads_with_transformers(corpus_files, tmp_path):
+    folder = saved_tokenizer(corpus_files, tmp_path / "tok")
+    data = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+    (folder / "tokenizer.json").write_text(json.dumps({**data, "post_processor": None}))
+    assert isinstance(load_tokenizer(folder, light=True), PreTrainedTokenizerFast)
 
 
 def run_cli(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:

@@ -13,8 +13,10 @@ from pathlib import Path
 
 from vaswani.devices import MIXED_PRECISION_TO_DTYPE
 from vaswani.errors import UsageError
+from vaswani.export.ctranslate2 import is_ctranslate2_folder
 from vaswani.fileio import atomic_output
 from vaswani.inference.translator import Translator
+from vaswani.model_folder import hide_transformers_progress_bars
 
 
 def check_output_file(path: Path | None, inputs: list[Path | None], model: Path | None = None) -> None:
@@ -56,7 +58,10 @@ def open_output(path: Path | None) -> Iterator[io.TextIOBase]:
 def load_translator(models: Sequence[str | Path], args: argparse.Namespace, **options) -> Translator:
     """The Translator of `models` (one folder, or several: an ensemble) with the options every decoding command
     shares (--device, --max_source_length, --trust_remote_code, --backend, --mixed_precision); `options` adds a
-    command's own (--parallel_batches, serve's split_batches)."""
+    command's own (--parallel_batches, serve's split_batches). Loading a PyTorch folder shows none of transformers'
+    progress bars; a CTranslate2 export does not import transformers for them (`LightTokenizer`)."""
+    if not all(is_ctranslate2_folder(model) for model in models):
+        hide_transformers_progress_bars()
     return Translator(list(models), device=args.device, max_source_length=args.max_source_length,
                       trust_remote_code=args.trust_remote_code, backend=args.backend,
                       dtype=MIXED_PRECISION_TO_DTYPE[args.mixed_precision], **options)  # fmt: skip

@@ -30,7 +30,6 @@ from vaswani.errors import UsageError
 from vaswani.fileio import count_lines
 from vaswani.inference.engines import BACKENDS
 from vaswani.inference.translator import Score, Translator, read_lines
-from vaswani.model_folder import hide_transformers_progress_bars
 from vaswani.options import add_option
 
 HELP = "score given translations with a model (log-probabilities)"
@@ -87,7 +86,6 @@ def run(args: argparse.Namespace) -> int:
     if targets != pairs:
         raise UsageError(f"--source {args.source} has {pairs} lines but --target {args.target} has {targets}: give "
                          "one translation per source line")  # fmt: skip
-    hide_transformers_progress_bars()
     translator = load_translator(args.model, args)
     bar = tqdm(total=pairs, unit="pair", file=sys.stderr, disable=args.progress is False)
     try:

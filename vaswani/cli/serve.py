@@ -18,7 +18,6 @@ from pathlib import Path
 from vaswani.cli.common import load_translator
 from vaswani.errors import UsageError
 from vaswani.inference.engines import BACKENDS
-from vaswani.model_folder import hide_transformers_progress_bars
 from vaswani.options import add_option, add_switch, non_negative_float, positive_float, positive_int
 
 HELP = "serve translations over HTTP (LibreTranslate API and a native one)"
@@ -118,7 +117,6 @@ def run(args: argparse.Namespace) -> int:
         length_penalty=args.length_penalty, api_keys=ApiKeys.from_file(args.api_keys) if args.api_keys else None,
         rate_limit=args.rate_limit, cors_origins=args.cors_origins, log_texts=args.log_texts, web_ui=args.web_ui,
     )  # fmt: skip
-    hide_transformers_progress_bars()  # no "Loading weights" bars: the log is the server's
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     with listening_socket(args.host, args.port) as sock:  # first: a port in use is told before the models load
         models = load_models(specs, lambda folders: _load_translator(folders, args))

@@ -32,7 +32,6 @@ from vaswani.fileio import count_lines
 from vaswani.inference.engines import BACKENDS
 from vaswani.inference.outputs import OUTPUT_FORMATS, one_line, output_handler
 from vaswani.inference.translator import read_jsonl_requests, read_lines, translate_lines
-from vaswani.model_folder import hide_transformers_progress_bars
 from vaswani.options import add_option, positive_int
 
 HELP = "translate sentences, one per line"
@@ -147,7 +146,6 @@ def run(args: argparse.Namespace) -> int:
                              f'"{flag[2:]}" field in the JSON objects, or give text input')  # fmt: skip
     for model in args.model:
         check_output_file(args.output, inputs=[args.input, args.prefix, args.constraints], model=model)
-    hide_transformers_progress_bars()  # no "Loading weights" bar: the progress bar on stderr is ours
     if args.nbest > args.num_beams:
         raise UsageError(f"--nbest {args.nbest} needs at least as many beams: add --num_beams {args.nbest}")
     typed = args.input is None and sys.stdin.isatty()  # a person at a terminal: each line translated as it comes

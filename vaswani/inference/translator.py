@@ -249,7 +249,7 @@ class Translator:
         thread; see `vaswani.inference.engines.ct2_threads`)."""
 
         self.folder, self.model, self.backend = folder, None, "ctranslate2"
-        self.tokenizer = load_tokenizer(folder)  # checked: present, loadable, a real tokenizer
+        self.tokenizer = load_tokenizer(folder, light=True)  # checked: present, loadable, a real tokenizer
         self.engine = CTranslate2Engine(folder, self.tokenizer, device, dtype, threads=threads,
                                         parallel_batches=parallel_batches, split_batches=split_batches)  # fmt: skip
         self.device = self.engine.device
