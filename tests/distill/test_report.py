@@ -54,7 +54,8 @@ def test_the_models_warm_up_then_decode_alternately():
 
 def test_entries_comparison_and_table():
     teacher = {"parameters": 4000, **model_entry({"translations": HYPOTHESES, "seconds": [2.0, 4.0]}, REFERENCES)}
-    student = {"parameters": 1000, **model_entry({"translations": REFERENCES, "seconds": [1.0, 1.0]}, REFERENCES)}
+    student = {"parameters": 1000, **model_entry({"translations": REFERENCES, "seconds": [1.0, 1.0]}, REFERENCES),
+               "computes_in": "int16"}  # fmt: skip
     assert teacher["seconds"] == 3.0 and teacher["sentences_per_second"] == pytest.approx(1.0)
     assert student["test"]["bleu"] == pytest.approx(100.0)
     compared = comparison(teacher, student)
@@ -70,6 +71,9 @@ def test_entries_comparison_and_table():
     table = report_table(report)
     assert "test.jsonl (3 sentences), ctranslate2 int8, beam 4, length penalty 0.6, max_tokens 4096, 1 thread" in table
     assert "teacher" in table and "      4,000" in table and "student / teacher: time 0.33, parameters 0.25" in table
+    header, teacher_row, student_row = table.splitlines()[1:4]
+    assert header.endswith("seconds  computes in") and student_row.endswith("1.00  int16")
+    assert teacher_row.endswith("3.00")  # an entry without computes_in (a report written before it)
     assert "40,216 training sources translated (BLEU 61.50, chrF 75.25" in table
     del report["test"], report["comparison"], teacher["test"]  # no --test_file: parameters only
     assert "student / teacher" not in report_table(report)

@@ -21,6 +21,7 @@ from safetensors.torch import load_file
 from test_pipeline_vaswani import save_model_folder
 
 from vaswani.cli import main
+from vaswani.devices import ctranslate2_int8_compute_type
 from vaswani.inference.outputs import one_line
 
 SUBJECTS = ["the cat", "a dog", "the weather", "we", "the dog", "a cat"]
@@ -182,6 +183,10 @@ def test_the_report_scores_both_exports_on_the_test_file(workspace, straight_run
         assert report[role]["test"]["chrf"] == pytest.approx(sacrebleu.corpus_chrf(translations, [references]).score)
         assert report[role]["decoded_by"] == [str(straight_run / export)]
         assert report[role]["sentences_per_second"] == pytest.approx(len(sources) / report[role]["seconds"])
+        # both int8 exports: computed in int16 where int8 products saturate (an Intel CPU without VNNI)
+        assert report[role]["computes_in"] == (
+            "int16" if ctranslate2_int8_compute_type() == "int16" else "int8_float32"
+        )
     assert report["teacher"]["test"]["bleu"] > 0
     assert report["teacher"]["parameters"] == load_teacher_parameters(workspace)  # tied weights once, as in the file
     assert report["comparison"]["time_ratio"] == pytest.approx(report["student"]["seconds"] /
@@ -225,6 +230,7 @@ def test_an_ensemble_teacher_decodes_on_pytorch_and_so_does_the_student_in_the_r
     report = json.loads((out / "distill_report.json").read_text())
     assert report["test"]["setting"]["backend"] == "torch" and report["test"]["setting"]["quantization"] is None
     assert report["teacher"]["decoded_by"] == [str(workspace / "teacher")] * 2
+    assert report["teacher"]["computes_in"] == report["student"]["computes_in"] == "float32"
     assert report["student"]["decoded_by"] == [str(out / "student")] and (out / "student-ct2" / "model.bin").is_file()
     assert report["teacher"]["parameters"] == 2 * load_teacher_parameters(workspace)
     assert report["distilled_data"]["kept"] == 15 and report["distilled_data"]["build"]["filter"] == "chrf"

@@ -81,13 +81,14 @@ def report_table(report: dict) -> str:
             f"length penalty {setting['length_penalty']:g}, max_tokens {setting['max_tokens']}, "
             f"{setting['threads']} thread(s):"
         )
-    header = f"  {'':8} {'BLEU':>6} {'chrF':>6} {'parameters':>12} {'sentences/s':>12} {'seconds':>8}"
+    header = f"  {'':8} {'BLEU':>6} {'chrF':>6} {'parameters':>12} {'sentences/s':>12} {'seconds':>8}  computes in"
     lines.append(header)
     for role in ("teacher", "student"):
         entry = report[role]
-        if "test" in entry:
+        if "test" in entry:  # computes_in: not in a report written before it
             lines.append(f"  {role:8} {entry['test']['bleu']:6.2f} {entry['test']['chrf']:6.2f} "
-                         f"{entry['parameters']:12,} {entry['sentences_per_second']:12.1f} {entry['seconds']:8.2f}")  # fmt: skip
+                         f"{entry['parameters']:12,} {entry['sentences_per_second']:12.1f} {entry['seconds']:8.2f}  "
+                         f"{entry.get('computes_in', '')}".rstrip())  # fmt: skip
         else:
             lines.append(f"  {role:8} {'':>6} {'':>6} {entry['parameters']:12,}")
     if "comparison" in report:

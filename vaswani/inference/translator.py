@@ -256,6 +256,14 @@ class Translator:
         self._set_max_source_length(max_source_length, self.engine.positions)
 
     @property
+    def computes_in(self) -> str:
+        """What the matrix products are computed in: CTranslate2's compute type (an int8 export: "int8_float32", or
+        "int16" where int8 products saturate, `vaswani.devices.ctranslate2_int8_compute_type`), PyTorch's dtype."""
+        if self.backend == "ctranslate2":
+            return self.engine.translator.compute_type
+        return self.engine.dtype
+
+    @property
     def parallel_batches(self) -> int:
         """How many calls of `translate_hypotheses` may decode at once (the engine's workers; PyTorch: 1)."""
         return self.engine.parallel_batches
