@@ -393,7 +393,7 @@ class LightTokenizer:
     - `tokenizer(text or texts, add_special_tokens=True)["input_ids"]`: the ids of a text, or of each text;
     - `decode(ids, skip_special_tokens=False)`, `convert_ids_to_tokens(ids)`, `convert_tokens_to_ids(tokens)`;
     - the special tokens (`eos_token`, `eos_token_id`, ... for `SPECIAL_TOKEN_NAMES`; `all_special_ids`),
-      `len(tokenizer)` and `backend_tokenizer` (the `tokenizers.Tokenizer`).
+      `len(tokenizer)`, `get_vocab()` and `backend_tokenizer` (the `tokenizers.Tokenizer`).
 
     Any other attribute (`save_pretrained`, `batch_decode`, ...) loads `PreTrainedTokenizerFast` from the same folder
     on first use and answers from it. Nothing here changes the backend after loading, so threads may share it."""
@@ -416,6 +416,9 @@ class LightTokenizer:
 
     def __len__(self) -> int:
         return self._backend.get_vocab_size(with_added_tokens=True)
+
+    def get_vocab(self) -> dict[str, int]:
+        return self._backend.get_vocab(with_added_tokens=True)
 
     def __call__(self, text: str | list[str], add_special_tokens: bool = True, verbose: bool = True) -> dict:
         texts = [text] if isinstance(text, str) else list(text)

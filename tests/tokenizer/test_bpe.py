@@ -536,6 +536,8 @@ def assert_light_equals_transformers(light: LightTokenizer, full, texts: list[st
             getattr(full, name), getattr(full, f"{name}_id"),
         ), name  # fmt: skip
     assert set(light.all_special_ids) == set(full.all_special_ids) and len(light) == len(full)
+    assert light.get_vocab() == full.get_vocab()
+    assert light._full is None  # all of it answered by `tokenizers` alone, transformers' tokenizer never loaded
 
 
 @pytest.mark.parametrize("saved_class", ["PreTrainedTokenizerFast", "TokenizersBackend"])
