@@ -5,6 +5,7 @@ compiling nothing new), and train.py with every option on resuming exactly."""
 from __future__ import annotations
 
 import copy
+import logging
 
 import pytest
 import torch
@@ -198,17 +199,21 @@ SPEED_RUN = [*TINY, "--max_train_steps", "6", "--shape_buckets", "true", "--num_
 
 
 @pytest.mark.slow
-def test_a_run_with_buckets_fused_loss_and_bf16_weights_resumes_exactly_and_saves_float32(data_dir, tmp_path):  # noqa: F811
-    common = [*data_args(data_dir), *SPEED_RUN]
+def test_a_run_with_buckets_fused_loss_and_bf16_weights_resumes_exactly_and_saves_float32(data_dir, tmp_path, caplog):  # noqa: F811
+    # in this process (the command's own entry point): three interpreter starts fewer than train.py subprocesses
+    common = [*data_args(data_dir), *SPEED_RUN, "--cache_dir", str(tmp_path / "cache")]
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
-    assert run_train([*common, "--output_dir", str(straight)], tmp_path).returncode == 0
-    stopped = run_train([*common, "--output_dir", str(resumed), "--stop_after_steps", "3"], tmp_path)
-    assert stopped.returncode == 0, stopped.stderr[-3000:]
-    again = run_train([*common, "--output_dir", str(resumed), "--resume_from_checkpoint", "latest"], tmp_path)
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert "shape_buckets on (--shape_buckets true), at most 6 shapes" in again.stderr
-    assert "Shape buckets: 6 batch shapes" in again.stderr
-    assert "fused_loss on (--fused_loss true), 7 target tokens a chunk" in again.stderr  # many chunks a batch
+    assert train_command_in_process([*common, "--output_dir", str(straight)])[0] == 0
+    status, stderr = train_command_in_process([*common, "--output_dir", str(resumed), "--stop_after_steps", "3"])
+    assert status == 0, stderr[-3000:]
+    caplog.clear()
+    caplog.set_level(logging.INFO)  # the run's log: its logging.basicConfig does nothing under pytest's handlers
+    status, stderr = train_command_in_process([*common, "--output_dir", str(resumed), "--resume_from_checkpoint",
+                                               "latest"])  # fmt: skip
+    assert status == 0, stderr[-3000:]
+    assert "shape_buckets on (--shape_buckets true), at most 6 shapes" in caplog.text
+    assert "Shape buckets: 6 batch shapes" in caplog.text
+    assert "fused_loss on (--fused_loss true), 7 target tokens a chunk" in caplog.text  # many chunks a batch
     losses = [[m["loss"] for m in read_metrics(run) if m["split"] == "train"] for run in (straight, resumed)]
     assert len(losses[0]) == 6 and losses[0] == losses[1]
     assert max(m["batch_shapes"] for m in read_metrics(straight) if m["split"] == "train") <= 6
