@@ -2,13 +2,14 @@
 precision choices (--mixed_precision) and the small-data recipe (configs/small-data.yaml)."""
 
 import json
+import logging
 import subprocess
 import sys
 import textwrap
 
 import pytest
 import torch
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, train_command_in_process
 from safetensors.torch import load_file
 from test_loop import TINY_RUN, data_args, data_dir, expect_error, read_metrics, run_train  # noqa: F401
 
@@ -210,7 +211,7 @@ def test_max_train_minutes_stops_after_the_budget_and_still_writes_the_final_mod
 
 
 @pytest.mark.slow
-def test_early_stopping_keeps_the_best_checkpoint_and_survives_a_resume(data_dir, tmp_path):  # noqa: F811
+def test_early_stopping_keeps_the_best_checkpoint_and_survives_a_resume(data_dir, tmp_path, caplog):  # noqa: F811
     """With a learning rate of 1e-5 the weights move (every checkpoint differs from the others) but the translations of
     the untrained model do not, so every evaluation scores the same BLEU: the first is the best and the run must stop
     after `patience` more evaluations, counting across a stop and resume, with the best checkpoint kept although
@@ -219,19 +220,23 @@ def test_early_stopping_keeps_the_best_checkpoint_and_survives_a_resume(data_dir
     common = [*data_args(data_dir), *TINY_RUN, "--max_train_steps", "20", "--eval_steps", "2",
               "--early_stopping_patience", "2", "--metric_for_best", "bleu", "--lr_scheduler", "constant",
               "--learning_rate", "1e-5", "--keep_checkpoints", "1", "--average_checkpoints", "1",
-              "--final_model", "best"]  # fmt: skip
+              "--final_model", "best", "--cache_dir", str(tmp_path / "cache")]  # fmt: skip
     out = tmp_path / "run"
-    first = run_train([*common, "--output_dir", str(out), "--stop_after_steps", "5"], tmp_path)
-    assert first.returncode == 0, first.stderr[-4000:]
+    # both runs are the command's own entry point in this process (train.py's start is tested in test_loop.py)
+    status, stderr = train_command_in_process([*common, "--output_dir", str(out), "--stop_after_steps", "5"])
+    assert status == 0, stderr[-4000:]
     assert [p.name for p in (out / "checkpoints").iterdir()] == ["step-00000005"]  # rotation kept the last only
     assert [p.name for p in (out / "best_checkpoint").iterdir()] == ["step-00000002"]
     state = json.loads((out / "checkpoints" / "step-00000005" / "stopping_state.json").read_text())
     assert state["early_stopping"]["best_step"] == 2
     assert state["early_stopping"]["evaluations_without_improvement"] == 1
 
-    again = run_train([*common, "--output_dir", str(out), "--resume_from_checkpoint", "latest"], tmp_path)
-    assert again.returncode == 0, again.stderr[-4000:]
-    assert "best bleu so far" in again.stderr
+    caplog.set_level(logging.INFO)  # the run's log: its logging.basicConfig does nothing under pytest's handlers
+    status, stderr = train_command_in_process(
+        [*common, "--output_dir", str(out), "--resume_from_checkpoint", "latest"]
+    )
+    assert status == 0, stderr[-4000:]
+    assert "best bleu so far" in caplog.text
     results = json.loads((out / "results.json").read_text())
     # Evaluations at 2 (best), 4 and 6 (no better): stop at 6, not at 10 as a count restarted by the resume would.
     assert results["step"] == 6 and results["finished_early"] == "early stopping (bleu)"
