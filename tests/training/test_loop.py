@@ -219,14 +219,11 @@ def test_bf16_mixed_precision_trains_on_cpu_and_saves_float32_weights(data_dir, 
     """`--mixed_precision bf16` goes through Accelerate's autocast (CPU here, CUDA on a GPU): the same seed then
     gives slightly different losses than full precision, all finite, and the saved weights stay float32."""
     losses = {}
-    for precision in ("no", "bf16"):
+    for precision in ("no", "bf16"):  # in this process: Accelerate's state is reset between the runs
         out = tmp_path / precision
-        result = run_train(
-            [*data_args(data_dir), *TINY_RUN, "--output_dir", str(out), "--max_train_steps", "3",
-             "--checkpoint_steps", "3", "--average_checkpoints", "1", "--mixed_precision", precision],
-            tmp_path,
-        )  # fmt: skip
-        assert result.returncode == 0, result.stderr[-4000:]
+        train_in_process([*data_args(data_dir), *TINY_RUN, "--output_dir", str(out), "--max_train_steps", "3",
+                          "--checkpoint_steps", "3", "--average_checkpoints", "1", "--mixed_precision", precision,
+                          "--cache_dir", str(tmp_path / "cache")])  # fmt: skip
         losses[precision] = [m["loss"] for m in read_metrics(out) if m["split"] == "train"]
     assert len(losses["bf16"]) == 3 and all(torch.isfinite(torch.tensor(losses["bf16"])))
     assert losses["bf16"] != losses["no"]  # autocast really ran in bfloat16
