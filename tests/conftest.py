@@ -32,6 +32,17 @@ ctranslate2_environment()
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
+
+@pytest.fixture(autouse=True)
+def one_torch_thread_after_each_test():
+    """A test that changes PyTorch's thread count (`Translator(threads=N)` and `--threads N` set it for the process,
+    as documented) would leave the worker at that count, and the next test's in-process training would sum in another
+    order than a one-thread train.py subprocess (losses 1e-5 apart). Each test starts at one thread."""
+    yield
+    if torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
+
+
 TINY = {
     "vocab_size": 99,
     "d_model": 16,
