@@ -295,6 +295,34 @@ def _some(names: list[str], limit: int = 5) -> str:
     return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
+def subword_nmt_decoder():
+    """The decoder of a subword-nmt vocabulary ("Hel@@ lo" -> "Hello", as fairseq's --remove-bpe): a space after
+    every piece, "@@ " removed, the last space cut. The cut is a `Replace` of the final space: tokenizers' `Strip(" ",
+    0, 1)`, which `vaswani convert` wrote before, panics on an empty output (nothing but special tokens)."""
+    from tokenizers import Regex, decoders
+
+    return decoders.Sequence([decoders.Replace(Regex("$"), " "), decoders.Replace("@@ ", ""), decoders.Fuse(),
+                              decoders.Replace(Regex(" \\z"), "")])  # fmt: skip
+
+
+# the decoder that `subword_nmt_decoder` replaces, as tokenizers writes it
+PANICKING_SUBWORD_NMT_DECODER = {"type": "Sequence", "decoders": [
+    {"type": "Replace", "pattern": {"Regex": "$"}, "content": " "},
+    {"type": "Replace", "pattern": {"String": "@@ "}, "content": ""},
+    {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 0, "stop": 1},
+]}  # fmt: skip
+
+
+def mend_subword_nmt_decoder(backend) -> None:
+    """Give a `tokenizers.Tokenizer` (None: nothing to do) whose decoder is the one `vaswani convert` wrote for
+    subword-nmt fairseq models before (`PANICKING_SUBWORD_NMT_DECODER`) `subword_nmt_decoder` instead, in memory: the
+    same text for every output, and "" rather than a Rust panic for an empty one (a translation that is <unk> alone
+    crashed `vaswani translate`, a training evaluation, ...). The folder is not changed."""
+    decoder = getattr(backend, "decoder", None)
+    if decoder is not None and json.loads(decoder.__getstate__()) == PANICKING_SUBWORD_NMT_DECODER:
+        backend.decoder = subword_nmt_decoder()
+
+
 # tokenizer_config.json's names of a plain fast tokenizer (tokenizer.json and nothing else): what `tokenization/`
 # saves, and transformers 5's own name for the class
 FAST_TOKENIZER_CLASSES = ("PreTrainedTokenizerFast", "TokenizersBackend")
@@ -345,7 +373,9 @@ def load_tokenizer(
             options = {"trust_remote_code": trust_remote_code}
         with warnings.catch_warnings():  # MarianTokenizer's punctuation normalizer is never used to encode
             warnings.filterwarnings("ignore", message="Recommended: pip install sacremoses")
-            return loader.from_pretrained(folder, local_files_only=True, **options)
+            tokenizer = loader.from_pretrained(folder, local_files_only=True, **options)
+        mend_subword_nmt_decoder(getattr(tokenizer, "backend_tokenizer", None))  # a sentencepiece one has none
+        return tokenizer
     except Exception as error:  # tokenizers and sentencepiece raise plain Exceptions for files they cannot parse
         raise ModelFolderError(f"{path} cannot be loaded ({type(error).__name__}: {error}): save it again") from error
 
@@ -377,6 +407,7 @@ def light_tokenizer(folder: Path) -> LightTokenizer | None:
     ):
         return None  # AddedToken dicts (lstrip, rstrip, ...): transformers' reading
     backend = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
+    mend_subword_nmt_decoder(backend)
     added = {str(token) for token in backend.get_added_tokens_decoder().values() if token.special}
     if not all(token in added for token in [*filter(None, specials.values()), *extra]):
         return None

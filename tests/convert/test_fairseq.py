@@ -539,3 +539,37 @@ def test_the_tokenizer_undoes_the_segmentation_its_dictionary_shows(pieces, text
     ids = tokenizer(" ".join(pieces))["input_ids"]
     assert ids == [*range(4, 4 + len(pieces)), EOS]
     assert tokenizer.decode(ids, skip_special_tokens=True) == text
+    # an output of nothing but special tokens (<unk> alone, say) is "", not a panic of tokenizers' Strip decoder
+    assert (
+        tokenizer.decode([UNK, EOS], skip_special_tokens=True) == tokenizer.decode([], skip_special_tokens=True) == ""
+    )
+
+
+def test_a_folder_converted_with_the_old_subword_nmt_decoder_decodes_the_same_and_nothing_without_a_panic(tmp_path):
+    """Folders converted before wrote tokenizers' Strip(" ", 0, 1), which panics on an empty output: `load_tokenizer`
+    (both kinds) swaps it for `subword_nmt_decoder` in memory, which decodes every other output as it did."""
+    import json
+    import random
+
+    from tokenizers import Regex, Tokenizer, decoders
+
+    from vaswani.convert.fairseq import FAIRSEQ_SPECIAL_TOKENS, fairseq_tokenizer
+    from vaswani.model_folder import PANICKING_SUBWORD_NMT_DECODER, load_tokenizer
+
+    tokenizer = fairseq_tokenizer(FAIRSEQ_SPECIAL_TOKENS + WORDS, model_max_length=64)
+    old = decoders.Sequence([decoders.Replace(Regex("$"), " "), decoders.Replace("@@ ", ""), decoders.Fuse(),
+                             decoders.Strip(" ", 0, 1)])  # fmt: skip
+    assert json.loads(old.__getstate__()) == PANICKING_SUBWORD_NMT_DECODER  # what such a folder holds
+    tokenizer.backend_tokenizer.decoder = old
+    tokenizer.save_pretrained(tmp_path / "old")
+    saved = Tokenizer.from_file(str(tmp_path / "old" / "tokenizer.json"))
+    with pytest.raises(BaseException, match="index out of bounds"):  # pyo3's PanicException
+        saved.decode([UNK], skip_special_tokens=True)
+    rng = random.Random(0)
+    outputs = [[rng.randrange(4, 4 + len(WORDS)) for _ in range(rng.randrange(1, 9))] for _ in range(300)]
+    for light in (True, False):
+        loaded = load_tokenizer(tmp_path / "old", light=light)
+        assert loaded.decode([UNK, EOS], skip_special_tokens=True) == ""
+        assert [loaded.decode([*ids, EOS], skip_special_tokens=True) for ids in outputs] == [
+            saved.decode([*ids, EOS], skip_special_tokens=True) for ids in outputs
+        ]

@@ -20,7 +20,7 @@ from tokenization.bpe import PortableTokenizerFast, eos_post_processor
 from vaswani.convert.marian import SourceTensors, map_layers
 from vaswani.errors import ConvertError
 from vaswani.hub.model_card import write_model_card
-from vaswani.model_folder import check_output_folder, check_tokenizer_fits, write_model_folder
+from vaswani.model_folder import check_output_folder, check_tokenizer_fits, subword_nmt_decoder, write_model_folder
 
 # ================================================================================================================
 # fairseq: `vaswani convert --from fairseq --checkpoint model.pt --data_dir DICT_DIR --output_dir OUT`
@@ -297,19 +297,12 @@ def fairseq_tokenizer(vocabulary: list[str], model_max_length: int):
     `encode_line` appends it. Decoding joins the pieces and undoes the segmentation it can tell from the vocabulary:
     subword-nmt's "@@ " continuation marks are removed, sentencepiece's "▁" becomes a space; other pieces are joined
     by spaces."""
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
     tokenizer = Tokenizer(models.WordLevel({token: i for i, token in enumerate(vocabulary)}, unk_token="<unk>"))
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     if any(token.endswith("@@") for token in vocabulary):  # subword-nmt: "Hel@@ lo" -> "Hello"
-        tokenizer.decoder = decoders.Sequence(
-            [
-                decoders.Replace(Regex("$"), " "),
-                decoders.Replace("@@ ", ""),
-                decoders.Fuse(),
-                decoders.Strip(" ", 0, 1),
-            ]
-        )
+        tokenizer.decoder = subword_nmt_decoder()
     elif any(token.startswith("\u2581") for token in vocabulary):  # sentencepiece: "▁Hel lo" -> "Hello"
         tokenizer.decoder = decoders.Sequence(
             [decoders.Replace("\u2581", " "), decoders.Fuse(), decoders.Strip(" ", 1, 0)]
