@@ -338,13 +338,14 @@ def load_tokenizer(
     `AutoTokenizer` would pick for it, without `AutoTokenizer`, which imports PyTorch (1-2 s): a CTranslate2 export
     runs without it. `light=True`: such a tokenizer comes as a `LightTokenizer` (the `tokenizers` library alone:
     transformers is not imported either) where its files hold nothing that it would read differently
-    (`light_tokenizer`). `vaswani translate` of one sentence with an export: 0.23 s, against 1.18 s with
+    (`light_tokenizer`). `vaswani translate` of one sentence with an export: 0.26 s, against 1.21 s with
     transformers' tokenizer and 5.35 s with AutoTokenizer's imports (benchmarks/README.md)."""
     folder = Path(folder)
     path = folder / TOKENIZER_FILE
     if not folder.is_dir():
         raise ModelFolderError(f"no such tokenizer folder: {folder}")
-    tokenizer_class, marian = _tokenizer_class(folder), has_marian_tokenizer(folder)
+    config, marian = _tokenizer_config(folder), has_marian_tokenizer(folder)
+    tokenizer_class = config.get("tokenizer_class")
     if marian:
         path = folder / "tokenizer_config.json"
         if tokenizer_class != MARIAN_TOKENIZER_CLASS:
@@ -361,7 +362,7 @@ def load_tokenizer(
         raise ModelFolderError(f"{path} is not a tokenizer (no 'model' entry): save the tokenizer again")
     plain = tokenizer_class in FAST_TOKENIZER_CLASSES and not marian
     try:
-        if plain and light and (tokenizer := light_tokenizer(folder)) is not None:
+        if plain and light and (tokenizer := light_tokenizer(folder, config)) is not None:
             return tokenizer
         if plain:
             from transformers import PreTrainedTokenizerFast as loader
@@ -389,15 +390,15 @@ LIGHT_TOKENIZER_ENTRIES = {*SPECIAL_TOKEN_NAMES, "extra_special_tokens", "split_
                            "truncation_side", "is_local", "local_files_only"}  # fmt: skip
 
 
-def light_tokenizer(folder: Path) -> LightTokenizer | None:
+def light_tokenizer(folder: Path, config: dict) -> LightTokenizer | None:
     """A `LightTokenizer` of `folder`'s tokenizer.json, or None where transformers' `PreTrainedTokenizerFast` would
-    make something else of the folder: tokenizer_config.json holds an entry outside `LIGHT_TOKENIZER_ENTRIES`,
-    cleans up spaces after decoding, or names a special token that tokenizer.json lacks as a special token, or
-    tokenizer.json has no post-processor (transformers writes one) or over 100,000 tokens and a pre-tokenizer
-    (transformers may patch its pattern). A file `tokenizers` cannot read raises, as `Tokenizer.from_file` does."""
+    make something else of the folder: `config` (its tokenizer_config.json) holds an entry outside
+    `LIGHT_TOKENIZER_ENTRIES`, cleans up spaces after decoding, or names a special token that tokenizer.json lacks
+    as a special token, or tokenizer.json has no post-processor (transformers writes one) or over 100,000 tokens and
+    a pre-tokenizer (transformers may patch its pattern). A file `tokenizers` cannot read raises, as
+    `Tokenizer.from_file` does."""
     from tokenizers import Tokenizer
 
-    config = read_json_object(folder / "tokenizer_config.json", fix="save the tokenizer again")
     if set(config) - LIGHT_TOKENIZER_ENTRIES or config.get("clean_up_tokenization_spaces"):
         return None
     specials = {name: config.get(name) for name in SPECIAL_TOKEN_NAMES}
@@ -426,8 +427,8 @@ class LightTokenizer:
     - the special tokens (`eos_token`, `eos_token_id`, ... for `SPECIAL_TOKEN_NAMES`; `all_special_ids`),
       `len(tokenizer)`, `get_vocab()` and `backend_tokenizer` (the `tokenizers.Tokenizer`).
 
-    Any other attribute (`save_pretrained`, `batch_decode`, ...) loads `PreTrainedTokenizerFast` from the same folder
-    on first use and answers from it. Nothing here changes the backend after loading, so threads may share it."""
+    Any other attribute (`save_pretrained`, `batch_decode`, ...) loads transformers' tokenizer from the same folder
+    (`load_tokenizer`) on first use and answers from it. Nothing here changes the backend after loading, so threads may share it."""
 
     def __init__(self, folder: Path, backend, specials: dict[str, str | None], extra: list[str], split_special: bool):
         self.name_or_path = str(folder)
@@ -476,16 +477,14 @@ class LightTokenizer:
         if name.startswith("_"):  # not found above (copy, pickle and hasattr ask for these): no transformers load
             raise AttributeError(name)
         if self._full is None:
-            from transformers import PreTrainedTokenizerFast
-
-            self._full = PreTrainedTokenizerFast.from_pretrained(self.name_or_path, local_files_only=True)
+            self._full = load_tokenizer(self.name_or_path)
         return getattr(self._full, name)
 
 
-def _tokenizer_class(folder: Path) -> str | None:
-    """The `tokenizer_class` that `folder`'s tokenizer_config.json names (None without the file or the entry)."""
+def _tokenizer_config(folder: Path) -> dict:
+    """`folder`'s tokenizer_config.json ({} without the file)."""
     path = folder / "tokenizer_config.json"
-    return read_json_object(path, fix="save the tokenizer again").get("tokenizer_class") if path.is_file() else None
+    return read_json_object(path, fix="save the tokenizer again") if path.is_file() else {}
 
 
 def check_tokenizer_fits(tokenizer, config, *, where: str, exact: bool = False) -> None:

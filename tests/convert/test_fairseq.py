@@ -570,6 +570,8 @@ def test_a_folder_converted_with_the_old_subword_nmt_decoder_decodes_the_same_an
     for light in (True, False):
         loaded = load_tokenizer(tmp_path / "old", light=light)
         assert loaded.decode([UNK, EOS], skip_special_tokens=True) == ""
+        # batch_decode: LightTokenizer's fallback to transformers' tokenizer, which is mended as well
+        assert loaded.batch_decode([[UNK, EOS]], skip_special_tokens=True) == [""]
         assert [loaded.decode([*ids, EOS], skip_special_tokens=True) for ids in outputs] == [
             saved.decode([*ids, EOS], skip_special_tokens=True) for ids in outputs
         ]
