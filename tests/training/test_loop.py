@@ -143,6 +143,33 @@ def test_a_user_error_on_one_process_stops_every_process_with_one_message(data_d
 
 
 @pytest.mark.slow
+def test_an_evaluation_stops_on_every_process_at_the_main_process_word(tmp_path):
+    """`held_out_batches` on two gloo processes holding 3 and 2 batches (tests/scripts/held_out_batches.py): each asks
+    as often as the process with the most batches, and the main process's answer stops both at the same round, also
+    after the other's last batch; a yes from the other process alone stops nothing; nobody waits forever."""
+    out = tmp_path / "report"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    script = REPO_ROOT / "tests" / "scripts" / "held_out_batches.py"
+    result = run_cpu_ranks(script, [str(out)], processes=2, env=env, cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+    main, other = (json.loads(Path(f"{out}.rank{rank}.json").read_text()) for rank in (0, 1))
+    own = main["own batches"], other["own batches"]
+    assert [len(batches) for batches in own] == [3, 2]
+    seen = {case: (main[case]["batches"], other[case]["batches"]) for case in main if case != "own batches"}
+    stopped = {case: (main[case]["stopped"], other[case]["stopped"]) for case in seen}
+    assert seen == {
+        "no stop function": own,
+        "nobody stops": own,
+        "the main process stops at its second question": (own[0][:1], own[1][:1]),
+        "the main process stops after the other's last batch": (own[0][:2], own[1]),
+        "only the other process stops": own,
+    }
+    assert stopped == {case: (True, True) if "main process stops" in case else (False, False) for case in seen}
+    assert (main["nobody stops"]["questions"], other["nobody stops"]["questions"]) == (3, 3)  # as many as the most
+
+
+@pytest.mark.slow
 def test_main_process_first_and_together_stop_every_process_together(tmp_path):
     """The two helpers with a failure planted on one rank (tests/scripts/stop_together.py): the rank that failed
     raises its own error, the other raises ReportedElsewhere (printed by nobody), and nobody waits for a peer that
@@ -367,6 +394,88 @@ def test_ctrl_c_stops_at_the_end_of_the_update_and_a_second_one_at_once(data_dir
         assert "Stopped by Ctrl-C at update 2 of 5, saved in" in logged
     else:
         assert saved == [] and interrupted and "Stopped by" not in logged
+
+
+@pytest.mark.parametrize("final_model", ["auto", "last"])  # with and without a validation record (early_stopping)
+def test_a_signal_during_an_evaluation_stops_it_after_its_batch_and_the_resume_runs_it_first(data_dir, tmp_path,
+                                                                                              monkeypatch, caplog,
+                                                                                              final_model):  # fmt: skip
+    """SIGTERM during the first batch of the evaluation at update 2 (of several: --eval_max_tokens 60): the run stops
+    after that batch, not after the whole evaluation, with the checkpoint of update 2 saying its evaluation is due;
+    --resume_from_checkpoint latest runs it first, before update 3, and saves that checkpoint again without the mark
+    (a validation record saves it anyway; without one, only the mark does). The metrics, the validation record and
+    the checkpoint of update 3 then equal an uninterrupted run's (both stop there: --stop_after_steps, no final
+    model)."""
+    import signal
+
+    from vaswani.training import evaluation, loop
+
+    calls = []  # "batch" for each held-out batch made, the split for each evaluation logged
+
+    def collate(*args, **kwargs):
+        calls.append("batch")
+        if send_signal and calls.count("batch") == 1:
+            os.kill(os.getpid(), signal.SIGTERM)  # Python runs the handler before the next bytecode
+        return real_collate(*args, **kwargs)
+
+    def log_evaluation(split, results, step):
+        calls.append(split)
+        real_log_evaluation(split, results, step)
+
+    real_collate, real_log_evaluation = evaluation.collate, loop.log_evaluation
+    monkeypatch.setattr(evaluation, "collate", collate)
+    monkeypatch.setattr(loop, "log_evaluation", log_evaluation)
+    common = [*data_args(data_dir), *TINY_RUN, "--max_train_steps", "6", "--eval_steps", "2", "--eval_max_tokens",
+              "60", "--checkpoint_steps", "100", "--final_model", final_model,
+              "--cache_dir", str(tmp_path / "cache")]  # fmt: skip
+    recorded = final_model == "auto"
+
+    send_signal, straight = False, tmp_path / "straight"
+    status, stderr = train_command_in_process([*common, "--output_dir", str(straight), "--stop_after_steps", "3"])
+    assert status == 0, stderr[-4000:]
+    assert calls.count("batch") >= 2 and calls[-1] == "validation", calls  # one evaluation of several batches
+
+    calls.clear()
+    send_signal, output = True, tmp_path / "run"
+    with caplog.at_level("WARNING", logger="train"):
+        status, stderr = train_command_in_process([*common, "--output_dir", str(output)])
+    assert status == 128 + signal.SIGTERM, stderr[-4000:]
+    assert calls == ["batch"]  # the batch under way, then no other
+    assert "an evaluation under way stops after its batch and runs again on resume" in caplog.text
+    assert "Stopped the evaluation at update 2; it runs again when the run resumes" in caplog.text
+    assert "Stopped by SIGTERM at update 2 of 6, saved in" in caplog.text
+    assert [c.name for c in (output / "checkpoints").iterdir()] == ["step-00000002"]
+    state = json.loads((output / "checkpoints" / "step-00000002" / "stopping_state.json").read_text())
+    assert state["evaluation_due"] is True
+    assert state["early_stopping"] is None if not recorded else state["early_stopping"]["history"] == []
+    assert [row for row in read_metrics(output) if row["split"] == "validation"] == []
+
+    calls.clear()
+    send_signal = False
+    caplog.clear()
+    with caplog.at_level("INFO", logger="train"):
+        status, stderr = train_command_in_process([*common, "--output_dir", str(output), "--resume_from_checkpoint",
+                                                   "latest", "--stop_after_steps", "1"])  # fmt: skip
+    assert status == 0, stderr[-4000:]
+    assert "its evaluation, stopped by a signal, runs first" in caplog.text
+    assert calls.count("batch") >= 2 and calls[-1] == "validation", calls  # evaluated again, whole
+    state = json.loads((output / "checkpoints" / "step-00000002" / "stopping_state.json").read_text())
+    assert state["evaluation_due"] is False  # saved again: a later resume from it does not evaluate it a third time
+
+    ours, theirs = read_metrics(output), read_metrics(straight)
+    assert [(row["split"], row["step"]) for row in ours] == [(row["split"], row["step"]) for row in theirs]
+    validation = [row for row in ours if row["split"] == "validation"]
+    assert validation and validation == [row for row in theirs if row["split"] == "validation"]
+    assert train_losses(output) == train_losses(straight)
+    ours, theirs = (json.loads((run / "checkpoints" / "step-00000003" / "stopping_state.json").read_text())
+                    for run in (output, straight))  # fmt: skip
+    assert ours["early_stopping"] == theirs["early_stopping"]
+    if recorded:
+        assert [step for step, _ in ours["early_stopping"]["history"]] == [2]
+    else:
+        assert ours["early_stopping"] is None
+    a, b = (load_file(run / "checkpoints" / "step-00000003" / "model.safetensors") for run in (straight, output))
+    assert a.keys() == b.keys() and all(torch.equal(a[key], b[key]) for key in a)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

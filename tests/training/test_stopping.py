@@ -79,6 +79,18 @@ def test_a_missing_or_damaged_stopping_state_stops_the_resume(tmp_path):
     (checkpoint / "stopping_state.json").write_text("{not json")
     with pytest.raises(CheckpointError, match="stopping_state.json is damaged"):
         rules.restore(checkpoint)
+    state = {"train_loop_seconds": 3.0, "early_stopping": None}  # as written before "evaluation_due" existed
+    (checkpoint / "stopping_state.json").write_text(json.dumps(state))
+    rules.restore(checkpoint)
+    assert rules.evaluation_due is False and rules.budget.seconds_before == 3.0
+    (checkpoint / "stopping_state.json").write_text(json.dumps({**state, "evaluation_due": "yes"}))
+    with pytest.raises(CheckpointError, match="stopping_state.json is damaged .evaluation_due is not true or false"):
+        rules.restore(checkpoint)
+    rules.evaluation_due = True  # a signal stopped the evaluation of the step being saved
+    rules.write_state(checkpoint, loop_seconds=1.0)
+    assert "; its evaluation, stopped by a signal, runs first;" in StoppingRules(tmp_path, 1.0, 2, "bleu").restore(
+        checkpoint
+    )
 
 
 def test_the_best_copy_is_remade_when_a_kill_came_before_it(tmp_path):

@@ -149,11 +149,20 @@ def test_lm_options_change_what_the_run_computes(text_dir, tmp_path, monkeypatch
     """--text_column (a .jsonl field), --packing no, --block_size, --mlm_probability, --metric_for_best perplexity
     with early stopping and a time budget, seen from inside the run."""
     from vaswani.training import tasks as training_tasks
+    from vaswani.training.evaluation import EvaluationStopped
 
     seen = {}
     original = training_tasks.Run.evaluate
-    monkeypatch.setattr(training_tasks.Run, "evaluate", lambda run, *a, **k: seen.setdefault("run", run) and original(
-        run, *a, **k))  # fmt: skip
+
+    def evaluate(run, *args, **kwargs):
+        if "run" not in seen:  # the first evaluation during training, stopped by a signal at its second batch first
+            seen["run"], answers = run, iter([False, True])
+            with pytest.raises(EvaluationStopped):
+                original(run, "validation", stop=lambda: next(answers))
+            seen["stopped"] = next(answers, "asked twice"), run.model.training  # training mode back after the stop
+        return original(run, *args, **kwargs)
+
+    monkeypatch.setattr(training_tasks.Run, "evaluate", evaluate)
     data = ["--train_file", str(text_dir / "train.body.jsonl"), "--validation_file", str(text_dir / "valid.body.jsonl"),
             "--text_column", "body"]  # fmt: skip
     out = tmp_path / "opts"
@@ -173,6 +182,7 @@ def test_lm_options_change_what_the_run_computes(text_dir, tmp_path, monkeypatch
     assert results["final_model"]["metric"] == "perplexity"
     assert results["finished_early"] == "time budget spent"
     assert results["early_stopping"]["metric"] == "perplexity" and results["early_stopping"]["history"]
+    assert seen["stopped"] == ("asked twice", True)  # the loop's side of a stopped evaluation: test_loop.py
 
 
 def test_packing_yes_cuts_the_token_stream_into_blocks(text_dir, tmp_path, monkeypatch):
@@ -266,10 +276,20 @@ def test_a_datasets_folder_with_a_nested_text_column(text_dir, tmp_path, monkeyp
     folder.mkdir()
     for split in ("train", "validation", "test"):
         (folder / f"{split}.jsonl").write_text((text_dir / f"{split}.jsonl").read_text())
+    from vaswani.training.evaluation import EvaluationStopped
+
     seen = {}
     original = training_tasks.Run.evaluate
-    monkeypatch.setattr(training_tasks.Run, "evaluate", lambda run, *a, **k: seen.setdefault("run", run) and original(
-        run, *a, **k))  # fmt: skip
+
+    def evaluate(run, *args, **kwargs):
+        if "run" not in seen:  # the first evaluation during training, stopped by a signal at its second batch first
+            seen["run"], answers = run, iter([False, True])
+            with pytest.raises(EvaluationStopped):
+                original(run, "validation", stop=lambda: next(answers))
+            seen["stopped"] = next(answers, "asked twice"), run.model.training  # training mode back after the stop
+        return original(run, *args, **kwargs)
+
+    monkeypatch.setattr(training_tasks.Run, "evaluate", evaluate)
     results = train_in_process([
         "--task", "causal_lm", "--dataset_name", str(folder), "--text_column", "translation.en",
         "--cache_dir", str(tmp_path / "cache"), *TINY_LM, *DECODER, "--max_train_steps", "1", "--eval_steps", "0",

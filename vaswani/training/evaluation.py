@@ -5,28 +5,70 @@ perplexity and accuracy.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import datasets
 import torch
 
 from vaswani.data.batching import TokenBatchSampler, collate
 from vaswani.metrics import load_metric
+from vaswani.training.distributed import main_process_decides
 
 logger = logging.getLogger("train")  # one logger for the whole training run
 
 
+@contextlib.contextmanager
+def evaluation_mode(model) -> Iterator[None]:
+    """`model.eval()` within the block (no dropout, LayerDrop or DropHead); the mode before comes back after it, also
+    when an evaluation stops (`EvaluationStopped`)."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
+
+
+class EvaluationStopped(Exception):
+    """A stop signal (Ctrl-C, SIGTERM) came during an evaluation during training: what it had computed is dropped, so
+    that the checkpoint is saved at once; the checkpoint says the evaluation is due and a resume runs it first."""
+
+
+def held_out_batches(sampler: TokenBatchSampler, accelerator, stop: Callable[[], bool] | None) -> Iterator[list[int]]:
+    """This process's batches of a held-out split (`sampler`: one epoch, unshuffled). With `stop` (the training
+    loop's "has a stop signal come?"), the main process's answer is asked before each batch, and
+    `EvaluationStopped` is raised on every process when it is yes: a preempted machine's grace period (often 30 s)
+    or a person's Ctrl-C waits for the batch under way, not for a whole evaluation, which can take minutes.
+
+    Processes hold different numbers of batches (`even_batches=False`), so each asks as many times as the process
+    with the most: the question is a collective operation, and a process that answered fewer would leave the others
+    waiting in it."""
+    batches = list(sampler.batches(0))
+    if stop is None:
+        yield from batches
+        return
+    rounds = len(batches)
+    if accelerator.num_processes > 1:
+        rounds = int(accelerator.gather(torch.tensor([rounds], device=accelerator.device)).max())
+    for index in range(rounds):
+        (stopped,) = main_process_decides(accelerator, stop())
+        if stopped:
+            raise EvaluationStopped
+        if index < len(batches):
+            yield batches[index]
+
+
 @torch.no_grad()
-def run_evaluation(args, accelerator, model, dataset, raw_split, tokenizer, collator, *, max_samples=None):
+def run_evaluation(args, accelerator, model, dataset, raw_split, tokenizer, collator, *, max_samples=None, stop=None):
     """Validation loss (label-smoothed, per target token) and perplexity; BLEU and chrF of beam-search translations
-    against the raw references. Work is split across processes and gathered by example index."""
+    against the raw references. Work is split across processes and gathered by example index. `stop`: see
+    `held_out_batches`."""
     from accelerate.utils import gather_object
 
     unwrapped = accelerator.unwrap_model(model)
-    was_training = unwrapped.training
-    unwrapped.eval()
     indices = list(range(len(dataset) if max_samples is None else min(max_samples, len(dataset))))
     subset = dataset.select(indices)
     budget = args.eval_max_tokens or args.max_tokens
@@ -39,24 +81,25 @@ def run_evaluation(args, accelerator, model, dataset, raw_split, tokenizer, coll
     nll_sum = torch.zeros((), dtype=torch.float64, device=accelerator.device)
     tokens = torch.zeros((), dtype=torch.float64, device=accelerator.device)
     predictions = []
-    for batch_indices in sampler.batches(0):
-        batch = collate(subset, batch_indices, collator, accelerator.device)
-        with accelerator.autocast():
-            out = unwrapped(**batch)
-        mask = batch["labels"] != -100
-        count = mask.sum()
-        loss_sum += out.loss.double() * count
-        nll_sum += torch.nn.functional.cross_entropy(
-            out.logits.float()[mask], batch["labels"][mask], reduction="sum"
-        ).double()
-        tokens += count
-        with accelerator.autocast():
-            generated = unwrapped.generate(
-                input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                num_beams=args.num_beams, length_penalty=args.length_penalty,
-            )  # fmt: skip
-        texts = tokenizer.batch_decode(generated, skip_special_tokens=True)
-        predictions.extend(zip((indices[i] for i in batch_indices), texts, strict=True))
+    with evaluation_mode(unwrapped):
+        for batch_indices in held_out_batches(sampler, accelerator, stop):
+            batch = collate(subset, batch_indices, collator, accelerator.device)
+            with accelerator.autocast():
+                out = unwrapped(**batch)
+            mask = batch["labels"] != -100
+            count = mask.sum()
+            loss_sum += out.loss.double() * count
+            nll_sum += torch.nn.functional.cross_entropy(
+                out.logits.float()[mask], batch["labels"][mask], reduction="sum"
+            ).double()
+            tokens += count
+            with accelerator.autocast():
+                generated = unwrapped.generate(
+                    input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                    num_beams=args.num_beams, length_penalty=args.length_penalty,
+                )  # fmt: skip
+            texts = tokenizer.batch_decode(generated, skip_special_tokens=True)
+            predictions.extend(zip((indices[i] for i in batch_indices), texts, strict=True))
     totals = accelerator.reduce(torch.stack([loss_sum, nll_sum, tokens]), reduction="sum")
     results = {"loss": (totals[0] / totals[2]).item(), "nll": (totals[1] / totals[2]).item()}
     results["ppl"] = math.exp(min(results["nll"], 50.0))
@@ -72,7 +115,6 @@ def run_evaluation(args, accelerator, model, dataset, raw_split, tokenizer, coll
         {"source": raw_split[i]["translation"][args.source_lang], "reference": ref, "translation": hyp}
         for (i, hyp), ref in zip(gathered[: args.num_examples], references, strict=False)
     ]
-    unwrapped.train(was_training)
     return results
 
 
@@ -99,12 +141,12 @@ def evaluate_language_model(
     targets: Callable,
     max_tokens: int,
     max_samples: int | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> dict:
     """loss (mean cross-entropy per scored token, the whole split token-weighted), perplexity = exp(loss) and
     accuracy (the share of scored tokens whose argmax is right) of `model` on (the first `max_samples` examples of)
-    `dataset`, split across processes. `collate(indices)` makes a batch; `targets` aligns logits and labels."""
-    was_training = model.training
-    model.eval()
+    `dataset`, split across processes. `collate(indices)` makes a batch; `targets` aligns logits and labels; `stop`:
+    see `held_out_batches`."""
     count = len(dataset) if max_samples is None else min(max_samples, len(dataset))
     lengths = dataset.select(range(count))["length"]
     sampler = TokenBatchSampler(
@@ -112,17 +154,17 @@ def evaluate_language_model(
         rank=accelerator.process_index, even_batches=False, oversized_alone=True,
     )  # fmt: skip
     totals = torch.zeros(3, dtype=torch.float64, device=accelerator.device)  # loss sum, right guesses, tokens
-    for indices in sampler.batches(0):
-        batch = collate(indices)
-        with accelerator.autocast():
-            logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-        logits, labels = targets(logits.float(), batch["labels"])  # (B, T', V), (B, T')
-        scored = labels != -100  # (B, T')
-        totals[0] += torch.nn.functional.cross_entropy(logits[scored], labels[scored], reduction="sum").double()
-        totals[1] += (logits[scored].argmax(-1) == labels[scored]).sum()
-        totals[2] += scored.sum()
+    with evaluation_mode(model):
+        for indices in held_out_batches(sampler, accelerator, stop):
+            batch = collate(indices)
+            with accelerator.autocast():
+                logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+            logits, labels = targets(logits.float(), batch["labels"])  # (B, T', V), (B, T')
+            scored = labels != -100  # (B, T')
+            totals[0] += torch.nn.functional.cross_entropy(logits[scored], labels[scored], reduction="sum").double()
+            totals[1] += (logits[scored].argmax(-1) == labels[scored]).sum()
+            totals[2] += scored.sum()
     totals = accelerator.reduce(totals, reduction="sum")
-    model.train(was_training)
     loss = (totals[0] / totals[2].clamp(min=1)).item()
     return {"loss": loss, "perplexity": float(torch.tensor(min(loss, 50.0)).exp()),
             "accuracy": (totals[1] / totals[2].clamp(min=1)).item(), "tokens": int(totals[2].item())}  # fmt: skip

@@ -82,7 +82,7 @@ from vaswani.training.distributed import (
     together,
 )
 from vaswani.training.ema import WeightEMA
-from vaswani.training.evaluation import log_evaluation
+from vaswani.training.evaluation import EvaluationStopped, log_evaluation
 from vaswani.training.options import parse_args, unknown_length
 from vaswani.training.run_dir import MetricsLog, prepare_output_dir, setup_logging, start_new_run, truncate_metrics
 from vaswani.training.schedules import BudgetSchedule, build_lr_scheduler
@@ -403,8 +403,9 @@ def signal_name(signum: int) -> str:
 
 def announce_stop(signum: int) -> None:
     """What the first Ctrl-C or SIGTERM of a training loop says (`StopSignals`)."""
-    logger.warning("%s: stopping at the end of this update with a checkpoint (Ctrl-C%s stops at once, without one)",
-                   signal_name(signum), " again" if signum == signal.SIGINT else "")  # fmt: skip
+    logger.warning("%s: stopping at the end of this update with a checkpoint (an evaluation under way stops after its "
+                   "batch and runs again on resume; Ctrl-C%s stops at once, without one)", signal_name(signum),
+                   " again" if signum == signal.SIGINT else "")  # fmt: skip
 
 
 def _train_loop(run: Run, feeder: Prefetcher | Inline, signals: StopSignals) -> str | None:
@@ -414,30 +415,46 @@ def _train_loop(run: Run, feeder: Prefetcher | Inline, signals: StopSignals) -> 
     window = LossWindow(accelerator, feeder)
     last_save, invocation_start, start_step = time.monotonic(), time.monotonic(), progress.step
     loop_seconds = 0.0
+    # resumed from a checkpoint whose evaluation a signal stopped (the main process read it): the first round of the
+    # loop makes no update, it runs that evaluation
+    (evaluation_due,) = main_process_decides(accelerator, run.rules.evaluation_due)
     (budget_spent,) = main_process_decides(accelerator, run.rules.budget_spent(loop_seconds))
-    if budget_spent:  # resumed from the checkpoint the budget ended at (a kill came during the final steps)
-        bar.close()
+    if budget_spent and not evaluation_due:  # resumed from the checkpoint the budget ended at (a kill came during
+        bar.close()  # the final steps)
         return TIME_BUDGET_SPENT
     run.model.train()
     while max_steps is None or progress.step < max_steps:
-        window.add(*train_step(run, feeder))
-        reach_budget_fraction(run, time.monotonic() - invocation_start)
-        if args.logging_steps and progress.step % args.logging_steps == 0:
+        if not evaluation_due:
+            window.add(*train_step(run, feeder))
+            reach_budget_fraction(run, time.monotonic() - invocation_start)
+        if args.logging_steps and progress.step % args.logging_steps == 0 and not evaluation_due:
             values = {**window.flush(), "lr": training.lr_scheduler.get_last_lr()[0], "epoch": progress.epoch,
                       "batch_shapes": len(run.shapes_met)}  # fmt: skip
             if run.recompilations is not None:
                 values["compiled_graphs"] = run.recompilations.count()
             bar.show(loss=f"{values['loss']:.3f}", lr=f"{values['lr']:.2e}")
             run.metrics("train", progress.step, values)
-        evaluated = bool(args.eval_steps) and progress.step % args.eval_steps == 0 and progress.step != max_steps
-        early_stop = False
+        resumed_evaluation = evaluation_due  # its checkpoint is saved again, no longer saying it is due
+        evaluated = evaluation_due or (
+            bool(args.eval_steps) and progress.step % args.eval_steps == 0 and progress.step != max_steps
+        )
+        evaluation_due = early_stop = False
         if evaluated:
-            results = run.evaluate("validation", max_samples=args.max_eval_samples)
-            run.metrics("validation", progress.step, {k: v for k, v in results.items() if k != "examples"})
-            log_evaluation("validation", results, progress.step)
-            bar.show(**{args.metric_for_best: f"{results[args.metric_for_best]:.2f}"} if accelerator.is_main_process
-                     else {})  # fmt: skip
-            early_stop = accelerator.is_main_process and run.rules.evaluated(progress.step, results)
+            try:
+                results = run.evaluate("validation", max_samples=args.max_eval_samples,
+                                       stop=lambda: signals.received is not None)  # fmt: skip
+            except EvaluationStopped:  # saved below at once, with the evaluation due again on resume
+                evaluated, evaluation_due = False, True
+                if accelerator.is_main_process:
+                    logger.warning("Stopped the evaluation at update %d; it runs again when the run resumes",
+                                   progress.step)  # fmt: skip
+            else:
+                run.metrics("validation", progress.step, {k: v for k, v in results.items() if k != "examples"})
+                log_evaluation("validation", results, progress.step)
+                bar.show(**{args.metric_for_best: f"{results[args.metric_for_best]:.2f}"}
+                         if accelerator.is_main_process else {})  # fmt: skip
+                early_stop = accelerator.is_main_process and run.rules.evaluated(progress.step, results)
+        run.rules.evaluation_due = evaluation_due  # written into the checkpoint saved below
 
         loop_seconds_before, loop_seconds = loop_seconds, time.monotonic() - invocation_start
         bar.advance(progress.step, loop_seconds)
@@ -451,7 +468,8 @@ def _train_loop(run: Run, feeder: Prefetcher | Inline, signals: StopSignals) -> 
         )  # fmt: skip
         due_by_steps = args.checkpoint_steps and progress.step % args.checkpoint_steps == 0
         due_by_rules = budget_spent or early_stop or due_in_window or (evaluated and run.rules.stopper is not None)
-        if progress.step == max_steps or due_by_steps or due_by_time or stop or interrupted or due_by_rules:
+        if (progress.step == max_steps or due_by_steps or due_by_time or stop or interrupted or due_by_rules
+                or resumed_evaluation):  # fmt: skip
             path = save_checkpoint(accelerator, run.manager, run.model, training,
                                    functools.partial(run.rules.write_state, loop_seconds=loop_seconds))  # fmt: skip
             last_save = time.monotonic()

@@ -227,9 +227,13 @@ def choose(candidates: list[Candidate], metric: str) -> Candidate:
     return winner
 
 
-def save_state(checkpoint: Path, budget_seconds: float, stopper: EarlyStopping | None) -> None:
-    """Write `stopping_state.json` into a checkpoint folder being written: temporary name, then rename."""
-    state = {"train_loop_seconds": budget_seconds, "early_stopping": stopper.state_dict() if stopper else None}
+def save_state(
+    checkpoint: Path, budget_seconds: float, stopper: EarlyStopping | None, evaluation_due: bool = False
+) -> None:
+    """Write `stopping_state.json` into a checkpoint folder being written: temporary name, then rename.
+    `evaluation_due`: the evaluation of the checkpoint's step was stopped by a signal; a resume runs it first."""
+    state = {"train_loop_seconds": budget_seconds, "early_stopping": stopper.state_dict() if stopper else None,
+             "evaluation_due": evaluation_due}  # fmt: skip
     tmp = checkpoint / f".{STOPPING_STATE_FILE}.tmp"
     tmp.write_text(json.dumps(state, indent=2))
     os.replace(tmp, checkpoint / STOPPING_STATE_FILE)
@@ -244,6 +248,8 @@ def load_state(checkpoint: Path) -> dict:
         float(state["train_loop_seconds"])
         if not isinstance(state["early_stopping"], dict | None):
             raise TypeError("early_stopping is not an object")
+        if not isinstance(state.setdefault("evaluation_due", False), bool):  # absent: written before it existed
+            raise TypeError("evaluation_due is not true or false")
     except FileNotFoundError:
         raise CheckpointError(f"{path} is missing: the checkpoint is incomplete; resume from another one") from None
     except (OSError, ValueError, KeyError, TypeError) as error:
@@ -302,11 +308,13 @@ class StoppingRules:
         self.budget = TimeBudget(max_train_minutes)
         self.stopper = EarlyStopping(patience, metric) if (patience or record) else None
         self.window = window or AveragingWindow(count=1, fraction=1.0, max_steps=None, budget_seconds=None)
+        self.evaluation_due = False  # a signal stopped the evaluation of the current step: run it before training on
 
     def restore(self, checkpoint: Path) -> str:
         """Continue the counts saved with `checkpoint`; returns what was restored, for the log."""
         state = load_state(checkpoint)
         self.budget.seconds_before = float(state["train_loop_seconds"])
+        self.evaluation_due = state["evaluation_due"]
         if self.stopper is not None and state["early_stopping"] is not None:
             self.stopper.load_state_dict(state["early_stopping"])
         best = best_checkpoint(self.output_dir)
@@ -320,6 +328,7 @@ class StoppingRules:
                 keep_best(kept, self.output_dir)
         return (
             f"{self.budget.seconds_before / 60:.1f} training minutes spent before"
+            + ("; its evaluation, stopped by a signal, runs first" if self.evaluation_due else "")
             + (f"; best {self.stopper.metric} so far {self.stopper.best_value} at step {self.stopper.best_step}, "
                f"{self.stopper.evaluations_without_improvement} evaluation(s) without improvement"
                if self.stopper is not None else "")
@@ -342,7 +351,7 @@ class StoppingRules:
 
     def write_state(self, checkpoint: Path, loop_seconds: float) -> None:
         """While a checkpoint is written (main process, before it is published): its stopping state."""
-        save_state(checkpoint, self.budget.seconds_before + loop_seconds, self.stopper)
+        save_state(checkpoint, self.budget.seconds_before + loop_seconds, self.stopper, self.evaluation_due)
 
     def saved(self, checkpoint: Path, step: int) -> None:
         """After the checkpoint of `step` is published (main process): the copy of a new best."""

@@ -13,6 +13,7 @@ import logging
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -294,8 +295,9 @@ class Task(abc.ABC):
         """How many tokens of a collated batch the loss scores (the loss is their sum divided by the total)."""
 
     @abc.abstractmethod
-    def evaluate(self, run: Run, split: str, max_samples: int | None) -> dict:
-        """The metrics of the model on a held-out split (at most `max_samples` examples)."""
+    def evaluate(self, run: Run, split: str, max_samples: int | None, stop: Callable[[], bool] | None = None) -> dict:
+        """The metrics of the model on a held-out split (at most `max_samples` examples); `stop`: the training loop's
+        "has a stop signal come?", asked before each batch (`vaswani.training.evaluation.held_out_batches`)."""
 
     @abc.abstractmethod
     def usage(self, output_dir: Path) -> str:
@@ -352,10 +354,10 @@ class TranslationTask(Task):
     def scored_tokens(self, batch: dict) -> int:
         return int((batch["labels"] != -100).sum())
 
-    def evaluate(self, run: Run, split: str, max_samples: int | None) -> dict:
+    def evaluate(self, run: Run, split: str, max_samples: int | None, stop: Callable[[], bool] | None = None) -> dict:
         return run_evaluation(
             run.args, run.accelerator, run.model, run.tokenized[split], run.raw[split], run.tokenizer, run.collator,
-            max_samples=max_samples,
+            max_samples=max_samples, stop=stop,
         )  # fmt: skip
 
     def usage(self, output_dir: Path) -> str:
@@ -458,12 +460,13 @@ class CausalLMTask(Task):
     def scored_tokens(self, batch: dict) -> int:
         return int((batch["labels"][:, 1:] != -100).sum())  # the first token of a row is never predicted
 
-    def evaluate(self, run: Run, split: str, max_samples: int | None) -> dict:
+    def evaluate(self, run: Run, split: str, max_samples: int | None, stop: Callable[[], bool] | None = None) -> dict:
         args, accelerator, dataset = run.args, run.accelerator, run.tokenized[split]
         return evaluate_language_model(
             accelerator.unwrap_model(run.model), dataset,
             lambda indices: collate(dataset, indices, run.eval_collator, accelerator.device), accelerator,
             targets=self.targets, max_tokens=args.eval_max_tokens or args.max_tokens, max_samples=max_samples,
+            stop=stop,
         )  # fmt: skip
 
     def usage(self, output_dir: Path) -> str:
@@ -548,5 +551,5 @@ class Run:
     recompilations: Recompilations | None = None  # --torch_compile: graphs compiled since the start
     shapes_met: set = dataclasses.field(default_factory=set)  # (rows, source, target) of the batches trained on
 
-    def evaluate(self, split: str, max_samples: int | None = None) -> dict:
-        return self.task.evaluate(self, split, max_samples)
+    def evaluate(self, split: str, max_samples: int | None = None, stop: Callable[[], bool] | None = None) -> dict:
+        return self.task.evaluate(self, split, max_samples, stop)
