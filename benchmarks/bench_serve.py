@@ -48,14 +48,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import http.client
-import io
 import json
 import os
 import random
 import statistics
-import subprocess
 import sys
-import tarfile
 import tempfile
 import threading
 import time
@@ -96,25 +93,6 @@ def non_negative(text: str) -> float:
     return value
 
 
-def commit_of(revision: str) -> str | None:
-    """The commit `revision` names in this repository (its short hash), or None."""
-    found = subprocess.run(["git", "rev-parse", "--verify", "--quiet", "--short", f"{revision}^{{commit}}"],
-                           cwd=REPO_ROOT, capture_output=True, text=True)  # fmt: skip
-    if found.returncode != 0:
-        return None
-    return found.stdout.strip() or None
-
-
-def source_tree(revision: str, folder: Path) -> Path:
-    """The files of commit `revision` in `folder` (`git archive`: no work tree of the repository is touched)."""
-    archive = subprocess.run(["git", "archive", "--format=tar", revision], cwd=REPO_ROOT, capture_output=True,
-                             check=True).stdout  # fmt: skip
-    folder.mkdir(parents=True)
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(folder, filter="data")
-    return folder
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", type=Path, required=True, help="a PyTorch model folder (written by train.py)")
@@ -142,7 +120,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="the --baseline server's batching wait (default: 10, the default before issue 42)")  # fmt: skip
     parser.add_argument("--json", type=Path, help="also write the settings and results to this file")
     args = parser.parse_args(argv)
-    if args.baseline is not None and commit_of(args.baseline) is None:
+    if args.baseline is not None and common.commit_of(args.baseline) is None:
         parser.error(f"--baseline {args.baseline}: no such commit in {REPO_ROOT}")
     if not args.model.is_dir():
         parser.error(f"--model {args.model} is not a folder")
@@ -432,9 +410,12 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as scratch:
         servers = {"": (REPO_ROOT, args.max_wait_ms)}
         if args.baseline is not None:
-            baseline = source_tree(args.baseline, Path(scratch) / "baseline")
-            servers = {f" @ {commit_of(args.baseline)}": (baseline, args.baseline_max_wait_ms), **servers}
-        print(f"this checkout: {commit_of('HEAD')}" + (" (with changes not committed)" if _dirty() else ""))
+            baseline = common.source_tree(args.baseline, Path(scratch) / "baseline")
+            servers = {f" @ {common.commit_of(args.baseline)}": (baseline, args.baseline_max_wait_ms), **servers}
+        print(
+            f"this checkout: {common.commit_of('HEAD')}"
+            + (" (with changes not committed)" if common.uncommitted_changes() else "")
+        )
         for backend in args.backends:
             for label, result in run_backend(backend, sentences, args, Path(scratch), servers).items():
                 results[backend + label] = result
@@ -454,12 +435,6 @@ def main(argv: list[str] | None = None) -> None:
         "cannot be below it; a p99 over the limit there means no scheduling meets the limit"
     )
     common.write_json_report(args.json, args, machine=machine, results=results)
-
-
-def _dirty() -> bool:
-    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
-                            capture_output=True, text=True)  # fmt: skip
-    return bool(status.stdout.strip())
 
 
 if __name__ == "__main__":

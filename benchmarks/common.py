@@ -527,6 +527,36 @@ def machine_description(threads: int) -> dict:
     }
 
 
+def commit_of(revision: str) -> str | None:
+    """The commit `revision` names in this repository (its short hash), or None."""
+    found = subprocess.run(["git", "rev-parse", "--verify", "--quiet", "--short", f"{revision}^{{commit}}"],
+                           cwd=REPO, capture_output=True, text=True)  # fmt: skip
+    if found.returncode != 0:
+        return None
+    return found.stdout.strip() or None
+
+
+def uncommitted_changes() -> bool:
+    """Whether a tracked file of this checkout differs from its last commit."""
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True,
+                            text=True)  # fmt: skip
+    return bool(status.stdout.strip())
+
+
+def source_tree(revision: str, folder: Path) -> Path:
+    """The files of commit `revision` in `folder` (`git archive`: no work tree of the repository is touched), for a
+    benchmark's `--baseline REV`: the code before a change, run beside this checkout's."""
+    import io
+    import tarfile
+
+    archive = subprocess.run(["git", "archive", "--format=tar", revision], cwd=REPO, capture_output=True,
+                             check=True).stdout  # fmt: skip
+    folder.mkdir(parents=True)
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(folder, filter="data")
+    return folder
+
+
 def source_version(path: os.PathLike) -> str:
     """The last commit that touched `path` (short hash), plus "+ uncommitted changes" if the work tree differs;
     "unknown" outside a git checkout. Read-only git commands."""

@@ -9,15 +9,14 @@ from conftest import REPO_ROOT
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 from bench_serve import (  # noqa: E402
     arrival_times,
-    commit_of,
     decoding_alone,
     main,
     parse_args,
     read_sentences,
     report,
-    source_tree,
     throughput_needed,
 )
+from common import commit_of, source_tree  # noqa: E402
 
 
 @pytest.fixture
