@@ -46,6 +46,7 @@ def main(out: str) -> None:
         entry["questions"] = len(questions)
     with open(f"{out}.rank{rank}.json", "w") as file:
         json.dump(report, file)
+    accelerator.end_training()  # the process group ends before the interpreter (else gloo can abort at exit)
 
 
 if __name__ == "__main__":
