@@ -189,6 +189,35 @@ def test_compiled_layers_equal_eager_ones_and_layerdrop_and_drophead_compile_not
     assert graphs.count() == 0 and len(patterns) >= 3, patterns
 
 
+def test_evaluations_run_the_compiled_layers_uncompiled():
+    """--torch_compile is for the training step: inside `evaluation_mode` (every evaluation of a run: beam search,
+    eval-mode and KV-cache graphs) the compiled layers run eagerly, outside it they compile. Counted with a backend
+    that records each graph it is given (no inductor: fast); the run-level figures are in benchmarks/README.md."""
+    from transformers.modeling_layers import GradientCheckpointingLayer
+
+    from vaswani.training.evaluation import evaluation_mode
+
+    graphs = []
+
+    def backend(graph_module, example_inputs):
+        graphs.append(graph_module)
+        return graph_module.forward
+
+    torch._dynamo.reset()
+    model = tiny_model(seed=0, dropout=0.0).train()
+    for layer in (module for module in model.modules() if isinstance(module, GradientCheckpointingLayer)):
+        layer.compile(backend=backend)  # as compile_layers does, with the recording backend
+    input_ids, attention_mask, labels = random_batch(vocab_size=model.config.vocab_size)
+    with evaluation_mode(model):
+        assert not model.training
+        model(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+        model.generate(input_ids=input_ids, attention_mask=attention_mask, num_beams=2, max_new_tokens=3)
+    assert graphs == [] and model.training
+    model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss.backward()
+    assert graphs  # the same layers outside an evaluation: compiled
+    torch._dynamo.reset()
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # train.py with every option on
 # ---------------------------------------------------------------------------------------------------------------

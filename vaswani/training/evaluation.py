@@ -23,11 +23,14 @@ logger = logging.getLogger("train")  # one logger for the whole training run
 @contextlib.contextmanager
 def evaluation_mode(model) -> Iterator[None]:
     """`model.eval()` within the block (no dropout, LayerDrop or DropHead); the mode before comes back after it, also
-    when an evaluation stops (`EvaluationStopped`)."""
+    when an evaluation stops (`EvaluationStopped`). Layers compiled by --torch_compile run eagerly within it: the
+    compiled graphs are the training step's, and compiling an evaluation's own (eval mode, beam search with its
+    growing cache, each split's shapes) took longer than the evaluation itself (benchmarks/README.md)."""
     was_training = model.training
     model.eval()
     try:
-        yield
+        with torch.compiler.set_stance("force_eager"):
+            yield
     finally:
         model.train(was_training)
 

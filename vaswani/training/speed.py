@@ -8,7 +8,8 @@
   first batch's shape, then once more with the sizes that changed left symbolic, so a run compiles a handful of
   graphs whatever its shapes (CUDA graphs, `reduce-overhead`, still record one graph per shape: the buckets bound
   them). LayerDrop's per-step draws stay outside the compiled layers and DropHead's rate is a tensor
-  (`modeling_vaswani.DropHead`): neither compiles again. New graphs are counted (`Recompilations`) and logged.
+  (`modeling_vaswani.DropHead`): neither compiles again. Evaluations run the layers eagerly
+  (`vaswani.training.evaluation.evaluation_mode`). New graphs are counted (`Recompilations`) and logged.
 - `--fused_loss` (`--loss_chunk_tokens N`): the output layer and the label-smoothed loss computed together, a chunk of
   target tokens at a time (`modeling_vaswani.ChunkedOutputLoss`): the (tokens x vocabulary) logits are never held in
   float32 at once.
@@ -113,8 +114,8 @@ def resolve_step_speed(args, device_type: str, mixed_precision: str, num_process
 def compile_layers(model, mode: str) -> int:
     """Compile every encoder and decoder layer of `model` (`torch.compile` with `mode` and automatic dynamic shapes):
     the layers of a kind share their compiled graphs. Returns how many layers were compiled. The cache limits are
-    raised so that the training, evaluation and DropHead variants of each kind never make dynamo give up and run a
-    layer eagerly."""
+    raised so that the training and DropHead variants of each kind never make dynamo give up and run a layer eagerly
+    (evaluations run them eagerly on purpose: `vaswani.training.evaluation.evaluation_mode`)."""
     import torch
     from transformers.modeling_layers import GradientCheckpointingLayer
 
