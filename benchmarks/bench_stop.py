@@ -33,27 +33,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 
+from vaswani.options import non_negative_float, positive_float, positive_int  # noqa: E402
+
 STOPPED_EVALUATION = "Stopped the evaluation at update"  # the log line of a run that stops inside an evaluation
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
-    return value
-
-
-def seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number of at least 0, got {text}")
-    return value
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -66,11 +48,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="the signal comes during the evaluation at this update (default: 100)")  # fmt: skip
     parser.add_argument("--max_eval_samples", type=positive_int, default=852,
                         help="validation pairs per evaluation (default: 852, all of gettext-en-es)")  # fmt: skip
-    parser.add_argument("--delay", type=seconds, default=1.0,
+    parser.add_argument("--delay", type=non_negative_float, default=1.0,
                         help="seconds into the evaluation at which SIGTERM is sent (default: 1)")  # fmt: skip
     parser.add_argument("--rounds", type=positive_int, default=2, help="runs per side (default: 2)")
     parser.add_argument("--baseline", metavar="REV", help="also run the code of this commit, alternating")
-    parser.add_argument("--timeout", type=seconds, default=1800.0, help="seconds a run may take (default: 1800)")
+    parser.add_argument(
+        "--timeout", type=positive_float, default=1800.0, help="seconds a run may take (default: 1800)"
+    )
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args(argv)
     common.check_data_dir(parser, args.data_dir)

@@ -35,6 +35,7 @@ def corpus(tmp_path_factory):
         (["--delay", "-1"], "must be a finite number of at least 0"),
         (["--rounds", "0"], "must be at least 1"),
         (["--eval_steps", "two"], "expected a whole number"),
+        (["--timeout", "0"], "must be a number above 0"),
     ],
 )
 def test_bad_options_are_refused_before_any_run(corpus, argv, message, capsys):

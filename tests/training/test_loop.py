@@ -142,18 +142,24 @@ def test_a_user_error_on_one_process_stops_every_process_with_one_message(data_d
     assert not out.exists() or not any(out.iterdir())  # nothing made or left behind
 
 
+def reports_of_two_ranks(script: str, tmp_path: Path) -> tuple[dict, dict]:
+    """tests/scripts/SCRIPT run as two gloo ranks (it must end with status 0): what each rank wrote, rank 0's first."""
+    out = tmp_path / "report"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    result = run_cpu_ranks(REPO_ROOT / "tests" / "scripts" / script, [str(out)], processes=2, env=env, cwd=tmp_path,
+                           timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-4000:]
+    main, other = (json.loads(Path(f"{out}.rank{rank}.json").read_text()) for rank in (0, 1))
+    return main, other
+
+
 @pytest.mark.slow
 def test_an_evaluation_stops_on_every_process_at_the_main_process_word(tmp_path):
     """`held_out_batches` on two gloo processes holding 3 and 2 batches (tests/scripts/held_out_batches.py): each asks
     as often as the process with the most batches, and the main process's answer stops both at the same round, also
     after the other's last batch; a yes from the other process alone stops nothing; nobody waits forever."""
-    out = tmp_path / "report"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    script = REPO_ROOT / "tests" / "scripts" / "held_out_batches.py"
-    result = run_cpu_ranks(script, [str(out)], processes=2, env=env, cwd=tmp_path, timeout=300)
-    assert result.returncode == 0, result.stderr[-4000:]
-    main, other = (json.loads(Path(f"{out}.rank{rank}.json").read_text()) for rank in (0, 1))
+    main, other = reports_of_two_ranks("held_out_batches.py", tmp_path)
     own = main["own batches"], other["own batches"]
     assert [len(batches) for batches in own] == [3, 2]
     seen = {case: (main[case]["batches"], other[case]["batches"]) for case in main if case != "own batches"}
@@ -174,13 +180,7 @@ def test_main_process_first_and_together_stop_every_process_together(tmp_path):
     """The two helpers with a failure planted on one rank (tests/scripts/stop_together.py): the rank that failed
     raises its own error, the other raises ReportedElsewhere (printed by nobody), and nobody waits for a peer that
     is gone; without a failure, the main process's block ends before the other's starts (main first)."""
-    out = tmp_path / "report"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    script = REPO_ROOT / "tests" / "scripts" / "stop_together.py"
-    result = run_cpu_ranks(script, [str(out)], processes=2, env=env, cwd=tmp_path, timeout=300)
-    assert result.returncode == 0, result.stderr[-4000:]
-    main, other = (json.loads(Path(f"{out}.rank{rank}.json").read_text()) for rank in (0, 1))
+    main, other = reports_of_two_ranks("stop_together.py", tmp_path)
     planted = [["UsageError", f"planted on rank {rank}"] for rank in (0, 1)]
     elsewhere = [["ReportedElsewhere", f"process {rank} of the run failed"] for rank in (0, 1)]
     expected = {  # case: (what rank 0 raised, what rank 1 raised)
