@@ -223,16 +223,22 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def run_cpu_ranks(
-    script: Path, args: list[str], *, processes: int, env: dict, cwd: Path, timeout: int
-) -> subprocess.CompletedProcess:
-    """`accelerate launch` of `script` as `processes` gloo ranks on CPU. (accelerate 1.15's `--cpu` launcher starts
-    one process; ACCELERATE_USE_CPU=1 with `--multi_gpu` starts real CPU ranks.)"""
-    cmd = [
+def cpu_ranks_command(script: Path, args: list[str], processes: int) -> list[str]:
+    """The `accelerate launch` command line of `script` as `processes` gloo ranks on CPU, to run with
+    ACCELERATE_USE_CPU=1 in its environment. (accelerate 1.15's `--cpu` launcher starts one process;
+    ACCELERATE_USE_CPU=1 with `--multi_gpu` starts real CPU ranks.)"""
+    return [
         sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes),
         "--num_machines", "1", "--main_process_port", str(free_port()), "--mixed_precision", "no",
         "--dynamo_backend", "no", str(script), *args,
     ]  # fmt: skip
+
+
+def run_cpu_ranks(
+    script: Path, args: list[str], *, processes: int, env: dict, cwd: Path, timeout: int
+) -> subprocess.CompletedProcess:
+    """`accelerate launch` of `script` as `processes` gloo ranks on CPU (`cpu_ranks_command`)."""
+    cmd = cpu_ranks_command(script, args, processes)
     return run_command(cmd, env={**env, "ACCELERATE_USE_CPU": "1"}, cwd=cwd, timeout=timeout)
 
 

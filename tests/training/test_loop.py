@@ -1,6 +1,7 @@
 """train.py end to end on a tiny config: one process, two processes, exact resume, and every bad input it must
 reject before training time is spent (with `error: ...`, exit code 2 and no traceback)."""
 
+import contextlib
 import json
 import os
 import subprocess
@@ -10,7 +11,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO_ROOT, run_command, run_cpu_ranks, train_command_in_process, train_in_process
+from conftest import (
+    REPO_ROOT,
+    cpu_ranks_command,
+    descendants,
+    run_command,
+    run_cpu_ranks,
+    train_command_in_process,
+    train_in_process,
+)
 from safetensors.torch import load_file
 
 from vaswani.data.demo import write_demo_files
@@ -358,6 +367,44 @@ def test_sigterm_stops_after_the_update_with_a_checkpoint_that_resumes_to_identi
     assert train_losses(stopped) == train_losses(straight_run)
     a, b = load_file(straight_run / "model.safetensors"), load_file(stopped / "model.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[key], b[key]) for key in a)
+
+
+@pytest.mark.slow
+def test_sigterm_during_an_evaluation_of_two_processes_stops_both_and_the_resume_evaluates_first(data_dir, tmp_path):
+    """Two gloo ranks under `accelerate launch`; SIGTERM to the launcher, which passes it to both, as soon as update 2
+    is logged: the evaluation at update 2 (48 pairs in batches of 40 tokens at most) stops on both ranks with the
+    checkpoint of update 2 marked due. Resumed, both evaluate it first (only the main process reads the mark; the
+    other must learn it, or the two would wait in different collective operations), then train on to the end."""
+    import signal
+
+    out = tmp_path / "run"
+    args = [*data_args(data_dir), *TINY_RUN, "--max_train_steps", "4", "--eval_steps", "2", "--eval_max_tokens", "40",
+            "--max_eval_samples", "48", "--checkpoint_steps", "100", "--final_eval_samples", "4",
+            "--output_dir", str(out)]  # fmt: skip
+    env = {**train_env(tmp_path), "ACCELERATE_USE_CPU": "1"}
+    launcher = subprocess.Popen(cpu_ranks_command(REPO_ROOT / "train.py", args, 2), cwd=tmp_path, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline, metrics = time.monotonic() + 300, out / "metrics.jsonl"
+    try:
+        while not (metrics.exists() and '"step": 2' in metrics.read_text()):
+            assert launcher.poll() is None and time.monotonic() < deadline, "the run ended before update 2"
+            time.sleep(0.02)
+        launcher.send_signal(signal.SIGTERM)
+        stderr = launcher.communicate(timeout=120)[1]
+    finally:
+        for pid in [launcher.pid, *descendants(launcher.pid)]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    assert "Stopped the evaluation at update 2; it runs again when the run resumes" in stderr, stderr[-4000:]
+    assert "Stopped by SIGTERM at update 2 of 4, saved in" in stderr
+    assert [c.name for c in (out / "checkpoints").iterdir()] == ["step-00000002"]
+    assert json.loads((out / "checkpoints" / "step-00000002" / "stopping_state.json").read_text())["evaluation_due"]
+    again = run_train([*args, "--resume_from_checkpoint", "latest"], tmp_path, processes=2, timeout=300)
+    assert again.returncode == 0, again.stderr[-4000:]
+    assert "its evaluation, stopped by a signal, runs first" in again.stderr
+    rows = [(row["split"], row["step"]) for row in read_metrics(out)]
+    assert rows == [("train", 1), ("train", 2), ("validation", 2), ("train", 3), ("train", 4), ("final_validation", 4),
+                    ("final_test", 4)]  # fmt: skip
 
 
 @pytest.mark.parametrize("signals", ["SIGINT", "SIGINT SIGINT", "SIGINT SIGTERM"])
