@@ -1,6 +1,7 @@
 """Shared fixtures: tiny configs (vocab 99, d_model 16, 2+2 layers, as transformers' own ModelTesters use)."""
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -240,6 +241,18 @@ def run_cpu_ranks(
     """`accelerate launch` of `script` as `processes` gloo ranks on CPU (`cpu_ranks_command`)."""
     cmd = cpu_ranks_command(script, args, processes)
     return run_command(cmd, env={**env, "ACCELERATE_USE_CPU": "1"}, cwd=cwd, timeout=timeout)
+
+
+def reports_of_two_ranks(script: str, tmp_path: Path) -> tuple[dict, dict]:
+    """tests/scripts/SCRIPT run as two gloo ranks (it must end with status 0): what each rank wrote, rank 0's first."""
+    out = tmp_path / "report"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    result = run_cpu_ranks(REPO_ROOT / "tests" / "scripts" / script, [str(out)], processes=2, env=env, cwd=tmp_path,
+                           timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-4000:]
+    main, other = (json.loads(Path(f"{out}.rank{rank}.json").read_text()) for rank in (0, 1))
+    return main, other
 
 
 def reset_accelerate_state() -> None:
