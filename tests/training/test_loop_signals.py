@@ -138,7 +138,7 @@ def test_sigterm_during_an_evaluation_of_two_processes_stops_both_and_the_resume
     """Two gloo ranks under `accelerate launch`; SIGTERM to the launcher, which passes it to both, as soon as update 2
     is logged: the evaluation at update 2 (48 pairs in batches of 40 tokens at most) stops on both ranks with the
     checkpoint of update 2 marked due. Resumed, both evaluate it first (only the main process reads the mark; the
-    other must learn it, or the two would wait in different collective operations), then train on to the end."""
+    other must learn it, or the two would wait in different collective operations), then train on."""
     import signal
 
     out = tmp_path / "run"
@@ -163,12 +163,14 @@ def test_sigterm_during_an_evaluation_of_two_processes_stops_both_and_the_resume
     assert "Stopped by SIGTERM at update 2 of 4, saved in" in stderr
     assert [c.name for c in (out / "checkpoints").iterdir()] == ["step-00000002"]
     assert json.loads((out / "checkpoints" / "step-00000002" / "stopping_state.json").read_text())["evaluation_due"]
-    again = run_train([*args, "--resume_from_checkpoint", "latest"], tmp_path, processes=2, timeout=300)
+    # the evaluation first, then one update and a stop (--stop_after_steps: no final evaluation, which has its tests)
+    again = run_train([*args, "--resume_from_checkpoint", "latest", "--stop_after_steps", "1"], tmp_path, processes=2,
+                      timeout=300)  # fmt: skip
     assert again.returncode == 0, again.stderr[-4000:]
     assert "its evaluation, stopped by a signal, runs first" in again.stderr
     rows = [(row["split"], row["step"]) for row in read_metrics(out)]
-    assert rows == [("train", 1), ("train", 2), ("validation", 2), ("train", 3), ("train", 4), ("final_validation", 4),
-                    ("final_test", 4)]  # fmt: skip
+    assert rows == [("train", 1), ("train", 2), ("validation", 2), ("train", 3)]
+    assert sorted(c.name for c in (out / "checkpoints").iterdir()) == ["step-00000002", "step-00000003"]
 
 
 @pytest.mark.slow
