@@ -424,16 +424,16 @@ def _train_loop(run: Run, feeder: Prefetcher | Inline, signals: StopSignals) -> 
         return TIME_BUDGET_SPENT
     run.model.train()
     while max_steps is None or progress.step < max_steps:
-        if not evaluation_due:
+        if not evaluation_due:  # an update (the round that runs a resumed evaluation makes none)
             window.add(*train_step(run, feeder))
             reach_budget_fraction(run, time.monotonic() - invocation_start)
-        if args.logging_steps and progress.step % args.logging_steps == 0 and not evaluation_due:
-            values = {**window.flush(), "lr": training.lr_scheduler.get_last_lr()[0], "epoch": progress.epoch,
-                      "batch_shapes": len(run.shapes_met)}  # fmt: skip
-            if run.recompilations is not None:
-                values["compiled_graphs"] = run.recompilations.count()
-            bar.show(loss=f"{values['loss']:.3f}", lr=f"{values['lr']:.2e}")
-            run.metrics("train", progress.step, values)
+            if args.logging_steps and progress.step % args.logging_steps == 0:
+                values = {**window.flush(), "lr": training.lr_scheduler.get_last_lr()[0], "epoch": progress.epoch,
+                          "batch_shapes": len(run.shapes_met)}  # fmt: skip
+                if run.recompilations is not None:
+                    values["compiled_graphs"] = run.recompilations.count()
+                bar.show(loss=f"{values['loss']:.3f}", lr=f"{values['lr']:.2e}")
+                run.metrics("train", progress.step, values)
         resumed_evaluation = evaluation_due  # its checkpoint is saved again, no longer saying it is due
         evaluated = evaluation_due or (
             bool(args.eval_steps) and progress.step % args.eval_steps == 0 and progress.step != max_steps

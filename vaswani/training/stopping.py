@@ -248,7 +248,8 @@ def load_state(checkpoint: Path) -> dict:
         float(state["train_loop_seconds"])
         if not isinstance(state["early_stopping"], dict | None):
             raise TypeError("early_stopping is not an object")
-        if not isinstance(state.setdefault("evaluation_due", False), bool):  # absent: written before it existed
+        state.setdefault("evaluation_due", False)  # absent: written before it existed
+        if not isinstance(state["evaluation_due"], bool):
             raise TypeError("evaluation_due is not true or false")
     except FileNotFoundError:
         raise CheckpointError(f"{path} is missing: the checkpoint is incomplete; resume from another one") from None
