@@ -90,7 +90,8 @@ def reached_update(metrics: Path, step: int) -> bool:
 def stop_once(args: argparse.Namespace, source: Path, workdir: Path, label: str) -> dict:
     """One run of `source`'s train.py, stopped by SIGTERM inside the evaluation at --eval_steps."""
     output_dir, log = workdir / label, workdir / f"{label}.log"
-    env = {**os.environ, "PYTHONPATH": str(source), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    env = common.worker_env(threads=1)
+    env["PYTHONPATH"] = os.pathsep.join([str(source), env["PYTHONPATH"]])  # its code first (bench_serve.py does so)
     command = train_command(args, source, output_dir, workdir / f"cache-{source.name}")
     with open(log, "w", encoding="utf-8") as stream:
         process = subprocess.Popen(command, cwd=workdir, env=env, stdout=stream, stderr=subprocess.STDOUT)
