@@ -25,6 +25,13 @@ import torch
 from transformers.generation.utils import GenerateBeamEncoderDecoderOutput
 
 
+def beam_options(num_beams: int, length_penalty: float) -> dict:
+    """`generate()`'s search options: `length_penalty` only goes with a beam search. Greedy decoding (one beam) has
+    no use for it, and `generate()` warns about a `length_penalty` given with one beam ("generation flags are not
+    valid and may be ignored"), which a caller passing its default along would show to every greedy user."""
+    return {"num_beams": num_beams, **({"length_penalty": length_penalty} if num_beams > 1 else {})}
+
+
 def gnmt_length_penalty(length: torch.Tensor | float, alpha: float) -> torch.Tensor | float:
     """lp(Y) = ((5 + |Y|) / 6) ** alpha (Wu et al. 2016, Eq. 14)."""
     return ((5.0 + length) / 6.0) ** alpha

@@ -285,6 +285,18 @@ def train_in_process(argv: list[str]) -> dict:
         reset_accelerate_state()
 
 
+def generation_warnings(monkeypatch) -> list[str]:
+    """The warnings transformers' `GenerationConfig.validate` gives from now on ("The following generation flags are
+    not valid and may be ignored: ..."), recorded: its `warning_once` would show each message only once per process."""
+    from transformers.generation import configuration_utils
+
+    warned: list[str] = []
+    monkeypatch.setattr(
+        configuration_utils.logger, "warning_once", lambda message, *args, **kwargs: warned.append(message)
+    )
+    return warned
+
+
 def train_command_in_process(argv: list[str]) -> tuple[int, str]:
     """`vaswani train ARGV` as the command runs it (`vaswani.training.loop.run`: `error: ...` and status 2 for a user
     mistake), in this process: its exit status and what it wrote to stderr."""

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO_ROOT, random_batch, tiny_model
+from conftest import REPO_ROOT, generation_warnings, random_batch, tiny_model
 from safetensors.torch import save_model
 from test_checkpoints import mean_of, perturbed_states
 from test_modeling_vaswani_options import run_only_layers
@@ -100,6 +100,20 @@ def test_translate_options_reach_generate(model_folder, tmp_path):
     )
     expected = expected_lines(SENTENCES, num_beams=2, length_penalty=1.5, max_new_tokens=3)
     assert read_output(output) == expected != expected_lines(SENTENCES)
+
+
+@pytest.mark.parametrize("decoding", [[], ["--paper_decoding"]], ids=["generate", "paper"])
+def test_greedy_translation_gives_generate_no_length_penalty_to_warn_about(decoding, model_folder, tmp_path,
+                                                                          monkeypatch):  # fmt: skip
+    """--num_beams 1 decodes greedily, as `generate(num_beams=1)` does, without passing the default `length_penalty`
+    (a beam search option): transformers warned every greedy user that "generation flags are not valid"."""
+    warned = generation_warnings(monkeypatch)
+    source = write_lines(tmp_path / "input.txt", SENTENCES)
+    output = tmp_path / "output.txt"
+    argv = ["translate", "--model", str(model_folder), "--input", str(source), "--output", str(output)]
+    assert main([*argv, "--num_beams", "1", *decoding]) == 0
+    assert read_output(output) == expected_lines(SENTENCES, num_beams=1, paper_decoding=bool(decoding))
+    assert warned == []
 
 
 def test_translate_paper_decoding(model_folder, tmp_path, monkeypatch):

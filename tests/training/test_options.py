@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO_ROOT, train_in_process
+from conftest import REPO_ROOT, generation_warnings, train_in_process
 from safetensors.torch import load_file
 
 from vaswani import errors
@@ -508,6 +508,20 @@ def test_held_out_pairs_over_the_evaluation_budget_are_refused_before_training_o
         assert not list(out.glob("checkpoints/step-*"))
         return
     assert len(results["validation"]["examples"]) == 8 and len(results["test"]["examples"]) == 6
+
+
+def test_greedy_evaluations_give_generate_no_length_penalty_to_warn_about(corpus, tmp_path, monkeypatch):
+    """--num_beams 1: the evaluations decode greedily and pass no `length_penalty` (a beam search option), so
+    transformers does not tell every greedy run that "generation flags are not valid and may be ignored"."""
+    warned = generation_warnings(monkeypatch)
+    argv = [
+        "--dataset_name", str(corpus), "--cache_dir", str(tmp_path / "cache"), *TINY_MODEL, *QUIET,
+        "--vocab_size", "400", "--max_train_steps", "1", "--average_checkpoints", "0", "--report_to", "none",
+        "--length_penalty", "1.5", "--output_dir", str(tmp_path / "run"),
+    ]  # fmt: skip
+    results = train_in_process(argv)
+    assert "bleu" in results["validation"] and "bleu" in results["test"]  # both evaluations decoded
+    assert warned == []
 
 
 def test_every_option_of_every_command_has_a_help_text():

@@ -111,12 +111,14 @@ class TorchEngine:
                  constraints: list[list[list[int]]] | None = None) -> list[list[Hypothesis]]:  # fmt: skip
         import torch
 
+        from modeling_vaswani.generation_vaswani import beam_options  # start-up: as torch
+
         input_ids, attention_mask = self._pad(sources)
         with torch.inference_mode(), self._autocast():
             if prefixes is None and constraints is None and len(self.models) == 1:  # today's path: `generate()`
                 output_ids = self.model.generate(
-                    input_ids=input_ids, attention_mask=attention_mask, num_beams=num_beams,
-                    length_penalty=length_penalty, paper_decoding=paper_decoding, num_return_sequences=num_hypotheses,
+                    input_ids=input_ids, attention_mask=attention_mask, paper_decoding=paper_decoding,
+                    num_return_sequences=num_hypotheses, **beam_options(num_beams, length_penalty),
                     **self._length_limit(input_ids.shape[1], max_new_tokens, paper_decoding),
                 )  # fmt: skip  # (B * n, T)
             else:  # prefixes, constraints or an ensemble: our own beam search

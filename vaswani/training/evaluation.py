@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 import datasets
 import torch
 
+from modeling_vaswani.generation_vaswani import beam_options
 from vaswani.data.batching import TokenBatchSampler, collate
 from vaswani.metrics import load_metric
 from vaswani.training.distributed import main_process_decides
@@ -99,7 +100,7 @@ def run_evaluation(args, accelerator, model, dataset, raw_split, tokenizer, coll
             with accelerator.autocast():
                 generated = unwrapped.generate(
                     input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                    num_beams=args.num_beams, length_penalty=args.length_penalty,
+                    **beam_options(args.num_beams, args.length_penalty),
                 )  # fmt: skip
             texts = tokenizer.batch_decode(generated, skip_special_tokens=True)
             predictions.extend(zip((indices[i] for i in batch_indices), texts, strict=True))
