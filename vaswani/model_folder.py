@@ -334,9 +334,9 @@ def load_tokenizer(
     """The tokenizer saved in `folder` (tokenizer.json, or a MarianTokenizer: `has_tokenizer`); a `ModelFolderError`
     naming the file when it is missing or damaged.
 
-    A plain fast tokenizer (`FAST_TOKENIZER_CLASSES`: every tokenizer `tokenization/` saves) is loaded by the class
-    `AutoTokenizer` would pick for it, without `AutoTokenizer`, which imports PyTorch (1-2 s): a CTranslate2 export
-    runs without it. `light=True`: such a tokenizer comes as a `LightTokenizer` (the `tokenizers` library alone:
+    A plain fast tokenizer (`FAST_TOKENIZER_CLASSES`: every tokenizer `tokenization/` saves) and a converted OPUS-MT
+    model's MarianTokenizer are loaded by the class `AutoTokenizer` would pick for them, without `AutoTokenizer`, which
+    imports PyTorch (1-2 s): a CTranslate2 export runs without it. `light=True`: such a tokenizer comes as a `LightTokenizer` (the `tokenizers` library alone:
     transformers is not imported either) where its files hold nothing that it would read differently
     (`light_tokenizer`). `vaswani translate` of one sentence with an export: 0.26 s, against 1.21 s with
     transformers' tokenizer and 5.35 s with AutoTokenizer's imports (benchmarks/README.md)."""
@@ -366,6 +366,10 @@ def load_tokenizer(
             return tokenizer
         if plain:
             from transformers import PreTrainedTokenizerFast as loader
+
+            options = {}
+        elif marian:  # the class tokenizer_config.json names (checked above): no AutoTokenizer, whose imports take
+            from transformers import MarianTokenizer as loader  # PyTorch's 1.5 s, and no config.json to read
 
             options = {}
         else:
@@ -422,7 +426,8 @@ class LightTokenizer:
     export without transformers (`load_tokenizer(..., light=True)`): the part of `PreTrainedTokenizerFast` that
     translating and scoring use, computed as it computes it (tests/tokenizer/test_bpe.py compares the two).
 
-    - `tokenizer(text or texts, add_special_tokens=True)["input_ids"]`: the ids of a text, or of each text;
+    - `tokenizer(text or texts, add_special_tokens=True)["input_ids"]`: the ids of a text, or of each text (and
+      `text_target=`, encoded by the same tokenizer: `labels` beside `text`, `input_ids` alone);
     - `decode(ids, skip_special_tokens=False)`, `convert_ids_to_tokens(ids)`, `convert_tokens_to_ids(tokens)`;
     - the special tokens (`eos_token`, `eos_token_id`, ... for `SPECIAL_TOKEN_NAMES`; `all_special_ids`),
       `len(tokenizer)`, `get_vocab()` and `backend_tokenizer` (the `tokenizers.Tokenizer`).
@@ -452,10 +457,19 @@ class LightTokenizer:
     def get_vocab(self) -> dict[str, int]:
         return self._backend.get_vocab(with_added_tokens=True)
 
-    def __call__(self, text: str | list[str], add_special_tokens: bool = True, verbose: bool = True) -> dict:
-        texts = [text] if isinstance(text, str) else list(text)
-        ids = [encoding.ids for encoding in self._backend.encode_batch(texts, add_special_tokens=add_special_tokens)]
-        return {"input_ids": ids[0] if isinstance(text, str) else ids}
+    def __call__(self, text: str | list[str] | None = None, text_target: str | list[str] | None = None,
+                 add_special_tokens: bool = True, verbose: bool = True) -> dict:  # fmt: skip
+        """As transformers': `input_ids` of `text`, and `labels` of `text_target` with it (its `input_ids` alone);
+        one side encodes both, as in `PreTrainedTokenizerFast`."""
+        if text is None and text_target is None:
+            raise ValueError("You need to specify either `text` or `text_target`.")
+        encoded = {}
+        for name, value in (("input_ids", text), ("labels" if text is not None else "input_ids", text_target)):
+            if value is not None:
+                texts = [value] if isinstance(value, str) else list(value)
+                ids = [e.ids for e in self._backend.encode_batch(texts, add_special_tokens=add_special_tokens)]
+                encoded[name] = ids[0] if isinstance(value, str) else ids
+        return encoded
 
     def decode(self, ids, skip_special_tokens: bool = False) -> str:
         return self._backend.decode([ids] if isinstance(ids, int) else list(ids),

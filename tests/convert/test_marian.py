@@ -260,6 +260,62 @@ def test_vaswani_translate_prints_marians_translations(opus_folders, tmp_path, c
     assert len(set(printed)) > 6 and all(printed)
 
 
+def short_pairs(tokenizer, count: int) -> list[tuple[str, str]]:
+    """Validation pairs whose source and target fit the tiny models' position table."""
+    fits = [(en, es) for en, es in read_pairs("validation", 200) if len(tokenizer(en)["input_ids"]) <= MAX_SOURCE_TOKENS
+            and len(tokenizer(text_target=es)["input_ids"]) <= MAX_SOURCE_TOKENS]  # fmt: skip
+    assert len(fits) >= count
+    return fits[:count]
+
+
+@pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")
+def test_vaswani_score_gives_marians_log_probabilities_of_the_target_languages_pieces(opus_folders, tmp_path):
+    """`vaswani score` cuts each target with the target language's sentencepiece model, as MarianTokenizer's
+    `text_target` (and training) does, and gives MarianMTModel's log-probabilities of those pieces. The source
+    language's model cuts Spanish into other pieces, ones the model never learnt to produce."""
+    marian, source, output = opus_folders
+    tokenizer = marian_tokenizer(source)
+    pairs = short_pairs(tokenizer, 8)
+    (tmp_path / "source.txt").write_text("".join(en + "\n" for en, _ in pairs), encoding="utf-8")
+    (tmp_path / "target.txt").write_text("".join(es + "\n" for _, es in pairs), encoding="utf-8")
+    status = main(["score", "--model", str(output), "--source", str(tmp_path / "source.txt"), "--target",
+                   str(tmp_path / "target.txt"), "--output", str(tmp_path / "scores.jsonl"), "--output_format",
+                   "jsonl"])  # fmt: skip
+    assert status == 0
+    records = [json.loads(line) for line in (tmp_path / "scores.jsonl").read_text(encoding="utf-8").splitlines()]
+    for (en, es), record in zip(pairs, records, strict=True):
+        batch = tokenizer([en], text_target=[es], return_tensors="pt")
+        with torch.no_grad():
+            logits = marian(**batch).logits[0]  # teacher-forced on the labels shifted right
+        expected = torch.log_softmax(logits, -1).gather(1, batch["labels"][0][:, None]).squeeze(1)
+        assert record["tokens"] == tokenizer.convert_ids_to_tokens(batch["labels"][0])
+        torch.testing.assert_close(torch.tensor(record["token_log_probs"]), expected, atol=1e-4, rtol=1e-4)
+    assert any(tokenizer(es)["input_ids"] != tokenizer(text_target=es)["input_ids"] for _, es in pairs)
+
+
+@pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")
+def test_prefixes_and_constraints_are_cut_into_the_target_languages_pieces(opus_folders, monkeypatch):
+    """A prefix and a constraint phrase are Spanish: the decoder is given the target sentencepiece model's pieces
+    of them (MarianTokenizer's `text_target`), the pieces it produces itself."""
+    from vaswani.inference.engines import TorchEngine
+    from vaswani.inference.translator import Translator
+
+    _, source, output = opus_folders
+    tokenizer = marian_tokenizer(source)
+    (en, es), (_, other) = short_pairs(tokenizer, 2)
+    prefix, phrase = " ".join(es.split()[:3]), other.split()[0]
+    given = []
+    generate = TorchEngine.generate
+    monkeypatch.setattr(TorchEngine, "generate", lambda self, sources, **options: given.append(options) or generate(
+        self, sources, **options))  # fmt: skip
+    translator = Translator(output, device="cpu")
+    assert translator.translate([en], prefixes=[prefix], num_beams=2)[0].startswith(prefix)
+    translator.translate([en], constraints=[[phrase]], num_beams=2)
+    target_pieces = tokenizer(text_target=[prefix, phrase], add_special_tokens=False)["input_ids"]
+    assert given[0]["prefixes"] == [target_pieces[0]] and given[1]["constraints"] == [[target_pieces[1]]]
+    assert target_pieces != tokenizer([prefix, phrase], add_special_tokens=False)["input_ids"]
+
+
 def test_convert_command_says_where_it_wrote_and_the_card_names_the_source(opus_folders, capsys):
     _, source, output = opus_folders
     card = (output / "README.md").read_text(encoding="utf-8")
@@ -312,6 +368,33 @@ def test_ctranslate2_export_gives_ctranslate2s_own_marian_greedy_tokens(opus_fol
     ours_tokens = [tokenizer.convert_ids_to_tokens(hypotheses[0].ids) for hypotheses in ours]
     assert ours_tokens == [result.hypotheses[0] for result in theirs]
     assert len({tuple(tokens) for tokens in ours_tokens}) > 10
+
+
+def test_an_export_of_a_converted_model_translates_without_pytorch(opus_folders, tmp_path):
+    """`vaswani translate` with the CTranslate2 export of a converted OPUS-MT model loads its MarianTokenizer by
+    that class, not through AutoTokenizer, whose imports take PyTorch's (a sentence: 1.5 s instead of 3.2 s), and
+    prints what the same command prints in this process."""
+    pytest.importorskip("ctranslate2")
+    import os
+    import subprocess
+    import sys
+
+    from test_ctranslate2 import COMMAND_PROBE
+
+    _, source, output = opus_folders
+    export = tmp_path / "ct2"
+    assert main(["export", "--model", str(output), "--output_dir", str(export), "--format", "ctranslate2"]) == 0
+    lines = sentences(4, marian_tokenizer(source))
+    (tmp_path / "input.txt").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    argv = ["translate", "--model", str(export), "--input", str(tmp_path / "input.txt"), "--no_progress"]
+    assert main([*argv, "--output", str(tmp_path / "here.txt")]) == 0
+    result = subprocess.run([sys.executable, "-c", COMMAND_PROBE, *argv, "--output", str(tmp_path / "there.txt")],
+                            env={**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}, capture_output=True,
+                            text=True, timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stderr.splitlines()[-1] == "loaded: transformers"  # the tokenizer's class; not torch
+    assert (tmp_path / "there.txt").read_text(encoding="utf-8") == (tmp_path / "here.txt").read_text(encoding="utf-8")
+    assert len(set((tmp_path / "here.txt").read_text(encoding="utf-8").splitlines())) == 4
 
 
 def test_the_command_is_registered_for_every_converter():

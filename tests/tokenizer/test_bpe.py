@@ -519,6 +519,14 @@ def assert_light_equals_transformers(light: LightTokenizer, full, texts: list[st
         assert (
             light(texts[0], add_special_tokens=add)["input_ids"] == full(texts[0], add_special_tokens=add)["input_ids"]
         )
+        for target in (texts, texts[0]):  # the target side (scored references, prefixes): input_ids alone, labels
+            ours, theirs = (
+                light(text_target=target, add_special_tokens=add),
+                full(text_target=target, add_special_tokens=add),
+            )
+            assert ours["input_ids"] == theirs["input_ids"]
+            ours, theirs = light(target, text_target=target[::-1]), full(target, text_target=target[::-1])
+            assert (ours["input_ids"], ours["labels"]) == (theirs["input_ids"], theirs["labels"])
     ids = [*full(texts)["input_ids"], list(range(len(full)))]  # every id once, fillers and special tokens included
     for skip in (True, False):
         assert [light.decode(i, skip_special_tokens=skip) for i in ids] == [

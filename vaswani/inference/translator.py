@@ -384,6 +384,16 @@ class Translator:
             for index, ids in zip(indices, encoded, strict=True)
         }
 
+    def _encode_targets(self, texts: list[str], add_special_tokens: bool = True) -> list[list[int]]:
+        """Token ids of target-language texts (references to score, prefixes, constraint phrases), by the tokenizer's
+        target side (`text_target`), as training tokenizes the targets: a converted OPUS-MT model's MarianTokenizer
+        has a sentencepiece model per language, and the source one would cut a target into pieces the model never
+        learnt to produce (other scores, other prefixes); our shared BPE has one side for both."""
+        if not texts:
+            return []
+        encoded = self.tokenizer(text_target=texts, add_special_tokens=add_special_tokens, verbose=False)
+        return encoded["input_ids"]
+
     def _encode_prefixes(
         self, prefixes: Sequence[str | None] | None, count: int, max_new_tokens: int | None
     ) -> list[list[int] | None] | None:
@@ -397,7 +407,7 @@ class Translator:
                                  "(an empty one for none)")  # fmt: skip
         encoded: list[list[int] | None] = []
         for number, prefix in enumerate(prefixes, 1):
-            ids = self.tokenizer(prefix, add_special_tokens=False)["input_ids"] if prefix else None
+            ids = self._encode_targets([prefix], add_special_tokens=False)[0] if prefix else None
             if ids and max_new_tokens is not None and len(ids) + 1 > max_new_tokens:
                 raise TranslateError(
                     f"the prefix of sentence {number} has {len(ids)} tokens and does not fit max_new_tokens="
@@ -438,7 +448,9 @@ class Translator:
                 if not phrase.strip():
                     raise TranslateError(f"sentence {number} has an empty constraint: every phrase needs text "
                                          "(separate phrases with ' ||| ' and leave an empty line for none)")  # fmt: skip
-            encoded.append([self.tokenizer(p.strip(), add_special_tokens=False)["input_ids"] for p in phrases or []])
+            encoded.append(
+                self._encode_targets([p.strip() for p in phrases], add_special_tokens=False) if phrases else []
+            )
         if not any(encoded):
             return None
         if self.backend == "ctranslate2":
@@ -468,8 +480,7 @@ class Translator:
             raise TranslateError(f"{len(sources)} sources and {len(targets)} targets: give one target per source")
         indices = list(range(len(sources)))
         encoded = self._encode(list(sources), indices, on_truncated)
-        target_ids = {index: ids for index, ids in zip(indices, self.tokenizer(list(targets), verbose=False)["input_ids"],
-                                                       strict=True)}  # fmt: skip
+        target_ids = dict(zip(indices, self._encode_targets(list(targets)), strict=True))
         room = self._decoder_room()
         for index, ids in target_ids.items():
             if room is not None and len(ids) > room:
