@@ -7,6 +7,7 @@ and its beam-search tokens on real sentences, `vaswani translate` must print its
 import io
 import json
 import pickle
+import time
 import warnings
 from pathlib import Path
 
@@ -314,6 +315,50 @@ def test_prefixes_and_constraints_are_cut_into_the_target_languages_pieces(opus_
     target_pieces = tokenizer(text_target=[prefix, phrase], add_special_tokens=False)["input_ids"]
     assert given[0]["prefixes"] == [target_pieces[0]] and given[1]["constraints"] == [[target_pieces[1]]]
     assert target_pieces != tokenizer([prefix, phrase], add_special_tokens=False)["input_ids"]
+
+
+@pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")
+def test_a_source_encoded_in_one_thread_never_changes_a_target_encoded_in_another(opus_folders, monkeypatch):
+    """CTranslate2's workers (and `vaswani serve`'s) call one Translator from several threads. A MarianTokenizer
+    encodes a target by switching to its target sentencepiece model, and a source by switching to its source model:
+    a source encoded meanwhile in another thread would have the target cut by the English model. Here each target's
+    switch is held open until another thread has asked to encode a source (the Translator's own, then the serving
+    token counter's); the target still gets the Spanish model's pieces, and the source the English model's."""
+    import threading
+
+    from vaswani.inference.translator import Translator
+    from vaswani.serve.models import token_counter
+
+    _, source, output = opus_folders
+    reference = marian_tokenizer(source)
+    (en, es), _ = short_pairs(reference, 2)
+    translator = Translator(output, device="cpu")
+    counter = token_counter(translator.tokenizer)
+    to_target = type(translator.tokenizer)._switch_to_target_mode
+    switched, asked = threading.Event(), threading.Event()
+
+    def slow_switch(tokenizer):
+        to_target(tokenizer)
+        switched.set()
+        asked.wait(timeout=5)
+        time.sleep(0.2)  # the other thread encodes its source now, or waits for this call to end
+
+    expected_target = reference(text_target=[es])["input_ids"]
+    expected_source = reference([en])["input_ids"]
+    assert expected_target != reference([es])["input_ids"]  # the two models cut the Spanish differently
+    monkeypatch.setattr(type(translator.tokenizer), "_switch_to_target_mode", slow_switch)
+    for encode_source in (lambda: translator._encode([en], [0], None)[0], lambda: counter([en])[0]):
+        switched.clear()
+        asked.clear()
+        targets: list = []
+        worker = threading.Thread(target=lambda found=targets: found.append(translator._encode_targets([es])))
+        worker.start()
+        assert switched.wait(timeout=30)
+        asked.set()
+        encoded = encode_source()
+        worker.join()
+        assert targets == [expected_target]
+        assert encoded in (expected_source[0], len(expected_source[0]))
 
 
 def test_convert_command_says_where_it_wrote_and_the_card_names_the_source(opus_folders, capsys):

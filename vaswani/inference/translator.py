@@ -32,6 +32,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,7 +166,8 @@ class Translator:
     budget, shared by its `parallel_batches` workers); default `vaswani.devices.cpu_threads`, PyTorch's count.
 
     `parallel_batches` (the attribute) is how many calls of `translate_hypotheses` may decode at once, from as many
-    threads: CTranslate2's workers decode them side by side (a call keeps no state, and the tokenizer is only read);
+    threads: CTranslate2's workers decode them side by side (a call keeps no state; texts are encoded one call at a
+    time, since a MarianTokenizer switches between its sentencepiece models to encode a target, and decoded at once);
     PyTorch's is 1. `split_batches=False` keeps each batch whole, on one worker, for a caller that sends
     `parallel_batches` batches at once itself (`vaswani serve`); the default cuts each batch into `parallel_batches`
     parts, so that one caller uses every worker (`vaswani translate`). PyTorch never cuts a batch."""
@@ -185,6 +187,7 @@ class Translator:
     ):
         if not isinstance(split_batches, bool):
             raise TranslateError(f"split_batches={split_batches!r}: use True or False")
+        self._encoding = threading.Lock()  # `_encode`, `_encode_targets`: one thread at a time uses the tokenizer
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
             raise TranslateError(f"threads={threads!r}: use 1 or more")
         if isinstance(model, list | tuple):  # an ensemble (or a list of one)
@@ -367,7 +370,8 @@ class Translator:
         """Token ids (with EOS) of each sentence by its index, truncated to `max_source_length`."""
         # verbose=False: transformers' own warning (a sequence over model_max_length "will result in indexing errors")
         # would be wrong here, as the sentences are truncated below and reported by the warning that names them
-        encoded = self.tokenizer(texts, verbose=False)["input_ids"]
+        with self._encoding:
+            encoded = self.tokenizer(texts, verbose=False)["input_ids"]
         truncated = [index for index, ids in zip(indices, encoded, strict=True) if len(ids) > self.max_source_length]
         if truncated:
             if on_truncated is not None:
@@ -391,7 +395,8 @@ class Translator:
         learnt to produce (other scores, other prefixes); our shared BPE has one side for both."""
         if not texts:
             return []
-        encoded = self.tokenizer(text_target=texts, add_special_tokens=add_special_tokens, verbose=False)
+        with self._encoding:  # a MarianTokenizer switches to its target model and back: no other call meanwhile
+            encoded = self.tokenizer(text_target=texts, add_special_tokens=add_special_tokens, verbose=False)
         return encoded["input_ids"]
 
     def _encode_prefixes(

@@ -14,6 +14,7 @@ log-probabilities; a CTranslate2 folder or two tokenizers are refused at start-u
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -97,15 +98,17 @@ def load_models(specs: Sequence[ModelSpec], load: Callable[[list[Path]], Any]) -
 
 
 def token_counter(tokenizer) -> Callable[[Sequence[str]], list[int]]:
-    """The number of tokens of each text, for the batch budget. A fast tokenizer is counted with its own copy of the
-    Rust tokenizer (the decoding thread uses the original at the same time, and a fast tokenizer must not be used by
-    two threads at once); another tokenizer (sentencepiece) is called directly."""
+    """The number of tokens of each text, for the batch budget, counted with a copy of the tokenizer of its own: the
+    decoding threads use the original at the same time, and neither a fast tokenizer (its Rust tokenizer: copied
+    from its JSON) nor a MarianTokenizer (it switches between its two sentencepiece models to encode a target:
+    deep-copied) may be used by two threads at once."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:
         from tokenizers import Tokenizer
 
-        copy = Tokenizer.from_str(backend.to_str())
-        copy.no_truncation()
-        copy.no_padding()
-        return lambda texts: [len(encoding.ids) for encoding in copy.encode_batch(list(texts))]
-    return lambda texts: [len(ids) for ids in tokenizer(list(texts))["input_ids"]]
+        rust = Tokenizer.from_str(backend.to_str())
+        rust.no_truncation()
+        rust.no_padding()
+        return lambda texts: [len(encoding.ids) for encoding in rust.encode_batch(list(texts))]
+    own = copy.deepcopy(tokenizer)
+    return lambda texts: [len(ids) for ids in own(list(texts))["input_ids"]]
