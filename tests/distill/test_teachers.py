@@ -100,6 +100,19 @@ def test_parameters_are_counted_as_the_loaded_model_has_them(model_folder, tmp_p
     assert parameter_count([model_folder, export]) == 2 * expected
 
 
+def test_sources_longer_than_the_model_are_counted_without_transformers_warning(monkeypatch):
+    """The check only counts tokens: a source longer than the teacher's positions gives no "indexing errors" warning."""
+    from transformers import tokenization_utils_base
+
+    warned = []
+    monkeypatch.setattr(tokenization_utils_base.logger, "warning", lambda message, *args: warned.append(message))
+    tokenizer = tiny_tokenizer()
+    long_source = " ".join(ENGLISH * 20)
+    assert len(tokenizer(long_source, verbose=False)["input_ids"]) > tokenizer.model_max_length
+    assert unfamiliar_share(tokenizer, [long_source]) < UNFAMILIAR_TOKEN_LIMIT
+    assert warned == []
+
+
 def test_a_tokenizer_made_for_other_text_is_refused():
     tokenizer = tiny_tokenizer()  # a BPE with byte fallback, trained on English and German sentences
     assert unfamiliar_share(tokenizer, ENGLISH) < UNFAMILIAR_TOKEN_LIMIT

@@ -159,7 +159,9 @@ def unfamiliar_share(tokenizer, sources: list[str]) -> float:
     unfamiliar = {index for token, index in tokenizer.get_vocab().items() if BYTE_TOKEN.fullmatch(token)}
     unfamiliar |= {unknown} if unknown is not None else set()
     special = set(tokenizer.all_special_ids) - {unknown}
-    tokens = [i for ids in tokenizer(sources, add_special_tokens=False)["input_ids"] for i in ids if i not in special]
+    # verbose=False: only counted, never given to the model (transformers would warn of "indexing errors")
+    encoded = tokenizer(sources, add_special_tokens=False, verbose=False)["input_ids"]
+    tokens = [i for ids in encoded for i in ids if i not in special]
     return sum(i in unfamiliar for i in tokens) / len(tokens) if tokens else 0.0
 
 

@@ -111,4 +111,4 @@ def token_counter(tokenizer) -> Callable[[Sequence[str]], list[int]]:
         rust.no_padding()
         return lambda texts: [len(encoding.ids) for encoding in rust.encode_batch(list(texts))]
     own = copy.deepcopy(tokenizer)
-    return lambda texts: [len(ids) for ids in own(list(texts))["input_ids"]]
+    return lambda texts: [len(ids) for ids in own(list(texts), verbose=False)["input_ids"]]  # counted, not decoded
