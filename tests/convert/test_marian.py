@@ -359,6 +359,12 @@ def test_a_source_encoded_in_one_thread_never_changes_a_target_encoded_in_anothe
         worker.join()
         assert targets == [expected_target]
         assert encoded in (expected_source[0], len(expected_source[0]))
+    # a text longer than the model is counted without transformers' "indexing errors" warning (never decoded as such)
+    from transformers import tokenization_utils_base
+
+    warned: list = []
+    monkeypatch.setattr(tokenization_utils_base.logger, "warning", lambda message, *args: warned.append(message))
+    assert counter([en * 30]) == [len(reference([en * 30], verbose=False)["input_ids"][0])] and warned == []
 
 
 def test_convert_command_says_where_it_wrote_and_the_card_names_the_source(opus_folders, capsys):
