@@ -336,9 +336,10 @@ def load_tokenizer(
 
     A plain fast tokenizer (`FAST_TOKENIZER_CLASSES`: every tokenizer `tokenization/` saves) and a converted OPUS-MT
     model's MarianTokenizer are loaded by the class `AutoTokenizer` would pick for them, without `AutoTokenizer`, which
-    imports PyTorch (1-2 s): a CTranslate2 export runs without it. `light=True`: such a tokenizer comes as a `LightTokenizer` (the `tokenizers` library alone:
-    transformers is not imported either) where its files hold nothing that it would read differently
-    (`light_tokenizer`). `vaswani translate` of one sentence with an export: 0.26 s, against 1.21 s with
+    imports PyTorch (1-2 s): a CTranslate2 export runs without it. `light=True`: such a tokenizer comes as a
+    `LightTokenizer` (the `tokenizers` library alone) or a `LightMarianTokenizer` (`sentencepiece` alone), with
+    transformers not imported either, where its files hold nothing that it would read differently (`light_tokenizer`,
+    `light_marian_tokenizer`). `vaswani translate` of one sentence with an export: 0.26 s, against 1.21 s with
     transformers' tokenizer and 5.35 s with AutoTokenizer's imports (benchmarks/README.md)."""
     folder = Path(folder)
     path = folder / TOKENIZER_FILE
@@ -363,6 +364,8 @@ def load_tokenizer(
     plain = tokenizer_class in FAST_TOKENIZER_CLASSES and not marian
     try:
         if plain and light and (tokenizer := light_tokenizer(folder, config)) is not None:
+            return tokenizer
+        if marian and light and (tokenizer := light_marian_tokenizer(folder, config)) is not None:
             return tokenizer
         if plain:
             from transformers import PreTrainedTokenizerFast as loader
@@ -493,6 +496,152 @@ class LightTokenizer:
         if self._full is None:
             self._full = load_tokenizer(self.name_or_path)
         return getattr(self._full, name)
+
+
+# tokenizer_config.json's entries of a MarianTokenizer that `LightMarianTokenizer` reads as transformers does (OPUS-MT
+# folders on the Hub and transformers 5's own save); any other entry is left to transformers' reading
+LIGHT_MARIAN_ENTRIES = {"source_lang", "target_lang", "unk_token", "eos_token", "pad_token", "model_max_length",
+                        "sp_model_kwargs", "separate_vocabs", "tokenizer_class", "added_tokens_decoder", "backend",
+                        "is_local", "local_files_only", "special_tokens_map_file", "name_or_path",
+                        "clean_up_tokenization_spaces", "target_vocab_file"}  # fmt: skip
+MARIAN_SPECIAL_TOKENS = {"unk_token": "<unk>", "eos_token": "</s>", "pad_token": "<pad>"}  # MarianTokenizer's defaults
+
+
+def light_marian_tokenizer(folder: Path, config: dict) -> LightMarianTokenizer | None:
+    """A `LightMarianTokenizer` of `folder`'s MarianTokenizer files, or None where transformers would make something
+    else of them: `config` (tokenizer_config.json) holds an entry outside `LIGHT_MARIAN_ENTRIES`, separate source and
+    target vocabularies, sentencepiece options, cleans up spaces after decoding, or adds tokens other than its three
+    special ones (plain: no stripping, no single-word rule), or the folder has an added_tokens.json or a
+    special_tokens_map.json that names other special tokens."""
+    if (
+        set(config) - LIGHT_MARIAN_ENTRIES
+        or config.get("separate_vocabs")
+        or config.get("sp_model_kwargs")
+        or config.get("clean_up_tokenization_spaces")
+    ):
+        return None
+    specials = {name: config.get(name, default) for name, default in MARIAN_SPECIAL_TOKENS.items()}
+    if not all(isinstance(token, str) for token in specials.values()) or (folder / "added_tokens.json").exists():
+        return None
+    mapping = folder / "special_tokens_map.json"
+    if mapping.is_file() and any(
+        read_json_object(mapping).get(name, token) != token for name, token in specials.items()
+    ):
+        return None
+    plain = {"lstrip": False, "rstrip": False, "single_word": False, "special": True}
+    added = config.get("added_tokens_decoder") or {}
+    if not isinstance(added, dict) or any(
+        not isinstance(entry, dict) or entry.get("content") not in specials.values()
+        or any(entry.get(flag, value) != value for flag, value in plain.items())
+        for entry in added.values()
+    ):  # fmt: skip
+        return None
+    import sentencepiece
+
+    vocab = read_json_object(folder / "vocab.json")
+    if not all(token in vocab for token in specials.values()):
+        return None  # transformers refuses it: its error
+    models = [
+        sentencepiece.SentencePieceProcessor(model_file=str(folder / name)) for name in ("source.spm", "target.spm")
+    ]
+    return LightMarianTokenizer(folder, vocab, specials, *models)
+
+
+class LightMarianTokenizer:
+    """A converted OPUS-MT model's MarianTokenizer (source.spm, target.spm, the joint vocab.json) read by
+    `sentencepiece` alone, for translating with a CTranslate2 export without transformers (`load_tokenizer(...,
+    light=True)`): the part of transformers' `MarianTokenizer` that translating and scoring use, computed as it
+    computes it (tests/convert/test_marian.py compares the two), with `LightTokenizer`'s interface.
+
+    Sources are cut by source.spm and targets (`text_target=`) by target.spm, a leading language code (`>>es<<`) kept
+    whole, each piece looked up in vocab.json (`<unk>` when missing), `</s>` appended; decoding joins the pieces as
+    transformers does (the special tokens as words). Each call picks its model and changes nothing, so threads may
+    share it. A text that spells a special token (transformers cuts the text around it) and any other attribute go to
+    transformers' MarianTokenizer, loaded from the same folder on first use."""
+
+    def __init__(self, folder: Path, vocab: dict[str, int], specials: dict[str, str], source, target):
+        self.name_or_path = str(folder)
+        self._vocab, self._pieces = vocab, {index: token for token, index in vocab.items()}
+        self._source, self._target, self._full = source, target, None
+        for name in SPECIAL_TOKEN_NAMES:
+            token = specials.get(name)
+            setattr(self, name, token)
+            setattr(self, f"{name}_id", None if token is None else vocab[token])
+        self._special_tokens = set(specials.values())
+        self.all_special_ids = sorted(vocab[token] for token in self._special_tokens)
+
+    def __len__(self) -> int:
+        return len(self._vocab)
+
+    def get_vocab(self) -> dict[str, int]:
+        return dict(self._vocab)
+
+    def __call__(self, text: str | list[str] | None = None, text_target: str | list[str] | None = None,
+                 add_special_tokens: bool = True, verbose: bool = True) -> dict:  # fmt: skip
+        """As transformers': `input_ids` of `text` (source.spm), and `labels` of `text_target` (target.spm) with it
+        (its `input_ids` alone)."""
+        if text is None and text_target is None:
+            raise ValueError("You need to specify either `text` or `text_target`.")
+        sides = [(name, value, model) for name, value, model in (
+            ("input_ids", text, self._source), ("labels" if text is not None else "input_ids", text_target, self._target),
+        ) if value is not None]  # fmt: skip
+        texts = {name: [value] if isinstance(value, str) else list(value) for name, value, _ in sides}
+        if any(token in one for batch in texts.values() for one in batch for token in self._special_tokens):
+            full = self._full_tokenizer()(text, text_target=text_target, add_special_tokens=add_special_tokens,
+                                          verbose=False)  # fmt: skip
+            return {name: full[name] for name in texts}
+        encoded = {}
+        for name, value, model in sides:
+            ids = [self._encode(one, model, add_special_tokens) for one in texts[name]]
+            encoded[name] = ids[0] if isinstance(value, str) else ids
+        return encoded
+
+    def _encode(self, text: str, model, add_special_tokens: bool) -> list[int]:
+        code = []
+        if text.startswith(">>") and (end := text.find("<<")) != -1:  # MarianTokenizer.remove_language_code
+            code, text = [text[: end + 2]], text[end + 2 :]
+        unknown = self._vocab[self.unk_token]
+        ids = [self._vocab.get(piece, unknown) for piece in [*code, *model.encode(text, out_type=str)]]
+        return [*ids, self.eos_token_id] if add_special_tokens else ids
+
+    def convert_ids_to_tokens(self, ids, skip_special_tokens: bool = False):
+        if isinstance(ids, int):
+            return self._token(ids)
+        skipped = set(self.all_special_ids) if skip_special_tokens else set()
+        return [self._token(int(index)) for index in ids if int(index) not in skipped]
+
+    def _token(self, index: int) -> str:
+        if index in self._pieces:
+            return self._pieces[index]
+        piece = self._source.id_to_piece(index)  # MarianTokenizer's fallback (its decoding model: the source's)
+        return piece or self.unk_token
+
+    def convert_tokens_to_ids(self, tokens):
+        if isinstance(tokens, str):
+            return self._vocab.get(tokens, self._vocab[self.unk_token])
+        return [self.convert_tokens_to_ids(token) for token in tokens]
+
+    def decode(self, ids, skip_special_tokens: bool = False) -> str:
+        """MarianTokenizer.convert_tokens_to_string with a shared vocabulary: the source model joins the pieces."""
+        text, pieces = "", []
+        for token in self.convert_ids_to_tokens([ids] if isinstance(ids, int) else list(ids), skip_special_tokens):
+            if token in self._special_tokens:
+                text += self._source.decode_pieces(pieces) + token + " "
+                pieces = []
+            else:
+                pieces.append(token)
+        text += self._source.decode_pieces(pieces)
+        return text.replace("\u2581", " ").strip()
+
+    def _full_tokenizer(self):
+        if self._full is None:
+            self._full = load_tokenizer(self.name_or_path)
+        return self._full
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):  # not found above (copy, pickle and hasattr ask for these): no transformers load
+            raise AttributeError(name)
+        return getattr(self._full_tokenizer(), name)
 
 
 def _tokenizer_config(folder: Path) -> dict:
