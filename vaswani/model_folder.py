@@ -559,6 +559,8 @@ class LightMarianTokenizer:
     share it. A text that spells a special token (transformers cuts the text around it) and any other attribute go to
     transformers' MarianTokenizer, loaded from the same folder on first use."""
 
+    backend_tokenizer = None  # no Rust tokenizer, as MarianTokenizer has none (asking must not load transformers)
+
     def __init__(self, folder: Path, vocab: dict[str, int], specials: dict[str, str], source, target):
         self.name_or_path = str(folder)
         self._vocab, self._pieces = vocab, {index: token for token, index in vocab.items()}

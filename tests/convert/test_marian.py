@@ -297,6 +297,9 @@ def test_the_light_marian_tokenizer_encodes_and_decodes_as_marians_does(opus_fol
     fresh = load_tokenizer(output, light=True)
     fresh.decode(ids[-1])
     fresh.convert_ids_to_tokens(ids[-1])
+    from vaswani.serve.models import token_counter  # `vaswani serve`'s batch budget counts with a copy
+
+    assert token_counter(fresh)(sources) == [len(i) for i in original(sources)["input_ids"]]
     assert fresh._full is None
 
 
