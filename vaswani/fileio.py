@@ -25,7 +25,7 @@ from typing import IO
 from vaswani.constants import (
     TMP_PREFIX,
 )
-from vaswani.errors import CheckpointError, EnvironmentFailure, is_environment_failure
+from vaswani.errors import CheckpointError, EnvironmentFailure, ModelFolderError, is_environment_failure
 
 
 def count_lines(path: str | os.PathLike) -> int:
@@ -191,4 +191,15 @@ def _decode_state(value, tensors: dict):
         if "__tuple__" in value:
             return tuple(_decode_state(item, tensors) for item in value["__tuple__"])
         return {_decode_state(k, tensors): _decode_state(v, tensors) for k, v in value["__dict__"]}
+    return value
+
+
+def read_json_object(path: Path, *, fix: str = "restore it or save the model again") -> dict:
+    """A JSON file that must hold an object: a `ModelFolderError` naming it, what is wrong and `fix` otherwise."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise ModelFolderError(f"{path} is damaged (not readable JSON: {error}): {fix}") from error
+    if not isinstance(value, dict):
+        raise ModelFolderError(f"{path} is damaged (it holds a JSON {type(value).__name__}, not an object): {fix}")
     return value

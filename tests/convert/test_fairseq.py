@@ -554,7 +554,8 @@ def test_a_folder_converted_with_the_old_subword_nmt_decoder_decodes_the_same_an
     from tokenizers import Regex, Tokenizer, decoders
 
     from vaswani.convert.fairseq import FAIRSEQ_SPECIAL_TOKENS, fairseq_tokenizer
-    from vaswani.model_folder import PANICKING_SUBWORD_NMT_DECODER, load_tokenizer
+    from vaswani.light_tokenizers import PANICKING_SUBWORD_NMT_DECODER
+    from vaswani.model_folder import load_tokenizer
 
     tokenizer = fairseq_tokenizer(FAIRSEQ_SPECIAL_TOKENS + WORDS, model_max_length=64)
     old = decoders.Sequence([decoders.Replace(Regex("$"), " "), decoders.Replace("@@ ", ""), decoders.Fuse(),

@@ -249,7 +249,8 @@ def test_the_light_marian_tokenizer_encodes_and_decodes_as_marians_does(opus_fol
     and target ids, tokens and texts of transformers' MarianTokenizer (loaded from the original folder) on real
     pairs, text outside the corpus, a language code, spaces, and text that spells a special token (answered by
     transformers' tokenizer), without loading it otherwise."""
-    from vaswani.model_folder import LightMarianTokenizer, load_tokenizer
+    from vaswani.light_tokenizers import LightMarianTokenizer
+    from vaswani.model_folder import load_tokenizer
 
     _, source, output = opus_folders
     light, original = load_tokenizer(output, light=True), marian_tokenizer(source)

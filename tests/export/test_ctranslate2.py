@@ -387,7 +387,9 @@ def test_translating_and_scoring_with_an_export_load_neither_pytorch_transformer
     source.write_text("\n".join(copy_sentences(6, seed=11)[:3] + ["  ", "the cat sat"]) + "\n")
     argv = ["translate", "--model", str(output), "--input", str(source), "--no_progress", "--threads", "1"]
     with monkeypatch.context() as patch:
-        patch.setattr(vaswani.model_folder, "light_tokenizer", lambda folder, config: None)  # PreTrainedTokenizerFast
+        patch.setattr(
+            vaswani.model_folder, "light_tokenizer", lambda folder, config, full: None
+        )  # PreTrainedTokenizerFast
         assert main([*argv, "--output", str(tmp_path / "here.txt")]) == 0
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     result = subprocess.run([sys.executable, "-c", COMMAND_PROBE, *argv, "--output", str(tmp_path / "there.txt")],

@@ -26,7 +26,7 @@ from tokenization import (
 )
 from tokenization.bpe import first_tokens
 from vaswani.errors import ModelFolderError
-from vaswani.model_folder import SPECIAL_TOKEN_NAMES, LightTokenizer
+from vaswani.light_tokenizers import SPECIAL_TOKEN_NAMES, LightTokenizer
 
 # --- a small English-German corpus -----------------------------------------------------------------------------
 

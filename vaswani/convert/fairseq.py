@@ -20,7 +20,8 @@ from tokenization.bpe import PortableTokenizerFast, eos_post_processor
 from vaswani.convert.marian import SourceTensors, map_layers
 from vaswani.errors import ConvertError
 from vaswani.hub.model_card import write_model_card
-from vaswani.model_folder import check_output_folder, check_tokenizer_fits, subword_nmt_decoder, write_model_folder
+from vaswani.light_tokenizers import subword_nmt_decoder
+from vaswani.model_folder import check_output_folder, check_tokenizer_fits, write_model_folder
 
 # ================================================================================================================
 # fairseq: `vaswani convert --from fairseq --checkpoint model.pt --data_dir DICT_DIR --output_dir OUT`

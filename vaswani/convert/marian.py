@@ -55,8 +55,9 @@ from vaswani.constants import (
     SAFE_WEIGHTS_NAME,
 )
 from vaswani.errors import CheckpointError, ConvertError
+from vaswani.fileio import read_json_object
 from vaswani.hub.model_card import write_model_card
-from vaswani.model_folder import check_output_folder, check_tokenizer_fits, read_json_object, write_model_folder
+from vaswani.model_folder import check_output_folder, check_tokenizer_fits, write_model_folder
 from vaswani.weights import weight_files
 
 # A Hub model id as Marian's config.json records it in `_name_or_path` ("Helsinki-NLP/opus-mt-en-de").

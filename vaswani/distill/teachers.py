@@ -27,8 +27,9 @@ from vaswani.constants import CONFIG_FILE, CT2_MODEL_FILE, EXPORT_INFO_FILE, TOK
 from vaswani.distill.folder import DistillFolder, export_replacing
 from vaswani.errors import ExportError, UsageError
 from vaswani.export.ctranslate2 import check_exportable, import_ctranslate2, is_ctranslate2_folder
+from vaswani.fileio import read_json_object
 from vaswani.inference.translator import Translator
-from vaswani.model_folder import check_model_folder, is_weight_file, load_config, read_json_object
+from vaswani.model_folder import check_model_folder, is_weight_file, load_config
 from vaswani.serve.models import ModelSpec, pair_from_training_arguments, parse_model_spec
 
 logger = logging.getLogger("vaswani.distill")

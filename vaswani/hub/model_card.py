@@ -26,8 +26,7 @@ from vaswani.constants import (
     RESULTS_FILE,
     RUN_ARGS_FILE,
 )
-from vaswani.fileio import write_file_atomically
-from vaswani.model_folder import read_json_object
+from vaswani.fileio import read_json_object, write_file_atomically
 from vaswani.training.checkpoints import step_of
 
 TRANSLATION_TEMPLATE = Path(__file__).resolve().parent / "templates" / "translation.md"  # package data
