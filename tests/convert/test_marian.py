@@ -304,6 +304,33 @@ def test_the_light_marian_tokenizer_encodes_and_decodes_as_marians_does(opus_fol
     assert fresh._full is None
 
 
+@pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")
+@pytest.mark.parametrize(
+    ("config", "file"),
+    [
+        ({"sp_model_kwargs": {"enable_sampling": True, "alpha": 0.1}}, None),  # random cuts: not ours to make
+        ({"do_lower_case": True}, None),  # an entry it does not read
+        ({}, ("special_tokens_map.json", {"eos_token": "<eos>"})),
+        ({}, ("added_tokens.json", {"<new>": 71})),
+    ],
+    ids=["sentencepiece-options", "unknown-entry", "other-special-tokens", "added-tokens"],
+)
+def test_a_marian_folder_the_light_tokenizer_would_read_otherwise_gets_transformers(opus_folders, tmp_path, config,
+                                                                                   file):  # fmt: skip
+    """Where the folder asks for what `LightMarianTokenizer` does not do, `load_tokenizer(light=True)` gives
+    transformers' MarianTokenizer."""
+    from vaswani.model_folder import load_tokenizer
+
+    _, _, output = opus_folders
+    folder = copy_folder(output, tmp_path / "folder")
+    edit = folder / "tokenizer_config.json"
+    edit.write_text(json.dumps({**json.loads(edit.read_text(encoding="utf-8")), **config}), encoding="utf-8")
+    if file:
+        (folder / file[0]).write_text(json.dumps(file[1]), encoding="utf-8")
+    assert type(load_tokenizer(output, light=True)).__name__ == "LightMarianTokenizer"
+    assert type(load_tokenizer(folder, light=True)).__name__ == "MarianTokenizer"
+
+
 def test_vaswani_translate_prints_marians_translations(opus_folders, tmp_path, capsys):
     marian, source, output = opus_folders
     tokenizer = marian_tokenizer(source)
