@@ -52,6 +52,63 @@ def mend_subword_nmt_decoder(backend) -> None:
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# What both light tokenizers share
+# ----------------------------------------------------------------------------------------------------------------
+class _ReadAlone:
+    """What both light tokenizers compute alike: a call's two sides (`text`: the sources, `text_target`: the targets),
+    ids and tokens converted one at a time (`_token`, `_token_id`), and transformers' own tokenizer (`full`:
+    `load_tokenizer` of the folder), loaded on first use, for any other attribute and for the calls
+    `_answered_by_transformers` leaves to it."""
+
+    def __init__(self, folder: Path, full: Callable[[], Any]):
+        self.name_or_path, self._load_full, self._full = str(folder), full, None
+
+    def __call__(self, text: str | list[str] | None = None, text_target: str | list[str] | None = None,
+                 add_special_tokens: bool = True, verbose: bool = True) -> dict:  # fmt: skip
+        """As transformers': `input_ids` of `text`, and `labels` of `text_target` with it (its `input_ids` alone)."""
+        if text is None and text_target is None:
+            raise ValueError("You need to specify either `text` or `text_target`.")
+        sides = [(name, value, target) for name, value, target in (
+            ("input_ids", text, False), ("labels" if text is not None else "input_ids", text_target, True),
+        ) if value is not None]  # fmt: skip
+        batches = {name: [value] if isinstance(value, str) else list(value) for name, value, _ in sides}
+        if self._answered_by_transformers(batches):
+            full = self._full_tokenizer()(text, text_target=text_target, add_special_tokens=add_special_tokens,
+                                          verbose=False)  # fmt: skip
+            return {name: full[name] for name in batches}
+        encoded = {}
+        for name, value, target in sides:
+            ids = self._encode_batch(batches[name], target, add_special_tokens)
+            encoded[name] = ids[0] if isinstance(value, str) else ids
+        return encoded
+
+    def _answered_by_transformers(self, batches: dict[str, list[str]]) -> bool:
+        return False
+
+    def convert_ids_to_tokens(self, ids, skip_special_tokens: bool = False):
+        if isinstance(ids, int):
+            return self._token(ids)
+        skipped = set(self.all_special_ids) if skip_special_tokens else set()
+        return [self._token(int(index)) for index in ids if int(index) not in skipped]
+
+    def convert_tokens_to_ids(self, tokens):
+        if isinstance(tokens, str):
+            index = self._token_id(tokens)
+            return self.unk_token_id if index is None else index
+        return [self.convert_tokens_to_ids(token) for token in tokens]
+
+    def _full_tokenizer(self):
+        if self._full is None:
+            self._full = self._load_full()
+        return self._full
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):  # not found above (copy, pickle and hasattr ask for these): no transformers load
+            raise AttributeError(name)
+        return getattr(self._full_tokenizer(), name)
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # Our tokenizers: tokenizer.json by `tokenizers`
 # ----------------------------------------------------------------------------------------------------------------
 # tokenizer_config.json's entries that `LightTokenizer` reads as transformers does: the special tokens by name, and
@@ -90,7 +147,7 @@ def light_tokenizer(folder: Path, config: dict, full: Callable[[], Any]) -> Ligh
     return LightTokenizer(folder, backend, specials, extra, bool(config.get("split_special_tokens", False)), full)
 
 
-class LightTokenizer:
+class LightTokenizer(_ReadAlone):
     """A plain fast tokenizer (tokenizer.json) read by the `tokenizers` library alone, for decoding a CTranslate2
     export without transformers (`load_tokenizer(..., light=True)`): the part of `PreTrainedTokenizerFast` that
     translating and scoring use, computed as it computes it (tests/tokenizer/test_bpe.py compares the two).
@@ -106,11 +163,11 @@ class LightTokenizer:
 
     def __init__(self, folder: Path, backend, specials: dict[str, str | None], extra: list[str], split_special: bool,
                  full: Callable[[], Any]):  # fmt: skip
-        self.name_or_path, self._load_full = str(folder), full
+        super().__init__(folder, full)
         backend.no_truncation()  # transformers' calls without truncation= or padding= turn both off
         backend.no_padding()
         backend.encode_special_tokens = split_special  # "<pad>" typed in a text is text, not the PAD token
-        self._backend, self._full = backend, None
+        self._backend = backend
         for name, token in specials.items():
             setattr(self, name, token)
             setattr(self, f"{name}_id", None if token is None else backend.token_to_id(token))
@@ -127,42 +184,19 @@ class LightTokenizer:
     def get_vocab(self) -> dict[str, int]:
         return self._backend.get_vocab(with_added_tokens=True)
 
-    def __call__(self, text: str | list[str] | None = None, text_target: str | list[str] | None = None,
-                 add_special_tokens: bool = True, verbose: bool = True) -> dict:  # fmt: skip
-        """As transformers': `input_ids` of `text`, and `labels` of `text_target` with it (its `input_ids` alone);
-        one side encodes both, as in `PreTrainedTokenizerFast`."""
-        if text is None and text_target is None:
-            raise ValueError("You need to specify either `text` or `text_target`.")
-        encoded = {}
-        for name, value in (("input_ids", text), ("labels" if text is not None else "input_ids", text_target)):
-            if value is not None:
-                texts = [value] if isinstance(value, str) else list(value)
-                ids = [e.ids for e in self._backend.encode_batch(texts, add_special_tokens=add_special_tokens)]
-                encoded[name] = ids[0] if isinstance(value, str) else ids
-        return encoded
+    def _encode_batch(self, texts: list[str], target: bool, add_special_tokens: bool) -> list[list[int]]:
+        # one tokenizer for both sides, as in `PreTrainedTokenizerFast`
+        return [e.ids for e in self._backend.encode_batch(texts, add_special_tokens=add_special_tokens)]
 
     def decode(self, ids, skip_special_tokens: bool = False) -> str:
         return self._backend.decode([ids] if isinstance(ids, int) else list(ids),
                                     skip_special_tokens=skip_special_tokens)  # fmt: skip
 
-    def convert_ids_to_tokens(self, ids, skip_special_tokens: bool = False):
-        if isinstance(ids, int):
-            return self._backend.id_to_token(ids)
-        skipped = set(self.all_special_ids) if skip_special_tokens else set()
-        return [self._backend.id_to_token(int(index)) for index in ids if int(index) not in skipped]
+    def _token(self, index: int) -> str | None:
+        return self._backend.id_to_token(index)
 
-    def convert_tokens_to_ids(self, tokens):
-        if isinstance(tokens, str):
-            index = self._backend.token_to_id(tokens)
-            return self.unk_token_id if index is None else index
-        return [self.convert_tokens_to_ids(token) for token in tokens]
-
-    def __getattr__(self, name: str):
-        if name.startswith("_"):  # not found above (copy, pickle and hasattr ask for these): no transformers load
-            raise AttributeError(name)
-        if self._full is None:
-            self._full = self._load_full()
-        return getattr(self._full, name)
+    def _token_id(self, token: str) -> int | None:
+        return self._backend.token_to_id(token)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -217,7 +251,7 @@ def light_marian_tokenizer(folder: Path, config: dict, full: Callable[[], Any]) 
     return LightMarianTokenizer(folder, vocab, specials, *models, full)
 
 
-class LightMarianTokenizer:
+class LightMarianTokenizer(_ReadAlone):
     """A converted OPUS-MT model's MarianTokenizer (source.spm, target.spm, the joint vocab.json) read by
     `sentencepiece` alone, for translating with a CTranslate2 export without transformers (`load_tokenizer(...,
     light=True)`): the part of transformers' `MarianTokenizer` that translating and scoring use, computed as it
@@ -233,9 +267,9 @@ class LightMarianTokenizer:
 
     def __init__(self, folder: Path, vocab: dict[str, int], specials: dict[str, str], source, target,
                  full: Callable[[], Any]):  # fmt: skip
-        self.name_or_path, self._load_full = str(folder), full
+        super().__init__(folder, full)
         self._vocab, self._pieces = vocab, {index: token for token, index in vocab.items()}
-        self._source, self._target, self._full = source, target, None
+        self._source, self._target = source, target
         for name in SPECIAL_TOKEN_NAMES:
             token = specials.get(name)
             setattr(self, name, token)
@@ -249,39 +283,20 @@ class LightMarianTokenizer:
     def get_vocab(self) -> dict[str, int]:
         return dict(self._vocab)
 
-    def __call__(self, text: str | list[str] | None = None, text_target: str | list[str] | None = None,
-                 add_special_tokens: bool = True, verbose: bool = True) -> dict:  # fmt: skip
-        """As transformers': `input_ids` of `text` (source.spm), and `labels` of `text_target` (target.spm) with it
-        (its `input_ids` alone)."""
-        if text is None and text_target is None:
-            raise ValueError("You need to specify either `text` or `text_target`.")
-        sides = [(name, value, model) for name, value, model in (
-            ("input_ids", text, self._source), ("labels" if text is not None else "input_ids", text_target, self._target),
-        ) if value is not None]  # fmt: skip
-        texts = {name: [value] if isinstance(value, str) else list(value) for name, value, _ in sides}
-        if any(token in one for batch in texts.values() for one in batch for token in self._special_tokens):
-            full = self._full_tokenizer()(text, text_target=text_target, add_special_tokens=add_special_tokens,
-                                          verbose=False)  # fmt: skip
-            return {name: full[name] for name in texts}
-        encoded = {}
-        for name, value, model in sides:
-            ids = [self._encode(one, model, add_special_tokens) for one in texts[name]]
-            encoded[name] = ids[0] if isinstance(value, str) else ids
-        return encoded
+    def _answered_by_transformers(self, batches: dict[str, list[str]]) -> bool:
+        """A text that spells a special token: transformers cuts the text around it."""
+        return any(token in one for batch in batches.values() for one in batch for token in self._special_tokens)
+
+    def _encode_batch(self, texts: list[str], target: bool, add_special_tokens: bool) -> list[list[int]]:
+        model = self._target if target else self._source  # source.spm for sources, target.spm for targets
+        return [self._encode(one, model, add_special_tokens) for one in texts]
 
     def _encode(self, text: str, model, add_special_tokens: bool) -> list[int]:
         code = []
         if text.startswith(">>") and (end := text.find("<<")) != -1:  # MarianTokenizer.remove_language_code
             code, text = [text[: end + 2]], text[end + 2 :]
-        unknown = self._vocab[self.unk_token]
-        ids = [self._vocab.get(piece, unknown) for piece in [*code, *model.encode(text, out_type=str)]]
+        ids = [self._vocab.get(piece, self.unk_token_id) for piece in [*code, *model.encode(text, out_type=str)]]
         return [*ids, self.eos_token_id] if add_special_tokens else ids
-
-    def convert_ids_to_tokens(self, ids, skip_special_tokens: bool = False):
-        if isinstance(ids, int):
-            return self._token(ids)
-        skipped = set(self.all_special_ids) if skip_special_tokens else set()
-        return [self._token(int(index)) for index in ids if int(index) not in skipped]
 
     def _token(self, index: int) -> str:
         if index in self._pieces:
@@ -289,10 +304,8 @@ class LightMarianTokenizer:
         piece = self._source.id_to_piece(index)  # MarianTokenizer's fallback (its decoding model: the source's)
         return piece or self.unk_token
 
-    def convert_tokens_to_ids(self, tokens):
-        if isinstance(tokens, str):
-            return self._vocab.get(tokens, self._vocab[self.unk_token])
-        return [self.convert_tokens_to_ids(token) for token in tokens]
+    def _token_id(self, token: str) -> int | None:
+        return self._vocab.get(token)
 
     def decode(self, ids, skip_special_tokens: bool = False) -> str:
         """MarianTokenizer.convert_tokens_to_string with a shared vocabulary: the source model joins the pieces."""
@@ -305,13 +318,3 @@ class LightMarianTokenizer:
                 pieces.append(token)
         text += self._source.decode_pieces(pieces)
         return text.replace("\u2581", " ").strip()
-
-    def _full_tokenizer(self):
-        if self._full is None:
-            self._full = self._load_full()
-        return self._full
-
-    def __getattr__(self, name: str):
-        if name.startswith("_"):  # not found above (copy, pickle and hasattr ask for these): no transformers load
-            raise AttributeError(name)
-        return getattr(self._full_tokenizer(), name)

@@ -453,9 +453,7 @@ class Translator:
                 if not phrase.strip():
                     raise TranslateError(f"sentence {number} has an empty constraint: every phrase needs text "
                                          "(separate phrases with ' ||| ' and leave an empty line for none)")  # fmt: skip
-            encoded.append(
-                self._encode_targets([p.strip() for p in phrases], add_special_tokens=False) if phrases else []
-            )
+            encoded.append(self._encode_targets([p.strip() for p in phrases or []], add_special_tokens=False))
         if not any(encoded):
             return None
         if self.backend == "ctranslate2":
