@@ -18,7 +18,7 @@ once). Each side has its own recipe:
   `group_by_length`, AdamW (0.9, 0.98) at 5e-4 with 400 warmup steps and inverse square root decay, label smoothing
   0.1, the recipe's dropout, fused AdamW; stopped by a callback when the budget is spent; test translations with
   `generate(num_beams=4)` (length penalty 0.6, as train.py). Mixed precision: train.py's default on this CPU (bf16
-  where the CPU computes bfloat16 natively, AVX512-BF16/AMX; else none) on both sides, and train.py's attention
+  where it trains faster than float32, AMX or an AMD CPU's AVX512-BF16; else none) on both sides, and train.py's attention
   kernel at that precision (eager in bf16 on a CPU, vaswani.devices.training_attention) on both sides too.
 
 Both are scored with sacrebleu (BLEU and chrF, default settings; the signatures are printed). Target: train.py
@@ -249,7 +249,7 @@ def train_py_run(args, tokenizer_dir: Path, test_file: Path, recipe: str, seed: 
 
 
 def both_sides_precision() -> str:
-    """train.py's default precision on this CPU (bf16 where it computes bfloat16 natively, else fp32), given to the
+    """train.py's default precision on this CPU (bf16 where it trains faster than float32, else fp32), given to the
     Trainer side too, so that a difference in precision is no part of the margin."""
     from vaswani.devices import resolve_mixed_precision
 

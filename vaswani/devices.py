@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
+import platform
 import sys
 
 from vaswani.errors import TranslateError
@@ -34,6 +35,9 @@ VNNI_FLAGS = frozenset(
 # The settings of ONEDNN_MAX_CPU_ISA (docs/layout.md, "Other CPUs") below the features named.
 ONEDNN_ISAS_WITHOUT_VNNI = frozenset({"SSE41", "AVX", "AVX2", "AVX512_CORE"})
 ONEDNN_ISAS_WITHOUT_BF16 = ONEDNN_ISAS_WITHOUT_VNNI | {"AVX2_VNNI", "AVX512_CORE_VNNI"}
+ONEDNN_ISAS_WITHOUT_AMX = ONEDNN_ISAS_WITHOUT_BF16 | {"AVX2_VNNI_2", "AVX512_CORE_BF16", "AVX512_CORE_FP16",
+                                                     "AVX10_1_512"}  # fmt: skip
+X86_MACHINES = frozenset({"x86_64", "amd64", "i386", "i686"})  # `platform.machine()`, lowercased
 
 
 @functools.cache
@@ -148,15 +152,36 @@ def separate_kernel_cache_per_instruction_set() -> str | None:
 
 
 def native_bf16(device_type: str) -> bool:
-    """Whether `device_type` ("cpu", "cuda", ...) multiplies bfloat16 in hardware."""
+    """Whether `device_type` ("cpu", "cuda", ...) multiplies bfloat16 in hardware.
+
+    On a CPU, oneDNN's own check says whether it may compute in bfloat16 at all (`ONEDNN_MAX_CPU_ISA` included). On
+    x86 it says yes from AVX512 on, where a CPU without AVX512-BF16 (an Intel Skylake-SP, Cascade Lake or Ice Lake
+    Xeon) has oneDNN emulate bfloat16; so there the CPU must also have AVX512-BF16 (every CPU with AMX has it too) and
+    oneDNN must be allowed to use it. torch has no public CPU-feature API: `torch.cpu._is_avx512_bf16_supported` is
+    cpuinfo's answer, on every operating system."""
     import torch
 
     if device_type == "cuda":
         return torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False)
-    if device_type == "cpu":
-        # oneDNN's own check for AVX512-BF16 / AMX (torch has no public CPU-feature API for this).
-        return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    return False
+    if device_type != "cpu":
+        return False
+    onednn = bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    if platform.machine().lower() not in X86_MACHINES:  # an Arm CPU: oneDNN answers for its BF16 extension
+        return onednn
+    return onednn and bool(torch.cpu._is_avx512_bf16_supported()) and onednn_allows(ONEDNN_ISAS_WITHOUT_BF16)
+
+
+def cpu_bf16_trains_faster() -> bool:
+    """Whether bf16 autocast trains faster than float32 on this CPU, one that computes bfloat16 (`native_bf16`):
+    with AMX (where oneDNN may use it), and with an AMD CPU's AVX512-BF16 (a Zen 4: train.py's step at d_model 256
+    1.24x float32's, bench_train.py). Not on an Intel CPU with AVX512-BF16 alone (a Cooper Lake, or a Sapphire or
+    Emerald Rapids whose VM hides AMX): there oneDNN's bfloat16 matrix products ran at 0.56x MKL's float32 ones at
+    every size tried and a step of configs/small-data.yaml at 0.64x float32's (benchmarks/README.md, "bf16 on an
+    Intel CPU without AMX"). A CPU whose vendor is not known (outside Linux) keeps bf16."""
+    import torch
+
+    amx = bool(torch.cpu._is_amx_tile_supported()) and onednn_allows(ONEDNN_ISAS_WITHOUT_AMX)
+    return amx or cpu_vendor() != "GenuineIntel"
 
 
 def training_device_type(use_cpu: bool = False) -> str:
@@ -171,14 +196,18 @@ def resolve_mixed_precision(requested: str | None, device_type: str) -> tuple[st
     """(mixed precision to use, why) for `--mixed_precision requested` on `device_type`.
 
     None means: the value `accelerate launch` / `accelerate config` passes (ACCELERATE_MIXED_PRECISION) if any,
-    else bf16 where the device runs it natively, else "no". Raises ValueError for fp16 on CPU.
+    else bf16 where the device runs it natively and, on a CPU, faster than float32 (`cpu_bf16_trains_faster`), else
+    "no". Raises ValueError for fp16 on CPU.
     """
+    device = device_type.upper()
     if requested is None and os.environ.get("ACCELERATE_MIXED_PRECISION"):
         requested, source = os.environ["ACCELERATE_MIXED_PRECISION"], "from the accelerate configuration"
     elif requested is None:
-        if native_bf16(device_type):
-            return "bf16", f"default: this {device_type.upper()} computes bfloat16 natively"
-        return "no", f"default: this {device_type.upper()} has no native bfloat16 (it would be slower than float32)"
+        if not native_bf16(device_type):
+            return "no", f"default: this {device} has no native bfloat16 (it would be slower than float32)"
+        if device_type == "cpu" and not cpu_bf16_trains_faster():
+            return "no", f"default: this {device}'s bfloat16 (AVX512-BF16 without AMX) trains slower than float32"
+        return "bf16", f"default: this {device} computes bfloat16 natively"
     else:
         source = "--mixed_precision"
     if requested not in MIXED_PRECISION_CHOICES:
@@ -186,10 +215,12 @@ def resolve_mixed_precision(requested: str | None, device_type: str) -> tuple[st
     if requested == "fp16" and device_type == "cpu":
         raise ValueError(
             "--mixed_precision fp16 is not supported on CPU (it would silently train in float32); use "
-            "--mixed_precision bf16 (fast on CPUs with AVX512-BF16/AMX) or no."
+            "--mixed_precision bf16 (faster than float32 on CPUs with AMX or an AMD CPU's AVX512-BF16) or no."
         )
     if requested == "bf16" and not native_bf16(device_type):
-        return "bf16", f"{source}; WARNING: this {device_type.upper()} has no native bfloat16, expect slower training"
+        return "bf16", f"{source}; WARNING: this {device} has no native bfloat16, expect slower training"
+    if requested == "bf16" and device_type == "cpu" and not cpu_bf16_trains_faster():
+        return "bf16", f"{source}; note: this {device}'s bfloat16 (AVX512-BF16 without AMX) trains slower than float32"
     return requested, source
 
 

@@ -114,7 +114,17 @@ def test_the_best_copy_is_remade_when_a_kill_came_before_it(tmp_path):
 def test_mixed_precision_default_follows_the_hardware_and_fp16_on_cpu_is_refused(monkeypatch):
     monkeypatch.delenv("ACCELERATE_MIXED_PRECISION", raising=False)
     monkeypatch.setattr(precision, "native_bf16", lambda device_type: True)
+    monkeypatch.setattr(precision, "cpu_bf16_trains_faster", lambda: True)
     assert precision.resolve_mixed_precision(None, "cpu")[0] == "bf16"
+    assert precision.resolve_mixed_precision("bf16", "cpu") == ("bf16", "--mixed_precision")
+    # native but slower than float32 (AVX512-BF16 on an Intel CPU without AMX): float32, and a note when asked for
+    monkeypatch.setattr(precision, "cpu_bf16_trains_faster", lambda: False)
+    assert precision.resolve_mixed_precision(None, "cpu") == (
+        "no", "default: this CPU's bfloat16 (AVX512-BF16 without AMX) trains slower than float32"
+    )  # fmt: skip
+    value, why = precision.resolve_mixed_precision("bf16", "cpu")
+    assert value == "bf16" and "note: " in why and "slower than float32" in why and "WARNING" not in why
+    assert precision.resolve_mixed_precision(None, "cuda")[0] == "bf16"  # a GPU's bfloat16 is not the CPU's
     monkeypatch.setattr(precision, "native_bf16", lambda device_type: False)
     assert precision.resolve_mixed_precision(None, "cpu")[0] == "no"
     value, why = precision.resolve_mixed_precision("bf16", "cpu")
@@ -138,6 +148,61 @@ def test_native_bf16_matches_the_cpu_flags():
         precision.ONEDNN_ISAS_WITHOUT_BF16
     )
     assert precision.native_bf16("cpu") == has_bf16
+
+
+@pytest.mark.parametrize(
+    ("vendor", "amx", "onednn_limit", "faster"),
+    [
+        ("AuthenticAMD", False, None, True),  # a Zen 4: AVX512-BF16 at twice float32's rate
+        ("GenuineIntel", True, None, True),  # a Sapphire Rapids with AMX
+        ("GenuineIntel", False, None, False),  # a Cooper Lake, or a Sapphire Rapids whose VM hides AMX
+        ("GenuineIntel", True, "AVX512_CORE_BF16", False),  # oneDNN held below AMX
+        ("GenuineIntel", True, "avx512_core_amx", True),
+        ("", False, None, True),  # outside Linux the vendor is not known: bf16 as before
+    ],
+)
+def test_bf16_trains_faster_than_float32_with_amx_or_amds_avx512_bf16_only(monkeypatch, vendor, amx, onednn_limit,
+                                                                          faster):  # fmt: skip
+    import torch
+
+    monkeypatch.setattr(precision, "cpu_vendor", lambda: vendor)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
+    if onednn_limit is None:
+        monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    else:
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", onednn_limit)
+    assert precision.cpu_bf16_trains_faster() is faster
+
+
+@pytest.mark.parametrize(
+    ("machine", "onednn", "avx512_bf16", "onednn_limit", "native"),
+    [
+        ("x86_64", True, True, None, True),  # a Sapphire Rapids, a Zen 4
+        ("x86_64", True, False, None, False),  # a Cascade Lake or Ice Lake Xeon: oneDNN says yes and emulates
+        ("AMD64", True, False, None, False),  # the same CPU as Windows names it
+        ("x86_64", True, True, "AVX512_CORE_VNNI", False),  # oneDNN held to a Cascade Lake's instructions
+        ("x86_64", True, True, "avx512_core_bf16", True),
+        ("x86_64", False, True, None, False),  # a torch without oneDNN's bf16
+        ("aarch64", True, False, None, True),  # an Arm CPU with the BF16 extension: oneDNN's answer
+        ("aarch64", False, False, None, False),
+    ],
+)
+def test_native_bf16_on_a_cpu_needs_its_instructions_not_only_onednns_yes(
+    monkeypatch, machine, onednn, avx512_bf16, onednn_limit, native
+):
+    """oneDNN says it can compute in bfloat16 on every x86 CPU from AVX512 on (it emulates it without AVX512-BF16,
+    slower than float32): the training default and `--mixed_precision bf16` of inference need the instructions."""
+    import torch
+
+    monkeypatch.setattr(precision.platform, "machine", lambda: machine)
+    monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: True)
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: onednn)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
+    if onednn_limit is None:
+        monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    else:
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", onednn_limit)
+    assert precision.native_bf16("cpu") is native
 
 
 BF16_LOSS_SCRIPT = textwrap.dedent(

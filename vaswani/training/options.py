@@ -241,7 +241,8 @@ def add_optimization_options(parser: argparse.ArgumentParser) -> None:
         "mixed_precision",
         COMMAND,
         help="bf16: autocast, float32 weights/optimizer/loss; fp16: GPU only. Default: the accelerate configuration's, "
-        "else bf16 where the hardware computes it natively (GPU, CPU with AVX512-BF16/AMX), else no",
+        "else bf16 where the hardware trains faster in it (a GPU from Ampere on; a CPU with AMX or an AMD CPU with "
+        "AVX512-BF16), else no",
     )
     group.add_argument(
         "--tf32", type=str2bool, default=None,
