@@ -6,6 +6,7 @@ parameters, and what cannot be exported or translated is refused with a clear er
 
 import copy
 import functools
+import hashlib
 import json
 import logging
 import os
@@ -14,10 +15,12 @@ import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 import torch
-from conftest import overfit, tiny_model
+from conftest import REPO_ROOT, overfit, tiny_model
+from safetensors.torch import load_model, save_model
 from test_pipeline_vaswani import one_torch_thread, tiny_tokenizer  # noqa: F401  (one_torch_thread is an autouse fixture)
 
 from modeling_vaswani.modeling_vaswani import ScaleNorm
@@ -51,6 +54,47 @@ def copy_tokenizer(layout: str = "paper"):
 def copy_sentences(count: int, seed: int) -> list[str]:
     rng = random.Random(seed)
     return [" ".join(rng.choice(COPY_WORDS) for _ in range(rng.randint(2, 7))) for _ in range(count)]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The trained models, kept between runs in pytest's cache
+# ---------------------------------------------------------------------------------------------------------------
+TRAINED_MODELS: Path | None = None  # set by `trained_models_folder` before a test runs
+
+
+@pytest.fixture(scope="module", autouse=True)
+def trained_models_folder(request):
+    """A folder of pytest's cache (`.pytest_cache`, kept between runs; `pytest --cache-clear` empties it) for the
+    models this file trains: `make test`'s second pass, on older instruction sets, decodes the first pass's models
+    instead of training each again (about a minute of the pass). A model is found there only by a digest of
+    everything its training depends on (`training_digest`)."""
+    global TRAINED_MODELS
+    TRAINED_MODELS = request.config.cache.mkdir("ctranslate2-test-models")
+
+
+@functools.cache
+def training_digest() -> str:
+    """SHA-256 of torch's version and of the code a model here is trained by: this file, the tests' conftest (the tiny
+    model, `overfit`), the model's code and the tokenizer's (the copy tokenizer's vocabulary)."""
+    digest = hashlib.sha256(torch.__version__.encode())
+    for path in [Path(__file__), REPO_ROOT / "tests" / "conftest.py", *sorted((REPO_ROOT / "modeling_vaswani").glob("*.py")),
+                 *sorted((REPO_ROOT / "tokenization").glob("*.py"))]:  # fmt: skip
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:20]
+
+
+def train_once(model, name: str, train) -> None:
+    """`train()` the model, or load the weights that a run with the same code trained (safetensors: data only); a
+    model trained here is stored under a temporary name first, then renamed."""
+    stored = TRAINED_MODELS / f"{name}-{training_digest()}.safetensors" if TRAINED_MODELS else None
+    if stored is not None and stored.is_file():
+        load_model(model, stored)
+        return
+    train()
+    if stored is not None:
+        temporary = f"{stored}.{os.getpid()}.tmp"  # another worker may train the same model at the same time
+        save_model(model, temporary)
+        os.replace(temporary, stored)
 
 
 # The variants of the issue: norm placement and type, FixNorm, positions, embedding sharing, pruning, token layout.
@@ -95,7 +139,7 @@ def trained_copy_model(variant: str):
     # sdpa's CPU kernel costs ~20% more of it), compared with the default kernel the user gets (sdpa)
     default_attention = model.config._attn_implementation
     model.set_attn_implementation("eager")
-    overfit(model, batch, steps=400, lr=lr, stop_below=0.02, fused=True)
+    train_once(model, variant, lambda: overfit(model, batch, steps=400, lr=lr, stop_below=0.02, fused=True))
     model.set_attn_implementation(default_attention)
     model.eval()
     return model, tokenizer
@@ -180,19 +224,23 @@ def generalizing_copy_model():
                        dropout=0.0, label_smoothing=0.0, max_position_embeddings=48, norm_position="pre",
                        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
                        eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.bos_token_id)  # fmt: skip
-    optimizer = torch.optim.Adam(model.parameters(), lr=4e-3)
-    decay = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (steps - step) / (0.3 * steps)))
-    held_out = set(HELD_OUT)
-    model.train()
-    for step in range(steps):
-        sentences = [s for s in copy_sentences(32, seed=1000 + step) if s not in held_out]
-        batch = tokenizer(sentences, text_target=sentences, padding=True, return_tensors="pt")
-        batch["labels"] = batch["labels"].masked_fill(batch["labels"] == tokenizer.pad_token_id, -100)
-        loss = model(**batch).loss
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        decay.step()
+
+    def train():
+        optimizer = torch.optim.Adam(model.parameters(), lr=4e-3)
+        decay = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (steps - step) / (0.3 * steps)))
+        held_out = set(HELD_OUT)
+        model.train()
+        for step in range(steps):
+            sentences = [s for s in copy_sentences(32, seed=1000 + step) if s not in held_out]
+            batch = tokenizer(sentences, text_target=sentences, padding=True, return_tensors="pt")
+            batch["labels"] = batch["labels"].masked_fill(batch["labels"] == tokenizer.pad_token_id, -100)
+            loss = model(**batch).loss
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            decay.step()
+
+    train_once(model, "generalizing", train)
     return model.eval(), tokenizer
 
 
