@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -74,9 +75,13 @@ def trained_models_folder(request):
 
 @functools.cache
 def training_digest() -> str:
-    """SHA-256 of torch's version and of the code a model here is trained by: this file, the tests' conftest (the tiny
-    model, `overfit`), the model's code and the tokenizer's (the copy tokenizer's vocabulary)."""
-    digest = hashlib.sha256(torch.__version__.encode())
+    """SHA-256 of the versions of torch, transformers and tokenizers and of the code a model here is trained by: this
+    file, the tests' conftest (the tiny model, `overfit`), the model's code and the tokenizer's (the copy tokenizer's
+    vocabulary)."""
+    import tokenizers
+    import transformers
+
+    digest = hashlib.sha256(f"{torch.__version__} {transformers.__version__} {tokenizers.__version__}".encode())
     for path in [Path(__file__), REPO_ROOT / "tests" / "conftest.py", *sorted((REPO_ROOT / "modeling_vaswani").glob("*.py")),
                  *sorted((REPO_ROOT / "tokenization").glob("*.py"))]:  # fmt: skip
         digest.update(path.read_bytes())
@@ -85,7 +90,8 @@ def training_digest() -> str:
 
 def train_once(model, name: str, train) -> None:
     """`train()` the model, or load the weights that a run with the same code trained (safetensors: data only); a
-    model trained here is stored under a temporary name first, then renamed."""
+    model trained here is stored under a temporary name first, then renamed, and replaces the same model trained by
+    other code."""
     stored = TRAINED_MODELS / f"{name}-{training_digest()}.safetensors" if TRAINED_MODELS else None
     if stored is not None and stored.is_file():
         load_model(model, stored)
@@ -95,6 +101,9 @@ def train_once(model, name: str, train) -> None:
         temporary = f"{stored}.{os.getpid()}.tmp"  # another worker may train the same model at the same time
         save_model(model, temporary)
         os.replace(temporary, stored)
+        for older in TRAINED_MODELS.iterdir():
+            if older != stored and re.fullmatch(rf"{re.escape(name)}-[0-9a-f]{{20}}\.safetensors", older.name):
+                older.unlink(missing_ok=True)
 
 
 # The variants of the issue: norm placement and type, FixNorm, positions, embedding sharing, pruning, token layout.
