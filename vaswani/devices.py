@@ -192,6 +192,10 @@ def training_device_type(use_cpu: bool = False) -> str:
     return "cuda" if torch.cuda.is_available() and not forced_cpu else "cpu"
 
 
+# what the log says of a CPU where `cpu_bf16_trains_faster` says no (the default, and an explicit bf16)
+SLOWER_CPU_BF16 = "bfloat16 (AVX512-BF16 without AMX) trains slower than float32"
+
+
 def resolve_mixed_precision(requested: str | None, device_type: str) -> tuple[str, str]:
     """(mixed precision to use, why) for `--mixed_precision requested` on `device_type`.
 
@@ -206,7 +210,7 @@ def resolve_mixed_precision(requested: str | None, device_type: str) -> tuple[st
         if not native_bf16(device_type):
             return "no", f"default: this {device} has no native bfloat16 (it would be slower than float32)"
         if device_type == "cpu" and not cpu_bf16_trains_faster():
-            return "no", f"default: this {device}'s bfloat16 (AVX512-BF16 without AMX) trains slower than float32"
+            return "no", f"default: this {device}'s {SLOWER_CPU_BF16}"
         return "bf16", f"default: this {device} computes bfloat16 natively"
     else:
         source = "--mixed_precision"
@@ -220,7 +224,7 @@ def resolve_mixed_precision(requested: str | None, device_type: str) -> tuple[st
     if requested == "bf16" and not native_bf16(device_type):
         return "bf16", f"{source}; WARNING: this {device} has no native bfloat16, expect slower training"
     if requested == "bf16" and device_type == "cpu" and not cpu_bf16_trains_faster():
-        return "bf16", f"{source}; note: this {device}'s bfloat16 (AVX512-BF16 without AMX) trains slower than float32"
+        return "bf16", f"{source}; note: this {device}'s {SLOWER_CPU_BF16}"
     return requested, source
 
 

@@ -150,6 +150,14 @@ def test_native_bf16_matches_the_cpu_flags():
     assert precision.native_bf16("cpu") == has_bf16
 
 
+def limit_onednn(monkeypatch, isa: str | None) -> None:
+    """`ONEDNN_MAX_CPU_ISA=isa` for the test (None: unset, no limit)."""
+    if isa is None:
+        monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    else:
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", isa)
+
+
 @pytest.mark.parametrize(
     ("vendor", "amx", "onednn_limit", "faster"),
     [
@@ -167,10 +175,7 @@ def test_bf16_trains_faster_than_float32_with_amx_or_amds_avx512_bf16_only(monke
 
     monkeypatch.setattr(precision, "cpu_vendor", lambda: vendor)
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
-    if onednn_limit is None:
-        monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
-    else:
-        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", onednn_limit)
+    limit_onednn(monkeypatch, onednn_limit)
     assert precision.cpu_bf16_trains_faster() is faster
 
 
@@ -198,10 +203,7 @@ def test_native_bf16_on_a_cpu_needs_its_instructions_not_only_onednns_yes(
     monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: True)
     monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: onednn)
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
-    if onednn_limit is None:
-        monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
-    else:
-        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", onednn_limit)
+    limit_onednn(monkeypatch, onednn_limit)
     assert precision.native_bf16("cpu") is native
 
 
