@@ -190,6 +190,41 @@ def test_ctranslate2_int8_goes_to_mkl_where_onednn_has_no_vnni(monkeypatch, flag
     assert os.environ.get("CT2_USE_MKL") == expected_mkl
 
 
+@pytest.mark.parametrize(
+    ("machine", "flags", "onednn_limit", "saturates"),
+    [
+        ("x86_64", {"avx2", "fma"}, None, True),  # a Zen 3 on Linux
+        ("x86_64", {"avx2", "avx512_vnni"}, None, False),  # a Zen 4
+        ("AMD64", set(), None, False),  # Windows: the flags are not known, CTranslate2's own choice stands
+        ("x86_64", set(), "AVX2", True),  # not known, but oneDNN is held below VNNI
+        ("aarch64", set(), None, False),  # a Graviton (Linux lists its features as "Features", not "flags")
+        ("arm64", set(), "AVX2", False),  # an Apple M-series: 32-bit int8 dot products, no x86 limit applies
+        ("aarch64", {"fp", "asimd", "asimddp"}, None, False),
+    ],
+)
+def test_only_an_x86_cpu_known_to_lack_vnni_moves_ctranslate2_to_mkl(monkeypatch, machine, flags, onednn_limit,
+                                                                      saturates):  # fmt: skip
+    """Saturating int8 products are x86's (vpmaddubsw): on Arm, or where the flags are not known, CT2_USE_MKL is not
+    set (an Arm build of CTranslate2 has no MKL) and no int8 export is said to saturate."""
+    monkeypatch.setattr(devices.platform, "machine", lambda: machine)
+    monkeypatch.setattr(devices, "cpu_flags", lambda: frozenset(flags))
+    monkeypatch.setattr(devices, "cpu_vendor", lambda: "")
+    for name, value in (
+        ("ONEDNN_MAX_CPU_ISA", onednn_limit),
+        ("CT2_USE_MKL", None),
+        ("MKL_ENABLE_INSTRUCTIONS", None),
+    ):
+        monkeypatch.setenv(name, "restored after the test")
+        if value is None:
+            monkeypatch.delenv(name)
+        else:
+            monkeypatch.setenv(name, value)
+    assert devices.onednn_int8_saturates() is saturates
+    assert devices.ctranslate2_int8_saturates() is saturates  # CTranslate2 on oneDNN (no vendor known: not MKL)
+    devices.ctranslate2_environment()
+    assert os.environ.get("CT2_USE_MKL") == ("1" if saturates else None)
+
+
 def test_cpu_flags_are_linuxs_list():
     if sys.platform != "linux":
         pytest.skip("reads /proc/cpuinfo")

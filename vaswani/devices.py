@@ -74,13 +74,22 @@ def int8_products_use_vnni() -> bool:
     return bool(cpu_flags() & VNNI_FLAGS) and onednn_allows(ONEDNN_ISAS_WITHOUT_VNNI)
 
 
+def onednn_int8_saturates() -> bool:
+    """Whether oneDNN's int8 matrix products saturate here: on an x86 CPU known to lack VNNI (Linux's flags,
+    `int8_products_use_vnni`) or with `ONEDNN_MAX_CPU_ISA` below VNNI. Not on Arm, whose int8 dot products add into
+    32 bits, nor where the CPU's flags are not known (outside Linux), where CTranslate2's own choice stands."""
+    known = bool(cpu_flags()) or not onednn_allows(ONEDNN_ISAS_WITHOUT_VNNI)
+    return platform.machine().lower() in X86_MACHINES and known and not int8_products_use_vnni()
+
+
 def ctranslate2_environment() -> None:
-    """Before CTranslate2 is imported (it reads its settings once, when loaded): on a CPU whose int8 products would
-    go through oneDNN without VNNI, CTranslate2's int8 models use Intel MKL's instead (`CT2_USE_MKL=1`; CTranslate2
-    picks MKL on Intel CPUs and oneDNN on AMD ones). oneDNN's saturating products put a tiny model's int8 encoder
-    outputs 0.70 from float32 against 0.02 with VNNI or MKL, and a token's log-probability 1.25 nats off
-    (tests/export/test_ctranslate2_lm.py). A `CT2_USE_MKL` the user set is kept."""
-    if "CT2_USE_MKL" not in os.environ and not int8_products_use_vnni():
+    """Before CTranslate2 is imported (it reads its settings once, when loaded): where its int8 products would go
+    through oneDNN and saturate (`onednn_int8_saturates`), CTranslate2's int8 models use Intel MKL's instead
+    (`CT2_USE_MKL=1`; CTranslate2 picks MKL on Intel CPUs and oneDNN on AMD ones). oneDNN's saturating products put a
+    tiny model's int8 encoder outputs 0.70 from float32 against 0.02 with VNNI or MKL, and a token's log-probability
+    1.25 nats off (tests/export/test_ctranslate2_lm.py). A `CT2_USE_MKL` the user set is kept (the translator then
+    warns, `vaswani.inference.engines.CTranslate2Engine`)."""
+    if "CT2_USE_MKL" not in os.environ and onednn_int8_saturates():
         os.environ["CT2_USE_MKL"] = "1"
 
 
@@ -100,12 +109,12 @@ def ctranslate2_uses_mkl() -> bool:
 
 def ctranslate2_int8_saturates() -> bool:
     """Whether CTranslate2's int8 matrix products saturate on this CPU: without VNNI, the u8 x s8 products are
-    added in pairs into 16 bits (vpmaddubsw), which overflow. So do oneDNN's (`int8_products_use_vnni`) and, on an
+    added in pairs into 16 bits (vpmaddubsw), which overflow. So do oneDNN's (`onednn_int8_saturates`) and, on an
     Intel CPU, MKL's (an Intel Haswell to Skylake, or `MKL_ENABLE_INSTRUCTIONS=AVX2` / `AVX512`): there an int8
     export's outputs change (342 of 500 translations of a small model differ from float32's, against 72 with VNNI;
     benchmarks/README.md). MKL on an AMD CPU (`ctranslate2_environment`'s choice there) does not saturate."""
     if not ctranslate2_uses_mkl():
-        return not int8_products_use_vnni()
+        return onednn_int8_saturates()
     mkl_limit = os.environ.get("MKL_ENABLE_INSTRUCTIONS", "").strip().upper()
     has_vnni = bool(cpu_flags() & VNNI_FLAGS) and mkl_limit not in MKL_INSTRUCTIONS_WITHOUT_VNNI
     return cpu_vendor() == "GenuineIntel" and not has_vnni

@@ -488,6 +488,32 @@ def test_an_int8_export_computes_in_int16_where_int8_products_saturate(model_fol
             assert translator.translate(sentences, num_beams=1) == expected
 
 
+def test_a_saturating_int8_export_on_ctranslate2s_onednn_says_its_translations_stray_and_the_fix(model_folder,
+                                                                                                  tmp_path):  # fmt: skip
+    """CTranslate2's oneDNN backend (an AMD CPU's; `CT2_USE_MKL=0`, which a user may set and which is kept) has no
+    int16: where int8 products saturate (oneDNN held below VNNI by ONEDNN_MAX_CPU_ISA=AVX2 here), an int8 export runs
+    in int8, and `vaswani translate` warns that its translations stray from float32's and how to avoid it. With the
+    backend left to the package (MKL, int16 where its products saturate) it says nothing. Real processes: CTranslate2
+    reads CT2_USE_MKL once, when it loads."""
+    export = export_ctranslate2(model_folder, tmp_path / "int8", quantization="int8")
+    source = tmp_path / "input.txt"
+    source.write_text("the cat\n")
+
+    def translate(**settings: str) -> subprocess.CompletedProcess:
+        environment = {k: v for k, v in os.environ.items() if k != "CT2_USE_MKL"}
+        environment.update(HF_HUB_OFFLINE="1", ONEDNN_MAX_CPU_ISA="AVX2", **settings)
+        command = [sys.executable, "-m", "vaswani.cli", "translate", "--model", str(export), "--input", str(source)]
+        return subprocess.run(command, env=environment, capture_output=True, text=True, timeout=120)
+
+    forced, steered = translate(CT2_USE_MKL="0"), translate()
+    assert forced.returncode == steered.returncode == 0, (forced.stderr, steered.stderr)
+    assert forced.stdout.strip() and steered.stdout.strip()
+    warning = "int8 products saturate on this CPU (no VNNI) and this CTranslate2 has no int16"
+    assert warning in forced.stderr and "Unset CT2_USE_MKL" in forced.stderr, forced.stderr
+    assert "--quantization float32" in forced.stderr and "Traceback" not in forced.stderr
+    assert warning not in steered.stderr, steered.stderr
+
+
 def test_bf16_on_a_cpu_export_names_what_ctranslate2_computes_and_not_the_cpu(model_folder, tmp_path, capsys):
     """CTranslate2's CPU build has no bfloat16 or float16 on any CPU: the error says what it computes and the fix,
     and does not send the user after a CPU with AVX512-BF16 (which this one may well have)."""

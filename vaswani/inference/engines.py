@@ -45,6 +45,7 @@ from vaswani.devices import (
     check_dtype,
     cpu_threads,
     ctranslate2_int8_compute_type,
+    ctranslate2_int8_saturates,
     disable_cudnn_attention,
     refuse_dtype,
     torch_dtype_supported,
@@ -312,6 +313,15 @@ class TorchEngine:
 # ----------------------------------------------------------------------------------------------------------------
 # CTranslate2
 # ----------------------------------------------------------------------------------------------------------------
+# what the translator says of an int8 export where int8 products saturate and CTranslate2 has no int16 to compute in
+SATURATING_INT8 = (
+    "int8 products saturate on this CPU (no VNNI) and this CTranslate2 has no int16 (its oneDNN backend: "
+    "CT2_USE_MKL=0, or a build without MKL): the int8 export's translations will stray from float32's. Unset "
+    "CT2_USE_MKL (its MKL backend computes int8 exports in int16 here, as precisely), or export with --quantization "
+    "float32"
+)
+
+
 class CTranslate2Engine:
     """A folder written by `vaswani export --format ctranslate2`, run by `ctranslate2.Translator`."""
 
@@ -351,6 +361,8 @@ class CTranslate2Engine:
             wanted = ctranslate2_int8_compute_type(supported)  # int16 where int8 products would saturate
             if wanted != "default":
                 logger.info("int8 products saturate on this CPU (no VNNI): the int8 export computes in %s", wanted)
+            elif ctranslate2_int8_saturates():  # and no int16 to turn to: oneDNN (CT2_USE_MKL=0), or no MKL
+                logger.warning(SATURATING_INT8)
         elif dtype == "float32":
             wanted = "default"  # the stored type: float32, or int8 weights with float32 elsewhere, ...
         elif quantization.startswith("int8"):
