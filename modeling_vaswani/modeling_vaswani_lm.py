@@ -171,6 +171,11 @@ class VaswaniForCausalLM(VaswaniLMHeadMixin, VaswaniDecoderPreTrainedModel, Gene
     def __init__(self, config: VaswaniDecoderConfig):
         super().__init__(config)  # VaswaniLMHeadMixin: the decoder under `model`, the output projection `lm_head`
 
+    def generate(self, *args, **kwargs):
+        """`GenerationMixin.generate`, FixNorm's output rows normalised once (`output_rows_normalized_once`)."""
+        with self.output_rows_normalized_once():
+            return super().generate(*args, **kwargs)
+
     @can_return_tuple
     def forward(
         self,

@@ -3,6 +3,7 @@ they apply. References: a greedy loop written here over the model's own full for
 by hand (prefixes), `generate(decoder_input_ids=...)` (CTranslate2's `target_prefix`), the model's teacher-forced
 forward (scores), the members' own forward passes (ensembles)."""
 
+import contextlib
 import json
 import shutil
 
@@ -474,6 +475,29 @@ def save_random_model(folder, seed: int, tokenizer=None, **overrides):
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return model
+
+
+def test_our_beam_search_normalizes_each_fixnorm_members_output_rows_once_with_the_same_outputs(tmp_path,
+                                                                                                 monkeypatch):  # fmt: skip
+    """The search that ensembles, prefixes and constraints run on (not `generate()`) normalises each FixNorm member's
+    (V, d) output matrix once per batch, not at every step, with exactly the outputs and scores of normalising at
+    every step."""
+    from test_modeling_vaswani_options import normalizations_of
+
+    from modeling_vaswani.modeling_vaswani import FixNormLinear
+
+    fixnorm = {"fixnorm": True, "norm_type": "scalenorm", "norm_position": "pre"}
+    members = [save_random_model(tmp_path / name, seed, **fixnorm) for name, seed in (("a", 3), ("b", 4))]
+    ensemble = Translator([tmp_path / "a", tmp_path / "b"], device="cpu")
+    calls = normalizations_of(monkeypatch, members[0].lm_head.weight)
+    options = {"num_beams": 4, "max_new_tokens": 8, "nbest": 2, "scores": True, "prefixes": ["die", "", "das", ""]}
+    once = ensemble.translate_hypotheses(SOURCES, **options)
+    assert len(calls) == 2 * 2  # per member: once for the search, once in the one forward that scores the outputs
+    calls.clear()
+    monkeypatch.setattr(FixNormLinear, "rows_normalized_once", lambda self: contextlib.nullcontext())
+    every_step = ensemble.translate_hypotheses(SOURCES, **options)
+    assert len(calls) > 2 * 8
+    assert [[(h.text, h.score) for h in hs] for hs in once] == [[(h.text, h.score) for h in hs] for hs in every_step]
 
 
 def test_an_ensembles_step_log_probabilities_are_the_mean_of_its_members(tmp_path):

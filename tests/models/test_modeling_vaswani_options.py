@@ -1,6 +1,7 @@
 """Switchable normalization (PostNorm/PreNorm, LayerNorm/ScaleNorm, FixNorm), LayerDrop with pruning, and scheduled
 DropHead: formulas, statistics, equivalences, saving/loading, data parallelism and bad input."""
 
+import contextlib
 import itertools
 import json
 import math
@@ -161,6 +162,71 @@ def test_fixnorm_uses_unit_rows_for_input_and_output():
         torch.testing.assert_close(out.logits, out.decoder_hidden_states[-1] @ unit_matrix.T, atol=1e-5, rtol=1e-5)
     real_rows = unit[attention_mask.bool()]
     torch.testing.assert_close(real_rows.norm(dim=-1), torch.ones(real_rows.shape[0]))
+
+
+def normalizations_of(monkeypatch, matrix: torch.Tensor) -> list[torch.Tensor]:
+    """Records every `F.normalize` of a tensor shaped like `matrix` (FixNorm's output rows) from now on."""
+    calls, normalize = [], F.normalize
+
+    def recording(tensor, *args, **kwargs):
+        if tensor.shape == matrix.shape:
+            calls.append(tensor)
+        return normalize(tensor, *args, **kwargs)
+
+    monkeypatch.setattr(F, "normalize", recording)
+    return calls
+
+
+@pytest.mark.parametrize("variant", ["seq2seq", "causal_lm"])
+def test_fixnorm_decoding_normalizes_the_output_rows_once_with_the_same_outputs(monkeypatch, variant):
+    """generate() normalises FixNorm's (V, d) output matrix once, not at each of its steps, and gives exactly the
+    tokens and scores of normalising at every step; outside generate() every forward normalises again, as training
+    needs (the gradient reaches the embedding through the normalisation)."""
+    from test_modeling_vaswani_lm import causal_lm
+
+    from modeling_vaswani.modeling_vaswani import FixNormLinear
+
+    options = {"fixnorm": True, "norm_type": "scalenorm", "norm_position": "pre"}
+    if variant == "seq2seq":
+        model = tiny_model(seed=31, **options).eval()
+        input_ids, attention_mask, _ = random_batch(seed=31)
+    else:
+        model = causal_lm(seed=31, **options).eval()
+        input_ids = torch.randint(4, 99, (3, 5), generator=torch.Generator().manual_seed(31))
+        attention_mask = torch.ones_like(input_ids)
+    calls = normalizations_of(monkeypatch, model.lm_head.weight)
+    decode = dict(attention_mask=attention_mask, num_beams=4, max_new_tokens=6, min_new_tokens=6,
+                  output_scores=True, return_dict_in_generate=True)  # fmt: skip
+    once = model.generate(input_ids, **decode)
+    assert len(calls) == 1
+    calls.clear()
+    monkeypatch.setattr(FixNormLinear, "rows_normalized_once", lambda self: contextlib.nullcontext())
+    every_step = model.generate(input_ids, **decode)
+    assert len(calls) >= 6  # one per step
+    assert torch.equal(once.sequences, every_step.sequences)
+    assert torch.equal(once.sequences_scores, every_step.sequences_scores)
+    calls.clear()
+    model.train()
+    loss = model(input_ids, attention_mask=attention_mask, labels=input_ids).loss
+    loss.backward()
+    assert len(calls) == 1 and calls[0].requires_grad  # normalised in this forward, in the autograd graph
+    assert model.lm_head.weight.grad is not None and model.lm_head.weight.grad.abs().sum() > 0
+
+
+def test_output_rows_normalized_once_nests_and_restores_per_call_normalization():
+    model = tiny_model(seed=32, fixnorm=True, norm_type="scalenorm").eval()
+    head = model.lm_head
+    with model.output_rows_normalized_once():
+        first = head.logit_weight()
+        assert head.logit_weight() is first
+        torch.testing.assert_close(first, F.normalize(head.weight.detach(), dim=-1), rtol=0, atol=0)
+        with model.output_rows_normalized_once():
+            assert head.logit_weight() is not first
+        assert head.logit_weight() is first  # the outer one's, restored
+    assert head.logit_weight() is not head.logit_weight()  # each call normalises again
+    plain = tiny_model(seed=32).eval()  # without FixNorm: nothing to do
+    with plain.output_rows_normalized_once():
+        assert plain.lm_head.logit_weight() is plain.lm_head.weight
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ GNMT penalty) and caps a batch at its longest source + 50 rather than each sente
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -97,8 +98,6 @@ class TorchEngine:
         self._special_ids: set[int] = set()  # made with `_pieces`
 
     def _autocast(self):
-        import contextlib
-
         import torch
 
         if self.autocast_dtype is None:
@@ -179,10 +178,13 @@ class TorchEngine:
             # stop as the search it stands in for: the paper's (exact at the cap) or generate()'s (the model's setting)
             early_stopping="never" if paper_decoding else generation.early_stopping,
         )  # fmt: skip
-        if constraints is not None:
-            phrases = [sentence or [] for sentence in constraints]
-            return constrained_beam_search(step, caps.to(self.device), phrases, **options)
-        return beam_search(step, caps.to(self.device), **options)
+        with contextlib.ExitStack() as fixed:  # the weights do not change while the search runs
+            for model in self.models:
+                fixed.enter_context(model.output_rows_normalized_once())
+            if constraints is not None:
+                phrases = [sentence or [] for sentence in constraints]
+                return constrained_beam_search(step, caps.to(self.device), phrases, **options)
+            return beam_search(step, caps.to(self.device), **options)
 
     def _caps(self, source_lengths, max_new_tokens: int | None, paper_decoding: bool):
         """Each sentence's cap on output tokens (EOS included), (B,): `max_new_tokens`, else its source length
