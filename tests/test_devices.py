@@ -162,6 +162,17 @@ def test_a_capacity_set_after_torch_is_imported_bounds_onednn_memory():
     assert limited < 0.75 * default, (limited, default)  # measured 0.58 (Sapphire Rapids, torch 2.13)
 
 
+def set_environment(monkeypatch, **values: str | None) -> None:
+    """Each variable set to its value, or unset (None); restored after the test, also where the code under test
+    sets it (`ctranslate2_environment`)."""
+    for name, value in values.items():
+        monkeypatch.setenv(name, "restored after the test")
+        if value is None:
+            monkeypatch.delenv(name)
+        else:
+            monkeypatch.setenv(name, value)
+
+
 @pytest.mark.parametrize(
     ("flags", "onednn_limit", "user", "expected_vnni", "expected_mkl"),
     [
@@ -179,12 +190,7 @@ def test_a_capacity_set_after_torch_is_imported_bounds_onednn_memory():
 def test_ctranslate2_int8_goes_to_mkl_where_onednn_has_no_vnni(monkeypatch, flags, onednn_limit, user, expected_vnni,
                                                                 expected_mkl):  # fmt: skip
     monkeypatch.setattr(devices, "cpu_flags", lambda: frozenset(flags))
-    for name, value in (("ONEDNN_MAX_CPU_ISA", onednn_limit), ("CT2_USE_MKL", user)):
-        monkeypatch.setenv(name, "restored after the test")
-        if value is None:
-            monkeypatch.delenv(name)
-        else:
-            monkeypatch.setenv(name, value)
+    set_environment(monkeypatch, ONEDNN_MAX_CPU_ISA=onednn_limit, CT2_USE_MKL=user)
     assert devices.int8_products_use_vnni() is expected_vnni
     devices.ctranslate2_environment()
     assert os.environ.get("CT2_USE_MKL") == expected_mkl
@@ -209,16 +215,7 @@ def test_only_an_x86_cpu_known_to_lack_vnni_moves_ctranslate2_to_mkl(monkeypatch
     monkeypatch.setattr(devices.platform, "machine", lambda: machine)
     monkeypatch.setattr(devices, "cpu_flags", lambda: frozenset(flags))
     monkeypatch.setattr(devices, "cpu_vendor", lambda: "")
-    for name, value in (
-        ("ONEDNN_MAX_CPU_ISA", onednn_limit),
-        ("CT2_USE_MKL", None),
-        ("MKL_ENABLE_INSTRUCTIONS", None),
-    ):
-        monkeypatch.setenv(name, "restored after the test")
-        if value is None:
-            monkeypatch.delenv(name)
-        else:
-            monkeypatch.setenv(name, value)
+    set_environment(monkeypatch, ONEDNN_MAX_CPU_ISA=onednn_limit, CT2_USE_MKL=None, MKL_ENABLE_INSTRUCTIONS=None)
     assert devices.onednn_int8_saturates() is saturates
     assert devices.ctranslate2_int8_saturates() is saturates  # CTranslate2 on oneDNN (no vendor known: not MKL)
     devices.ctranslate2_environment()
