@@ -232,27 +232,41 @@ class FixNormLinear(OutputProjection):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._unit_rows: torch.Tensor | None = None  # (V, d): set within `rows_normalized_once()`
+        self._unit_rows: torch.Tensor | None = None  # (V, d): set while `_decodings` > 0
+        self._decodings = 0  # the `rows_normalized_once()` scopes open, in every thread
 
     def logit_weight(self) -> torch.Tensor:
         if self._unit_rows is not None:
             return self._unit_rows
         return F.normalize(self.weight, dim=-1)
 
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return F.linear(hidden_states, self.logit_weight(), self.bias)
+
     @contextlib.contextmanager
     def rows_normalized_once(self):
         """The unit-length rows computed once for the steps run inside (the same values each step would compute);
-        the weights must not change inside. Nests; on leaving, every call normalises again."""
-        previous = self._unit_rows
-        with torch.no_grad():
-            self._unit_rows = F.normalize(self.weight, dim=-1)
+        the weights must not change while any such scope is open. Scopes nest and may overlap across threads (they
+        share the rows); when the last one closes, every call normalises again."""
+        with _UNIT_ROWS_LOCK:
+            if self._decodings == 0:
+                with torch.no_grad():
+                    self._unit_rows = F.normalize(self.weight, dim=-1)
+            self._decodings += 1
         try:
             yield
         finally:
-            self._unit_rows = previous
+            with _UNIT_ROWS_LOCK:
+                self._decodings -= 1
+                if self._decodings == 0:
+                    self._unit_rows = None
 
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return F.linear(hidden_states, self.logit_weight(), self.bias)
+    def __getstate__(self) -> dict:
+        """A copy (`copy.deepcopy`, pickle) made inside a scope does not inherit its rows: it normalises per call."""
+        return {**super().__getstate__(), "_unit_rows": None, "_decodings": 0}
+
+
+_UNIT_ROWS_LOCK = threading.Lock()  # guards FixNormLinear's scope count
 
 
 class FusedProjection(nn.Linear):

@@ -260,11 +260,13 @@ def test_generation_continues_from_a_returned_cache():
 # ----------------------------------------------------------------------------------------------------------------
 # _can_compile_fullgraph: static-cache decoding compiles as one graph and exports
 # ----------------------------------------------------------------------------------------------------------------
-def test_static_cache_decoding_compiles_as_one_graph():
-    """See `assert_static_cache_generate_compiles`."""
+@pytest.mark.parametrize("options", [{}, {"fixnorm": True, "norm_type": "scalenorm"}])
+def test_static_cache_decoding_compiles_as_one_graph(options):
+    """See `assert_static_cache_generate_compiles`; with FixNorm, inside generate()'s `output_rows_normalized_once`."""
     input_ids, attention_mask, _ = random_batch(seed=3)
-    assert_static_cache_generate_compiles(tiny_model(seed=3).eval(), input_ids, attention_mask=attention_mask,
-                                          num_beams=1, do_sample=False, max_new_tokens=4, min_new_tokens=4)  # fmt: skip
+    assert_static_cache_generate_compiles(tiny_model(seed=3, **options).eval(), input_ids,
+                                          attention_mask=attention_mask, num_beams=1, do_sample=False,
+                                          max_new_tokens=4, min_new_tokens=4)  # fmt: skip
 
 
 def test_torch_export_of_encoder_and_static_cache_decoder():

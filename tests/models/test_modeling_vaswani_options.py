@@ -213,7 +213,12 @@ def test_fixnorm_decoding_normalizes_the_output_rows_once_with_the_same_outputs(
     assert model.lm_head.weight.grad is not None and model.lm_head.weight.grad.abs().sum() > 0
 
 
-def test_output_rows_normalized_once_nests_and_restores_per_call_normalization():
+def test_output_rows_normalized_once_nests_overlaps_across_threads_and_is_not_copied():
+    """Scopes nest and overlap (two threads decoding with one model share the rows); per-call normalisation returns
+    when the last one closes, whatever the order; a copy made inside a scope normalises per call."""
+    import copy
+    import threading
+
     model = tiny_model(seed=32, fixnorm=True, norm_type="scalenorm").eval()
     head = model.lm_head
     with model.output_rows_normalized_once():
@@ -221,9 +226,27 @@ def test_output_rows_normalized_once_nests_and_restores_per_call_normalization()
         assert head.logit_weight() is first
         torch.testing.assert_close(first, F.normalize(head.weight.detach(), dim=-1), rtol=0, atol=0)
         with model.output_rows_normalized_once():
-            assert head.logit_weight() is not first
-        assert head.logit_weight() is first  # the outer one's, restored
+            assert head.logit_weight() is first
+        assert head.logit_weight() is first
+        copied = copy.deepcopy(model)
+        assert copied.lm_head.logit_weight() is not copied.lm_head.logit_weight()
     assert head.logit_weight() is not head.logit_weight()  # each call normalises again
+
+    entered, leave = threading.Event(), threading.Event()
+
+    def other_thread():  # opens its scope inside the main thread's and closes it after the main thread's has closed
+        with model.output_rows_normalized_once():
+            entered.set()
+            leave.wait(10)
+
+    with model.output_rows_normalized_once():
+        thread = threading.Thread(target=other_thread)
+        thread.start()
+        assert entered.wait(10)
+    assert head.logit_weight() is head.logit_weight()  # the other thread's scope is still open
+    leave.set()
+    thread.join(10)
+    assert head.logit_weight() is not head.logit_weight()
     plain = tiny_model(seed=32).eval()  # without FixNorm: nothing to do
     with plain.output_rows_normalized_once():
         assert plain.lm_head.logit_weight() is plain.lm_head.weight
