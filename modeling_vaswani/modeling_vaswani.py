@@ -225,6 +225,9 @@ class OutputProjection(nn.Linear):
         return self.weight
 
 
+_UNIT_ROWS_LOCK = threading.Lock()  # guards FixNormLinear's scope count
+
+
 class FixNormLinear(OutputProjection):
     """Output projection of FixNorm: logits against the unit-length (tied) embedding rows. Normalised at every call,
     as training needs (the gradient flows through the normalisation); within `rows_normalized_once()` (decoding,
@@ -264,9 +267,6 @@ class FixNormLinear(OutputProjection):
     def __getstate__(self) -> dict:
         """A copy (`copy.deepcopy`, pickle) made inside a scope does not inherit its rows: it normalises per call."""
         return {**super().__getstate__(), "_unit_rows": None, "_decodings": 0}
-
-
-_UNIT_ROWS_LOCK = threading.Lock()  # guards FixNormLinear's scope count
 
 
 class FusedProjection(nn.Linear):
