@@ -22,6 +22,7 @@ This file imports only torch and transformers: it travels with a saved model for
 """
 
 import torch
+from transformers.cache_utils import EncoderDecoderCache
 from transformers.generation.utils import GenerateBeamEncoderDecoderOutput
 
 
@@ -35,6 +36,23 @@ def beam_options(num_beams: int, length_penalty: float) -> dict:
 def gnmt_length_penalty(length: torch.Tensor | float, alpha: float) -> torch.Tensor | float:
     """lp(Y) = ((5 + |Y|) / 6) ** alpha (Wu et al. 2016, Eq. 14)."""
     return ((5.0 + length) / 6.0) ** alpha
+
+
+def reorder_beam_cache(cache, beam_idx: torch.Tensor) -> None:
+    """Beam search's reordering of a decoder's key/value cache: row i becomes row beam_idx[i], (N',).
+
+    Every beam of a sentence attends over the same source, so a sentence's rows of the cross-attention keys and
+    values are equal, and a reordering that keeps the number of rows only moves rows within their sentence: then the
+    cross-attention cache is left as it is (`EncoderDecoderCache.reorder_cache` copies those equal rows onto each
+    other at every step: about a ninth of a batched beam search's time at d_model 256, one CPU thread). It is
+    reordered when rows are left out (N' smaller: the rows of finished sentences dropped)."""
+    if not isinstance(cache, EncoderDecoderCache):
+        cache.reorder_cache(beam_idx)
+        return
+    cache.self_attention_cache.reorder_cache(beam_idx)
+    layers = [layer for layer in cache.cross_attention_cache.layers if layer.is_initialized]
+    if layers and layers[0].keys.shape[0] != beam_idx.shape[0]:
+        cache.cross_attention_cache.reorder_cache(beam_idx)
 
 
 @torch.no_grad()
@@ -105,7 +123,7 @@ def paper_beam_search(
         )
         tokens, beam_scores, origin = continue_live(tokens, top_scores, top_beam, top_token, ends)
         if use_cache:
-            cache.reorder_cache((origin + batch_offsets).view(-1))
+            reorder_beam_cache(cache, (origin + batch_offsets).view(-1))
         done = _sentences_done(done, at_cap, beam_scores, finished_scores, max_new, alpha)
         if bool(done.all()):
             break

@@ -36,7 +36,7 @@ from transformers.utils.generic import can_return_tuple
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_vaswani import VaswaniConfig
-from .generation_vaswani import paper_beam_search
+from .generation_vaswani import paper_beam_search, reorder_beam_cache
 
 logger = logging.get_logger(__name__)
 
@@ -1328,6 +1328,14 @@ class VaswaniForConditionalGeneration(VaswaniPreTrainedModel, GenerationMixin):
             kwargs["max_new_tokens"] = self._longest_source_length(inputs, kwargs) + self.MAX_NEW_TOKENS_OVER_SOURCE
         with self.output_rows_normalized_once():
             return super().generate(inputs, generation_config, **kwargs)
+
+    @staticmethod
+    def _reorder_cache(past_key_values, beam_idx: torch.Tensor):
+        """`generate()`'s beam search reorders the cache through this hook when a model has it: the self-attention
+        keys and values only, the cross-attention ones being the same in every beam of a sentence
+        (`generation_vaswani.reorder_beam_cache`)."""
+        reorder_beam_cache(past_key_values, beam_idx)
+        return past_key_values
 
     @staticmethod
     def _longest_source_length(inputs: torch.Tensor | None, kwargs: dict) -> int:

@@ -696,11 +696,64 @@ def test_fused_label_smoothed_loss_matches_torch_cross_entropy_and_its_gradient(
 
 
 def test_beam_search_returning_several_sequences_with_and_without_cache_agree():
-    """Cached beam search reorders both caches (self- and cross-attention) with the beams; uncached decoding
-    recomputes everything."""
+    """Cached beam search reorders the self-attention cache with the beams (the cross-attention rows are equal within
+    a sentence, `reorder_beam_cache`); uncached decoding recomputes everything."""
     model = tiny_model(seed=17).eval()
     input_ids, attention_mask, _ = random_batch(batch_size=4, seed=17)
     kwargs = dict(attention_mask=attention_mask, num_beams=5, max_new_tokens=9, num_return_sequences=3)
     assert torch.equal(
         model.generate(input_ids, use_cache=True, **kwargs), model.generate(input_ids, use_cache=False, **kwargs)
     )
+
+
+@pytest.mark.parametrize("paper_decoding", [False, True])
+def test_beam_search_leaves_the_cross_attention_cache_alone_with_the_outputs_of_reordering_it(monkeypatch,
+                                                                                              paper_decoding):  # fmt: skip
+    """Beam search moves rows only within a sentence, whose beams attend over the same source: only the
+    self-attention layers of the cache are reordered, and the tokens and scores are those of reordering both caches as
+    transformers' `EncoderDecoderCache.reorder_cache` does."""
+    from transformers.cache_utils import DynamicLayer
+
+    import modeling_vaswani.generation_vaswani as generation
+    import modeling_vaswani.modeling_vaswani as modeling
+
+    model = tiny_model(seed=17).eval()
+    input_ids, attention_mask, _ = random_batch(batch_size=4, seed=17)
+    kwargs = dict(attention_mask=attention_mask, num_beams=5, max_new_tokens=9, num_return_sequences=3,
+                  output_scores=True, return_dict_in_generate=True, paper_decoding=paper_decoding)  # fmt: skip
+    reordered_layers, reorder = set(), DynamicLayer.reorder_cache
+
+    def recording(layer, beam_idx):
+        reordered_layers.add(id(layer))
+        return reorder(layer, beam_idx)
+
+    monkeypatch.setattr(DynamicLayer, "reorder_cache", recording)
+    ours = model.generate(input_ids, **kwargs)
+    assert len(reordered_layers) == model.config.decoder_layers  # the self-attention layers, not the cross ones
+    for module in (generation, modeling):
+        monkeypatch.setattr(module, "reorder_beam_cache", lambda cache, beam_idx: cache.reorder_cache(beam_idx))
+    reordered_layers.clear()
+    both = model.generate(input_ids, **kwargs)
+    assert len(reordered_layers) == 2 * model.config.decoder_layers
+    assert torch.equal(ours.sequences, both.sequences)
+    assert torch.equal(ours.sequences_scores, both.sequences_scores)
+
+
+def test_reorder_beam_cache_reorders_the_cross_attention_rows_only_when_rows_are_left_out():
+    from modeling_vaswani.generation_vaswani import reorder_beam_cache
+
+    model = tiny_model(seed=5).eval()
+    input_ids, attention_mask, labels = random_batch(batch_size=3, seed=5)
+    with torch.no_grad():
+        _, cache = decode_step_by_step(model, input_ids, attention_mask, shift_tokens_right(labels, 0, 1))
+    self_keys = [layer.keys for layer in cache.self_attention_cache.layers]
+    cross_keys = [layer.keys for layer in cache.cross_attention_cache.layers]
+    reorder_beam_cache(cache, torch.tensor([0, 0, 2]))  # as many rows: the cross-attention cache stays as it is
+    assert all(layer.keys is keys for layer, keys in zip(cache.cross_attention_cache.layers, cross_keys, strict=True))
+    for layer, keys in zip(cache.self_attention_cache.layers, self_keys, strict=True):
+        assert torch.equal(layer.keys, keys[[0, 0, 2]])
+    reorder_beam_cache(cache, torch.tensor([2, 1]))  # a row left out: both caches follow
+    for layer, keys in zip(cache.cross_attention_cache.layers, cross_keys, strict=True):
+        assert torch.equal(layer.keys, keys[[2, 1]])
+    for layer, keys in zip(cache.self_attention_cache.layers, self_keys, strict=True):
+        assert torch.equal(layer.keys, keys[[0, 0, 2]][[2, 1]])

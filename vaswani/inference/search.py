@@ -42,6 +42,7 @@ from modeling_vaswani.generation_vaswani import (
     continue_live,
     gnmt_length_penalty,
     keep_finished,
+    reorder_beam_cache,
 )
 
 WORD_START = "\u2581"  # "▁": the tokenizer's word-boundary mark
@@ -81,7 +82,7 @@ class EnsembleStep:
         than now (B' < B: the rows of finished sentences left out), the sources' rows shrink with them, and every
         later step computes only the sentences still searched."""
         for cache in self.caches:
-            cache.reorder_cache(beams)
+            reorder_beam_cache(cache, beams)  # the cross-attention rows only where rows are left out
         if beams.shape[0] != self.attention_mask.shape[0]:  # a row keeps its sentence: its source row goes with it
             self.attention_mask = self.attention_mask[beams]
             self.encoder_outputs = [BaseModelOutput(last_hidden_state=output.last_hidden_state[beams])
