@@ -338,10 +338,8 @@ def test_where_pytorch_is_loaded_its_thread_count_is_the_default():
 def test_where_ctranslate2s_int8_products_saturate(monkeypatch, vendor, flags, environment, mkl, saturates):
     monkeypatch.setattr(devices, "cpu_vendor", lambda: vendor)
     monkeypatch.setattr(devices, "cpu_flags", lambda: frozenset(flags))
-    for name in ("CT2_USE_MKL", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA"):
-        monkeypatch.delenv(name, raising=False)
-    for name, value in environment.items():
-        monkeypatch.setenv(name, value)
+    set_environment(monkeypatch, **{"CT2_USE_MKL": None, "MKL_ENABLE_INSTRUCTIONS": None, "ONEDNN_MAX_CPU_ISA": None,
+                                    **environment})  # fmt: skip
     assert devices.ctranslate2_uses_mkl() is mkl
     assert devices.ctranslate2_int8_saturates() is saturates
     everything = {"float32", "int8", "int8_float32", "int16"}
