@@ -36,7 +36,7 @@ from vaswani.export.ctranslate2 import (
     is_ctranslate2_folder,
     scalenorm_as_rmsnorm,
 )
-from vaswani.inference.engines import ct2_max_batch_size, ct2_threads, warn_mkl_threads
+from vaswani.inference.engines import ct2_max_batch_size, ct2_threads, default_batch_tokens, warn_mkl_threads
 from vaswani.inference.translator import Translator
 
 ctranslate2 = pytest.importorskip("ctranslate2")
@@ -689,6 +689,47 @@ def test_whole_batches_sent_from_two_threads_at_once_translate_as_one_caller_doe
     assert Translator(model_folder, device="cpu", split_batches=False).parallel_batches == 1  # PyTorch
     with pytest.raises(TranslateError, match="split_batches='no': use True or False"):
         Translator(output, device="cpu", split_batches="no")
+
+
+def test_without_a_batch_budget_a_cpu_decodes_512_source_tokens_per_thread_on_both_backends(model_folder, tmp_path,
+                                                                                          monkeypatch):  # fmt: skip
+    """Beam search on a CPU runs faster in small batches (benchmarks/README.md): without `batch_tokens` (and without
+    `--max_tokens`) a batch holds 512 padded source tokens per decoding thread, exactly the batches that budget
+    gives, and the same translations as the old default of 4,096."""
+    output = export_ctranslate2(model_folder, tmp_path / "ct2")
+    sentences = copy_sentences(150, seed=31)  # ~2,400 source tokens: batches of 512 or 1,024, one of 4,096
+    batches = []
+    generate = Translator._generate
+
+    def record(self, sources, *args, **kwargs):
+        batches.append(len(sources) * max(map(len, sources)))
+        return generate(self, sources, *args, **kwargs)
+
+    monkeypatch.setattr(Translator, "_generate", record)
+
+    def decode(translator, **budget) -> tuple[list[str], list[int]]:
+        batches.clear()
+        return translator.translate(sentences, num_beams=1, **budget), list(batches)
+
+    for folder, threads in ((model_folder, 1), (model_folder, 2), (output, 1), (output, 2)):
+        translator = Translator(folder, device="cpu", threads=threads)
+        assert translator.batch_tokens == 512 * threads
+        texts, default = decode(translator)
+        assert (texts, default) == decode(translator, batch_tokens=512 * threads)
+        old_texts, old = decode(translator, batch_tokens=4096)
+        assert texts == old_texts and len(old) == 1 < len(default), (folder, threads)
+        assert max(default) <= 512 * threads < sum(default)
+    assert Translator(output, device="cpu", threads=3, parallel_batches=3).batch_tokens == 1536  # all the workers'
+    # the command line: no --max_tokens, so the translator's own budget (one PyTorch thread here)
+    source = tmp_path / "input.txt"
+    source.write_text("".join(f"{sentence}\n" for sentence in sentences))
+    batches.clear()
+    assert main(["translate", "--model", str(model_folder), "--input", str(source), "--output", str(tmp_path / "out"),
+                 "--num_beams", "1", "--threads", "1", "--no_progress"]) == 0  # fmt: skip
+    assert max(batches) <= 512 < sum(batches) and len(batches) == len(decode(Translator(model_folder, threads=1))[1])
+    # the rule: 512 per CPU thread, never more than the old 4,096; a GPU gets 4,096
+    assert [default_batch_tokens("cpu", t) for t in (1, 2, 3, 8, 64)] == [512, 1024, 1536, 4096, 4096]
+    assert default_batch_tokens("cuda", 1) == default_batch_tokens("cuda", 16) == 4096
 
 
 @pytest.mark.parametrize("value, warned", [("2", True), ("1", False), (None, False), ("many", False)])

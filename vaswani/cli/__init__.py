@@ -7,7 +7,7 @@
     vaswani tokenizer --files train.en train.de --vocab_size 37000 --output_dir tokenizer/
 
     vaswani translate --model DIR [--input FILE] [--output FILE] [--num_beams 4] [--length_penalty 0.6]
-                      [--max_new_tokens N] [--paper_decoding] [--device auto] [--threads N] [--max_tokens 4096]
+                      [--max_new_tokens N] [--paper_decoding] [--device auto] [--threads N] [--max_tokens N]
                       [--backend auto|torch|ctranslate2] [--mixed_precision no|bf16|fp16] [--parallel_batches N]
                       [--nbest N] [--scores] [--alignment] [--output_format text|jsonl]
                       [--prefix FILE] [--constraints FILE] [--input_format text|jsonl] [--model B ...]

@@ -96,7 +96,9 @@ def add_arguments(translate: argparse.ArgumentParser) -> None:
     add_option(translate, "parallel_batches", "translate",
                help="ctranslate2 backend: decode each batch as N parts at once, each on threads / N cores (default: "
                     "one part per core on CPU, CTranslate2's throughput setting; 1 on GPU)")  # fmt: skip
-    add_option(translate, "max_tokens", "translate", default=4096, help="source tokens per batch, padding included")
+    add_option(translate, "max_tokens", "translate",
+               help="source tokens per batch, padding included (default: 512 per decoding thread on a CPU, where "
+                    "beam search runs faster in small batches, at most 4096; 4096 on a GPU)")  # fmt: skip
     add_option(
         translate,
         "max_source_length",

@@ -61,6 +61,9 @@ CT2_NO_CONSTRAINTS = (
     "CTranslate2 has no lexically constrained decoding, and a constraint is never ignored: translate with the PyTorch "
     "model folder the export was made from (--model DIR --backend torch)"
 )
+# the default decoding batch (`default_batch_tokens`): per CPU thread, and the most on any device
+BATCH_TOKENS_PER_CPU_THREAD = 512
+MAX_DEFAULT_BATCH_TOKENS = 4096
 WORD_START = "\u2581"  # "▁": the tokenizer's word-boundary mark (SentencePiece style)
 
 
@@ -96,6 +99,13 @@ class TorchEngine:
         self.max_new_tokens_over_source = self.model.MAX_NEW_TOKENS_OVER_SOURCE
         self._pieces: list[str] | None = None
         self._special_ids: set[int] = set()  # made with `_pieces`
+
+    @property
+    def batch_tokens(self) -> int:
+        """The decoding batch when the caller gives none: `default_batch_tokens` of this device and PyTorch's threads."""
+        import torch
+
+        return default_batch_tokens(torch.device(self.device).type, torch.get_num_threads())
 
     def _autocast(self):
         import torch
@@ -343,6 +353,8 @@ class CTranslate2Engine:
             threads = cpu_threads()
         self.parallel_batches, intra_threads = ct2_threads(device_type, threads, parallel_batches)
         self.split_batches = split_batches  # False: each batch whole, on one worker (callers send several at once)
+        # the decoding batch when the caller gives none, for all the workers' threads (a batch is cut among them)
+        self.batch_tokens = default_batch_tokens(device_type, self.parallel_batches * intra_threads)
         if device_type == "cpu":
             warn_mkl_threads(intra_threads, self.parallel_batches)
         self.translator = new_ct2_translator(
@@ -487,6 +499,18 @@ def new_ct2_translator(ctranslate2, folder: str | Path, **options):
     if torch is not None:
         torch.set_num_threads(threads)
     return translator
+
+
+def default_batch_tokens(device_type: str, threads: int) -> int:
+    """Source tokens per decoding batch (padding included) when the caller gives none: on a CPU
+    `BATCH_TOKENS_PER_CPU_THREAD` for each thread that decodes, at most `MAX_DEFAULT_BATCH_TOKENS`; elsewhere (a
+    GPU) `MAX_DEFAULT_BATCH_TOKENS`. A batch decodes until its longest translation ends (`generate()` keeps
+    computing the sentences that have ended) and every step's cache and attention span the whole batch, so on a CPU,
+    where nothing is gained by filling a wide device, a large batch costs more per sentence than a small one
+    (benchmarks/README.md, "Decoding batches on a CPU"). A GPU wants large batches."""
+    if device_type != "cpu":
+        return MAX_DEFAULT_BATCH_TOKENS
+    return min(MAX_DEFAULT_BATCH_TOKENS, BATCH_TOKENS_PER_CPU_THREAD * max(1, threads))
 
 
 def ct2_threads(device: str, threads: int, parallel_batches: int | None = None) -> tuple[int, int]:
