@@ -331,6 +331,23 @@ def disable_cudnn_attention(device_type: str) -> str | None:
 # ----------------------------------------------------------------------------------------------------------------
 # Devices
 # ----------------------------------------------------------------------------------------------------------------
+# the default batch of beam search (`default_batch_tokens`): per CPU thread, and the most on any device
+BATCH_TOKENS_PER_CPU_THREAD = 512
+MAX_DEFAULT_BATCH_TOKENS = 4096
+
+
+def default_batch_tokens(device_type: str, threads: int) -> int:
+    """Source tokens per decoding batch (padding included) when the caller gives none: on a CPU
+    `BATCH_TOKENS_PER_CPU_THREAD` for each thread that decodes, at most `MAX_DEFAULT_BATCH_TOKENS`; elsewhere (a
+    GPU) `MAX_DEFAULT_BATCH_TOKENS`. A batch decodes until its longest translation ends (`generate()` keeps
+    computing the sentences that have ended) and every step's cache and attention span the whole batch, so on a CPU,
+    where nothing is gained by filling a wide device, a large batch costs more per sentence than a small one
+    (benchmarks/README.md, "Decoding batches on a CPU"). A GPU wants large batches."""
+    if device_type != "cpu":
+        return MAX_DEFAULT_BATCH_TOKENS
+    return min(MAX_DEFAULT_BATCH_TOKENS, BATCH_TOKENS_PER_CPU_THREAD * max(1, threads))
+
+
 def cpu_threads() -> int:
     """The CPU threads decoding uses unless told (`--threads`): PyTorch's count where PyTorch is loaded (a process
     that set it with `torch.set_num_threads` keeps it), else found without importing PyTorch (1-2 s, which a

@@ -28,7 +28,7 @@ from modeling_vaswani.modeling_vaswani import ScaleNorm
 from tokenization import train_bpe_tokenizer
 from vaswani.cli import main
 from vaswani.constants import EXPORT_INFO_FILE
-from vaswani.devices import ctranslate2_int8_compute_type
+from vaswani.devices import ctranslate2_int8_compute_type, default_batch_tokens
 from vaswani.errors import ExportError, TranslateError
 from vaswani.export.ctranslate2 import (
     VaswaniConverter,
@@ -36,7 +36,7 @@ from vaswani.export.ctranslate2 import (
     is_ctranslate2_folder,
     scalenorm_as_rmsnorm,
 )
-from vaswani.inference.engines import ct2_max_batch_size, ct2_threads, default_batch_tokens, warn_mkl_threads
+from vaswani.inference.engines import ct2_max_batch_size, ct2_threads, warn_mkl_threads
 from vaswani.inference.translator import Translator
 
 ctranslate2 = pytest.importorskip("ctranslate2")

@@ -47,6 +47,7 @@ from vaswani.devices import (
     cpu_threads,
     ctranslate2_int8_compute_type,
     ctranslate2_int8_saturates,
+    default_batch_tokens,
     disable_cudnn_attention,
     refuse_dtype,
     torch_dtype_supported,
@@ -61,9 +62,6 @@ CT2_NO_CONSTRAINTS = (
     "CTranslate2 has no lexically constrained decoding, and a constraint is never ignored: translate with the PyTorch "
     "model folder the export was made from (--model DIR --backend torch)"
 )
-# the default decoding batch (`default_batch_tokens`): per CPU thread, and the most on any device
-BATCH_TOKENS_PER_CPU_THREAD = 512
-MAX_DEFAULT_BATCH_TOKENS = 4096
 WORD_START = "\u2581"  # "▁": the tokenizer's word-boundary mark (SentencePiece style)
 
 
@@ -499,18 +497,6 @@ def new_ct2_translator(ctranslate2, folder: str | Path, **options):
     if torch is not None:
         torch.set_num_threads(threads)
     return translator
-
-
-def default_batch_tokens(device_type: str, threads: int) -> int:
-    """Source tokens per decoding batch (padding included) when the caller gives none: on a CPU
-    `BATCH_TOKENS_PER_CPU_THREAD` for each thread that decodes, at most `MAX_DEFAULT_BATCH_TOKENS`; elsewhere (a
-    GPU) `MAX_DEFAULT_BATCH_TOKENS`. A batch decodes until its longest translation ends (`generate()` keeps
-    computing the sentences that have ended) and every step's cache and attention span the whole batch, so on a CPU,
-    where nothing is gained by filling a wide device, a large batch costs more per sentence than a small one
-    (benchmarks/README.md, "Decoding batches on a CPU"). A GPU wants large batches."""
-    if device_type != "cpu":
-        return MAX_DEFAULT_BATCH_TOKENS
-    return min(MAX_DEFAULT_BATCH_TOKENS, BATCH_TOKENS_PER_CPU_THREAD * max(1, threads))
 
 
 def ct2_threads(device: str, threads: int, parallel_batches: int | None = None) -> tuple[int, int]:
