@@ -10,6 +10,7 @@ event files read back with tensorboard. Further runs continue from the saved mod
 batch budget are still evaluated (each in a batch of its own), not a traceback after training.
 """
 
+import argparse
 import json
 import math
 import shutil
@@ -484,6 +485,43 @@ def test_two_process_run_resumed_from_an_older_checkpoint_equals_the_uninterrupt
         torch.testing.assert_close(final[key], tensor, atol=1e-6, rtol=1e-6, msg=key)
     results = json.loads((out / "results.json").read_text())
     assert results["validation"]["loss"] == pytest.approx(straight_results["validation"]["loss"], rel=1e-6)
+
+
+def test_without_eval_max_tokens_a_cpu_evaluates_in_batches_of_512_tokens_per_thread(corpus, tmp_path, monkeypatch):
+    """Beam search on a CPU runs faster in small batches (benchmarks/README.md): without --eval_max_tokens the
+    evaluations' batches take --max_tokens but at most 512 tokens per PyTorch thread; a GPU keeps --max_tokens, and
+    --eval_max_tokens always wins. The translations do not depend on it."""
+    budgets = []
+    sampler = evaluation.TokenBatchSampler
+
+    def record(*args, **kwargs):
+        budgets.append(args[2])
+        return sampler(*args, **kwargs)
+
+    monkeypatch.setattr(evaluation, "TokenBatchSampler", record)
+    base = [
+        "--dataset_name", str(corpus), "--cache_dir", str(tmp_path / "cache"), *TINY_MODEL, *QUIET,
+        "--vocab_size", "400", "--max_train_steps", "1", "--average_checkpoints", "0", "--report_to", "none",
+        "--num_examples", "100", "--max_tokens", "600",
+    ]  # fmt: skip
+    torch.set_num_threads(1)  # each test ends at one thread again (conftest)
+    small = train_in_process([*base, "--output_dir", str(tmp_path / "default")])
+    assert budgets and set(budgets) == {512}  # every evaluation: the final validation and test scores
+    budgets.clear()
+    whole = train_in_process([*base, "--eval_max_tokens", "600", "--output_dir", str(tmp_path / "whole")])
+    assert budgets and set(budgets) == {600}
+    for split in ("validation", "test"):
+        assert small[split]["examples"] == whole[split]["examples"] and small[split]["bleu"] == whole[split]["bleu"]
+    choose = evaluation.evaluation_batch_tokens
+
+    def args(eval_max_tokens=None, max_tokens=4096):
+        return argparse.Namespace(eval_max_tokens=eval_max_tokens, max_tokens=max_tokens)
+
+    torch.set_num_threads(2)
+    assert choose(args(), torch.device("cpu")) == 1024 and choose(args(max_tokens=300), torch.device("cpu")) == 300
+    gpu = torch.device("cuda")
+    assert choose(args(), gpu) == 4096 and choose(args(max_tokens=25000), gpu) == 25000
+    assert choose(args(eval_max_tokens=3000), torch.device("cpu")) == 3000
 
 
 @pytest.mark.parametrize(

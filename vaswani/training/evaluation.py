@@ -15,6 +15,7 @@ import torch
 
 from modeling_vaswani.generation_vaswani import beam_options
 from vaswani.data.batching import TokenBatchSampler, collate
+from vaswani.devices import default_batch_tokens
 from vaswani.metrics import load_metric
 from vaswani.training.distributed import main_process_decides
 
@@ -65,6 +66,17 @@ def held_out_batches(sampler: TokenBatchSampler, accelerator, stop: Callable[[],
             yield batches[index]
 
 
+def evaluation_batch_tokens(args, device: torch.device) -> int:
+    """The token budget of a translation evaluation's batches: --eval_max_tokens, else --max_tokens, but on a CPU at
+    most `default_batch_tokens` of PyTorch's threads (512 per thread): beam search there runs faster in small
+    batches, with the same translations (benchmarks/README.md, "Decoding batches on a CPU")."""
+    if args.eval_max_tokens:
+        return args.eval_max_tokens
+    if device.type != "cpu":
+        return args.max_tokens
+    return min(args.max_tokens, default_batch_tokens("cpu", torch.get_num_threads()))
+
+
 @torch.no_grad()
 def run_evaluation(args, accelerator, model, dataset, raw_split, tokenizer, collator, *, max_samples=None, stop=None):
     """Validation loss (label-smoothed, per target token) and perplexity; BLEU and chrF of beam-search translations
@@ -75,7 +87,7 @@ def run_evaluation(args, accelerator, model, dataset, raw_split, tokenizer, coll
     unwrapped = accelerator.unwrap_model(model)
     indices = list(range(len(dataset) if max_samples is None else min(max_samples, len(dataset))))
     subset = dataset.select(indices)
-    budget = args.eval_max_tokens or args.max_tokens
+    budget = evaluation_batch_tokens(args, accelerator.device)
     sampler = TokenBatchSampler(
         subset["source_length"], subset["target_length"], budget, shuffle=False,
         num_replicas=accelerator.num_processes, rank=accelerator.process_index, even_batches=False,

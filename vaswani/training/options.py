@@ -321,7 +321,9 @@ def add_evaluation_options(parser: argparse.ArgumentParser) -> None:
         "examples (default: all of them); scores recorded during training are reused when --max_eval_samples "
         "gives as many, else every candidate is scored again after training",
     )  # fmt: skip
-    group.add_argument("--eval_max_tokens", type=int, default=None, help="token budget of evaluation batches")
+    group.add_argument("--eval_max_tokens", type=int, default=None,
+                       help="token budget of evaluation batches (default: --max_tokens; on a CPU at most 512 per "
+                            "thread, where the evaluation's beam search runs faster in small batches)")  # fmt: skip
     add_option(group, "num_beams", COMMAND, default=4, help="beam size of evaluation's translations (paper: 4)")
     add_option(
         group, "length_penalty", COMMAND, default=0.6,
