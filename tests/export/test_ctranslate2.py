@@ -691,11 +691,12 @@ def test_whole_batches_sent_from_two_threads_at_once_translate_as_one_caller_doe
         Translator(output, device="cpu", split_batches="no")
 
 
-def test_without_a_batch_budget_a_cpu_decodes_512_source_tokens_per_thread_on_both_backends(model_folder, tmp_path,
-                                                                                          monkeypatch):  # fmt: skip
-    """Beam search on a CPU runs faster in small batches (benchmarks/README.md): without `batch_tokens` (and without
-    `--max_tokens`) a batch holds 512 padded source tokens per decoding thread, exactly the batches that budget
-    gives, and the same translations as the old default of 4,096."""
+def test_without_a_batch_budget_a_cpu_decodes_and_scores_512_source_tokens_per_thread(model_folder, tmp_path,
+                                                                                       monkeypatch):  # fmt: skip
+    """Beam search (and scoring) on a CPU runs faster in small batches (benchmarks/README.md): without
+    `batch_tokens` (and without `--max_tokens`) a batch holds 512 padded source tokens per decoding thread, exactly
+    the batches that budget gives, and the same translations and scores as the old default of 4,096; on both
+    backends."""
     output = export_ctranslate2(model_folder, tmp_path / "ct2")
     sentences = copy_sentences(150, seed=31)  # ~2,400 source tokens: batches of 512 or 1,024, one of 4,096
     batches = []
@@ -706,6 +707,7 @@ def test_without_a_batch_budget_a_cpu_decodes_512_source_tokens_per_thread_on_bo
         return generate(self, sources, *args, **kwargs)
 
     monkeypatch.setattr(Translator, "_generate", record)
+    batches_of = Translator._batches
 
     def decode(translator, **budget) -> tuple[list[str], list[int]]:
         batches.clear()
@@ -719,6 +721,17 @@ def test_without_a_batch_budget_a_cpu_decodes_512_source_tokens_per_thread_on_bo
         old_texts, old = decode(translator, batch_tokens=4096)
         assert texts == old_texts and len(old) == 1 < len(default), (folder, threads)
         assert max(default) <= 512 * threads < sum(default)
+        scored, score = [], translator.engine.score
+
+        def record_scores(sources, targets, score=score, scored=scored):
+            scored.append(len(sources) * max(map(len, sources)))
+            return score(sources, targets)
+
+        translator.engine.score = record_scores
+        values = [result.score for result in translator.score(sentences, texts)]
+        assert max(scored) <= 512 * threads < sum(scored)
+        old_values = [r.score for r in translator.score(sentences, texts, batch_tokens=4096)]
+        assert values == pytest.approx(old_values, abs=1e-5)  # padding sums in another order
     assert Translator(output, device="cpu", threads=3, parallel_batches=3).batch_tokens == 1536  # all the workers'
     # the command line: no --max_tokens, so the translator's own budget (one PyTorch thread here)
     source = tmp_path / "input.txt"
@@ -727,6 +740,12 @@ def test_without_a_batch_budget_a_cpu_decodes_512_source_tokens_per_thread_on_bo
     assert main(["translate", "--model", str(model_folder), "--input", str(source), "--output", str(tmp_path / "out"),
                  "--num_beams", "1", "--threads", "1", "--no_progress"]) == 0  # fmt: skip
     assert max(batches) <= 512 < sum(batches) and len(batches) == len(decode(Translator(model_folder, threads=1))[1])
+    scored = []  # and `vaswani score` without --max_tokens
+    monkeypatch.setattr(Translator, "_batches", staticmethod(lambda sources, budget: scored.append(budget) or
+                                                             batches_of(sources, budget)))  # fmt: skip
+    assert main(["score", "--model", str(model_folder), "--source", str(source), "--target", str(source), "--output",
+                 str(tmp_path / "scores"), "--no_progress"]) == 0  # fmt: skip
+    assert scored == [512]
     # the rule: 512 per CPU thread, never more than the old 4,096; a GPU gets 4,096
     assert [default_batch_tokens("cpu", t) for t in (1, 2, 3, 8, 64)] == [512, 1024, 1536, 4096, 4096]
     assert default_batch_tokens("cuda", 1) == default_batch_tokens("cuda", 16) == 4096

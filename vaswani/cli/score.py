@@ -53,7 +53,9 @@ def add_arguments(score: argparse.ArgumentParser) -> None:
     add_option(score, "paper_decoding", "score",
                help="normalise by the GNMT penalty ((5 + length) / 6) ** ALPHA, as translate --paper_decoding")  # fmt: skip
     add_option(score, "device", "score", default="auto")
-    add_option(score, "max_tokens", "score", default=4096, help="source tokens per batch, padding included")
+    add_option(score, "max_tokens", "score",
+               help="source tokens per batch, padding included (default: as translate's, 512 per thread on a CPU, at "
+                    "most 4096; 4096 on a GPU)")  # fmt: skip
     add_option(score, "max_source_length", "score",
                help="truncate longer sources to N tokens, with a warning (default: the model's positions)")  # fmt: skip
     add_option(score, "buffer_lines", "score", default=10000, help="pairs read, sorted by length and scored at a time")

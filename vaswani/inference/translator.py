@@ -476,7 +476,7 @@ class Translator:
         targets: Sequence[str],
         length_penalty: float = 0.6,
         paper_decoding: bool = False,
-        batch_tokens: int = 4096,
+        batch_tokens: int | None = None,
         *,
         progress: Callable[[int], None] | None = None,
         on_truncated: Callable[[list[int]], None] | None = None,
@@ -485,7 +485,8 @@ class Translator:
         """The model's log-probability of each target given its source (teacher-forced; an ensemble's averaged
         log-probabilities): see `Score`. `score` is normalised as `translate(..., scores=True)` normalises, so a
         translation scores the same both ways. Sources are truncated as for translating; a target must fit the
-        decoder (a `TranslateError` naming it, counting from `first_number`)."""
+        decoder (a `TranslateError` naming it, counting from `first_number`). Batches hold `batch_tokens` source
+        tokens, by default `Translator.batch_tokens` (on a CPU, small batches score faster too)."""
         if paper_decoding:  # start-up: modeling_vaswani (and PyTorch) load only for the paper's penalty
             from modeling_vaswani.generation_vaswani import gnmt_length_penalty
 
@@ -500,7 +501,7 @@ class Translator:
                 raise TranslateError(f"target {index + first_number} has {len(ids)} tokens (EOS included) and does not fit the "
                                      f"model's {room} decoder positions: shorten it")  # fmt: skip
         results: list[Score | None] = [None] * len(sources)
-        for batch in self._batches(encoded, batch_tokens):
+        for batch in self._batches(encoded, self.batch_tokens if batch_tokens is None else batch_tokens):
             log_probs = self.engine.score([encoded[i] for i in batch], [target_ids[i] for i in batch])
             for index, values in zip(batch, log_probs, strict=True):
                 total, length = float(sum(values)), len(values)
