@@ -271,7 +271,7 @@ class Translator:
     @property
     def batch_tokens(self) -> int:
         """The source tokens per batch (padding included) when `translate` is given no `batch_tokens`: on a CPU 512
-        per decoding thread, at most 4,096; 4,096 on a GPU (`vaswani.inference.engines.default_batch_tokens`)."""
+        per decoding thread, at most 4,096; 4,096 on a GPU (`vaswani.devices.default_batch_tokens`)."""
         return self.engine.batch_tokens
 
     @property
