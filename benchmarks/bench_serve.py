@@ -3,8 +3,9 @@
 For each backend (`--backends`: ct2-int8, the model exported with `vaswani export --quantization int8`, and torch, the
 PyTorch folder), the server runs as a user starts it (`python -m vaswani.cli serve`, its own process, `--threads`
 threads) and the reference runs `Translator.translate` over all the sentences in this process, as `vaswani
-translate` does (length-sorted batches of 4096 tokens, the same threads). Then, in rounds that alternate the order
-(reference then server, server then reference, ...):
+translate` does (length-sorted batches of its default size, the same threads: 512 source tokens per thread on a
+CPU since 5f769d3, 4096 before, so the reference of earlier records was slower). Then, in rounds that alternate the
+order (reference then server, server then reference, ...):
 
 - the reference: sentences/s of one `translate` call over the test sentences;
 - the server under load: `--clients` (16) client threads on loopback, each sending one sentence per
