@@ -500,8 +500,10 @@ class Translator:
             if room is not None and len(ids) > room:
                 raise TranslateError(f"target {index + first_number} has {len(ids)} tokens (EOS included) and does not fit the "
                                      f"model's {room} decoder positions: shorten it")  # fmt: skip
+        if batch_tokens is None:
+            batch_tokens = self.batch_tokens
         results: list[Score | None] = [None] * len(sources)
-        for batch in self._batches(encoded, self.batch_tokens if batch_tokens is None else batch_tokens):
+        for batch in self._batches(encoded, batch_tokens):
             log_probs = self.engine.score([encoded[i] for i in batch], [target_ids[i] for i in batch])
             for index, values in zip(batch, log_probs, strict=True):
                 total, length = float(sum(values)), len(values)
