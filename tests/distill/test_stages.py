@@ -21,7 +21,7 @@ from safetensors.torch import load_file
 from test_pipeline_vaswani import save_model_folder
 
 from vaswani.cli import main
-from vaswani.devices import ctranslate2_int8_compute_type
+from vaswani.devices import ctranslate2_int8_compute_type, default_batch_tokens
 from vaswani.inference.outputs import one_line
 
 SUBJECTS = ["the cat", "a dog", "the weather", "we", "the dog", "a cat"]
@@ -287,6 +287,42 @@ def test_a_killed_translate_stage_resumes_without_translating_a_finished_chunk_a
     assert chunks(tmp_path / "killed") == chunks(tmp_path / "straight")
     assert (tmp_path / "killed" / "distilled" / "train.jsonl").read_bytes() == (
         tmp_path / "straight" / "distilled" / "train.jsonl").read_bytes()  # fmt: skip
+
+
+def manifest_batch_tokens(output_dir: Path) -> int:
+    return json.loads((output_dir / "distilled" / "distilled.json").read_text(encoding="utf-8"))["decoding"][
+        "max_tokens"
+    ]
+
+
+@pytest.mark.slow
+def test_without_teacher_max_tokens_new_data_takes_translates_default_and_continued_data_keeps_its_own(
+        workspace, tmp_path, capsys, caplog):  # fmt: skip
+    """Without --teacher_max_tokens the teacher decodes as `vaswani translate` does on the device (512 source tokens
+    per CPU thread: `default_batch_tokens`); a folder continued with other --threads keeps the batches its data was
+    made with (its manifest records them: a default that followed the threads would refuse to continue it), and one
+    translated again with --overwrite_output_dir takes the new threads' default."""
+    argv = [*common(workspace, tmp_path / "out"), "--stage", "translate"]
+    at = argv.index("--teacher_max_tokens")
+    argv = argv[:at] + argv[at + 2 :]
+    with_threads = lambda n: [*argv, "--threads", str(n)]  # noqa: E731 (the last --threads wins)
+    status, stderr = distill(with_threads(1), capsys)
+    assert status == 0, stderr[-3000:]
+    assert manifest_batch_tokens(tmp_path / "out") == default_batch_tokens("cpu", 1) == 512
+    first = chunks(tmp_path / "out")
+    last = sorted((tmp_path / "out" / "distilled").glob("chunk-*.jsonl"))[-1]
+    last.unlink()  # as if killed before its last chunk
+    caplog.set_level("INFO")
+    status, stderr = distill(with_threads(2), capsys)
+    assert status == 0, stderr[-3000:]
+    assert "2 of 3 chunks were translated by an earlier run" in caplog.text
+    assert ", 512 source tokens per batch" in caplog.text  # not 1,024 (the default at 2 threads)
+    assert manifest_batch_tokens(tmp_path / "out") == 512 and chunks(tmp_path / "out") == first
+    status, stderr = distill([*with_threads(2), "--overwrite_output_dir"], capsys)
+    assert status == 0, stderr[-3000:]
+    assert manifest_batch_tokens(tmp_path / "out") == default_batch_tokens("cpu", 2) == 1024
+    status, stderr = distill([*with_threads(2), "--teacher_max_tokens", "700"], capsys)  # given: checked as before
+    assert status == 2 and "--teacher_max_tokens 1024 -> 700" in stderr
 
 
 @pytest.mark.slow

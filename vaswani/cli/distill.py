@@ -74,8 +74,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          help="beam size of the teacher's translations (and of the report's decoding of the test file)")  # fmt: skip
     teacher.add_argument("--teacher_length_penalty", type=non_negative_float, default=0.6, metavar="ALPHA",
                          help="length penalty of the teacher's (and the report's) beam search")  # fmt: skip
-    teacher.add_argument("--teacher_max_tokens", type=positive_int, default=4096, metavar="N",
-                         help="source tokens per batch of the teacher's (and the report's) decoding, padding included")  # fmt: skip
+    teacher.add_argument(
+        "--teacher_max_tokens", type=positive_int, metavar="N",
+        help="source tokens per batch of the teacher's (and the report's) decoding, padding included (default: "
+             "distilled data that is continued keeps the value it was made with; new data takes vaswani translate's "
+             "default, 512 per thread on a CPU, at most 4096, and 4096 on a GPU)",
+    )  # fmt: skip
     add_option(teacher, "buffer_lines", "distill", default=2000,
                help="training pairs translated and saved at a time: one chunk of OUT/distilled (a killed run loses "
                     "at most one chunk's work)")  # fmt: skip

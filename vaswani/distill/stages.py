@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from vaswani.constants import CHECKPOINTS_SUBDIR, RESULTS_FILE, RUN_ARGS_FILE
+from vaswani.devices import default_batch_tokens, resolve_device
 from vaswani.distill.distilled import (
     MonolingualFile,
     PairFile,
@@ -112,6 +113,7 @@ def distill(args: argparse.Namespace) -> dict:
         import_ctranslate2()  # needed at the end: said now, before hours of work
     if args.threads is not None:
         torch.set_num_threads(args.threads)  # everything this process runs: CTranslate2 gets the same budget
+    args.teacher_max_tokens = teacher_batch_tokens(args, folder, stages)
     folder = open_distill_folder(folder.root, {k: v for k, v in vars(args).items() if k not in ("run", "explicit")})
     done = {}
     if "translate" in stages:
@@ -149,6 +151,21 @@ def check_args(args: argparse.Namespace, stages: tuple[str, ...]) -> None:
                          "distilled data)")  # fmt: skip
     if "translate" in stages and not args.teacher:
         raise UsageError(f"--stage {args.stage} translates with the teacher: give --teacher [SRC-TGT=]DIR")
+
+
+def teacher_batch_tokens(args: argparse.Namespace, folder: DistillFolder, stages: tuple[str, ...]) -> int:
+    """--teacher_max_tokens, or its default: the value the folder's distilled data was made with where that data is
+    kept (continued by the translate stage, or read by a later one), so that a run resumed with other --threads goes
+    on as it began (the manifest records the batch size); for new data, `vaswani translate`'s default for the device
+    and the threads (`vaswani.devices.default_batch_tokens`: 512 per thread on a CPU)."""
+    if args.teacher_max_tokens is not None:
+        return args.teacher_max_tokens
+    replaced = "translate" in stages and args.overwrite_output_dir
+    if folder.manifest.is_file() and not replaced:
+        saved = read_manifest(folder)["decoding"].get("max_tokens")
+        if isinstance(saved, int) and saved > 0:
+            return saved
+    return default_batch_tokens(torch.device(resolve_device(args.device)).type, torch.get_num_threads())
 
 
 def held_out_sources(args: argparse.Namespace) -> set[str]:
