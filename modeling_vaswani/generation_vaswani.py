@@ -21,9 +21,60 @@ its own source length (non-PAD tokens) + `max_new_tokens_over_source` (50 in the
 This file imports only torch and transformers: it travels with a saved model for `trust_remote_code` loading.
 """
 
+import math
+
 import torch
+from transformers import GenerationMixin
 from transformers.cache_utils import EncoderDecoderCache
+from transformers.generation.logits_process import MinLengthLogitsProcessor, MinNewTokensLengthLogitsProcessor
 from transformers.generation.utils import GenerateBeamEncoderDecoderOutput
+
+
+class VaswaniGenerationMixin(GenerationMixin):
+    """`GenerationMixin` whose minimum-length rules do not copy the scores at every step.
+
+    The model's generation config asks for at least one new token (`min_new_tokens=1`: a translation is never empty),
+    which `generate()` enforces twice, with `MinLengthLogitsProcessor` and `MinNewTokensLengthLogitsProcessor`, each
+    copying the whole (rows x vocabulary) score matrix at every step although it changes it only at the first: about
+    4% of a beam search on one CPU thread (benchmarks/README.md). Here each is the same rule without the copies
+    (`_MinLength`, `_MinNewTokens`); every other processor, and any processor the caller passes, stays as it is."""
+
+    def _get_logits_processor(self, *args, **kwargs):
+        processors = super()._get_logits_processor(*args, **kwargs)
+        for index, processor in enumerate(processors):
+            lighter = _WITHOUT_COPIES.get(type(processor))
+            if lighter is not None:  # the same settings (its attributes), the lighter `__call__`
+                processors[index] = lighter.__new__(lighter)
+                processors[index].__dict__.update(processor.__dict__)
+        return processors
+
+
+def _without_eos(scores: torch.Tensor, eos_token_id: torch.Tensor) -> torch.Tensor:
+    """`scores` (N, V) with every EOS id at -inf: a new tensor, as transformers' processors make it."""
+    vocab = torch.arange(scores.shape[-1], device=scores.device)
+    return torch.where(torch.isin(vocab, eos_token_id), -math.inf, scores)
+
+
+class _MinLength(MinLengthLogitsProcessor):
+    """EOS forbidden while the sequence (prompt included) is shorter than `min_length`; afterwards the scores pass
+    through as they are (transformers' copies them)."""
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.Tensor) -> torch.Tensor:
+        if input_ids.shape[-1] >= self.min_length:
+            return scores
+        return _without_eos(scores, self.eos_token_id)
+
+
+class _MinNewTokens(MinNewTokensLengthLogitsProcessor):
+    """EOS forbidden until `min_new_tokens` tokens follow the prompt; afterwards the scores pass through as they are."""
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.Tensor) -> torch.Tensor:
+        if input_ids.shape[-1] - self.prompt_length_to_skip >= self.min_new_tokens:
+            return scores
+        return _without_eos(scores, self.eos_token_id)
+
+
+_WITHOUT_COPIES = {MinLengthLogitsProcessor: _MinLength, MinNewTokensLengthLogitsProcessor: _MinNewTokens}
 
 
 def beam_options(num_beams: int, length_penalty: float) -> dict:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
+from transformers import PretrainedConfig, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
@@ -36,7 +36,7 @@ from transformers.utils.generic import can_return_tuple
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_vaswani import VaswaniConfig
-from .generation_vaswani import paper_beam_search, reorder_beam_cache
+from .generation_vaswani import VaswaniGenerationMixin, paper_beam_search, reorder_beam_cache
 
 logger = logging.get_logger(__name__)
 
@@ -1267,7 +1267,7 @@ class VaswaniModel(VaswaniPreTrainedModel):
         )
 
 
-class VaswaniForConditionalGeneration(VaswaniPreTrainedModel, GenerationMixin):
+class VaswaniForConditionalGeneration(VaswaniPreTrainedModel, VaswaniGenerationMixin):
     """The Transformer with its pre-softmax projection (Section 3.4) and the label-smoothed training loss
     (Section 5.4). `generate()` defaults to the paper's beam search: 4 beams, length penalty 0.6."""
 

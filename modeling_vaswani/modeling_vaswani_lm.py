@@ -18,7 +18,7 @@ This file imports only torch, transformers and its siblings, so a saved folder l
 
 import torch
 from torch import nn
-from transformers import GenerationMixin, PreTrainedModel
+from transformers import PreTrainedModel
 from transformers.cache_utils import Cache, DynamicCache
 from transformers.masking_utils import create_causal_mask
 from transformers.modeling_outputs import (
@@ -31,6 +31,7 @@ from transformers.utils.generic import can_return_tuple
 from transformers.utils.output_capturing import capture_outputs
 
 from .configuration_vaswani_lm import VaswaniDecoderConfig, VaswaniEncoderConfig
+from .generation_vaswani import VaswaniGenerationMixin
 from .modeling_vaswani import (
     FixNormLinear,
     VaswaniAttention,
@@ -154,7 +155,7 @@ class VaswaniDecoderModel(VaswaniDecoderPreTrainedModel, VaswaniDecoder):
         )
 
 
-class VaswaniForCausalLM(VaswaniLMHeadMixin, VaswaniDecoderPreTrainedModel, GenerationMixin):
+class VaswaniForCausalLM(VaswaniLMHeadMixin, VaswaniDecoderPreTrainedModel, VaswaniGenerationMixin):
     """The decoder-only Transformer as a next-token language model: the decoder stack and the pre-softmax projection
     tied to the token embedding (Section 3.4; FixNorm-aware). Labels are shifted inside the model (GPT-2's and the
     `Trainer`'s convention): `labels=input_ids` trains position t to predict token t + 1, which is what

@@ -179,3 +179,76 @@ def test_bad_paper_decoding_arguments():
     input_ids, attention_mask, _ = random_batch()
     with pytest.raises(ValueError, match="num_return_sequences"):
         model.generate(input_ids, num_beams=2, num_return_sequences=5, paper_decoding=True, max_new_tokens=4)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The minimum-length rules without the copies (`VaswaniGenerationMixin`)
+# ---------------------------------------------------------------------------------------------------------------------
+def test_the_lighter_minimum_length_rules_score_as_transformers_and_pass_the_scores_through_afterwards():
+    from transformers.generation.logits_process import MinLengthLogitsProcessor, MinNewTokensLengthLogitsProcessor
+
+    from modeling_vaswani.generation_vaswani import _MinLength, _MinNewTokens
+
+    scores = torch.randn(6, 11, generator=torch.Generator().manual_seed(0))
+    # (transformers' rule, ours, the first length where EOS is allowed): 3 tokens; 2 new tokens after 2 of prompt
+    rules = [(MinLengthLogitsProcessor(3, [2, 7]), _MinLength(3, [2, 7]), 3),
+             (MinNewTokensLengthLogitsProcessor(2, 2, [2, 7]), _MinNewTokens(2, 2, [2, 7]), 4)]  # fmt: skip
+    for theirs, ours, allowed_from in rules:
+        for length in range(1, 6):
+            input_ids = torch.ones(6, length, dtype=torch.long)
+            expected = theirs(input_ids, scores.clone())
+            got = ours(input_ids, scores)
+            assert torch.equal(got, expected), (type(theirs).__name__, length)
+            assert (got is scores) == (length >= allowed_from)  # no copy once EOS is allowed; a new tensor before
+    assert torch.isinf(_MinLength(3, [2, 7])(torch.ones(6, 2, dtype=torch.long), scores)[:, [2, 7]]).all()
+
+
+def generate_with(model, processors_of, **options):
+    """`model.generate(**options)` with the logits processors made by `processors_of` (the model's own method, or
+    transformers' `GenerationMixin._get_logits_processor`), and the processors it used."""
+    used = []
+
+    def make(self, *args, **kwargs):
+        processors = processors_of(self, *args, **kwargs)
+        used.extend(processors)
+        return processors
+
+    original = type(model)._get_logits_processor
+    type(model)._get_logits_processor = make
+    try:
+        output = model.generate(**options, return_dict_in_generate=True, output_scores=True)
+    finally:
+        type(model)._get_logits_processor = original
+    return output, used
+
+
+@pytest.mark.parametrize("search", ["beam", "greedy", "sample", "paper", "causal-lm-beam"])
+def test_generate_uses_the_lighter_rules_and_decodes_and_scores_as_transformers_own(search):
+    from test_modeling_vaswani_lm import causal_lm
+    from transformers import GenerationMixin
+    from transformers.generation.logits_process import MinLengthLogitsProcessor, MinNewTokensLengthLogitsProcessor
+
+    from modeling_vaswani.generation_vaswani import _MinLength, _MinNewTokens
+
+    input_ids, attention_mask, _ = random_batch()
+    if search.startswith("causal-lm"):  # VaswaniForCausalLM: a prompt of ones, new tokens after it
+        model, prompt_length = causal_lm(seed=3), input_ids.shape[1]
+        attention_mask = torch.ones_like(input_ids)
+    else:  # VaswaniForConditionalGeneration: new tokens after the decoder's start token
+        model, prompt_length = tiny_model(seed=3).eval(), 1
+    options = {"beam": dict(num_beams=3), "greedy": dict(num_beams=1), "sample": dict(do_sample=True, num_beams=1),
+               "paper": dict(num_beams=3, paper_decoding=True), "causal-lm-beam": dict(num_beams=3)}[search]  # fmt: skip
+    options.update(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=5, min_new_tokens=2)
+    outputs = {}
+    for name, processors_of in (("ours", type(model)._get_logits_processor),
+                                ("transformers", GenerationMixin._get_logits_processor)):  # fmt: skip
+        torch.manual_seed(0)
+        outputs[name] = generate_with(model, processors_of, **options)
+    (ours, used), (theirs, their_used) = outputs["ours"], outputs["transformers"]
+    assert {type(p) for p in used} >= {_MinLength, _MinNewTokens}
+    assert not {type(p) for p in used} & {MinLengthLogitsProcessor, MinNewTokensLengthLogitsProcessor}
+    assert {type(p) for p in their_used} >= {MinLengthLogitsProcessor, MinNewTokensLengthLogitsProcessor}
+    assert torch.equal(ours.sequences, theirs.sequences)
+    if search != "paper":  # (the paper's search returns no per-step scores)
+        assert all(torch.equal(a, b) for a, b in zip(ours.scores, theirs.scores, strict=True))
+    assert (ours.sequences[:, prompt_length : prompt_length + 2] != EOS).all()  # at least two new tokens
