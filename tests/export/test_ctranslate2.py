@@ -64,13 +64,16 @@ TRAINED_MODELS: Path | None = None  # set by `trained_models_folder` before a te
 
 
 @pytest.fixture(scope="module", autouse=True)
-def trained_models_folder(request):
+def trained_models_folder(request, tmp_path_factory):
     """A folder of pytest's cache (`.pytest_cache`, kept between runs; `pytest --cache-clear` empties it) for the
     models this file trains: `make test`'s second pass, on older instruction sets, decodes the first pass's models
     instead of training each again (about a minute of the pass). A model is found there only by a digest of
-    everything its training depends on (`training_digest`)."""
+    everything its training depends on (`training_digest`). Without the cache (`pytest -p no:cacheprovider`) the
+    models are trained into a temporary folder of this run."""
     global TRAINED_MODELS
-    TRAINED_MODELS = request.config.cache.mkdir("ctranslate2-test-models")
+    cache = getattr(request.config, "cache", None)
+    name = "ctranslate2-test-models"
+    TRAINED_MODELS = cache.mkdir(name) if cache is not None else tmp_path_factory.mktemp(name)
 
 
 @functools.cache
