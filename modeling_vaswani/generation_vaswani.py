@@ -36,8 +36,9 @@ class VaswaniGenerationMixin(GenerationMixin):
     The model's generation config asks for at least one new token (`min_new_tokens=1`: a translation is never empty),
     which `generate()` enforces twice, with `MinLengthLogitsProcessor` and `MinNewTokensLengthLogitsProcessor`, each
     copying the whole (rows x vocabulary) score matrix at every step although it changes it only at the first: about
-    4% of a beam search on one CPU thread (benchmarks/README.md). Here each is the same rule without the copies
-    (`_MinLength`, `_MinNewTokens`); every other processor, and any processor the caller passes, stays as it is."""
+    5% of the CPU time of a beam search on one thread (benchmarks/README.md). Here each is the same rule without the
+    copies (`_MinLength`, `_MinNewTokens`); every other processor, and any processor the caller passes, stays as it
+    is."""
 
     def _get_logits_processor(self, *args, **kwargs):
         processors = super()._get_logits_processor(*args, **kwargs)
@@ -66,7 +67,8 @@ class _MinLength(MinLengthLogitsProcessor):
 
 
 class _MinNewTokens(MinNewTokensLengthLogitsProcessor):
-    """EOS forbidden until `min_new_tokens` tokens follow the prompt; afterwards the scores pass through as they are."""
+    """EOS forbidden until `min_new_tokens` tokens follow the prompt; afterwards the scores pass through as they
+    are."""
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.Tensor) -> torch.Tensor:
         if input_ids.shape[-1] - self.prompt_length_to_skip >= self.min_new_tokens:
