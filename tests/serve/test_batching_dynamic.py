@@ -251,3 +251,47 @@ def test_a_request_that_fails_its_batch_fails_alone():
     assert (first, last) == ([["<a>"]], [["<b>"]])
     assert isinstance(poisoned, ValueError) and "cannot decode poison" in str(poisoned)
     assert decode.batches == [["a", "poison", "b"], ["a"], ["poison"], ["b"]]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# A document: a request that costs more than a slot's share of the budget is decoded in pieces
+# ---------------------------------------------------------------------------------------------------------------------
+def document(batcher: Batcher, sentences: list[str], lengths: list[int], key: str = "en-de") -> list:
+    """One request of `sentences` (each `lengths` tokens) alone on `batcher`: its results."""
+    return run_scenario(batcher, lambda: batcher.translate(key, sentences, lengths, DecodingOptions()))
+
+
+def test_a_document_is_decoded_by_both_workers_of_a_two_slot_model_and_answered_whole_in_order():
+    decode = Recorder(seconds=0.2)
+    sentences = [f"s{i}" for i in range(8)]
+    results = document(Batcher(decode, max_tokens=80, slots={"en-de": 2}), sentences, [10] * 8)
+    assert results == [[f"en-de:{sentence}"] for sentence in sentences]
+    assert decode.most == 2  # the two halves at once: each slot's share is 80 / 2 = 40 tokens, 4 sentences
+    assert sorted(batch for _, batch in decode.batches) == [sentences[:4], sentences[4:]]
+
+
+def test_a_document_within_a_slots_share_stays_one_batch_and_a_longer_one_is_cut_by_length():
+    decode = Gate()
+    decode.gate.set()
+    batcher = Batcher(decode, max_tokens=40)
+    assert batcher.pieces("en-de", [10, 10, 10, 10]) == [[0, 1, 2, 3]]  # 4 x 10 = 40: one piece
+    # sorted by length, each piece at most 40 (sentences x its longest): (5, 5, 12) = 36, then 30 alone
+    assert batcher.pieces("en-de", [30, 5, 12, 5]) == [[1, 3, 2], [0]]
+    assert batcher.pieces("en-de", [50, 60]) == [[0], [1]]  # a sentence alone may cost more
+    sentences = ["long", "a", "mid", "b"]
+    assert document(batcher, sentences, [30, 5, 12, 5]) == [[f"<{s}>"] for s in sentences]  # in the request's order
+    assert sorted(decode.batches) == [["a", "b", "mid"], ["long"]]
+
+
+def test_a_document_whose_piece_fails_fails_alone():
+    decode = Gate(fail_on="poison")
+    decode.gate.set()
+    batcher = Batcher(decode, max_tokens=20)
+
+    async def scenario():
+        whole = batcher.translate("en-de", ["a", "poison", "b", "c"], [10, 10, 10, 10], DecodingOptions())
+        return await asyncio.gather(whole, ask(batcher, "other", 10), return_exceptions=True)
+
+    failed, other = run_scenario(batcher, scenario)
+    assert isinstance(failed, ValueError) and "cannot decode poison" in str(failed)
+    assert other == [["<other>"]]

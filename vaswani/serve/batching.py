@@ -20,7 +20,10 @@ A model may decode several batches at once (`slots`: a CTranslate2 translator wi
 its own cores; PyTorch decodes one at a time). When a model has k free slots, a batch takes at most 1/k of its
 queue's budget, so that a burst of requests is shared out among the idle workers instead of waiting for one; after
 that the batches fall out of step by themselves, and one worker decodes while the answers of another's batch are
-written and the next requests arrive (benchmarks/README.md).
+written and the next requests arrive (benchmarks/README.md). **A document is shared out too**: a request that costs
+more than a slot's share of the budget (`max_tokens` / slots) is cut into pieces of at most that share, by length,
+which queue as requests of their own, so that every free worker decodes part of it (one worker alone would leave
+the others idle); its answer is put together in order.
 
 A request whose client gave up, or whose time ran out (`asyncio.wait_for` cancels its future), is dropped from its
 queue before decoding; one cancelled during decoding has its results thrown away. Every other request gets exactly
@@ -112,15 +115,46 @@ class Batcher:
                         ) -> list:  # fmt: skip
         """The hypotheses of each of `sentences` (`lengths`: the source tokens of each), decoded in a batch with
         others. A sentence is whatever `decode` takes (the server's: a `Segment`, its text with its prefix and
-        constraints)."""
+        constraints). A request that costs more than a slot's share of the budget (a document) is cut into pieces
+        (`pieces`) that join their queues as requests of their own, so that every free worker decodes part of it;
+        its results come back whole, in order."""
         if not sentences:
             return []
-        future = asyncio.get_running_loop().create_future()
-        longest = max(lengths)
-        job = _Job(sentences, sum(lengths), longest, future, time.monotonic())
-        self._queues.setdefault((key, options, length_bucket(longest)), deque()).append(job)
+        loop, arrived = asyncio.get_running_loop(), time.monotonic()
+        pieces = self.pieces(key, lengths)
+        futures = []
+        for indices in pieces:
+            piece_lengths = [lengths[i] for i in indices]
+            longest = max(piece_lengths)
+            job = _Job([sentences[i] for i in indices], sum(piece_lengths), longest, loop.create_future(), arrived)
+            self._queues.setdefault((key, options, length_bucket(longest)), deque()).append(job)
+            futures.append(job.future)
         self._changed.set()
-        return await future
+        if len(futures) == 1:
+            return await futures[0]
+        parts = await asyncio.gather(*futures, return_exceptions=True)  # cancelled with the request: so are they
+        failed = next((part for part in parts if isinstance(part, BaseException)), None)
+        if failed is not None:
+            raise failed
+        results: list = [None] * len(sentences)
+        for indices, part in zip(pieces, parts, strict=True):
+            for index, hypotheses in zip(indices, part, strict=True):
+                results[index] = hypotheses
+        return results
+
+    def pieces(self, model: Hashable, lengths: Sequence[int]) -> list[list[int]]:
+        """A request's sentences (by index) as the pieces it is decoded in: all of them as one while they cost at most
+        a slot's share of the budget (`max_tokens` / the model's slots); beyond, by length, each piece at most that
+        share (sentences x its longest; a sentence alone may cost more)."""
+        share = max(1, self.max_tokens // self.slots.get(model, 1))
+        if len(lengths) * max(lengths) <= share:
+            return [list(range(len(lengths)))]
+        pieces: list[list[int]] = [[]]
+        for index in sorted(range(len(lengths)), key=lengths.__getitem__):  # each piece's longest is its last
+            if pieces[-1] and (len(pieces[-1]) + 1) * lengths[index] > share:
+                pieces.append([])
+            pieces[-1].append(index)
+        return pieces
 
     def queued_sentences(self) -> int:
         return sum(len(job.sentences) for queue in self._queues.values() for job in queue if not job.future.done())
