@@ -26,6 +26,10 @@ arrive at random (Poisson) times whatever the answers, one sentence each, sent b
 latency counts from the request's scheduled time (a request that waits for a free thread waits as a user would):
 its p50 and p99 against the same limit, for a target restated below saturation (issue 31's note).
 
+With `--document N`, each round also sends the first N sentences as one request (a document, `q` as a list) to each
+server, after its load, and times `Translator.translate` of them in the reference's turn: the document's latency
+against `vaswani translate`'s time (a server shares a document among its idle CTranslate2 workers).
+
 With `--baseline REV`, each backend is also served by the code of another commit (`git archive REV`, run from its own
 folder: e.g. the commit before issue 42's scheduler) beside this checkout's, both servers up at once and measured in
 turn within each round, so that the rows "BACKEND @ REV" and "BACKEND" compare on the same machine at the same time.
@@ -115,6 +119,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max_tokens", type=positive(int), default=2048, help="the server's token budget")
     parser.add_argument("--open_load", type=positive(float), metavar="F",
                         help="also an open (Poisson) load at F x each round's throughput, e.g. 0.5 (default: none)")  # fmt: skip
+    parser.add_argument("--document", type=positive(int), metavar="N",
+                        help="also time, in each round, one request of the first N sentences (a document: "
+                             "LibreTranslate's q as a list) on each server against Translator.translate of them")  # fmt: skip
     parser.add_argument("--baseline", metavar="REV",
                         help="also serve with the code of this commit (e.g. the one before a change), side by side")  # fmt: skip
     parser.add_argument("--baseline_max_wait_ms", type=non_negative, default=10.0,
@@ -157,6 +164,8 @@ def server_process(folder: Path, args, log: Path, source: Path = REPO_ROOT, max_
     arguments = ["--model", f"{args.source_lang}-{args.target_lang}={folder}", "--threads", str(args.threads),
                  "--device", args.device, "--max_wait_ms", f"{wait:g}", "--max_tokens", str(args.max_tokens),
                  "--max_request_seconds", "600"]  # fmt: skip
+    if args.document:  # the document in one request, whatever the server's default limits
+        arguments += ["--max_request_sentences", str(args.document), "--max_request_characters", "100000000"]
     # started as a user starts it: its threads come from --threads, not from OMP_/MKL_NUM_THREADS (MKL_NUM_THREADS
     # would override CTranslate2's one thread per worker: vaswani.inference.engines.warn_mkl_threads)
     env = common.worker_env()
@@ -173,6 +182,21 @@ def translate_one(connection: http.client.HTTPConnection, sentence: str, args) -
     response.read()
     if response.status != 200:
         raise SystemExit(f"the server answered {response.status}")
+
+
+def translate_document(port: int, sentences: list[str], args) -> float:
+    """Seconds of one `POST /translate` of all `sentences` as one request (LibreTranslate's `q` as a list)."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    body = json.dumps({"q": sentences, "source": args.source_lang, "target": args.target_lang})
+    started = time.monotonic()
+    connection.request("POST", "/translate", body=body, headers={"Content-Type": "application/json"})
+    response = connection.getresponse()
+    response.read()
+    seconds = time.monotonic() - started
+    connection.close()
+    if response.status != 200:
+        raise SystemExit(f"the server answered {response.status} to the document")
+    return seconds
 
 
 def percentile_99(done: list[float]) -> float:
@@ -331,10 +355,17 @@ def run_backend(backend: str, sentences: list[str], args, scratch: Path, servers
             for side in sides[index % len(sides) :] + sides[: index % len(sides)]:
                 if side == "reference":
                     seconds = common.time_call(lambda: reference.translate(sentences))
+                    if args.document:
+                        document = common.time_call(lambda: reference.translate(sentences[: args.document]))
                     for result in measured.values():
                         result["reference_sentences_per_second"] = len(sentences) / seconds
+                        if args.document:
+                            result["document_reference_seconds"] = document
                 else:
                     measured[side].update(load_round(ports[side], sentences, args, args.clients, args.duration))
+                    if args.document:
+                        measured[side]["document_seconds"] = translate_document(
+                            ports[side], sentences[: args.document], args)  # fmt: skip
             if args.open_load:
                 for label, result in measured.items():
                     rate = args.open_load * result["sentences_per_second"]
@@ -371,6 +402,7 @@ def report(backend: str, result: dict, args) -> list[str]:
         + (" (over the p99 limit)" if result["unloaded_p99"] > p99_limit else ""),
         decoding_alone_cell(result, p99_limit),
         *([open_load_cell(rounds, p99_limit)] if args.open_load else []),
+        *([document_cell(rounds)] if args.document else []),
         f"{throughput_needed(args.clients, p99_limit):.0f} "
         f"({throughput_needed(args.clients, p99_limit) / median(r['reference_sentences_per_second'] for r in rounds):.1f}x "
         "translate)",
@@ -394,6 +426,14 @@ def open_load_cell(rounds: list[dict], p99_limit: float) -> str:
     return (f"{statistics.median(r['open']['p50'] for r in rounds) * 1000:.0f} / "
             f"{statistics.median(p99s) * 1000:.0f} {common.verdict(p99s, p99_limit, False)} at "
             f"{statistics.median(r['open']['rate'] for r in rounds):.0f} req/s")  # fmt: skip
+
+
+def document_cell(rounds: list[dict]) -> str:
+    """The document's seconds on the server and in `Translator.translate` (medians), and the ratio per round."""
+    ratios = [r["document_seconds"] / r["document_reference_seconds"] for r in rounds]
+    return (f"{statistics.median(r['document_seconds'] for r in rounds):.2f} / "
+            f"{statistics.median(r['document_reference_seconds'] for r in rounds):.2f} = "
+            f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -425,6 +465,8 @@ def main(argv: list[str] | None = None) -> None:
                "p99 ms", "unloaded p50 ms", "unloaded p99 ms", "decoding alone p50 / p99 ms"]  # fmt: skip
     if args.open_load:
         headers.append(f"open load {args.open_load:g}x: p50 / p99 ms at its rate")
+    if args.document:
+        headers.append(f"document of {args.document}: serve / translate s")
     headers.append("sent/s the p99 limit needs")
     print(common.format_table(headers, rows))
     print(

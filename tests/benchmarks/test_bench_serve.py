@@ -162,3 +162,17 @@ def test_a_test_file_without_a_sentence_is_an_error_before_anything_starts(files
     with pytest.raises(SystemExit) as stop:
         main(["--model", str(files / "model"), "--test_file", str(files / "blank.txt")])
     assert stop.value.code == 2 and "has no sentence to send" in capsys.readouterr().err
+
+
+def test_the_report_adds_the_documents_time_against_translate(files, capsys):
+    base = ["--model", str(files / "model"), "--test_file", str(files / "test.txt")]
+    assert parse_args(base).document is None
+    with pytest.raises(SystemExit):
+        parse_args([*base, "--document", "0"])
+    assert "--document: must be above 0, got 0" in capsys.readouterr().err
+    args = parse_args([*base, "--document", "150"])
+    rounds = [{"sentences_per_second": 300.0, "reference_sentences_per_second": 350.0, "mean_batch_size": 7.5,
+               "p50": 0.047, "p99": 0.097, "document_seconds": seconds, "document_reference_seconds": 0.40}
+              for seconds in (0.44, 0.48, 0.60)]  # fmt: skip
+    row = report("ct2-int8", {"unloaded_p50": 0.020, "unloaded_p99": 0.033, "rounds": rounds}, args)
+    assert row[-2] == "0.48 / 0.40 = 1.20x (1.10-1.50)"
