@@ -116,7 +116,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="where both sides decode (default: cpu; cuda: the PyTorch backend on a GPU)")  # fmt: skip
     parser.add_argument("--max_wait_ms", type=non_negative, default=0.0,
                         help="the server's batching wait (default: 0, the server's)")  # fmt: skip
-    parser.add_argument("--max_tokens", type=positive(int), default=2048, help="the server's token budget")
+    parser.add_argument("--max_tokens", type=positive(int),
+                        help="the servers' token budget (default: each server's own)")  # fmt: skip
     parser.add_argument("--open_load", type=positive(float), metavar="F",
                         help="also an open (Poisson) load at F x each round's throughput, e.g. 0.5 (default: none)")  # fmt: skip
     parser.add_argument("--document", type=positive(int), metavar="N",
@@ -162,8 +163,10 @@ def server_process(folder: Path, args, log: Path, source: Path = REPO_ROOT, max_
     `common.vaswani_serve` runs it: a context that yields its port."""
     wait = args.max_wait_ms if max_wait_ms is None else max_wait_ms
     arguments = ["--model", f"{args.source_lang}-{args.target_lang}={folder}", "--threads", str(args.threads),
-                 "--device", args.device, "--max_wait_ms", f"{wait:g}", "--max_tokens", str(args.max_tokens),
+                 "--device", args.device, "--max_wait_ms", f"{wait:g}",
                  "--max_request_seconds", "600"]  # fmt: skip
+    if args.max_tokens:
+        arguments += ["--max_tokens", str(args.max_tokens)]
     if args.document:  # the document in one request, whatever the server's default limits
         arguments += ["--max_request_sentences", str(args.document), "--max_request_characters", "100000000"]
     # started as a user starts it: its threads come from --threads, not from OMP_/MKL_NUM_THREADS (MKL_NUM_THREADS

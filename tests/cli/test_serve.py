@@ -159,7 +159,8 @@ def test_the_options_reach_the_server_settings(monkeypatch, tmp_path):
 
     monkeypatch.setattr("vaswani.serve.app.listening_socket", bound_here)
     monkeypatch.setattr("vaswani.serve.app.run_server", lambda app, sock, **kw: seen.update(
-        settings=app.state.server.settings, slots=app.state.server.batcher.slots, sock=sock, **kw))  # fmt: skip
+        settings=app.state.server.settings, slots=app.state.server.batcher.slots, sock=sock,
+        budget=app.state.server.batcher.max_tokens, **kw))  # fmt: skip
     monkeypatch.setattr(
         serve, "_load_translator", lambda folders, args: seen.setdefault("folders", folders) and _Fake()
     )
@@ -171,12 +172,14 @@ def test_the_options_reach_the_server_settings(monkeypatch, tmp_path):
     assert (seen["host"], seen["port"], seen["graceful_seconds"], seen["folders"]) == ("::1", 0, 12.0, [trained])
     assert seen["sock"].fileno() == -1  # closed when the server ends
     assert (settings.max_tokens, settings.max_wait, settings.rate_limit, settings.num_beams) == (512, 0.025, 6.0, 2)
+    assert seen["budget"] == 512
     assert (settings.limits.max_request_characters, settings.limits.max_request_seconds) == (99, 7.0)
     assert settings.cors_origins == ["https://a.org", "https://b.org"] and settings.log_texts
     assert seen["slots"] == {("de", "fr"): 3}  # the translator's parallel batches decode at once
     assert settings.web_ui is False and settings.max_wait == 0.025
     assert main(["serve", "--model", str(trained)]) == 0  # the defaults: the page on, no wait for company
     assert seen["settings"].web_ui is True and seen["settings"].max_wait == 0.0
+    assert seen["settings"].max_tokens is None and seen["budget"] == 1536  # the translator's default batch
 
 
 def test_parallel_batches_sets_the_ctranslate2_workers_and_each_batch_stays_whole(model_folder, tmp_path, capsys):
@@ -210,6 +213,7 @@ class _Fake:
 
     tokenizer = None
     parallel_batches = 3
+    batch_tokens = 1536  # its default batch (512 per thread of 3 workers)
 
 
 def test_without_the_serve_extra_the_command_says_how_to_install_it(monkeypatch, capsys):

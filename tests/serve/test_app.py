@@ -152,6 +152,32 @@ def test_a_ctranslate2_export_is_served_as_vaswani_translate_runs_it(model_folde
         assert status == 400 and "CTranslate2" in answer["error"], answer
 
 
+def test_without_max_tokens_the_server_batches_as_vaswani_translate_does(models, translator, monkeypatch):
+    """The default budget is the models' own default batch (`Translator.batch_tokens`: on a CPU 512 source tokens per
+    decoding thread), resolved when the server starts, for the batcher and for each batch's decoding; --max_tokens
+    replaces it."""
+    import torch
+
+    decoded_with = []
+    original = translator.translate_hypotheses
+
+    def recording(*args, **kwargs):
+        decoded_with.append(kwargs["batch_tokens"])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(translator, "translate_hypotheses", recording)
+    threads = torch.get_num_threads()
+    try:
+        for torch_threads, given, expected in ((1, None, 512), (2, None, 1024), (2, 300, 300)):
+            torch.set_num_threads(torch_threads)
+            assert create_app(models, ServerSettings(max_tokens=given)).state.server.batcher.max_tokens == expected
+            with running(models, max_tokens=given) as address:
+                status, answer, _ = post_json(address, "/translate", {"q": LEARNED[0], "source": "en", "target": "de"})
+            assert status == 200 and decoded_with[-1] == expected, (torch_threads, given, decoded_with)
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_paragraphs_and_sentences_are_translated_one_by_one_and_glued_back(address, translator):
     text = f"{LEARNED[0]}. The weather is nice today!\n\n  {LEARNED[3]}\n"
     expected = translator.translate([f"{LEARNED[0]}.", "The weather is nice today!", LEARNED[3]])

@@ -91,9 +91,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_option(parser, "num_beams", "serve", default=4,
                help="beam size of LibreTranslate requests (paper: 4; the native API chooses its own)")  # fmt: skip
     add_option(parser, "length_penalty", "serve", default=0.6, help="of LibreTranslate requests (paper: 0.6)")
-    add_option(parser, "max_tokens", "serve", default=2048,
+    add_option(parser, "max_tokens", "serve",
                help="token budget of a batch: its sentences x the source tokens of its longest, padding included, "
-                    "as a batch decodes (default: 2048)")  # fmt: skip
+                    "as a batch decodes (default: vaswani translate's batch, 512 per decoding thread on a CPU, at most "
+                    "4096; 4096 on a GPU)")  # fmt: skip
     for flag, settings in SERVE_OPTIONS.items():
         parser.add_argument(flag, **settings)
     add_switch(parser, "--web_ui", default=True,

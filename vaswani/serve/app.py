@@ -70,7 +70,9 @@ class ServerSettings:
     """How the server batches, decodes by default, and whom it answers (the options of `vaswani serve`)."""
 
     limits: Limits = field(default_factory=Limits)
-    max_tokens: int = 2048  # a batch's budget: its sentences x the source tokens of its longest
+    # a batch's budget: its sentences x the source tokens of its longest; None: the models' own default batch
+    # (`Translator.batch_tokens`: 512 per decoding thread on a CPU, at most 4,096; 4,096 on a GPU), the smallest
+    max_tokens: int | None = None
     max_wait: float = 0.0  # seconds a batch may wait for more requests while a worker is free
     num_beams: int = 4  # LibreTranslate requests (the native API chooses its own)
     length_penalty: float = 0.6
@@ -174,7 +176,8 @@ class Server:
         self.rate_limiter = RateLimiter()
         # a CTranslate2 translator decodes `parallel_batches` batches at once (each whole, on its own cores)
         slots = {pair: served.translator.parallel_batches for pair, served in models.items()}
-        self.batcher = Batcher(self._decode, max_tokens=settings.max_tokens, max_wait=settings.max_wait,
+        self.max_tokens = settings.max_tokens or min(served.translator.batch_tokens for served in models.values())
+        self.batcher = Batcher(self._decode, max_tokens=self.max_tokens, max_wait=settings.max_wait,
                                on_batch=self.metrics.observe_batch, slots=slots)  # fmt: skip
         self.sources = sorted({source for source, _ in models})
 
@@ -237,7 +240,7 @@ class Server:
         return self.models[pair].translator.translate_hypotheses(
             [s.text for s in segments], num_beams=options.num_beams, length_penalty=options.length_penalty,
             max_new_tokens=options.max_new_tokens, paper_decoding=options.paper_decoding,
-            batch_tokens=self.settings.max_tokens, nbest=options.nbest, scores=options.scores,
+            batch_tokens=self.max_tokens, nbest=options.nbest, scores=options.scores,
             alignment=options.alignment, on_truncated=lambda indices: logger.warning(
                 "%d sentence(s) longer than the model's max_source_length were truncated", len(indices)),
             prefixes=[s.prefix for s in segments], constraints=[s.constraints for s in segments],  # None: none
