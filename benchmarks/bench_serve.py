@@ -176,10 +176,10 @@ def server_process(folder: Path, args, log: Path, source: Path = REPO_ROOT, max_
     return common.vaswani_serve(arguments, log, cwd=source, env=env)
 
 
-def translate_one(connection: http.client.HTTPConnection, sentence: str, args) -> None:
-    """One `POST /translate` of one sentence (LibreTranslate API, JSON) on a kept-alive connection; anything but a 200
-    stops the benchmark."""
-    body = json.dumps({"q": sentence, "source": args.source_lang, "target": args.target_lang})
+def translate_one(connection: http.client.HTTPConnection, text: str | list[str], args) -> None:
+    """One `POST /translate` of one sentence, or of a list of them as one request (LibreTranslate API, JSON), on a
+    kept-alive connection; anything but a 200 stops the benchmark."""
+    body = json.dumps({"q": text, "source": args.source_lang, "target": args.target_lang})
     connection.request("POST", "/translate", body=body, headers={"Content-Type": "application/json"})
     response = connection.getresponse()
     response.read()
@@ -190,16 +190,10 @@ def translate_one(connection: http.client.HTTPConnection, sentence: str, args) -
 def translate_document(port: int, sentences: list[str], args) -> float:
     """Seconds of one `POST /translate` of all `sentences` as one request (LibreTranslate's `q` as a list)."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-    body = json.dumps({"q": sentences, "source": args.source_lang, "target": args.target_lang})
-    started = time.monotonic()
-    connection.request("POST", "/translate", body=body, headers={"Content-Type": "application/json"})
-    response = connection.getresponse()
-    response.read()
-    seconds = time.monotonic() - started
-    connection.close()
-    if response.status != 200:
-        raise SystemExit(f"the server answered {response.status} to the document")
-    return seconds
+    try:
+        return common.time_call(lambda: translate_one(connection, sentences, args))
+    finally:
+        connection.close()
 
 
 def percentile_99(done: list[float]) -> float:
