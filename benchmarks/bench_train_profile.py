@@ -13,6 +13,13 @@ Memory: the process's anonymous resident memory (`RssAnon`, what the kernel cann
 the allocator's free lists), sampled every 0.2 s with the phase running at that moment; the peak per phase says
 where it goes.
 
+`--profile_updates N` (after `--profile_after K` updates, default 60: past a compiled run's compiling) runs
+torch.profiler over N updates of the loop and prints where they went: the wall time per update, on a GPU the time the
+device was busy (the union of its kernels, copies and fills) and idle, the host's waits for the device
+(`cudaStreamSynchronize` and the like: a `.item()`, a Python `if` on a GPU tensor), the kernel launches per update,
+and the operators that took the most device time and the most host time. On a GPU the phases above are the host's
+time (nothing waits for the device), which is what the profile's idle share is read against.
+
     python benchmarks/bench_train_profile.py -- --config configs/small-data.yaml \\
         --train_file ../shared/data/gettext-en-es/train.jsonl \\
         --validation_file ../shared/data/gettext-en-es/validation.jsonl --source_lang en --target_lang es \\
@@ -78,15 +85,22 @@ class PhaseClock:
     def wrap(self, owner, attribute: str, name, nested: bool = False) -> None:
         """Replace `owner.attribute` (a function or method) by a timed copy; `name` is the phase's name, or a function
         that names it at each call."""
+
+        def timing(original):
+            @functools.wraps(original)
+            def timed(*args, **kwargs):
+                with self.phase(name() if callable(name) else name, nested):
+                    return original(*args, **kwargs)
+
+            return timed
+
+        self.replace(owner, attribute, timing)
+
+    def replace(self, owner, attribute: str, wrapper) -> None:
+        """Replace `owner.attribute` by `wrapper(owner.attribute)` until `unwrap`."""
         original = getattr(owner, attribute)
-
-        @functools.wraps(original)
-        def timed(*args, **kwargs):
-            with self.phase(name() if callable(name) else name, nested):
-                return original(*args, **kwargs)
-
         self.replaced.append((owner, attribute, vars(owner).get(attribute)))
-        setattr(owner, attribute, timed)
+        setattr(owner, attribute, wrapper(original))
 
     def unwrap(self) -> None:
         """Put back what `wrap` replaced (a run in a test's process leaves the library as it found it: a timed
@@ -97,6 +111,116 @@ class PhaseClock:
             else:
                 setattr(owner, attribute, own)
         self.replaced.clear()
+
+
+class UpdateProfiler:
+    """torch.profiler over updates `after` + 1 ... `after` + `count` of the training loop (`loop.train_step`'s calls,
+    with whatever the loop does between them), the device synchronised at both ends so that the window holds their
+    device work. `summary` is filled when the window closes."""
+
+    SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
+    LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx", "cudaGraphLaunch")
+
+    def __init__(self, after: int, count: int):
+        self.after, self.count, self.calls = after, count, 0
+        self.profiler, self.start_time, self.summary = None, 0.0, None
+
+    def around(self, train_step):
+        @functools.wraps(train_step)
+        def profiled(*args, **kwargs):
+            self.calls += 1
+            if self.calls == self.after + 1:
+                self.start()
+            result = train_step(*args, **kwargs)
+            if self.calls == self.after + self.count:
+                self.stop()
+            return result
+
+        return profiled
+
+    @staticmethod
+    def synchronize() -> None:
+        import torch
+
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+
+    def start(self) -> None:
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+
+        activities = [ProfilerActivity.CPU]
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            activities.append(ProfilerActivity.CUDA)
+        self.synchronize()
+        self.profiler = profile(activities=activities)
+        self.profiler.__enter__()
+        self.start_time = time.perf_counter()
+
+    def stop(self) -> None:
+        self.synchronize()
+        wall = time.perf_counter() - self.start_time
+        self.profiler.__exit__(None, None, None)
+        self.summary = self.summarize(self.profiler, wall)
+        self.profiler = None
+
+    def summarize(self, profiler, wall_seconds: float) -> dict:
+        """Per update: wall, device busy (union of device intervals) and idle, host syncs, launches; top operators."""
+        from torch.autograd import DeviceType
+
+        intervals, syncs, launches = [], 0.0, 0
+        for event in profiler.profiler.kineto_results.events():
+            name = event.name()
+            if event.device_type() == DeviceType.CUDA:
+                intervals.append((event.start_ns(), event.start_ns() + event.duration_ns()))
+            elif name in self.SYNCS:
+                syncs += event.duration_ns()
+            elif name in self.LAUNCHES:
+                launches += 1
+        busy_ns, end = 0, None
+        for start, stop in sorted(intervals):  # the union of the device's intervals
+            if end is None or start > end:
+                busy_ns += stop - start
+                end = stop
+            elif stop > end:
+                busy_ns += stop - end
+                end = stop
+        per_update = 1000 / self.count
+        averages = profiler.key_averages()
+        device = bool(intervals)
+
+        def top(key: str) -> list[dict]:
+            rows = sorted(averages, key=lambda e: getattr(e, key), reverse=True)[:15]
+            return [{"name": e.key, "calls_per_update": e.count / self.count,
+                     "ms_per_update": getattr(e, key) / 1000 / self.count} for e in rows]  # fmt: skip
+
+        return {
+            "updates": self.count, "wall_ms_per_update": wall_seconds * per_update,
+            "device_busy_ms_per_update": busy_ns / 1e6 / self.count if device else None,
+            "device_idle_share": 1 - busy_ns / 1e9 / wall_seconds if device else None,
+            "host_sync_ms_per_update": syncs / 1e6 / self.count, "launches_per_update": launches / self.count,
+            "top_device": top("self_device_time_total") if device else [],
+            "top_host": top("self_cpu_time_total"),
+        }  # fmt: skip
+
+    def report(self) -> None:
+        if self.summary is None:
+            print(f"profile: the run made {self.calls} updates, fewer than --profile_after {self.after} + "
+                  f"--profile_updates {self.count}: nothing was profiled")  # fmt: skip
+            return
+        s = self.summary
+        line = f"profile of updates {self.after + 1}-{self.after + self.count}: {s['wall_ms_per_update']:.1f} ms per update"
+        if s["device_busy_ms_per_update"] is not None:
+            line += (f", the device busy {s['device_busy_ms_per_update']:.1f} ms (idle "
+                     f"{100 * s['device_idle_share']:.1f}% of the time)")  # fmt: skip
+        print(f"{line}; the host waited {s['host_sync_ms_per_update']:.1f} ms per update on the device, "
+              f"{s['launches_per_update']:.0f} kernel launches per update")  # fmt: skip
+        for key, title in (("top_device", "device time"), ("top_host", "host time (self)")):
+            if s[key]:
+                print(common.format_table(
+                    [f"operator (most {title})", "ms per update", "calls per update"],
+                    [(r["name"][:90], f"{r['ms_per_update']:.2f}", f"{r['calls_per_update']:.1f}") for r in s[key]],
+                ))  # fmt: skip
 
 
 def anon_mb() -> float:
@@ -174,7 +298,21 @@ def parse_args(argv=None) -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False,
                                      usage="%(prog)s [--json FILE] -- TRAIN.PY OPTIONS")  # fmt: skip
     parser.add_argument("--json", type=Path, help="write the phases here")
+    parser.add_argument("--profile_updates", type=int, default=0, metavar="N",
+                        help="run torch.profiler over N updates of the loop and print where they went (default 0: "
+                             "no profile)")  # fmt: skip
+    parser.add_argument(
+        "--profile_after",
+        type=int,
+        default=60,
+        metavar="K",
+        help="with --profile_updates: profile from update K + 1 on (default 60)",
+    )
     args = parser.parse_args(ours)
+    if args.profile_updates < 0:
+        parser.error(f"--profile_updates {args.profile_updates} is not allowed: give 0 (no profile) or more")
+    if args.profile_after < 0:
+        parser.error(f"--profile_after {args.profile_after} is not allowed: give 0 or more updates")
     if not train_args:
         parser.error("give train.py's options after --, e.g. -- --config configs/small-data.yaml --output_dir DIR")
     return args, train_args
@@ -191,6 +329,10 @@ def main(argv=None) -> int:
     print(common.describe_machine(common.machine_description(torch.get_num_threads())))
     clock = PhaseClock()
     instrument(clock)
+    profiler = None
+    if args.profile_updates:
+        profiler = UpdateProfiler(args.profile_after, args.profile_updates)
+        clock.replace(loop, "train_step", profiler.around)
     stop = threading.Event()
     sampler = threading.Thread(target=sample_memory, args=(clock, stop), daemon=True)
     sampler.start()
@@ -202,6 +344,9 @@ def main(argv=None) -> int:
         sampler.join()
         clock.unwrap()
     results = report(clock, final, time.perf_counter() - start)
+    if profiler is not None:
+        profiler.report()
+        results["update_profile"] = profiler.summary
     common.write_json_report(args.json, args, train_args=train_args, **results)
     return 0
 

@@ -87,3 +87,45 @@ def test_train_options_are_required(capsys):
     with pytest.raises(SystemExit) as stop:
         parse_args(["--json", "x.json"])
     assert stop.value.code == 2 and "give train.py's options after --" in capsys.readouterr().err
+
+
+def test_a_profile_of_the_loop_covers_the_updates_asked_for(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    write_demo_files(tmp_path, num_train=120, num_validation=8, num_test=8)
+    data = [f"--{split}_file={tmp_path / f'{split}.jsonl'}" for split in ("train", "validation", "test")]
+    report = tmp_path / "profile.json"
+    options = ["--json", str(report), "--profile_updates", "3", "--profile_after", "2", "--"]
+    train_step = training_loop.train_step
+    assert main([*options, *TINY, *data, "--output_dir", str(tmp_path / "run")]) == 0
+    out = capsys.readouterr().out
+    profile = json.loads(report.read_text())["update_profile"]
+    assert profile["updates"] == 3 and "profile of updates 3-5:" in out
+    assert 0 < profile["wall_ms_per_update"] < 1000 * json.loads(report.read_text())["loop_seconds"] / 3
+    # a CPU has no device to be idle and launches no kernels; the host's operators are listed, matrix products first
+    assert profile["device_busy_ms_per_update"] is None and profile["launches_per_update"] == 0
+    names = [row["name"] for row in profile["top_host"]]
+    assert any(name in ("aten::mm", "aten::addmm", "aten::bmm") for name in names)
+    # calls per update: 2 micro-batches (--gradient_accumulation_steps 2) of 1 + 1 layers, each with its products
+    assert all(row["calls_per_update"] > 0 and row["ms_per_update"] >= 0 for row in profile["top_host"])
+    assert training_loop.train_step is train_step  # the profiling copy is gone again
+
+
+def test_a_profile_past_the_last_update_says_nothing_was_profiled(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    write_demo_files(tmp_path, num_train=120, num_validation=8, num_test=8)
+    data = [f"--{split}_file={tmp_path / f'{split}.jsonl'}" for split in ("train", "validation", "test")]
+    report = tmp_path / "profile.json"
+    options = ["--json", str(report), "--profile_updates", "2", "--profile_after", "5", "--"]
+    assert main([*options, *TINY, *data, "--output_dir", str(tmp_path / "run")]) == 0
+    assert "the run made 6 updates, fewer than --profile_after 5 + --profile_updates 2" in capsys.readouterr().out
+    assert json.loads(report.read_text())["update_profile"] is None
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("--profile_updates", "-1", "--profile_updates -1 is not allowed: give 0 (no profile) or more"),
+    ("--profile_after", "-2", "--profile_after -2 is not allowed: give 0 or more updates"),
+])  # fmt: skip
+def test_profile_options_are_checked(option, value, message, capsys):
+    with pytest.raises(SystemExit) as stop:
+        parse_args([option, value, "--", "--output_dir", "x"])
+    assert stop.value.code == 2 and message in capsys.readouterr().err
