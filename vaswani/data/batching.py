@@ -408,17 +408,103 @@ def _check_positive(**values: int) -> None:
 
 
 BATCH_COLUMNS = ("input_ids", "attention_mask", "labels")  # an LM's training examples have no labels: its collator
+# makes them (causal: the input ids; masked: the masked tokens)
+
+
+class PairCollator:
+    """Translation batches: the source padded with PAD (attention mask 0), the labels with -100, and the decoder
+    input made from the labels by the model (`prepare_decoder_input_ids_from_labels`: the start token, then the labels
+    shifted right, PAD for -100), on the tokenizer's padding side. The same tensors as transformers'
+    `DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)` (tests/data/test_collate.py compares
+    them), made with a few numpy operations per column instead of Python loops over the rows and tokens.
+
+    Why it matters: the training loop pads the next batches in a background thread while it launches the current
+    update's GPU kernels (`vaswani.data.prefetch`), and Python code holds the interpreter lock that launching needs.
+    transformers' collator, with `datasets`' conversion of the rows to Python lists, took 14-67 ms a batch of 25,000
+    tokens (the more rows, the longer; benchmarks/README.md "The GPU step's host"); from the split's Arrow columns
+    (`collate`) this collator takes about a millisecond. Rows given as dicts (`collator(features)`) work too."""
+
+    def __init__(self, tokenizer, model=None):
+        if tokenizer.padding_side not in ("right", "left"):
+            raise ValueError(f"padding side {tokenizer.padding_side!r}: use 'right' or 'left'")
+        self.tokenizer = tokenizer  # pad_to_shape reads its pad_token_id
+        self.model = model
+        self.fill = {"input_ids": tokenizer.pad_token_id, "attention_mask": 0, "labels": -100}
+        self.makes_attention_mask = "attention_mask" in tokenizer.model_input_names  # tokenized splits may lack it
+
+    def __call__(self, features: list[dict]) -> dict:
+        """Rows as dicts of token lists -> the padded batch."""
+        columns = {}
+        for name in features[0]:
+            sequences = [feature[name] for feature in features]
+            lengths = np.fromiter((len(sequence) for sequence in sequences), dtype=np.int64, count=len(sequences))
+            values = np.fromiter((token for sequence in sequences for token in sequence), dtype=np.int64,
+                                 count=int(lengths.sum()))  # fmt: skip
+            columns[name] = (values, lengths)
+        return self.pad(columns)
+
+    def from_table(self, table) -> dict:
+        """A `pyarrow.Table` of list columns (the rows of a tokenized split) -> the padded batch."""
+        import pyarrow.compute as pc
+
+        columns = {}
+        for name in table.column_names:
+            column = table.column(name).combine_chunks()  # a list array, one list per row
+            columns[name] = (pc.list_flatten(column).to_numpy(), pc.list_value_length(column).to_numpy())
+        return self.pad(columns)
+
+    def pad(self, columns: dict) -> dict:
+        """{name: (the rows' tokens end to end (N,), each row's length (B,))} -> {name: (B, longest) int64 tensor}, in
+        the reference's order: input_ids, attention_mask, labels, then decoder_input_ids when the model makes them."""
+        unknown = [name for name in columns if name not in self.fill]
+        if unknown:
+            raise ValueError(
+                f"a translation batch has input_ids, attention_mask and labels; this one has {unknown[0]!r}"
+            )
+        if "attention_mask" not in columns and "input_ids" in columns and self.makes_attention_mask:
+            values, lengths = columns["input_ids"]  # as the tokenizer's padding does: 1 for a token, 0 for PAD
+            columns = {**columns, "attention_mask": (np.ones_like(values), lengths)}
+        batch = {}
+        for name in (name for name in self.fill if name in columns):
+            values, lengths = columns[name]
+            width = int(lengths.max(initial=0))
+            padded = np.full((len(lengths), width), self.fill[name], dtype=np.int64)  # (B, width)
+            positions = np.arange(width)
+            if self.tokenizer.padding_side == "right":
+                tokens = positions < lengths[:, None]  # (B, width): True where a row has a token
+            else:
+                tokens = positions >= width - lengths[:, None]
+            padded[tokens] = values  # row by row, in order: the rows' tokens fill their places
+            batch[name] = torch.from_numpy(padded)
+        makes_decoder_input = hasattr(self.model, "prepare_decoder_input_ids_from_labels")  # False for None
+        if "labels" in batch and makes_decoder_input:
+            batch["decoder_input_ids"] = self.model.prepare_decoder_input_ids_from_labels(labels=batch["labels"])
+        return batch
 
 
 def collate(dataset, indices, collator, device=None, shape: tuple[int, int, int] | None = None) -> dict:
     """The examples `indices` of a tokenized split as one padded batch of tensors (`collator`), padded further to
-    `shape` (`pad_to_shape`; a shape bucket's), on `device` (`to_device`; None: left on the host)."""
-    features = dataset.select_columns([c for c in BATCH_COLUMNS if c in dataset.column_names])[indices]
-    rows = [dict(zip(features, values, strict=True)) for values in zip(*features.values(), strict=True)]
-    batch = collator(rows)
+    `shape` (`pad_to_shape`; a shape bucket's), on `device` (`to_device`; None: left on the host). A `PairCollator`
+    reads the rows' Arrow columns; any other collator gets them as a list of dicts."""
+    columns = [c for c in BATCH_COLUMNS if c in dataset.column_names]
+    if isinstance(collator, PairCollator):
+        batch = collator.from_table(arrow_rows(dataset, indices, columns))
+    else:
+        features = dataset.select_columns(columns)[indices]
+        batch = collator([dict(zip(features, values, strict=True)) for values in zip(*features.values(), strict=True)])
     if shape is not None:
         batch = pad_to_shape(batch, shape, collator.tokenizer.pad_token_id)
     return batch if device is None else to_device(batch, device)
+
+
+def arrow_rows(dataset, indices, columns: list[str]):
+    """The rows `indices` of a `datasets.Dataset` as a `pyarrow.Table` of `columns`, taken in one step from the table
+    behind it (`datasets`' own `dataset[indices]` makes a one-row slice per index in Python: 20 ms for 2,600 rows)."""
+    positions = np.asarray(indices, dtype=np.int64)
+    mapping = getattr(dataset, "_indices", None)  # a split selected or shuffled without copying: rows -> table rows
+    if mapping is not None:
+        positions = mapping.column(0).to_numpy()[positions]
+    return dataset.data.table.select(columns).take(positions)
 
 
 def pad_to_shape(batch: dict, shape: tuple[int, int, int], pad_token_id: int) -> dict:
@@ -442,10 +528,16 @@ def pad_to_shape(batch: dict, shape: tuple[int, int, int], pad_token_id: int) ->
     return padded
 
 
+def pinned(batch: dict) -> dict:
+    """`batch` in pinned (page-locked) host memory, which a CUDA device copies from without blocking the host."""
+    return {key: value.pin_memory() for key, value in batch.items()}
+
+
 def to_device(batch: dict, device) -> dict:
     """`batch` on `device`; to a CUDA device from pinned host memory without blocking (the copy overlaps the work
-    queued before it, and the host goes on)."""
+    queued before it, and the host goes on). A batch pinned already (`pinned`) is not pinned again."""
     device = torch.device(device)
     if device.type != "cuda":
         return {key: value.to(device) for key, value in batch.items()}
-    return {key: value.pin_memory().to(device, non_blocking=True) for key, value in batch.items()}
+    return {key: (value if value.is_pinned() else value.pin_memory()).to(device, non_blocking=True)
+            for key, value in batch.items()}  # fmt: skip

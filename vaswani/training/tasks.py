@@ -31,7 +31,7 @@ from modeling_vaswani import (
 from modeling_vaswani.configuration_vaswani import MODEL_OPTIONS
 from tokenization import train_bpe_tokenizer
 from vaswani.constants import TOKENIZER_STAGING
-from vaswani.data.batching import TokenBatchSampler, collate
+from vaswani.data.batching import PairCollator, TokenBatchSampler, collate
 from vaswani.data.loading import load_translation_splits
 from vaswani.data.prepared import load_prepared, read_manifest
 from vaswani.data.text import (
@@ -346,9 +346,7 @@ class TranslationTask(Task):
         return column_array(dataset, "source_length"), column_array(dataset, "target_length")
 
     def collators(self, args, tokenizer, model) -> tuple[object, object]:
-        from transformers import DataCollatorForSeq2Seq
-
-        collator = DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)
+        collator = PairCollator(tokenizer, model)  # transformers' DataCollatorForSeq2Seq's batches, padded with numpy
         return collator, collator
 
     def scored_tokens(self, batch: dict) -> int:
@@ -496,11 +494,11 @@ class MaskedLMTask(CausalLMTask):
         return tokenized
 
     def collators(self, args, tokenizer, model) -> tuple[object, object]:
-        from transformers import DataCollatorForLanguageModeling, DataCollatorForSeq2Seq
+        from transformers import DataCollatorForLanguageModeling
 
         # training masks come from torch's global generator, which checkpoints save: a resume masks the same
         masking = DataCollatorForLanguageModeling(tokenizer, mlm_probability=args.mlm_probability)
-        return masking, DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=-100)  # held out: masked, padded
+        return masking, PairCollator(tokenizer)  # held out: masked once at set-up, padded here
 
     def scored_tokens(self, batch: dict) -> int:
         return int((batch["labels"] != -100).sum())
