@@ -525,3 +525,29 @@ def test_training_switches_cudnn_attention_off_for_its_device(data_dir, tmp_path
     monkeypatch.setattr(loop, "disable_cudnn_attention", lambda device_type: asked.append(device_type))
     train_in_process([*data_args(data_dir), *TINY_RUN, "--max_train_steps", "2", "--output_dir", str(tmp_path / "o")])
     assert asked == ["cpu"]
+
+
+@pytest.mark.parametrize("device", ["cuda", "cpu"])
+def test_the_feeder_pins_a_gpus_batches_in_its_own_thread(device, monkeypatch):
+    """`next_group` (which the prefetching thread runs) hands a CUDA run its batches in pinned memory, so that the
+    training loop's thread copies them without pinning; a CPU run gets them as collated. (Pinning itself needs CUDA:
+    here `pinned` is replaced by a stand-in that marks the batches it got.)"""
+    from types import SimpleNamespace
+
+    from vaswani.training import loop
+
+    collated = []
+
+    def collate(dataset, indices, collator, shape=None):
+        collated.append(indices)
+        return {"input_ids": torch.tensor([[len(indices)]])}
+
+    monkeypatch.setattr(loop, "collate", collate)
+    monkeypatch.setattr(loop, "pinned", lambda batch: {**batch, "pinned": True})
+    run = SimpleNamespace(args=SimpleNamespace(gradient_accumulation_steps=2), tokenized={"train": "the split"},
+                          collator=None, sampler=SimpleNamespace(batch_shape=lambda indices: None),
+                          accelerator=SimpleNamespace(device=torch.device(device)))  # fmt: skip
+    stream = iter([(0, 0, [0, 1]), (0, 1, [2, 3, 4]), (0, 2, [5])])
+    group, batches = loop.next_group(run, stream)
+    assert [indices for *_, indices in group] == collated == [[0, 1], [2, 3, 4]]
+    assert [batch.get("pinned", False) for batch in batches] == [device == "cuda"] * 2

@@ -40,7 +40,7 @@ from vaswani.constants import (
     METRICS_FILE,
     RESULTS_FILE,
 )
-from vaswani.data.batching import TokenBatchSampler, collate, padding_efficiency, to_device
+from vaswani.data.batching import TokenBatchSampler, collate, padding_efficiency, pinned, to_device
 from vaswani.data.prefetch import Inline, Prefetcher
 from vaswani.data.prepared import apply_manifest, check_sources_unchanged, load_prepared, read_manifest
 from vaswani.devices import (
@@ -566,10 +566,15 @@ def run_fraction(step: int, max_steps: int | None, budget, loop_seconds: float) 
 
 def next_group(run: Run, stream) -> tuple[list, list[dict]]:
     """The next update's --gradient_accumulation_steps batches: their (epoch, index_in_epoch, indices) from `stream`
-    and the collated batches, on the host (made ahead by `train_loop`'s feeder)."""
+    and the collated batches, on the host (made ahead by `train_loop`'s feeder); for a GPU in pinned memory, which
+    `train_step` copies from without blocking (pinning takes about a millisecond a tensor: done here, in the feeder's
+    thread, it is off the thread that launches the GPU's work)."""
     group = [next(stream) for _ in range(run.args.gradient_accumulation_steps)]
-    return group, [collate(run.tokenized["train"], indices, run.collator, shape=run.sampler.batch_shape(indices))
-                   for *_, indices in group]  # fmt: skip
+    batches = [collate(run.tokenized["train"], indices, run.collator, shape=run.sampler.batch_shape(indices))
+               for *_, indices in group]  # fmt: skip
+    if run.accelerator.device.type == "cuda":
+        batches = [pinned(batch) for batch in batches]
+    return group, batches
 
 
 def train_step(run: Run, feeder: Prefetcher | Inline) -> tuple[torch.Tensor, int]:
