@@ -11,6 +11,7 @@ methods never look at config strings. This file imports only torch and transform
 """
 
 import contextlib
+import inspect
 import math
 import threading
 from collections.abc import Callable
@@ -54,6 +55,22 @@ def shift_tokens_right(input_ids: torch.Tensor, pad_token_id: int, decoder_start
     shifted[:, 0] = decoder_start_token_id
     shifted.masked_fill_(shifted == -100, pad_token_id)
     return shifted
+
+
+# transformers' mask helper asks the device whether a padding mask holds any padding (`mask.all()` read back by the
+# host, which waits for every kernel queued before it) so as to drop a mask that masks nothing. Training batches are
+# padded nearly always, and on a GPU each such wait leaves the device idle while the host catches up (two a forward
+# pass: the encoder's mask and the cross-attention's), so in training the mask is built without asking. (The option
+# came with a later transformers 5.x; without it the helper asks, as before.)
+_CAN_SKIP_THE_PADDING_CHECK = "allow_is_bidirectional_skip" in inspect.signature(create_bidirectional_mask).parameters
+
+
+def bidirectional_mask(training: bool, **kwargs):
+    """transformers' `create_bidirectional_mask(**kwargs)`; in training without reading the mask back from the
+    device (see above). The same attention either way: a mask of all ones masks nothing."""
+    if training and _CAN_SKIP_THE_PADDING_CHECK:
+        kwargs["allow_is_bidirectional_skip"] = False
+    return create_bidirectional_mask(**kwargs)
 
 
 def sinusoidal_position_table(num_positions: int, dim: int, start: int = 0) -> torch.Tensor:
@@ -1083,8 +1100,8 @@ class VaswaniEncoder(VaswaniStack):
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)  # (B, S, d)
         hidden_states = self.embeddings(inputs_embeds)
-        attention_mask = create_bidirectional_mask(
-            config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask
+        attention_mask = bidirectional_mask(
+            self.training, config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask
         )
         skip = self.layerdrop.sample(len(self.layers), self.training)
         for layer, skipped in zip(self.layers, skip, strict=True):
@@ -1151,7 +1168,8 @@ class VaswaniDecoder(VaswaniStack):
             attention_mask=attention_mask,
             past_key_values=self_attn_cache,
         )
-        encoder_attention_mask = create_bidirectional_mask(
+        encoder_attention_mask = bidirectional_mask(
+            self.training,
             config=self.config,
             inputs_embeds=hidden_states,
             attention_mask=encoder_attention_mask,

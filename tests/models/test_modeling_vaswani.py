@@ -757,3 +757,28 @@ def test_reorder_beam_cache_reorders_the_cross_attention_rows_only_when_rows_are
         assert torch.equal(layer.keys, keys[[2, 1]])
     for layer, keys in zip(cache.self_attention_cache.layers, self_keys, strict=True):
         assert torch.equal(layer.keys, keys[[0, 0, 2]][[2, 1]])
+
+
+@pytest.mark.parametrize("padded", [True, False])
+def test_training_builds_the_padding_mask_without_reading_it_back(padded, monkeypatch):
+    """transformers' mask helper reads a padding mask back from the device (`mask.all()`, a wait for the GPU) to drop
+    a mask that masks nothing; a training forward pass builds the encoder's and the cross-attention's masks without
+    asking, an evaluation still asks, and both compute the same attention (a mask of ones masks nothing)."""
+    import transformers.masking_utils as masking
+
+    asked = []
+    check = masking._ignore_bidirectional_mask_sdpa
+    monkeypatch.setattr(masking, "_ignore_bidirectional_mask_sdpa", lambda *a, **k: asked.append(1) or check(*a, **k))
+    model = tiny_model(dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, label_smoothing=0.0)
+    model.set_attn_implementation("sdpa")
+    input_ids, attention_mask, labels = random_batch()
+    if not padded:
+        attention_mask = torch.ones_like(attention_mask)
+    model.train()
+    trained = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).logits
+    assert asked == []
+    model.eval()
+    with torch.no_grad():
+        evaluated = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).logits
+    assert len(asked) == 2  # the encoder's mask and the decoder's cross-attention mask
+    torch.testing.assert_close(trained.detach(), evaluated, rtol=1e-5, atol=1e-5)
