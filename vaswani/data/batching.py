@@ -420,7 +420,7 @@ class PairCollator:
 
     Why it matters: the training loop pads the next batches in a background thread while it launches the current
     update's GPU kernels (`vaswani.data.prefetch`), and Python code holds the interpreter lock that launching needs.
-    transformers' collator, with `datasets`' conversion of the rows to Python lists, took 14-67 ms a batch of 25,000
+    transformers' collator, with `datasets`' conversion of the rows to Python lists, took 14-88 ms a batch of 25,000
     tokens (the more rows, the longer; benchmarks/README.md "The GPU step's host"); from the split's Arrow columns
     (`collate`) this collator takes about a millisecond. Rows given as dicts (`collator(features)`) work too."""
 
@@ -502,8 +502,8 @@ def arrow_rows(dataset, indices, columns: list[str]):
     behind it (`datasets`' own `dataset[indices]` makes a one-row slice per index in Python: 20 ms for 2,600 rows)."""
     positions = np.asarray(indices, dtype=np.int64)
     mapping = getattr(dataset, "_indices", None)  # a split selected or shuffled without copying: rows -> table rows
-    if mapping is not None:
-        positions = mapping.column(0).to_numpy()[positions]
+    if mapping is not None:  # taken from the mapping itself: no copy of a whole split's mapping per batch
+        positions = mapping.column(0).take(positions).to_numpy()
     return dataset.data.table.select(columns).take(positions)
 
 

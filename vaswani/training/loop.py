@@ -164,9 +164,6 @@ def build_optimizer(args, model, device_type: str) -> torch.optim.Optimizer:
     return torch.optim.AdamW(groups, lr=1.0, betas=betas, eps=args.adam_epsilon, **fused)
 
 
-# makes them (causal: the input ids; masked: the masked tokens)
-
-
 def main(argv: list[str] | None = None, prog: str | None = None) -> dict:
     """One training run from a command line (`train.py`); see `train`."""
     return train(parse_args(argv, prog))
