@@ -13,15 +13,16 @@
 # weights on, "A2" the before once more (the A/A noise). bench_gpu.py prints tokens/s, MFU and each variant's ratio
 # to the first.
 #
-# `session` runs these groups in order, each a bench_gpu.py (or bench_gpu_step.py) call of its own, and starts a
+# `session` runs these groups in order, each a bench_gpu.py (or bench_train_profile.py) call of its own, and starts a
 # group only while its estimated time is left of SECONDS (default 540, a call's 10 minutes less start-up). The order
-# follows the first two GPU sessions (benchmarks/README.md, "Issue 41's step options on a GPU": the fused loss ran at
-# 0.80x, the compiled layers with buckets and bf16 weights at 1.07-1.17x on big; then the vocabulary's alignment
-# made big's step 1.14x faster, and every trained tokenizer is now padded to a multiple of 8), so "fast" is the three
-# without the fused loss, and bench_gpu.py's corpus has 12,112 tokens:
-#   1. big: off / fast / off again (the A/A)          2. base: the same
+# follows the GPU sessions so far (benchmarks/README.md, "Issue 41's step options on a GPU", "... second session" and
+# "The GPU step's host"): the fused loss loses on a GPU, so "fast" is the other three; since the host's costs went
+# (4d81cb9..600851d) big's fast step reached 39.1% MFU and base, at 14.1% with every option off, was not measured
+# with them, so base comes first:
+#   1. base: off / fast / off again (the A/A)          2. big: the same
 #   3. base: off / fast with CUDA graphs (reduce-overhead; on a GPU only)
-#   4. where the time of big's fast step goes (bench_gpu_step.py --profile, fixed shape)
+#   4. where the loop's time goes: bench_train_profile.py --profile_updates over train.py's loop, big fast and base
+#      off (device busy and idle per update, the host's waits, the top kernels)
 #   5. big: off / bf16 weights / fused loss (default chunk, and 4,096 tokens) / all four (each mechanism's share)
 # A run that fails or outlasts what is left is reported and the others go on (bench_gpu.py --keep_going
 # --run_timeout). Everything lands in $OUT (the device tool's folder) or ./gpu_session: session.txt (all output) and
@@ -36,11 +37,20 @@ on="--shape_buckets true --torch_compile true --fused_loss true --bf16_weights t
 py=${PYTHON:-python3}
 if [ "$device" = cpu ]; then
     sizes=(--max_tokens 600 --steps 6 --warmup_steps 2 --pairs 300 --vocab_size 400 --peak_tflops 1)
-    step_sizes=(--shapes 8x12x14 --steps 2 --peak_tflops 1)
+    pairs=300 vocab=400 profile_sizes=(--max_tokens 600)
+    export ACCELERATE_USE_CPU=1
 else
     sizes=(--steps 100 --warmup_steps 60)  # the first 60 updates compile (a few graphs a layer kind)
-    step_sizes=(--shapes 200x120x125 --steps 10)
+    pairs=60000 vocab=37000 profile_sizes=(--max_tokens 25000)
 fi
+model_options() {  # train.py's model options for a preset (bench_gpu.py's tiny one on a CPU)
+    if [ "$1" = tiny ]; then
+        echo "--d_model 32 --encoder_layers 2 --decoder_layers 2 --encoder_attention_heads 2 --decoder_attention_heads 2"
+        echo "--encoder_ffn_dim 64 --decoder_ffn_dim 64"
+    else
+        echo "--model_preset $1"
+    fi
+}
 bench() { PYTHONUNBUFFERED=1 "$py" benchmarks/bench_gpu.py --device "$device" --mixed_precision bf16 --repeats 1 \
     "${sizes[@]}" "$@"; }
 
@@ -95,15 +105,41 @@ gpu_bench() {  # gpu_bench NAME ARGS...: bench_gpu.py into the session's folders
 } 2>&1 | tee "$log"
 
 fast="--shape_buckets true --torch_compile true --fused_loss false --bf16_weights true"
-group "1 $big off/fast/A2" 200 gpu_bench big-ab --presets "$big" --variant "off=$off" --variant "fast=$fast" \
+group "1 $base off/fast/A2" 180 gpu_bench base-ab --presets "$base" --variant "off=$off" --variant "fast=$fast" \
     --variant "A2=$off"
-group "2 $base off/fast/A2" 180 gpu_bench base-ab --presets "$base" --variant "off=$off" --variant "fast=$fast" \
+group "2 $big off/fast/A2" 200 gpu_bench big-ab --presets "$big" --variant "off=$off" --variant "fast=$fast" \
     --variant "A2=$off"
 [ "$device" = cpu ] || group "3 $base graphs" 160 gpu_bench base-graphs --presets "$base" --variant "off=$off" \
     --variant "graphs=$fast --torch_compile_mode reduce-overhead"
-group "4 $big step profile" 90 timeout "$(left)" "$py" \
-    benchmarks/bench_gpu_step.py --device "$device" --presets "$big" "${step_sizes[@]}" --bf16_weights true \
-    --torch_compile true --profile
+loop_profiles() {  # the synthetic corpus of bench_gpu.py, then train.py's loop profiled: big fast, base off
+    local corpus="$work.corpus" status=0
+    mkdir -p "$corpus" "$work/logs/loop-profiles"
+    "$py" -c "import sys; sys.path.insert(0, 'benchmarks'); import bench_train; from pathlib import Path
+paths = bench_train.make_corpus(Path('$corpus'), ${pairs}, seed=0)
+bench_train.prepare_tokenizer(paths, Path('$corpus'), ${vocab}, 'en', 'de')" > /dev/null || return
+    local data="--train_file $corpus/train.jsonl --validation_file $corpus/validation.jsonl --tokenizer $corpus/tokenizer
+        --source_lang en --target_lang de --max_source_length 256 --max_target_length 256 --warmup_steps 4000
+        --logging_steps 5 --eval_steps 0 --average_checkpoints 0 --checkpoint_minutes 100000 --checkpoint_steps 100000
+        --max_eval_samples 2 --final_eval_samples 2 --num_beams 1 --mixed_precision bf16 --report_to none
+        ${profile_sizes[*]}"
+    for run in "fast $big 60 75 $fast" "off $base 30 45 $off"; do
+        set -- $run
+        local label=$1 preset=$2 after=$3 steps=$4
+        shift 4
+        [ "$device" = cpu ] && after=2 steps=5
+        local name="$label-$preset" count=$((steps - after < 10 ? steps - after : 10))
+        echo "-- loop profile: $preset $label, updates $((after + 1))-$((after + count)) ($*)"
+        timeout "$(left)" "$py" benchmarks/bench_train_profile.py --profile_updates "$count" --profile_after "$after" \
+            --json "$work/profile-$name.json" -- $data --max_train_steps "$steps" --output_dir "$corpus/run" \
+            $(model_options "$preset") "$@" > "$work/logs/loop-profiles/$name.log" 2>&1 || status=1
+        sed -n '/^profile of/,$p' "$work/logs/loop-profiles/$name.log"
+        [ -s "$work/profile-$name.json" ] || tail -n 20 "$work/logs/loop-profiles/$name.log"
+        rm -rf "$corpus/run"
+    done
+    rm -rf "$corpus"
+    return $status
+}
+group "4 loop profiles" 180 loop_profiles
 chunk=4096
 [ "$device" = cpu ] && chunk=32
 group "5 $big mechanisms" 250 gpu_bench big-mechanisms --presets "$big" --variant "off=$off" \
