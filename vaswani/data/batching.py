@@ -415,7 +415,7 @@ class PairCollator:
     """Translation batches: the source padded with PAD (attention mask 0), the labels with -100, and the decoder
     input made from the labels by the model (`prepare_decoder_input_ids_from_labels`: the start token, then the labels
     shifted right, PAD for -100), on the tokenizer's padding side. The same tensors as transformers'
-    `DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)` (tests/data/test_collate.py compares
+    `DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)` (tests/data/test_batching_collate.py compares
     them), made with a few numpy operations per column instead of Python loops over the rows and tokens.
 
     Why it matters: the training loop pads the next batches in a background thread while it launches the current
