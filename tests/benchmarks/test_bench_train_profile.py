@@ -89,36 +89,35 @@ def test_train_options_are_required(capsys):
     assert stop.value.code == 2 and "give train.py's options after --" in capsys.readouterr().err
 
 
-def test_a_profile_of_the_loop_covers_the_updates_asked_for(tmp_path, monkeypatch, capsys):
+def profiled_tiny_run(tmp_path, monkeypatch, capsys, after: int, updates: int) -> tuple[dict, str]:
+    """A tiny 6-update run with `--profile_after after --profile_updates updates`: its report and its output."""
     monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
     write_demo_files(tmp_path, num_train=120, num_validation=8, num_test=8)
     data = [f"--{split}_file={tmp_path / f'{split}.jsonl'}" for split in ("train", "validation", "test")]
     report = tmp_path / "profile.json"
-    options = ["--json", str(report), "--profile_updates", "3", "--profile_after", "2", "--"]
-    train_step = training_loop.train_step
+    options = ["--json", str(report), "--profile_updates", str(updates), "--profile_after", str(after), "--"]
     assert main([*options, *TINY, *data, "--output_dir", str(tmp_path / "run")]) == 0
-    out = capsys.readouterr().out
-    profile = json.loads(report.read_text())["update_profile"]
+    return json.loads(report.read_text()), capsys.readouterr().out
+
+
+def test_a_profile_of_the_loop_covers_the_updates_asked_for(tmp_path, monkeypatch, capsys):
+    train_step = training_loop.train_step
+    results, out = profiled_tiny_run(tmp_path, monkeypatch, capsys, after=2, updates=3)
+    profile = results["update_profile"]
     assert profile["updates"] == 3 and "profile of updates 3-5:" in out
-    assert 0 < profile["wall_ms_per_update"] < 1000 * json.loads(report.read_text())["loop_seconds"] / 3
-    # a CPU has no device to be idle and launches no kernels; the host's operators are listed, matrix products first
+    assert 0 < profile["wall_ms_per_update"] < 1000 * results["loop_seconds"] / 3
+    # a CPU has no device to be idle and launches no kernels; the host's operators are listed, its products among them
     assert profile["device_busy_ms_per_update"] is None and profile["launches_per_update"] == 0
     names = [row["name"] for row in profile["top_host"]]
     assert any(name in ("aten::mm", "aten::addmm", "aten::bmm") for name in names)
-    # calls per update: 2 micro-batches (--gradient_accumulation_steps 2) of 1 + 1 layers, each with its products
     assert all(row["calls_per_update"] > 0 and row["ms_per_update"] >= 0 for row in profile["top_host"])
     assert training_loop.train_step is train_step  # the profiling copy is gone again
 
 
 def test_a_profile_past_the_last_update_says_nothing_was_profiled(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
-    write_demo_files(tmp_path, num_train=120, num_validation=8, num_test=8)
-    data = [f"--{split}_file={tmp_path / f'{split}.jsonl'}" for split in ("train", "validation", "test")]
-    report = tmp_path / "profile.json"
-    options = ["--json", str(report), "--profile_updates", "2", "--profile_after", "5", "--"]
-    assert main([*options, *TINY, *data, "--output_dir", str(tmp_path / "run")]) == 0
-    assert "the run made 6 updates, fewer than --profile_after 5 + --profile_updates 2" in capsys.readouterr().out
-    assert json.loads(report.read_text())["update_profile"] is None
+    results, out = profiled_tiny_run(tmp_path, monkeypatch, capsys, after=5, updates=2)
+    assert "the run made 6 updates, fewer than --profile_after 5 + --profile_updates 2" in out
+    assert results["update_profile"] is None
 
 
 @pytest.mark.parametrize(("option", "value", "message"), [
