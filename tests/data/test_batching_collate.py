@@ -1,6 +1,7 @@
-"""`PairCollator` (vaswani/data/batching.py): translation batches equal to transformers' `DataCollatorForSeq2Seq`
-(the reference, fed the same rows through `collate`'s row path), from a split's Arrow columns without `datasets`'
-per-row indexing."""
+"""`TokenCollator` and its subclasses (vaswani/data/batching.py): translation batches equal to transformers'
+`DataCollatorForSeq2Seq`, a decoder-only model's equal to `DataCollatorForLanguageModeling(mlm=False)` (the
+references, fed the same rows through `collate`'s row path), from a split's Arrow columns without `datasets`' per-row
+indexing."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ import datasets
 import pytest
 import torch
 from conftest import tiny_model
-from transformers import DataCollatorForSeq2Seq
+from transformers import DataCollatorForLanguageModeling, DataCollatorForSeq2Seq
 
 from tokenization import train_bpe_tokenizer
-from vaswani.data.batching import PairCollator, arrow_rows, collate
+from vaswani.data.batching import LanguageModelCollator, PairCollator, TokenCollator, arrow_rows, collate
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +56,8 @@ def test_batches_equal_transformers_seq2seq_collator(tokenizer, side, attention_
     tokenizer.padding_side = side
     try:
         model = tiny_model() if with_model else None
-        ours, reference = PairCollator(tokenizer, model), DataCollatorForSeq2Seq(tokenizer, model=model,
-                                                                               label_pad_token_id=-100)  # fmt: skip
+        ours = PairCollator(tokenizer, model) if with_model else TokenCollator(tokenizer)
+        reference = DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)
         split = tokenized_split(300, seed=1, attention_mask=attention_mask, extra=True)
         rng = random.Random(2)
         for dataset in (split, split.shuffle(seed=3).select(range(250))):  # the second maps rows to the table's
@@ -100,3 +101,21 @@ def test_rows_come_from_the_arrow_table_not_from_datasets_indexing(tokenizer, mo
 def test_a_column_it_cannot_pad_is_refused(tokenizer):
     with pytest.raises(ValueError, match="this one has 'token_type_ids'"):
         PairCollator(tokenizer)([{"input_ids": [5, 6], "token_type_ids": [0, 0]}])
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+@pytest.mark.parametrize("attention_mask", [True, False])
+def test_language_model_batches_equal_transformers_language_modeling_collator(tokenizer, side, attention_mask):
+    tokenizer.padding_side = side
+    try:
+        ours, reference = LanguageModelCollator(tokenizer), DataCollatorForLanguageModeling(tokenizer, mlm=False)
+        split = tokenized_split(120, seed=7, attention_mask=attention_mask).remove_columns("labels")
+        rng = random.Random(8)
+        for dataset in (split, split.shuffle(seed=9).select(range(100))):
+            for size in (1, 9, 100):
+                indices = rng.sample(range(len(dataset)), size)
+                batch = collate(dataset, indices, ours)
+                assert_same_batch(batch, collate(dataset, indices, reference))
+                assert (batch["labels"] == -100).sum() == (batch["attention_mask"] == 0).sum()  # PAD scores nothing
+    finally:
+        tokenizer.padding_side = "right"

@@ -411,24 +411,24 @@ BATCH_COLUMNS = ("input_ids", "attention_mask", "labels")  # an LM's training ex
 # makes them (causal: the input ids; masked: the masked tokens)
 
 
-class PairCollator:
-    """Translation batches: the source padded with PAD (attention mask 0), the labels with -100, and the decoder
-    input made from the labels by the model (`prepare_decoder_input_ids_from_labels`: the start token, then the labels
-    shifted right, PAD for -100), on the tokenizer's padding side. The same tensors as transformers'
-    `DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)` (tests/data/test_batching_collate.py compares
-    them), made with a few numpy operations per column instead of Python loops over the rows and tokens.
+class TokenCollator:
+    """Batches of a tokenized split: input_ids padded with PAD, attention_mask with 0 (made from the input's lengths
+    where the split does not store it and the tokenizer's model takes it), labels with -100, on the tokenizer's padding
+    side: the same tensors as transformers' `DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=-100)`, made with
+    a few numpy operations per column instead of Python loops over the rows and tokens. Subclasses add what their
+    task's batch needs (`complete`): `PairCollator` the decoder input, `LanguageModelCollator` the labels.
 
     Why it matters: the training loop pads the next batches in a background thread while it launches the current
     update's GPU kernels (`vaswani.data.prefetch`), and Python code holds the interpreter lock that launching needs.
     transformers' collator, with `datasets`' conversion of the rows to Python lists, took 14-88 ms a batch of 25,000
     tokens (the more rows, the longer; benchmarks/README.md "The GPU step's host"); from the split's Arrow columns
-    (`collate`) this collator takes about a millisecond. Rows given as dicts (`collator(features)`) work too."""
+    (`collate`) these collators take about a millisecond. Rows given as dicts (`collator(features)`) work too.
+    tests/data/test_batching_collate.py compares each with transformers' collator."""
 
-    def __init__(self, tokenizer, model=None):
+    def __init__(self, tokenizer):
         if tokenizer.padding_side not in ("right", "left"):
             raise ValueError(f"padding side {tokenizer.padding_side!r}: use 'right' or 'left'")
         self.tokenizer = tokenizer  # pad_to_shape reads its pad_token_id
-        self.model = model
         self.fill = {"input_ids": tokenizer.pad_token_id, "attention_mask": 0, "labels": -100}
         self.makes_attention_mask = "attention_mask" in tokenizer.model_input_names  # tokenized splits may lack it
 
@@ -455,12 +455,10 @@ class PairCollator:
 
     def pad(self, columns: dict) -> dict:
         """{name: (the rows' tokens end to end (N,), each row's length (B,))} -> {name: (B, longest) int64 tensor}, in
-        the reference's order: input_ids, attention_mask, labels, then decoder_input_ids when the model makes them."""
+        the reference's order (input_ids, attention_mask, labels), then what `complete` adds."""
         unknown = [name for name in columns if name not in self.fill]
         if unknown:
-            raise ValueError(
-                f"a translation batch has input_ids, attention_mask and labels; this one has {unknown[0]!r}"
-            )
+            raise ValueError(f"a batch has input_ids, attention_mask and labels; this one has {unknown[0]!r}")
         if "attention_mask" not in columns and "input_ids" in columns and self.makes_attention_mask:
             values, lengths = columns["input_ids"]  # as the tokenizer's padding does: 1 for a token, 0 for PAD
             columns = {**columns, "attention_mask": (np.ones_like(values), lengths)}
@@ -476,18 +474,45 @@ class PairCollator:
                 tokens = positions >= width - lengths[:, None]
             padded[tokens] = values  # row by row, in order: the rows' tokens fill their places
             batch[name] = torch.from_numpy(padded)
-        makes_decoder_input = hasattr(self.model, "prepare_decoder_input_ids_from_labels")  # False for None
-        if "labels" in batch and makes_decoder_input:
+        return self.complete(batch)
+
+    def complete(self, batch: dict) -> dict:
+        """The padded columns -> the task's batch (here: as they are)."""
+        return batch
+
+
+class PairCollator(TokenCollator):
+    """Translation batches: `TokenCollator`'s, with the decoder input made from the labels by the model
+    (`prepare_decoder_input_ids_from_labels`: the start token, then the labels shifted right, PAD for -100), as
+    transformers' `DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)` makes them."""
+
+    def __init__(self, tokenizer, model=None):
+        super().__init__(tokenizer)
+        self.model = model
+
+    def complete(self, batch: dict) -> dict:
+        if "labels" in batch and hasattr(self.model, "prepare_decoder_input_ids_from_labels"):  # False for None
             batch["decoder_input_ids"] = self.model.prepare_decoder_input_ids_from_labels(labels=batch["labels"])
+        return batch
+
+
+class LanguageModelCollator(TokenCollator):
+    """A decoder-only model's batches: `TokenCollator`'s, with the labels the input ids, PAD made -100 (the model shifts
+    them), as transformers' `DataCollatorForLanguageModeling(tokenizer, mlm=False)` makes them."""
+
+    def complete(self, batch: dict) -> dict:
+        labels = batch["input_ids"].clone()
+        labels[labels == self.tokenizer.pad_token_id] = -100
+        batch["labels"] = labels
         return batch
 
 
 def collate(dataset, indices, collator, device=None, shape: tuple[int, int, int] | None = None) -> dict:
     """The examples `indices` of a tokenized split as one padded batch of tensors (`collator`), padded further to
-    `shape` (`pad_to_shape`; a shape bucket's), on `device` (`to_device`; None: left on the host). A `PairCollator`
+    `shape` (`pad_to_shape`; a shape bucket's), on `device` (`to_device`; None: left on the host). A `TokenCollator`
     reads the rows' Arrow columns; any other collator gets them as a list of dicts."""
     columns = [c for c in BATCH_COLUMNS if c in dataset.column_names]
-    if isinstance(collator, PairCollator):
+    if isinstance(collator, TokenCollator):
         batch = collator.from_table(arrow_rows(dataset, indices, columns))
     else:
         features = dataset.select_columns(columns)[indices]

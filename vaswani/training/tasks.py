@@ -31,7 +31,7 @@ from modeling_vaswani import (
 from modeling_vaswani.configuration_vaswani import MODEL_OPTIONS
 from tokenization import train_bpe_tokenizer
 from vaswani.constants import TOKENIZER_STAGING
-from vaswani.data.batching import PairCollator, TokenBatchSampler, collate
+from vaswani.data.batching import LanguageModelCollator, PairCollator, TokenBatchSampler, TokenCollator, collate
 from vaswani.data.loading import load_translation_splits
 from vaswani.data.prepared import load_prepared, read_manifest
 from vaswani.data.text import (
@@ -450,9 +450,7 @@ class CausalLMTask(Task):
         return lengths, lengths  # one sequence: a batch costs examples x its longest
 
     def collators(self, args, tokenizer, model) -> tuple[object, object]:
-        from transformers import DataCollatorForLanguageModeling
-
-        collator = DataCollatorForLanguageModeling(tokenizer, mlm=False)  # labels = input ids, PAD ignored
+        collator = LanguageModelCollator(tokenizer)  # labels = input ids, PAD ignored (padded with numpy)
         return collator, collator
 
     def scored_tokens(self, batch: dict) -> int:
@@ -498,7 +496,7 @@ class MaskedLMTask(CausalLMTask):
 
         # training masks come from torch's global generator, which checkpoints save: a resume masks the same
         masking = DataCollatorForLanguageModeling(tokenizer, mlm_probability=args.mlm_probability)
-        return masking, PairCollator(tokenizer)  # held out: masked once at set-up, padded here
+        return masking, TokenCollator(tokenizer)  # held out: masked once at set-up, padded here
 
     def scored_tokens(self, batch: dict) -> int:
         return int((batch["labels"] != -100).sum())
