@@ -11,8 +11,8 @@ the order they were made: the batches, their order and so the trained weights ar
 and a resumed run, which starts its batch stream at the position stored in the checkpoint, meets the same batches
 (groups made ahead of a checkpoint and never used are simply dropped). The thread overlaps the model's work because
 PyTorch releases the GIL inside its operations, and so must the work here: a Python loop over a batch's rows holds the
-GIL that the training thread needs to launch a GPU's kernels (translation batches are padded with numpy:
-`vaswani.data.batching.PairCollator`). For a GPU the training loop's `make_group` also pins the batches here; the
+GIL that the training thread needs to launch a GPU's kernels (translation and decoder-only batches are padded with
+numpy: `vaswani.data.batching.TokenCollator`). For a GPU the training loop's `make_group` also pins the batches here; the
 copies stay in the training loop (without blocking: `vaswani.data.batching.to_device`).
 
 A collator that draws random numbers (the masked LM's masking) must not run here: it would take them from the
