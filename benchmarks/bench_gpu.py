@@ -42,6 +42,13 @@ all runs interleaved (variant and preset alternate within each round), and print
 first variant's for each preset: e.g. the input pipeline of issue 30 (the default: batches prepared in a background
 thread, SDPA attention, TF32) against `--prefetch_updates 0 --attn_implementation eager --tf32 false`.
 
+`--baseline REV` runs every variant once more with the code of commit REV (`git archive`, train.py from that tree),
+interleaved with this checkout's runs and listed first, so that each variant's ratio reads "this code / the code of
+REV"; REV may also be a folder holding a source tree (`git archive REV | tar -x -C DIR`, made beforehand where the
+machine that measures has no history, as the device tool's copy of the working tree has none):
+
+    python benchmarks/bench_gpu.py --presets base big --steps 60 --warmup_steps 20 --repeats 1 --baseline 396140d
+
 For a GPU's scarce minutes (benchmarks/gpu_step_ab.sh): `--keep_going` reports a run that fails and goes on with the
 others (exit status 1 at the end), `--run_timeout SECONDS` stops a run that takes too long (a failure), `--logs DIR`
 keeps every run's train.py log. Each row records the graphs a compiled run made (`compiled_graphs`) and train.py's own
@@ -52,6 +59,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import statistics
 import subprocess
@@ -161,6 +169,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "on (exit status 1 at the end); default: the first failure stops the benchmark")  # fmt: skip
     parser.add_argument("--run_timeout", type=float, default=None, metavar="SECONDS",
                         help="stop a train.py run after this many seconds (a failure; default: no limit)")  # fmt: skip
+    parser.add_argument("--baseline", metavar="REV", default=None,
+                        help="also run every variant with the code of commit REV (or of the source tree in folder "
+                             "REV), interleaved, listed first (default: this checkout's code only)")  # fmt: skip
     parser.add_argument("--logs", type=Path, default=None, metavar="DIR",
                         help="save each train.py run's output (its log) as DIR/run-VARIANT-PRESET-ROUND.log (DIR: a "
                              "new or empty folder)")  # fmt: skip
@@ -185,6 +196,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error(f"--threads {args.threads} is not allowed: use 1 or more")
     if args.run_timeout is not None and args.run_timeout <= 0:
         parser.error(f"--run_timeout {args.run_timeout:g} is not allowed: give seconds above 0")
+    if args.baseline is not None:
+        if (Path(args.baseline) / "train.py").is_file():
+            args.baseline_tree, args.baseline_label = Path(args.baseline).resolve(), Path(args.baseline).name
+        elif (commit := common.commit_of(args.baseline)) is not None:
+            args.baseline_tree, args.baseline_label = None, commit
+        else:
+            parser.error(f"--baseline {args.baseline}: neither a commit of {REPO} nor a folder with train.py in it")
     if args.logs is not None and args.logs.exists() and (not args.logs.is_dir() or any(args.logs.iterdir())):
         parser.error(f"--logs {args.logs} is a file or a folder with files in it: give a new or empty folder (the "
                      "logs would replace files of the same names)")  # fmt: skip
@@ -207,17 +225,28 @@ class RunFailed(RuntimeError):
 
 
 def run_preset(
-    args, preset: str, paths: dict, folder: Path, vocab_size: int, round_index: int = 0, variant: str = "default"
+    args,
+    preset: str,
+    paths: dict,
+    folder: Path,
+    vocab_size: int,
+    round_index: int = 0,
+    variant: str = "default",
+    source: Path = REPO,
+    label: str | None = None,
 ) -> dict:
+    """One train.py run of `variant` on `preset` with the code in `source` (this checkout, or a --baseline tree);
+    `label` names it in the logs and the report (default: the variant)."""
     config = model_config(preset, vocab_size)
-    name = f"run-{variant}-{preset}-{round_index}"
+    label = label or variant
+    name = f"run-{label.replace(' @ ', '@')}-{preset}-{round_index}"
     out = folder / name
     model = [f"--{k}={v}" for k, v in TINY.items()] if preset == "tiny" else ["--model_preset", preset]
     if preset in RECIPES:  # the recipe's model and optimizer settings; the rest as every preset runs
         model = ["--config", str(RECIPES[preset]), "--ema_decay", "none", "--eval_steps", "0"]
     logging_steps = max(1, (args.steps - args.warmup_steps) // 5)
     cmd = [
-        sys.executable, str(REPO / "train.py"), "--train_file", str(paths["train"]),
+        sys.executable, str(source / "train.py"), "--train_file", str(paths["train"]),
         "--validation_file", str(paths["validation"]), "--tokenizer", str(folder / "tokenizer"),
         *model, "--max_tokens", str(args.max_tokens),
         "--max_source_length", "256", "--max_target_length", "256", "--max_train_steps", str(args.steps),
@@ -228,6 +257,8 @@ def run_preset(
         "--source_lang", args.source_lang, "--target_lang", args.target_lang, *args.variants[variant],
     ]  # fmt: skip
     env = common.worker_env(args.threads)
+    if source != REPO:  # the baseline's packages before this checkout's
+        env["PYTHONPATH"] = os.pathsep.join([str(source), env["PYTHONPATH"]])
     if args.device == "cpu":
         env["ACCELERATE_USE_CPU"] = "1"
     try:
@@ -241,13 +272,13 @@ def run_preset(
         args.logs.mkdir(parents=True, exist_ok=True)
         (args.logs / f"{name}.log").write_text(output)
     if failure:
-        raise RunFailed(f"train.py ({variant}, {preset}) failed ({failure}):\n{output[-3000:]}")
+        raise RunFailed(f"train.py ({label}, {preset}) failed ({failure}):\n{output[-3000:]}")
     windows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     train = [w for w in windows if w["split"] == "train"]
     rates = [w["target_tokens_per_second"] for w in train if w["step"] > args.warmup_steps]
     return {"config": config, "target_tokens_per_second": statistics.median(rates), "windows": rates,
             "compiled_graphs": train[-1].get("compiled_graphs") if train else None,
-            "step_options": step_options(output)}  # fmt: skip
+            "step_options": step_options(output), "train_py": str(source / "train.py")}  # fmt: skip
 
 
 def step_options(log: str) -> str | None:
@@ -284,23 +315,31 @@ def main(argv=None) -> list[dict]:
               f"interleaved, vocab {len(tokenizer)}")  # fmt: skip
         for variant, extra in args.variants.items():
             print(f"variant {variant}: train.py {shlex.join(extra) or '(its defaults)'}")
-        cells = [(variant, preset) for variant in args.variants for preset in args.presets]
-        runs = {cell: [] for cell in cells}
+        sources = [("", REPO)]
+        if args.baseline is not None:  # listed first: the ratios read "this code / the baseline's"
+            tree = args.baseline_tree or common.source_tree(args.baseline, folder / "baseline")
+            sources.insert(0, (f" @ {args.baseline_label}", tree))
+            print(f"baseline: every variant also with the code of {args.baseline} ({tree})")
+        # (label, variant, preset, code): the label names a run of the baseline's code "VARIANT @ REV"
+        cells = [(variant + suffix, variant, preset, source) for suffix, source in sources
+                 for variant in args.variants for preset in args.presets]  # fmt: skip
+        runs = {(label, preset): [] for label, _, preset, _ in cells}
+        variant_of = {label: variant for label, variant, _, _ in cells}
         failures = []
         for round_index in range(args.repeats):  # alternate the order, as common.interleave does
-            for variant, preset in cells if round_index % 2 == 0 else reversed(cells):
+            for label, variant, preset, source in cells if round_index % 2 == 0 else reversed(cells):
                 try:
-                    run = run_preset(args, preset, paths, folder, len(tokenizer), round_index, variant)
+                    run = run_preset(args, preset, paths, folder, len(tokenizer), round_index, variant, source, label)
                 except RunFailed as failed:
                     if not args.keep_going:
                         raise
                     failures.append(str(failed).splitlines()[0])
-                    print(f"round {round_index}: {variant} {preset}: FAILED, left out (--keep_going)\n{failed}",
+                    print(f"round {round_index}: {label} {preset}: FAILED, left out (--keep_going)\n{failed}",
                           flush=True)  # fmt: skip
                     continue
-                runs[(variant, preset)].append(run)
+                runs[(label, preset)].append(run)
                 compiled = "" if run["compiled_graphs"] is None else f", {run['compiled_graphs']} graphs compiled"
-                print(f"round {round_index}: {variant} {preset}: {run['target_tokens_per_second']:,.0f} target "
+                print(f"round {round_index}: {label} {preset}: {run['target_tokens_per_second']:,.0f} target "
                       f"tokens/s{compiled}", flush=True)  # fmt: skip
         flops_per_token = {}
         for (variant, preset), preset_runs in runs.items():
@@ -314,14 +353,15 @@ def main(argv=None) -> list[dict]:
             per_token = flops_per_token[preset]
             flops = rates.median * per_token
             rows.append({
-                "variant": variant, "train_args": args.variants[variant],
+                "variant": variant, "train_args": args.variants[variant_of[variant]],
+                "train_py": preset_runs[0]["train_py"],
                 "preset": preset, "target_tokens_per_second": rates.median, "runs": rates.to_dict(),
                 "windows": [run["windows"] for run in preset_runs], "flops_per_target_token": per_token,
                 "compiled_graphs": [run["compiled_graphs"] for run in preset_runs],
                 "step_options": preset_runs[0]["step_options"],
                 "model_tflops": flops / 1e12, "mfu": flops / (peak * 1e12) if peak else None,
             })  # fmt: skip
-    several = len(args.variants) > 1
+    several = len(args.variants) > 1 or args.baseline is not None
     table = common.format_table(
         ["variant"] * several + ["preset", "target tokens/s (median)", "runs", "GFLOPs / target token",
                                  "model TFLOP/s", "MFU"],

@@ -79,7 +79,7 @@ def test_without_keep_going_the_first_failed_run_stops_the_benchmark(monkeypatch
 
     calls = []
 
-    def failing(args, preset, paths, folder, vocab_size, round_index=0, variant="default"):
+    def failing(args, preset, paths, folder, vocab_size, round_index=0, variant="default", source=None, label=None):
         calls.append(variant)
         raise bench_gpu.RunFailed(f"train.py ({variant}, {preset}) failed (exit status 2):\nerror: ...")
 
@@ -166,3 +166,46 @@ def test_step_options_is_train_py_s_own_line():
     log = "06:22:42 INFO train: Training step: torch_compile on (--torch_compile true); fused_loss off\nother\n"
     assert step_options(log) == "torch_compile on (--torch_compile true); fused_loss off"
     assert step_options("no such line") is None
+
+
+def test_a_baseline_is_a_commit_or_a_folder_with_train_py(tmp_path, capsys):
+    from bench_gpu import parse_args
+
+    args = parse_args(["--baseline", "HEAD"])
+    assert args.baseline_tree is None and args.baseline_label == common_commit("HEAD")
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "train.py").write_text("")
+    args = parse_args(["--baseline", str(tmp_path / "old")])
+    assert (args.baseline_tree, args.baseline_label) == ((tmp_path / "old").resolve(), "old")
+    with pytest.raises(SystemExit) as exit_info:
+        parse_args(["--baseline", str(tmp_path / "nothing-here")])
+    assert exit_info.value.code == 2 and "neither a commit of" in capsys.readouterr().err
+
+
+def common_commit(revision: str) -> str:
+    import common
+
+    return common.commit_of(revision)
+
+
+@pytest.mark.slow
+def test_every_variant_runs_with_the_baselines_code_too_listed_first(tmp_path):
+    """--baseline REV: each variant once more with train.py of REV's files (here: HEAD, archived into the benchmark's
+    temporary folder), interleaved; the ratios read "this checkout / the baseline"."""
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "benchmarks" / "bench_gpu.py"), "--device", "cpu", "--presets", "tiny",
+         "--mixed_precision", "no", "--max_tokens", "600", "--steps", "3", "--warmup_steps", "1", "--pairs", "200",
+         "--vocab_size", "400", "--peak_tflops", "1", "--repeats", "1", "--variant", "plain=", "--baseline", "HEAD",
+         "--json", str(tmp_path / "out.json")],
+        capture_output=True, text=True, timeout=400, env={**__import__("os").environ, "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    import json
+
+    head = common_commit("HEAD")
+    baseline, ours = json.loads((tmp_path / "out.json").read_text())["rows"]
+    assert (baseline["variant"], ours["variant"]) == (f"plain @ {head}", "plain")
+    assert ours["train_py"] == str(REPO_ROOT / "train.py")
+    assert baseline["train_py"].endswith("/baseline/train.py") and not baseline["train_py"].startswith(str(REPO_ROOT))
+    assert baseline["target_tokens_per_second"] > 0 and ours["target_tokens_per_second"] > 0
+    assert f"tiny: plain / plain @ {head} = " in result.stdout
