@@ -139,19 +139,22 @@ class UpdateProfiler:
         return profiled
 
     @staticmethod
-    def synchronize() -> None:
+    def on_gpu() -> bool:
+        """Whether the run uses a CUDA device (it has initialised CUDA by its first update)."""
         import torch
 
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
+        return torch.cuda.is_available() and torch.cuda.is_initialized()
+
+    def synchronize(self) -> None:
+        if self.on_gpu():
+            import torch
+
             torch.cuda.synchronize()
 
     def start(self) -> None:
-        import torch
         from torch.profiler import ProfilerActivity, profile
 
-        activities = [ProfilerActivity.CPU]
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
-            activities.append(ProfilerActivity.CUDA)
+        activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if self.on_gpu() else [])]
         self.synchronize()
         self.profiler = profile(activities=activities)
         self.profiler.__enter__()

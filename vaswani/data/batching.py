@@ -489,10 +489,12 @@ class PairCollator(TokenCollator):
     def __init__(self, tokenizer, model=None):
         super().__init__(tokenizer)
         self.model = model
+        # the model's rule for its decoder input, looked up once (None: no model, or one without such a rule)
+        self.decoder_input_ids = getattr(model, "prepare_decoder_input_ids_from_labels", None)
 
     def complete(self, batch: dict) -> dict:
-        if "labels" in batch and hasattr(self.model, "prepare_decoder_input_ids_from_labels"):  # False for None
-            batch["decoder_input_ids"] = self.model.prepare_decoder_input_ids_from_labels(labels=batch["labels"])
+        if "labels" in batch and self.decoder_input_ids is not None:
+            batch["decoder_input_ids"] = self.decoder_input_ids(labels=batch["labels"])
         return batch
 
 
