@@ -33,8 +33,9 @@ against `vaswani translate`'s time (a server shares a document among its idle CT
 With `--baseline REV`, each backend is also served by the code of another commit (`git archive REV`, run from its own
 folder: e.g. the commit before issue 42's scheduler) beside this checkout's, both servers up at once and measured in
 turn within each round, so that the rows "BACKEND @ REV" and "BACKEND" compare on the same machine at the same time.
-That server gets `--baseline_max_wait_ms` (default 10: the wait of the code before issue 42, which refuses 0), this
-checkout's `--max_wait_ms` (default 0, the server's default); each row's p99 limit counts its own wait.
+Both servers get the same wait, `--max_wait_ms` (default 0, the server's default), so that the rows compare code, not
+settings; `--baseline_max_wait_ms` gives the baseline another (10 for a commit before issue 42, whose server refuses
+0 and had 10 as its default); each row's p99 limit counts its own wait.
 
 What the p99 target asks, by Little's law: each client sends its next sentence when the last is answered, so the
 server always holds `--clients` requests and their mean latency is clients / throughput. A p99 limit L therefore
@@ -125,12 +126,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "LibreTranslate's q as a list) on each server against Translator.translate of them")  # fmt: skip
     parser.add_argument("--baseline", metavar="REV",
                         help="also serve with the code of this commit (e.g. the one before a change), side by side")  # fmt: skip
-    parser.add_argument("--baseline_max_wait_ms", type=non_negative, default=10.0,
-                        help="the --baseline server's batching wait (default: 10, the default before issue 42)")  # fmt: skip
+    parser.add_argument("--baseline_max_wait_ms", type=non_negative,
+                        help="the --baseline server's batching wait (default: --max_wait_ms; give 10 for a commit "
+                             "before issue 42, whose server refuses 0)")  # fmt: skip
     parser.add_argument("--json", type=Path, help="also write the settings and results to this file")
     args = parser.parse_args(argv)
     if args.baseline is not None and common.commit_of(args.baseline) is None:
         parser.error(f"--baseline {args.baseline}: no such commit in {REPO_ROOT}")
+    if args.baseline_max_wait_ms is None:  # the same setting as this checkout's server: an A/B of the code
+        args.baseline_max_wait_ms = args.max_wait_ms
     if not args.model.is_dir():
         parser.error(f"--model {args.model} is not a folder")
     args.model = args.model.resolve()  # the --baseline server runs in another folder

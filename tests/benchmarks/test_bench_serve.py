@@ -56,7 +56,12 @@ def test_the_defaults_are_the_issues_setting(files):
     args = parse_args(["--model", str(files / "model"), "--test_file", str(files / "test.txt")])
     assert (args.clients, args.backends, args.rounds, args.max_wait_ms, args.device) == (
         16, ["ct2-int8", "torch"], 5, 0.0, "cpu")  # fmt: skip
-    assert (args.baseline, args.baseline_max_wait_ms) == (None, 10.0)  # the wait of the code before issue 42
+    assert (args.baseline, args.baseline_max_wait_ms) == (None, 0.0)  # the baseline's server: this one's settings
+    args = parse_args(["--model", str(files / "model"), "--test_file", str(files / "test.txt"), "--max_wait_ms", "5"])
+    assert args.baseline_max_wait_ms == 5.0
+    args = parse_args(["--model", str(files / "model"), "--test_file", str(files / "test.txt"), "--max_wait_ms", "5",
+                       "--baseline_max_wait_ms", "10"])  # fmt: skip
+    assert (args.max_wait_ms, args.baseline_max_wait_ms) == (5.0, 10.0)
     args = parse_args(["--model", str(files / "model"), "--test_file", str(files / "test.txt"), "--backends", "torch"])
     assert args.backends == ["torch"]
 
