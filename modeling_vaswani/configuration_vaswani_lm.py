@@ -112,7 +112,7 @@ class VaswaniSingleStackConfig(PretrainedConfig):
     """
 
     side: ClassVar[str] = ""
-    keys_to_ignore_at_inference = ["past_key_values"]
+    keys_to_ignore_at_inference = ["past_key_values", "cache"]  # "cache": its name since transformers 5.24
 
     # The defaults of the encoder-decoder model (Table 3, base), read from `VaswaniConfig`.
     vocab_size: int = VaswaniConfig.vocab_size

@@ -28,6 +28,7 @@ from transformers import GenerationMixin
 from transformers.cache_utils import EncoderDecoderCache
 from transformers.generation.logits_process import MinLengthLogitsProcessor, MinNewTokensLengthLogitsProcessor
 from transformers.generation.utils import GenerateBeamEncoderDecoderOutput
+from transformers.modeling_outputs import Seq2SeqLMOutput
 
 
 class VaswaniGenerationMixin(GenerationMixin):
@@ -91,6 +92,32 @@ def gnmt_length_penalty(length: torch.Tensor | float, alpha: float) -> torch.Ten
     return ((5.0 + length) / 6.0) ** alpha
 
 
+def cache_argument(past_key_values, kwargs: dict):
+    """The key/value cache a forward pass was given: transformers 5.24 renamed it from `past_key_values` to `cache`
+    (`generate()` passes `cache=`; 5.23 and earlier `past_key_values=`), so the model's forward passes accept both;
+    `cache` is taken out of `kwargs` (it must not reach the attention functions). Given twice: a ValueError."""
+    cache = kwargs.pop("cache", None)
+    if cache is not None and past_key_values is not None:
+        raise ValueError("The cache was given twice, as `cache` and as `past_key_values`: pass one of them.")
+    return cache if cache is not None else past_key_values
+
+
+# The name of the cache in transformers' model outputs: `cache` since 5.24, which still takes and reads
+# `past_key_values` but warns that it is deprecated; the model writes and reads the installed version's name.
+CACHE_FIELD = "cache" if "cache" in Seq2SeqLMOutput.__dataclass_fields__ else "past_key_values"
+
+
+def output_cache(outputs):
+    """The key/value cache a model output holds (None without one), under the installed transformers' name."""
+    return getattr(outputs, CACHE_FIELD)
+
+
+def generation_cache(model_kwargs: dict):
+    """The cache in `generate()`'s model keyword arguments, under either of its names (see `cache_argument`)."""
+    cache = model_kwargs.get("cache")
+    return cache if cache is not None else model_kwargs.get("past_key_values")
+
+
 def reorder_beam_cache(cache, beam_idx: torch.Tensor) -> None:
     """Beam search's reordering of a decoder's key/value cache: row i becomes row beam_idx[i], (N',).
 
@@ -124,7 +151,7 @@ def paper_beam_search(
 
     input_ids: (B * K, P) decoder prompts (the start token), expanded for K = num_beams by `generate()`;
     model_kwargs hold `encoder_outputs` and `attention_mask` (B * K, S), expanded the same way, and
-    `past_key_values`.
+    the cache (`cache`, or `past_key_values` before transformers 5.24).
     Returns (B * num_return_sequences, P + T) token ids, best first per sentence, padded with PAD.
 
     Each step: score the live beams' next tokens (`_next_token_log_probs`), take the 2K best extensions
@@ -158,7 +185,7 @@ def paper_beam_search(
     finished_tokens = torch.full((batch_size, num_beams, prompt_len + max_steps), pad_id, dtype=torch.long,
                                  device=device)  # fmt: skip
     done = torch.zeros(batch_size, dtype=torch.bool, device=device)
-    cache = model_kwargs.get("past_key_values")
+    cache = generation_cache(model_kwargs)
     use_cache = model_kwargs.get("use_cache", True) and cache is not None
     batch_offsets = torch.arange(batch_size, device=device)[:, None] * num_beams  # (B, 1)
 

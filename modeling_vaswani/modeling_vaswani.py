@@ -37,7 +37,14 @@ from transformers.utils.generic import can_return_tuple
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_vaswani import VaswaniConfig
-from .generation_vaswani import VaswaniGenerationMixin, paper_beam_search, reorder_beam_cache
+from .generation_vaswani import (
+    CACHE_FIELD,
+    VaswaniGenerationMixin,
+    cache_argument,
+    output_cache,
+    paper_beam_search,
+    reorder_beam_cache,
+)
 
 logger = logging.get_logger(__name__)
 
@@ -63,6 +70,16 @@ def shift_tokens_right(input_ids: torch.Tensor, pad_token_id: int, decoder_start
 # pass: the encoder's mask and the cross-attention's), so in training the mask is built without asking. (The option
 # came with a later transformers 5.x; without it the helper asks, as before.)
 _CAN_SKIP_THE_PADDING_CHECK = "allow_is_bidirectional_skip" in inspect.signature(create_bidirectional_mask).parameters
+
+# transformers 5.24 renamed the cache argument from `past_key_values` to `cache`, in its mask helpers as in
+# `generate()`'s calls of the model (`generation_vaswani.cache_argument`); the mask helpers take the old name, with a
+# deprecation warning, until 5.40. Looked up once.
+_MASK_CACHE_ARGUMENT = "cache" if "cache" in inspect.signature(create_causal_mask).parameters else "past_key_values"
+
+
+def causal_mask(cache: Cache | None, **kwargs):
+    """transformers' `create_causal_mask(**kwargs)` for new tokens that follow those already in `cache`."""
+    return create_causal_mask(**kwargs, **{_MASK_CACHE_ARGUMENT: cache})
 
 
 def bidirectional_mask(training: bool, **kwargs):
@@ -1141,7 +1158,9 @@ class VaswaniDecoder(VaswaniStack):
         **kwargs,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
         """input_ids (B, T) (the new tokens only when a cache is given), encoder states (B, S, d) with their mask
-        (B, S) -> last_hidden_state (B, T, d) and the updated cache."""
+        (B, S) -> last_hidden_state (B, T, d) and the updated cache (`past_key_values`, or `cache` as transformers
+        >= 5.24 names it)."""
+        past_key_values = cache_argument(past_key_values, kwargs)
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of decoder_input_ids or decoder_inputs_embeds to the decoder.")
         if encoder_hidden_states is None:
@@ -1162,11 +1181,8 @@ class VaswaniDecoder(VaswaniStack):
             if isinstance(past_key_values, EncoderDecoderCache)
             else past_key_values
         )
-        causal_mask = create_causal_mask(
-            config=self.config,
-            inputs_embeds=hidden_states,
-            attention_mask=attention_mask,
-            past_key_values=self_attn_cache,
+        self_attention_mask = causal_mask(
+            self_attn_cache, config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask
         )
         encoder_attention_mask = bidirectional_mask(
             self.training,
@@ -1181,7 +1197,7 @@ class VaswaniDecoder(VaswaniStack):
             if not skipped:
                 hidden_states = layer(
                     hidden_states,
-                    causal_mask,
+                    self_attention_mask,
                     encoder_hidden_states,  # positional, for gradient checkpointing
                     encoder_attention_mask=encoder_attention_mask,
                     past_key_values=past_key_values,
@@ -1190,7 +1206,7 @@ class VaswaniDecoder(VaswaniStack):
         if self.layer_norm is not None:
             hidden_states = self.layer_norm(hidden_states)
         return BaseModelOutputWithPastAndCrossAttentions(
-            last_hidden_state=hidden_states, past_key_values=past_key_values if use_cache else None
+            last_hidden_state=hidden_states, **{CACHE_FIELD: past_key_values if use_cache else None}
         )
 
 
@@ -1251,8 +1267,10 @@ class VaswaniModel(VaswaniPreTrainedModel):
         decoder_attention_mask (`torch.Tensor` of shape `(batch_size, target_length)`, *optional*): PAD mask of the
             decoder inputs, combined with the causal mask.
         encoder_outputs (*optional*): precomputed encoder states, reused across decoding steps.
-        past_key_values (`EncoderDecoderCache`, *optional*): the decoder's key/value cache.
+        past_key_values (`EncoderDecoderCache`, *optional*): the decoder's key/value cache (also taken as `cache`,
+            transformers >= 5.24's name).
         """
+        past_key_values = cache_argument(past_key_values, kwargs)
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
                 input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, **kwargs
@@ -1275,7 +1293,7 @@ class VaswaniModel(VaswaniPreTrainedModel):
         )
         return Seq2SeqModelOutput(
             last_hidden_state=decoder_outputs.last_hidden_state,
-            past_key_values=decoder_outputs.past_key_values,
+            **{CACHE_FIELD: output_cache(decoder_outputs)},
             decoder_hidden_states=decoder_outputs.hidden_states,
             decoder_attentions=decoder_outputs.attentions,
             cross_attentions=decoder_outputs.cross_attentions,
@@ -1406,7 +1424,10 @@ class VaswaniForConditionalGeneration(VaswaniPreTrainedModel, VaswaniGenerationM
         logits_to_keep (`int` or `torch.Tensor`, *optional*, defaults to 0): compute logits only for the last
             `logits_to_keep` decoder positions (0: all), or for the positions listed in a 1-D tensor. `generate()`
             passes 1, so the output projection runs only where the next token is chosen.
+        past_key_values (`EncoderDecoderCache`, *optional*): the decoder's key/value cache; `generate()` of
+            transformers >= 5.24 passes it as `cache`, which is taken too.
         """
+        past_key_values = cache_argument(past_key_values, kwargs)
         if labels is not None:
             if not (isinstance(logits_to_keep, int) and logits_to_keep == 0):
                 raise ValueError(

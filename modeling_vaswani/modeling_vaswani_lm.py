@@ -20,7 +20,6 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 from transformers.cache_utils import Cache, DynamicCache
-from transformers.masking_utils import create_causal_mask
 from transformers.modeling_outputs import (
     BaseModelOutputWithPast,
     CausalLMOutputWithPast,
@@ -31,7 +30,7 @@ from transformers.utils.generic import can_return_tuple
 from transformers.utils.output_capturing import capture_outputs
 
 from .configuration_vaswani_lm import VaswaniDecoderConfig, VaswaniEncoderConfig
-from .generation_vaswani import VaswaniGenerationMixin
+from .generation_vaswani import CACHE_FIELD, VaswaniGenerationMixin, cache_argument, output_cache
 from .modeling_vaswani import (
     FixNormLinear,
     VaswaniAttention,
@@ -39,6 +38,7 @@ from .modeling_vaswani import (
     VaswaniDecoderLayer,
     VaswaniEncoder,
     VaswaniPreTrainedModel,
+    causal_mask,
 )
 
 
@@ -125,8 +125,10 @@ class VaswaniDecoderModel(VaswaniDecoderPreTrainedModel, VaswaniDecoder):
         position_ids (`torch.LongTensor` of shape `(batch_size, length)`, *optional*): the position of each token,
             by default past + 0, 1, ... `generate()` derives them from the attention mask (`cumsum - 1`), so a
             left-padded row gets the positions it would have without its padding.
-        past_key_values (`DynamicCache`, *optional*): the key/value cache of the earlier tokens.
+        past_key_values (`DynamicCache`, *optional*): the key/value cache of the earlier tokens (also taken as
+            `cache`, transformers >= 5.24's name).
         """
+        past_key_values = cache_argument(past_key_values, kwargs)
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids or inputs_embeds to the decoder-only model.")
         use_cache = use_cache if use_cache is not None else self.config.use_cache
@@ -137,21 +139,21 @@ class VaswaniDecoderModel(VaswaniDecoderPreTrainedModel, VaswaniDecoder):
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)  # (B, T, d)
         hidden_states = self.embeddings(inputs_embeds, past_length=past_length, position_ids=position_ids)
-        causal_mask = create_causal_mask(
+        self_attention_mask = causal_mask(
+            past_key_values,
             config=self.config,
             inputs_embeds=hidden_states,
             attention_mask=attention_mask,
-            past_key_values=past_key_values,
             position_ids=position_ids,
         )
         skip = self.layerdrop.sample(len(self.layers), self.training)
         for layer, skipped in zip(self.layers, skip, strict=True):
             if not skipped:
-                hidden_states = layer(hidden_states, causal_mask, past_key_values=past_key_values, **kwargs)
+                hidden_states = layer(hidden_states, self_attention_mask, past_key_values=past_key_values, **kwargs)
         if self.layer_norm is not None:
             hidden_states = self.layer_norm(hidden_states)
         return BaseModelOutputWithPast(
-            last_hidden_state=hidden_states, past_key_values=past_key_values if use_cache else None
+            last_hidden_state=hidden_states, **{CACHE_FIELD: past_key_values if use_cache else None}
         )
 
 
@@ -192,7 +194,7 @@ class VaswaniForCausalLM(VaswaniLMHeadMixin, VaswaniDecoderPreTrainedModel, Vasw
         **kwargs,
     ) -> CausalLMOutputWithPast:
         r"""
-        input_ids, attention_mask, position_ids, past_key_values: see [`VaswaniDecoderModel.forward`].
+        input_ids, attention_mask, position_ids, past_key_values (or `cache`): see [`VaswaniDecoderModel.forward`].
         labels (`torch.LongTensor` of shape `(batch_size, length)`, *optional*): usually the input ids themselves;
             the model shifts them, so the logits at position t are scored against labels[:, t + 1] and the last
             position has no target. -100 and PAD are ignored. The loss is the cross-entropy averaged over the
@@ -202,6 +204,7 @@ class VaswaniForCausalLM(VaswaniLMHeadMixin, VaswaniDecoderPreTrainedModel, Vasw
         logits_to_keep (`int` or `torch.Tensor`, *optional*, defaults to 0): compute logits only for the last
             `logits_to_keep` positions (0: all), or for the positions listed in a 1-D tensor; `generate()` passes 1.
         """
+        past_key_values = cache_argument(past_key_values, kwargs)
         if labels is not None:
             if not (isinstance(logits_to_keep, int) and logits_to_keep == 0):
                 raise ValueError(
@@ -233,7 +236,7 @@ class VaswaniForCausalLM(VaswaniLMHeadMixin, VaswaniDecoderPreTrainedModel, Vasw
         return CausalLMOutputWithPast(
             loss=loss,
             logits=logits,
-            past_key_values=outputs.past_key_values,
+            **{CACHE_FIELD: output_cache(outputs)},
             hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
         )

@@ -83,9 +83,10 @@ def random_batch(batch_size=3, src_len=7, tgt_len=6, vocab_size=99, seed=0, pad_
     return input_ids, attention_mask, labels
 
 
-def decode_step_by_step(model, input_ids, attention_mask, decoder_input_ids):
+def decode_step_by_step(model, input_ids, attention_mask, decoder_input_ids, cache_name: str = "past_key_values"):
     """The logits of `decoder_input_ids` (B, T) computed one token at a time through the key/value cache, the
-    encoder run once: (logits (B, T, V), the final cache). Compared with one full forward by the caching tests."""
+    encoder run once: (logits (B, T, V), the final cache). Compared with one full forward by the caching tests.
+    `cache_name`: the argument the cache is passed as ("cache": transformers >= 5.24's `generate()`)."""
     encoder_outputs = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
     cache, steps = None, []
     for t in range(decoder_input_ids.shape[1]):
@@ -93,8 +94,8 @@ def decode_step_by_step(model, input_ids, attention_mask, decoder_input_ids):
             encoder_outputs=encoder_outputs,
             attention_mask=attention_mask,
             decoder_input_ids=decoder_input_ids[:, t : t + 1],
-            past_key_values=cache,
             use_cache=True,
+            **{cache_name: cache},
         )
         cache = out.past_key_values
         steps.append(out.logits)

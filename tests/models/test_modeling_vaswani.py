@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from conftest import decode_step_by_step, overfit, random_batch, tiny_config, tiny_model
 from torch import nn
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
-from transformers.cache_utils import EncoderDecoderCache
+from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from modeling_vaswani import (
     VaswaniConfig,
@@ -33,16 +33,26 @@ def with_backend(model, backend):
 # Incremental decoding, padding, causality
 # ---------------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("backend", ATTENTION_BACKENDS)
-def test_cached_incremental_decoding_matches_full_forward(backend):
+@pytest.mark.parametrize("cache_name", ["past_key_values", "cache"])  # transformers 5.24 renamed it: both work
+def test_cached_incremental_decoding_matches_full_forward(backend, cache_name):
     model = with_backend(tiny_model(), backend).eval()
     input_ids, attention_mask, labels = random_batch()
     decoder_input_ids = shift_tokens_right(labels, 0, 1)
     with torch.no_grad():
         full = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
-        stepwise, cache = decode_step_by_step(model, input_ids, attention_mask, decoder_input_ids)
+        stepwise, cache = decode_step_by_step(model, input_ids, attention_mask, decoder_input_ids, cache_name)
     assert isinstance(cache, EncoderDecoderCache)
     assert cache.get_seq_length() == decoder_input_ids.shape[1]
     torch.testing.assert_close(stepwise, full, atol=1e-5, rtol=1e-5)
+
+
+def test_a_cache_given_under_both_names_is_refused():
+    model = tiny_model().eval()
+    input_ids, attention_mask, labels = random_batch()
+    cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+    with pytest.raises(ValueError, match="The cache was given twice, as `cache` and as `past_key_values`"):
+        model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=labels[:, :1], use_cache=True,
+              past_key_values=cache, cache=cache)  # fmt: skip
 
 
 @pytest.mark.parametrize("backend", ATTENTION_BACKENDS)

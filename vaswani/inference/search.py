@@ -42,6 +42,7 @@ from modeling_vaswani.generation_vaswani import (
     continue_live,
     gnmt_length_penalty,
     keep_finished,
+    output_cache,
     reorder_beam_cache,
 )
 
@@ -72,7 +73,7 @@ class EnsembleStep:
                 encoder_outputs=self.encoder_outputs[i], attention_mask=self.attention_mask,
                 decoder_input_ids=last_tokens, past_key_values=self.caches[i], use_cache=True,
             )  # fmt: skip
-            self.caches[i] = outputs.past_key_values
+            self.caches[i] = output_cache(outputs)
             log_probs = torch.log_softmax(outputs.logits[:, -1].float(), dim=-1)  # (B * K, V)
             total = log_probs if total is None else total + log_probs
         return total / len(self.models)
