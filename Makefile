@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo test lint bench browser
+.PHONY: setup demo test lint bench browser test-transformers
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,17 @@ browser:
 test: setup browser
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -n auto --dist loadfile
 	$(ISA_ENV) HF_HUB_OFFLINE=1 $(PY) -m pytest -q -n auto --dist loadfile $(ISA_TESTS)
+
+# the suite against another transformers release than the pinned one (pip's newest, or pyproject.toml's floor), installed
+# beside it in .transformers/VERSION (that package only: the pinned tokenizers and huggingface_hub must satisfy it, which
+# transformers checks when imported): make test-transformers TRANSFORMERS=5.24.0
+test-transformers:
+	@test -n "$(TRANSFORMERS)" || { echo "error: name the release, e.g. make test-transformers TRANSFORMERS=5.24.0" >&2; exit 2; }
+	@$(MAKE) --no-print-directory setup
+	test -d .transformers/$(TRANSFORMERS) || { rm -rf .transformers/$(TRANSFORMERS).partial && \
+	  $(PY) -m pip install --quiet --no-deps --target .transformers/$(TRANSFORMERS).partial "transformers==$(TRANSFORMERS)" && \
+	  mv .transformers/$(TRANSFORMERS).partial .transformers/$(TRANSFORMERS); }
+	PYTHONPATH=$(CURDIR)/.transformers/$(TRANSFORMERS) HF_HUB_OFFLINE=1 $(PY) -m pytest -q -n auto --dist loadfile
 
 lint: setup
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .

@@ -11,10 +11,10 @@ import sys
 from conftest import REPO_ROOT
 
 
-def make_dry_run(target: str) -> list[list[str]]:
-    """The command lines `make TARGET` would run (make -n), each split as the shell would."""
-    result = subprocess.run(["make", "-n", "-s", target], cwd=REPO_ROOT, capture_output=True, text=True, check=True,
-                            timeout=60)  # fmt: skip
+def make_dry_run(target: str, *variables: str) -> list[list[str]]:
+    """The command lines `make TARGET [VARIABLE=VALUE ...]` would run (make -n), each split as the shell would."""
+    result = subprocess.run(["make", "-n", "-s", target, *variables], cwd=REPO_ROOT, capture_output=True, text=True,
+                            check=True, timeout=60)  # fmt: skip
     lines = result.stdout.replace("\\\n", " ").splitlines()  # a recipe line continued with a backslash is one
     return [shlex.split(line) for line in lines if line.strip()]
 
@@ -49,3 +49,21 @@ def test_make_test_first_installs_the_browser_where_it_is_missing():
                             check=True, timeout=60).stdout  # fmt: skip
     assert "command -v chromium" in recipe and "command -v chromedriver" in recipe
     assert "apt-get install -y -qq \\\n    chromium chromium-driver" in recipe
+
+
+def test_make_test_transformers_runs_the_suite_on_the_release_named_installed_beside_the_pinned_one():
+    lines = make_dry_run("test-transformers", "TRANSFORMERS=5.24.0")
+    install = next(line for line in lines if "--target" in line)
+    assert install[install.index("--target") + 1] == ".transformers/5.24.0.partial" and "--no-deps" in install
+    assert "transformers==5.24.0" in install  # under a temporary name, renamed when complete:
+    assert "mv .transformers/5.24.0.partial .transformers/5.24.0;" in " ".join(install)
+    (suite,) = [line for line in lines if "pytest" in line]
+    assert f"PYTHONPATH={REPO_ROOT}/.transformers/5.24.0" in suite  # absolute: tests that change folders keep it
+    assert not [word for word in suite if word.startswith("tests/")]  # the whole suite
+
+
+def test_make_test_transformers_without_a_release_says_how_to_name_one():
+    result = subprocess.run(["make", "-s", "test-transformers", "TRANSFORMERS="], cwd=REPO_ROOT, capture_output=True,
+                            text=True, timeout=600)  # fmt: skip
+    assert result.returncode == 2
+    assert "error: name the release, e.g. make test-transformers TRANSFORMERS=5.24.0" in result.stderr
