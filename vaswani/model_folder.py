@@ -71,10 +71,10 @@ def is_weight_file(name: str) -> bool:
 
 
 @functools.cache
-def code_files(model_type: str | None = SEQ2SEQ_MODEL_TYPE) -> tuple[str, ...]:
+def installed_code(model_type: str | None = SEQ2SEQ_MODEL_TYPE) -> dict[str, Path]:
     """The modeling files `save_pretrained` copies next to the weights of a `model_type` folder (None: of any of our
-    families) for trust_remote_code, derived the way transformers finds them: the modules of `CODE_MODULES` and
-    every module they import relatively."""
+    families) for trust_remote_code, by name, with their paths in the installed package; derived the way
+    transformers finds them: the modules of `CODE_MODULES` and every module they import relatively."""
     from transformers.dynamic_module_utils import get_relative_import_files
 
     families = CODE_MODULES if model_type is None else {model_type: CODE_MODULES[model_type]}
@@ -82,7 +82,12 @@ def code_files(model_type: str | None = SEQ2SEQ_MODEL_TYPE) -> tuple[str, ...]:
     for name in {module for modules in families.values() for module in modules}:
         module = importlib.import_module(f"modeling_vaswani.{name}")
         files |= {module.__file__, *get_relative_import_files(module.__file__)}
-    return tuple(sorted(Path(file).name for file in files))
+    return {Path(file).name: Path(file) for file in sorted(files, key=lambda file: Path(file).name)}
+
+
+def code_files(model_type: str | None = SEQ2SEQ_MODEL_TYPE) -> tuple[str, ...]:
+    """The names of `installed_code(model_type)`, sorted."""
+    return tuple(installed_code(model_type))
 
 
 def is_model_file(name: str) -> bool:

@@ -4,6 +4,7 @@ uploaded files then load in a fresh process without this package, with `trust_re
 Bad repo ids and incomplete folders fail before any network call."""
 
 import json
+import logging
 import re
 import shutil
 from pathlib import Path
@@ -121,6 +122,31 @@ def test_push_uploads_every_file_in_one_commit_with_our_card(final_folder, hub):
     assert "12.34" in card and "This is the model card of a 🤗 transformers model" not in card
     config = json.loads(commit["files"]["config.json"])
     assert "AutoModelForSeq2SeqLM" in config["auto_map"] and "vaswani-translation" in config["custom_pipelines"]
+
+
+def test_a_folder_saved_by_another_version_gets_the_installed_modeling_code_on_the_hub(final_folder, hub, caplog):
+    """The code vaswani runs the model with is what trust_remote_code loads from the Hub (a folder saved before
+    transformers 5.24's cache rename carries code that decodes wrongly under it); the folder itself is left alone."""
+    import modeling_vaswani.generation_vaswani
+
+    folder, expected = final_folder
+    old = folder / "generation_vaswani.py"
+    old.write_text(old.read_text(encoding="utf-8") + "\n# an older vaswani's copy\n", encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="vaswani.hub.push"):
+        push_model_folder(folder, REPO_ID)
+    files = hub.commits[0]["files"]
+    assert set(files) == expected
+    assert files["generation_vaswani.py"] == Path(modeling_vaswani.generation_vaswani.__file__).read_bytes()
+    assert old.read_text(encoding="utf-8").endswith("# an older vaswani's copy\n")  # not rewritten
+    assert "the installed vaswani's generation_vaswani.py, not the folder's" in caplog.text
+    assert "modeling_vaswani.py" not in caplog.text  # the copies that are the same are not named
+
+
+def test_a_folder_saved_by_this_version_uploads_without_a_warning(final_folder, hub, caplog):
+    folder, _ = final_folder
+    with caplog.at_level(logging.WARNING, logger="vaswani.hub.push"):
+        push_model_folder(folder, REPO_ID)
+    assert "not the folder's" not in caplog.text
 
 
 def train_and_push(tmp_path: Path) -> tuple[Path, dict]:

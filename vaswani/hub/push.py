@@ -15,7 +15,10 @@ and encoder-only language models).
 
 What is uploaded: every file of the folder, including the training record (run_args.json with local paths reduced to
 file names, results.json, metrics.jsonl), except the training checkpoints (checkpoints/), the tracker logs (logs/) and hidden or cache files
-(.tmp-* leftovers, __pycache__). The folder's README.md is the model card, uploaded as it is; a folder without one gets
+(.tmp-* leftovers, __pycache__). The modeling code comes from the installed package (`installed_code`), where the
+folder's copies were written by another version of it (a warning names them): what `trust_remote_code=True` loads
+from the Hub is then the code vaswani itself runs the model with (transformers 5.24, for one, needs code newer than
+that of folders saved before it: docs/layout.md#tests). The folder's README.md is the model card, uploaded as it is; a folder without one gets
 a card rendered for `repo_id` (`vaswani.hub.model_card.render_model_card`). Everything goes in a single
 `HfApi.create_commit`, after `HfApi.create_repo(exist_ok=True)`; transformers' `push_to_hub` is not used because it
 replaces the card with an auto-generated one.
@@ -24,6 +27,7 @@ replaces the card with an auto-generated one.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 from modeling_vaswani.pipeline_vaswani import TASK  # the pipeline task name, defined once
@@ -39,7 +43,9 @@ from vaswani.constants import (
 )
 from vaswani.errors import EnvironmentFailure, ModelFolderError, PushError, is_environment_failure
 from vaswani.hub.model_card import public_run_args, render_model_card
-from vaswani.model_folder import check_model_files, code_files
+from vaswani.model_folder import check_model_files, code_files, installed_code
+
+logger = logging.getLogger(__name__)
 
 EXCLUDED_DIRECTORIES = {CHECKPOINTS_SUBDIR, LOGS_DIR, "__pycache__"}
 
@@ -88,8 +94,9 @@ def check_push_folder(folder: str | Path, *, trust_remote_code: bool = False) ->
 
 def files_to_push(folder: str | Path) -> list[tuple[str, Path]]:
     """(path in the repo, local path) of every file to upload, sorted; see the module docstring for what is left
-    out."""
+    out, and for the modeling code, which comes from the installed package."""
     folder = Path(folder)
+    installed = installed_code(None)
     files = []
     for path in sorted(folder.rglob("*")):
         parts = path.relative_to(folder).parts
@@ -97,7 +104,7 @@ def files_to_push(folder: str | Path) -> list[tuple[str, Path]]:
             continue
         if "__pycache__" in parts or path.suffix == ".pyc":
             continue
-        files.append(("/".join(parts), path))
+        files.append(("/".join(parts), installed.get(path.name, path) if len(parts) == 1 else path))
     return files
 
 
@@ -130,11 +137,18 @@ def push_model_folder(
 
     check_repo_id(repo_id)
     folder = check_push_folder(folder, trust_remote_code=trust_remote_code)
+    files = files_to_push(folder)
+    stale = [
+        name for name, path in files if path != folder / name and path.read_bytes() != (folder / name).read_bytes()
+    ]
+    if stale:
+        logger.warning("uploading the installed vaswani's %s, not the folder's (written by another version of it): the "
+                       "code vaswani runs the model with is what trust_remote_code=True loads", ", ".join(stale))  # fmt: skip
     operations = [
         CommitOperationAdd(
             path_in_repo=name, path_or_fileobj=_public_bytes(path) if name == RUN_ARGS_FILE else str(path)
         )
-        for name, path in files_to_push(folder)
+        for name, path in files
     ]
     if not (folder / MODEL_CARD_FILE).is_file():
         card = render_model_card(folder, repo_id=repo_id)
