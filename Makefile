@@ -35,20 +35,27 @@ browser:
 	  || echo "warning: could not install $(BROWSER_PACKAGES) with apt-get: the browser tests cannot run"; \
 	fi
 
+# and last the tests that meet transformers' model and generation API (the cache, masks, generate(), the pipeline,
+# trust_remote_code) on TRANSFORMERS_NEXT, the release after the pinned one: pyproject.toml allows it, so `pip install
+# vaswani` may give a user it, and the model takes each release's names (docs/layout.md#tests)
+TRANSFORMERS_NEXT := 5.24.0
+TRANSFORMERS_API_TESTS := tests/models tests/inference
+
 test: setup browser
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -n auto --dist loadfile
 	$(ISA_ENV) HF_HUB_OFFLINE=1 $(PY) -m pytest -q -n auto --dist loadfile $(ISA_TESTS)
+	@$(MAKE) --no-print-directory test-transformers TRANSFORMERS=$(TRANSFORMERS_NEXT) TESTS="$(TRANSFORMERS_API_TESTS)"
 
-# the suite against another transformers release than the pinned one (pip's newest, or pyproject.toml's floor), installed
-# beside it in .transformers/VERSION (that package only: the pinned tokenizers and huggingface_hub must satisfy it, which
-# transformers checks when imported): make test-transformers TRANSFORMERS=5.24.0
+# the suite (or TESTS, some of its folders) against another transformers release than the pinned one (pip's newest, or
+# pyproject.toml's floor), installed beside it in .transformers/VERSION (that package only: the pinned tokenizers and
+# huggingface_hub must satisfy it, which transformers checks when imported): make test-transformers TRANSFORMERS=5.24.0
 test-transformers:
 	@test -n "$(TRANSFORMERS)" || { echo "error: name the release, e.g. make test-transformers TRANSFORMERS=5.24.0" >&2; exit 2; }
 	@$(MAKE) --no-print-directory setup
 	test -d .transformers/$(TRANSFORMERS) || { rm -rf .transformers/$(TRANSFORMERS).partial && \
 	  $(PY) -m pip install --quiet --no-deps --target .transformers/$(TRANSFORMERS).partial "transformers==$(TRANSFORMERS)" && \
 	  mv .transformers/$(TRANSFORMERS).partial .transformers/$(TRANSFORMERS); }
-	PYTHONPATH=$(CURDIR)/.transformers/$(TRANSFORMERS) HF_HUB_OFFLINE=1 $(PY) -m pytest -q -n auto --dist loadfile
+	PYTHONPATH=$(CURDIR)/.transformers/$(TRANSFORMERS) HF_HUB_OFFLINE=1 $(PY) -m pytest -q -n auto --dist loadfile $(TESTS)
 
 lint: setup
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .

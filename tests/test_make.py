@@ -4,6 +4,7 @@ again on an older instruction set (issue 40)."""
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -21,8 +22,8 @@ def make_dry_run(target: str, *variables: str) -> list[list[str]]:
 
 def test_make_test_runs_the_suite_then_the_sensitive_folders_on_avx2():
     pytest_runs = [line for line in make_dry_run("test") if "pytest" in line]
-    assert len(pytest_runs) == 2, pytest_runs
-    whole, again = pytest_runs
+    assert len(pytest_runs) == 3, pytest_runs
+    whole, again, _ = pytest_runs
     assert not [word for word in whole if word.startswith("tests/")]  # the whole suite first
     assert {"ATEN_CPU_CAPABILITY=avx2", "MKL_ENABLE_INSTRUCTIONS=AVX2", "HF_HUB_OFFLINE=1"} <= set(again)
     folders = [word for word in again if word.startswith("tests/")]
@@ -67,3 +68,22 @@ def test_make_test_transformers_without_a_release_says_how_to_name_one():
                             text=True, timeout=600)  # fmt: skip
     assert result.returncode == 2
     assert "error: name the release, e.g. make test-transformers TRANSFORMERS=5.24.0" in result.stderr
+
+
+def test_make_test_last_runs_the_transformers_api_tests_on_the_release_after_the_pinned_one():
+    """pyproject.toml's range lets `pip install vaswani` pick a newer transformers than constraints.txt pins (5.24
+    renamed the cache, which the model missed): the tests of the model and of decoding run on it too."""
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    *_, last = [line for line in make_dry_run("test") if "pytest" in line]
+    (path,) = [word.split("=", 1)[1] for word in last if word.startswith("PYTHONPATH=")]
+    release = Version(path.rsplit("/", 1)[1])
+    assert path == f"{REPO_ROOT}/.transformers/{release}"
+    assert [word for word in last if word.startswith("tests/")] == ["tests/models", "tests/inference"]
+    pinned = next(line.split("==")[1] for line in (REPO_ROOT / "constraints.txt").read_text().splitlines()
+                  if line.startswith("transformers=="))  # fmt: skip
+    assert release > Version(pinned)
+    pyproject = (REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    allowed = Requirement(re.search(r'^\s*"(transformers[<>=].*?)"', pyproject, re.MULTILINE).group(1))
+    assert release in allowed.specifier and Version(pinned) in allowed.specifier
