@@ -1,5 +1,6 @@
 """The Makefile: `make test` is what CI runs (.ci/run); it runs the suite, then the numerically sensitive folders
-again on an older instruction set (issue 40)."""
+again on an older instruction set (issue 40), then the tests of the model and of decoding on the transformers release
+after the pinned one (`make test-transformers`)."""
 
 from __future__ import annotations
 
