@@ -98,6 +98,27 @@ def test_rows_come_from_the_arrow_table_not_from_datasets_indexing(tokenizer, mo
     assert batch["input_ids"][0, : len(expected[0]["input_ids"])].tolist() == expected[0]["input_ids"]
 
 
+class WithoutIndicesAttribute:
+    """A split as a `datasets` release that renamed `Dataset._indices` (private) would hold it: the same public
+    interface, no `_indices`."""
+
+    def __init__(self, dataset: datasets.Dataset):
+        self._dataset = dataset
+
+    def __getattr__(self, name):
+        if name == "_indices":
+            raise AttributeError(name)
+        return getattr(self._dataset, name)
+
+
+def test_without_the_private_row_mapping_rows_come_from_datasets_own_indexing():
+    split = tokenized_split(50, seed=5).shuffle(seed=6).select(range(40))
+    indices = [39, 0, 12, 12, 7]
+    table = arrow_rows(WithoutIndicesAttribute(split), indices, ["labels", "input_ids"])
+    assert table.column_names == ["labels", "input_ids"]
+    assert table.to_pylist() == [{key: split[i][key] for key in ("labels", "input_ids")} for i in indices]
+
+
 def test_a_column_it_cannot_pad_is_refused(tokenizer):
     with pytest.raises(ValueError, match="this one has 'token_type_ids'"):
         PairCollator(tokenizer)([{"input_ids": [5, 6], "token_type_ids": [0, 0]}])
