@@ -127,6 +127,8 @@ def test_push_uploads_every_file_in_one_commit_with_our_card(final_folder, hub):
 def test_a_folder_saved_by_another_version_gets_the_installed_modeling_code_on_the_hub(final_folder, hub, caplog):
     """The code vaswani runs the model with is what trust_remote_code loads from the Hub (a folder saved before
     transformers 5.24's cache rename carries code that decodes wrongly under it); the folder itself is left alone."""
+    from transformers import AutoModelForSeq2SeqLM
+
     import modeling_vaswani.generation_vaswani
 
     folder, expected = final_folder
@@ -140,6 +142,9 @@ def test_a_folder_saved_by_another_version_gets_the_installed_modeling_code_on_t
     assert old.read_text(encoding="utf-8").endswith("# an older vaswani's copy\n")  # not rewritten
     assert "the installed vaswani's generation_vaswani.py, not the folder's" in caplog.text
     assert "modeling_vaswani.py" not in caplog.text  # the copies that are the same are not named
+    # the remedy docs/training.md gives for the folder itself: re-save it with the package imported
+    AutoModelForSeq2SeqLM.from_pretrained(folder).save_pretrained(folder)
+    assert old.read_bytes() == Path(modeling_vaswani.generation_vaswani.__file__).read_bytes()
 
 
 def test_a_folder_saved_by_this_version_uploads_without_a_warning(final_folder, hub, caplog):

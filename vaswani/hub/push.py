@@ -19,9 +19,9 @@ file names, results.json, metrics.jsonl), except the training checkpoints (check
 folder's copies were written by another version of it (a warning names them): what `trust_remote_code=True` loads
 from the Hub is then the code vaswani itself runs the model with (transformers 5.24, for one, needs code newer than
 that of folders saved before it: docs/layout.md#tests). The folder's README.md is the model card, uploaded as it is;
-a folder without one gets a card rendered for `repo_id` (`vaswani.hub.model_card.render_model_card`). Everything goes in a single
-`HfApi.create_commit`, after `HfApi.create_repo(exist_ok=True)`; transformers' `push_to_hub` is not used because it
-replaces the card with an auto-generated one.
+a folder without one gets a card rendered for `repo_id` (`vaswani.hub.model_card.render_model_card`). Everything goes
+in a single `HfApi.create_commit`, after `HfApi.create_repo(exist_ok=True)`; transformers' `push_to_hub` is not used
+because it replaces the card with an auto-generated one.
 """
 
 from __future__ import annotations
