@@ -18,9 +18,12 @@
 # follows the GPU sessions so far (benchmarks/README.md, "Issue 41's step options on a GPU", "... second session" and
 # "The GPU step's host"): the fused loss loses on a GPU, so "fast" is the other three; since the host's costs went
 # (4d81cb9..600851d) big's fast step reached 39.1% MFU and base, at 14.1% with every option off, was not measured
-# with them, so base comes first:
+# with them, so base comes first. The fourth session (2026-11-30, "The step on a GPU, fourth session") ran groups
+# 1-4 with the short graphs run; the next starts at group 3 (`session 520 3`), then 5:
 #   1. base: off / fast / off again (the A/A)          2. big: the same
-#   3. base: off / fast with CUDA graphs (reduce-overhead; on a GPU only)
+#   3. base: off / fast with CUDA graphs (reduce-overhead; on a GPU only), 300 updates of which the first 200 are not
+#      timed: CUDA graphs record one graph per batch shape, and 100 updates (60 untimed) ended inside the recording
+#      (the fourth session, 2026-11-30: the windows rose from 50,192 to 592,585 target tokens/s)
 #   4. where the loop's time goes: bench_train_profile.py --profile_updates over train.py's loop, big fast and base
 #      off (device busy and idle per update, the host's waits, the top kernels)
 #   5. big: off / bf16 weights / fused loss (default chunk, and 4,096 tokens) / all four (each mechanism's share)
@@ -109,8 +112,8 @@ group "1 $base off/fast/A2" 180 gpu_bench base-ab --presets "$base" --variant "o
     --variant "A2=$off"
 group "2 $big off/fast/A2" 200 gpu_bench big-ab --presets "$big" --variant "off=$off" --variant "fast=$fast" \
     --variant "A2=$off"
-[ "$device" = cpu ] || group "3 $base graphs" 160 gpu_bench base-graphs --presets "$base" --variant "off=$off" \
-    --variant "graphs=$fast --torch_compile_mode reduce-overhead"
+[ "$device" = cpu ] || group "3 $base graphs" 210 gpu_bench base-graphs --presets "$base" --steps 300 \
+    --warmup_steps 200 --variant "off=$off" --variant "graphs=$fast --torch_compile_mode reduce-overhead"
 loop_profiles() {  # the synthetic corpus of bench_gpu.py, then train.py's loop profiled: big fast, base off
     local corpus="$work.corpus" status=0
     mkdir -p "$corpus" "$work/logs/loop-profiles"

@@ -34,10 +34,10 @@ from vaswani.errors import UsageError
 logger = logging.getLogger("train")
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # torch.compile's
-# device type -> option -> on when not given. CPU: measured, none reaches 1.05x (benchmarks/README.md). CUDA: two H200
-# sessions (benchmarks/README.md, "Issue 41's step options on a GPU" and "... second session"): the fused loss 0.80x
-# (0.98x with 4,096-token chunks; off), bf16 weights alone 1.04x (inside the noise), the compiled layers with buckets
-# and bf16 weights 1.07-1.17x on big but nothing on base (0.97x at a fixed shape) and BLEU not measured: all off.
+# device type -> option -> on when not given. CPU: measured, none reaches 1.05x (benchmarks/README.md). CUDA: four H200
+# sessions (benchmarks/README.md, "Issue 41's step options on a GPU" to "The step on a GPU, fourth session"): the fused
+# loss 0.80x (0.98x with 4,096-token chunks; off), bf16 weights alone 1.04x (inside the noise), the compiled layers
+# with buckets and bf16 weights 1.07-1.32x on big and 0.97-1.105x on base, but BLEU not measured on a GPU: all off.
 AUTOMATIC = {
     "cpu": {"torch_compile": False, "fused_loss": False, "bf16_weights": False},
     "cuda": {"torch_compile": False, "fused_loss": False, "bf16_weights": False},
