@@ -45,7 +45,10 @@ def test_the_fused_loss_has_the_logits_paths_loss_and_gradients(options, chunk_t
 
 
 def test_the_fused_function_matches_the_loss_of_logits_under_bf16_autocast():
-    """bf16: the products in bf16 as autocast runs nn.Linear, the softmax in float32; within bf16 rounding."""
+    """bf16: the products in bf16 as autocast runs nn.Linear, the softmax in float32; within bf16 rounding. Each side
+    has an autocast region of its own: up to torch 2.9 at least, autocast kept the bfloat16 copy of `weight` that the
+    fused function's forward made (gradients off there) and handed it to the next product of the same region, which
+    then had no gradient to give `weight` (torch 2.13 and 2.15 do not)."""
     torch.manual_seed(0)
     hidden = torch.randn(37, 16, requires_grad=True)
     weight = torch.randn(50, 16, requires_grad=True)
@@ -53,6 +56,7 @@ def test_the_fused_function_matches_the_loss_of_logits_under_bf16_autocast():
     labels[::7] = -100
     with torch.autocast("cpu", dtype=torch.bfloat16):
         fused = ChunkedOutputLoss.apply(hidden, weight, None, labels, 0.1, -100, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
         logits = torch.nn.functional.linear(hidden, weight)
         reference = LabelSmoothedCrossEntropy.apply(logits.float(), labels, 0.1, -100)
     fused_grads = torch.autograd.grad(fused, (hidden, weight))
