@@ -1,14 +1,17 @@
-"""The built distribution: which import names it adds, and that its data files (model card template, metric scripts,
-the translation page) ship inside the `vaswani` package."""
+"""The built distribution: which import names it adds, that its data files (model card template, metric scripts,
+the translation page) ship inside the `vaswani` package, and that its dependency floors are ones it runs on."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import zipfile
 
 import pytest
 from conftest import REPO_ROOT
+from packaging.requirements import Requirement
+from packaging.version import Version
 
 
 @pytest.mark.slow
@@ -28,3 +31,35 @@ def test_wheel_adds_only_our_import_names_and_ships_its_data_files(tmp_path):
     assert {"vaswani/metrics/sacrebleu/sacrebleu.py", "vaswani/metrics/chrf/chrf.py"} <= set(names)
     # the translation page of `vaswani serve` (vaswani.serve.page reads them from the package)
     assert {f"vaswani/serve/static/{name}" for name in ("index.html", "page.js", "page.css")} <= set(names)
+
+
+def floor(requirement) -> Version:
+    """The lowest release a requirement admits by its `>=` clause (`torch>=2.6` -> 2.6)."""
+    (lowest,) = [Version(spec.version) for spec in requirement.specifier if spec.operator == ">="]
+    return lowest
+
+
+def test_the_torch_floor_is_the_one_transformers_needs_to_use_torch():
+    """transformers names torch only in its `torch` extra, which pip does not install for a package that depends on
+    plain `transformers`, and below that extra's floor it turns PyTorch off (`is_torch_available()` is False: no
+    model class, no `generate()`). So pyproject.toml's own torch floor must be at least the pinned transformers'
+    (torch 2.6 for transformers 5.x), or `pip install vaswani` beside an older torch installs cleanly and fails at the
+    first model (it said `torch>=2.4` until 2026-11-30)."""
+    from importlib.metadata import requires
+
+    theirs = [req for req in map(Requirement, requires("transformers")) if req.name == "torch"]
+    (needed,) = [req for req in theirs if req.marker is None or req.marker.evaluate({"extra": "torch"})]
+    pyproject = (REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    ours = Requirement(re.search(r'^\s*"(torch[<>=].*?)"', pyproject, re.MULTILINE).group(1))
+    assert floor(ours) >= floor(needed), f"pyproject.toml says {ours}; transformers needs {needed}"
+
+
+def test_the_build_floor_is_a_setuptools_that_reads_the_license_as_written():
+    """pyproject.toml gives `license` as an SPDX expression (PEP 639), which setuptools reads from 77.0 on: 76.1
+    refuses the file ("`project.license` must be valid exactly by one definition"; checked 2026-11-30, as 65.5, the
+    setuptools a Python 3.11 venv starts with). pip's isolated builds take the newest setuptools, but a build without
+    isolation (`pip install --no-build-isolation`, a distribution's packager) takes the floor at its word."""
+    pyproject = (REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert re.search(r'^license = "[^"]+"$', pyproject, re.MULTILINE)  # the expression, not a table
+    build = Requirement(re.search(r'^requires = \["(setuptools[^"]*)"\]', pyproject, re.MULTILINE).group(1))
+    assert floor(build) >= Version("77")
