@@ -39,19 +39,24 @@ def floor(requirement) -> Version:
     return lowest
 
 
-def test_the_torch_floor_is_the_one_transformers_needs_to_use_torch():
-    """transformers names torch only in its `torch` extra, which pip does not install for a package that depends on
-    plain `transformers`, and below that extra's floor it turns PyTorch off (`is_torch_available()` is False: no
-    model class, no `generate()`). So pyproject.toml's own torch floor must be at least the pinned transformers'
-    (torch 2.6 for transformers 5.x), or `pip install vaswani` beside an older torch installs cleanly and fails at the
-    first model (it said `torch>=2.4` until 2026-11-30)."""
+def test_the_floors_of_torch_and_accelerate_are_those_transformers_needs_to_use_them():
+    """transformers names torch and accelerate only in its `torch` extra, which pip does not install for a package
+    that depends on plain `transformers`, and below that extra's floors it turns PyTorch off (`is_torch_available()`
+    is False: no model class, no `generate()`) or refuses to train (its `Trainer` needs accelerate 1.1). So
+    pyproject.toml's own floors must be at least the pinned transformers' (torch 2.6, accelerate 1.1 for transformers
+    5.23), or `pip install vaswani` beside an older torch or accelerate installs cleanly and fails later (it said
+    `torch>=2.4` and `accelerate>=1.0` until 2026-11-30)."""
     from importlib.metadata import requires
 
-    theirs = [req for req in map(Requirement, requires("transformers")) if req.name == "torch"]
-    (needed,) = [req for req in theirs if req.marker is None or req.marker.evaluate({"extra": "torch"})]
     pyproject = (REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8")
-    ours = Requirement(re.search(r'^\s*"(torch[<>=].*?)"', pyproject, re.MULTILINE).group(1))
-    assert floor(ours) >= floor(needed), f"pyproject.toml says {ours}; transformers needs {needed}"
+    dependencies = re.search(r"^dependencies = \[\n(.*?)^\]", pyproject, re.MULTILINE | re.DOTALL).group(1)
+    ours = {req.name: req for req in map(Requirement, re.findall(r'^\s*"([^"]+)"', dependencies, re.MULTILINE))}
+    extra = [req for req in map(Requirement, requires("transformers")) if req.marker is not None
+             and req.marker.evaluate({"extra": "torch"})]  # fmt: skip
+    assert {req.name for req in extra} >= {"torch", "accelerate"}
+    for needed in extra:
+        said = ours[needed.name]
+        assert floor(said) >= floor(needed), f"pyproject.toml says {said}; transformers needs {needed}"
 
 
 def test_the_build_floor_is_a_setuptools_that_reads_the_license_as_written():
