@@ -5,12 +5,12 @@ after the pinned one (`make test-transformers`)."""
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import subprocess
 import sys
 
 from conftest import REPO_ROOT
+from test_packaging import declared_dependencies
 
 
 def make_dry_run(target: str, *variables: str) -> list[list[str]]:
@@ -74,7 +74,6 @@ def test_make_test_transformers_without_a_release_says_how_to_name_one():
 def test_make_test_last_runs_the_transformers_api_tests_on_the_release_after_the_pinned_one():
     """pyproject.toml's range lets `pip install vaswani` pick a newer transformers than constraints.txt pins (5.24
     renamed the cache, which the model missed): the tests of the model and of decoding run on it too."""
-    from packaging.requirements import Requirement
     from packaging.version import Version
 
     *_, last = [line for line in make_dry_run("test") if "pytest" in line]
@@ -85,6 +84,5 @@ def test_make_test_last_runs_the_transformers_api_tests_on_the_release_after_the
     pinned = next(line.split("==")[1] for line in (REPO_ROOT / "constraints.txt").read_text().splitlines()
                   if line.startswith("transformers=="))  # fmt: skip
     assert release > Version(pinned)
-    pyproject = (REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8")
-    allowed = Requirement(re.search(r'^\s*"(transformers[<>=].*?)"', pyproject, re.MULTILINE).group(1))
+    allowed = declared_dependencies()["transformers"]
     assert release in allowed.specifier and Version(pinned) in allowed.specifier

@@ -33,6 +33,13 @@ def test_wheel_adds_only_our_import_names_and_ships_its_data_files(tmp_path):
     assert {f"vaswani/serve/static/{name}" for name in ("index.html", "page.js", "page.css")} <= set(names)
 
 
+def declared_dependencies() -> dict[str, Requirement]:
+    """pyproject.toml's `dependencies`, by package name (read as text: tomllib needs Python 3.11, the project 3.10)."""
+    pyproject = (REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    block = re.search(r"^dependencies = \[\n(.*?)^\]", pyproject, re.MULTILINE | re.DOTALL).group(1)
+    return {req.name: req for req in map(Requirement, re.findall(r'^\s*"([^"]+)"', block, re.MULTILINE))}
+
+
 def floor(requirement) -> Version:
     """The lowest release a requirement admits by its `>=` clause (`torch>=2.6` -> 2.6)."""
     (lowest,) = [Version(spec.version) for spec in requirement.specifier if spec.operator == ">="]
@@ -48,9 +55,7 @@ def test_the_floors_of_torch_and_accelerate_are_those_transformers_needs_to_use_
     `torch>=2.4` and `accelerate>=1.0` until 2026-11-30)."""
     from importlib.metadata import requires
 
-    pyproject = (REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8")
-    dependencies = re.search(r"^dependencies = \[\n(.*?)^\]", pyproject, re.MULTILINE | re.DOTALL).group(1)
-    ours = {req.name: req for req in map(Requirement, re.findall(r'^\s*"([^"]+)"', dependencies, re.MULTILINE))}
+    ours = declared_dependencies()
     extra = [req for req in map(Requirement, requires("transformers")) if req.marker is not None
              and req.marker.evaluate({"extra": "torch"})]  # fmt: skip
     assert {req.name for req in extra} >= {"torch", "accelerate"}
