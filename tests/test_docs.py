@@ -17,9 +17,9 @@ How a page is run (one test per page, its blocks in the order they appear):
 
 The one rewrite (tiny runs): every training command (`vaswani train`, `python train.py`, `accelerate launch ...`, and
 `vaswani distill`, whose student takes the same options) gets `tiny_options()` appended: a few updates of a tiny
-model, checkpoints every update. argparse keeps the last value of an option, so these win over the example's own
-values (which are still parsed and checked); everything else runs as written, and a misspelled option or file name
-fails the test.
+model, checkpoints every update, the final test scores on 8 examples. argparse keeps the last value of an option, so
+these win over the example's own values (which are still parsed and checked); everything else runs as written, and a
+misspelled option or file name fails the test.
 
 Speed: a command of the examples costs a Python start with torch and transformers imports (~5 s of CPU) when run
 as a new process. Here `vaswani`, `python train.py` and `accelerate launch` are shell functions that hand the command
@@ -89,7 +89,18 @@ def page_id(page: Path) -> str:
 TRAINING_COMMAND = re.compile(
     r"^\s*(?:\w+=\S*\s+)*(?:vaswani train|vaswani distill|python train\.py|accelerate launch)\b"
 )
-COMMON = ["--max_train_steps", "5", "--checkpoint_steps", "1", "--keep_checkpoints", "5", "--report_to", "none"]
+COMMON = [
+    "--max_train_steps",
+    "5",
+    "--checkpoint_steps",
+    "1",
+    "--keep_checkpoints",
+    "5",
+    "--report_to",
+    "none",
+    "--max_test_samples",
+    "8",
+]  # a test split of 1,000 pairs (the demo's) costs half a minute of beam search
 TRANSLATION = [
     "--vocab_size", "400", "--d_model", "16", "--encoder_layers", "2", "--decoder_layers", "2",
     "--encoder_attention_heads", "2", "--decoder_attention_heads", "2", "--encoder_ffn_dim", "32",

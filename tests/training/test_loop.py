@@ -134,6 +134,36 @@ def test_few_step_run_in_one_process_leaves_a_loadable_model(data_dir, tmp_path)
     assert "---" in (out / "README.md").read_text()[:5]  # YAML metadata of the model card
 
 
+def test_max_test_samples_scores_the_first_test_pairs_and_every_record_names_the_slice(data_dir, tmp_path, caplog):
+    """--max_test_samples 5 of the 16 test pairs: the final test scores are sacrebleu's on exactly the first 5, and
+    results.json, the log and the model card (its table and the Hub's model-index) call the split test[:5]; the same
+    for --final_eval_samples (validation[:8]). A limit at or above the split's size is the whole split, plain name."""
+    import yaml
+
+    out = tmp_path / "run"
+    with caplog.at_level("INFO", logger="train"):
+        results = train_in_process([*data_args(data_dir), *TINY_RUN, "--output_dir", str(out), "--max_train_steps",
+                                    "2", "--num_examples", "16", "--max_test_samples", "5",
+                                    "--final_eval_samples", "8"])  # fmt: skip
+    assert results["test"]["split"] == "test[:5]" and results["validation"]["split"] == "validation[:8]"
+    assert_scores_are_sacrebleu_of_every_pair(results["test"], data_dir / "test.jsonl", 5)
+    assert_scores_are_sacrebleu_of_every_pair(results["validation"], data_dir / "validation.jsonl", 8)
+    assert json.loads((out / "results.json").read_text())["test"]["split"] == "test[:5]"
+    assert "final test[:5] @ step 2: bleu" in caplog.text and "final validation[:8] @ step 2: bleu" in caplog.text
+    card = (out / "README.md").read_text()
+    [index] = yaml.safe_load(card.split("---")[1])["model-index"]
+    splits = {result["dataset"]["split"] for result in index["results"]}
+    assert splits == {"validation[:8]", "test[:5]"}
+    assert "| test[:5] |" in card
+    [final_test] = [row for row in read_metrics(out) if row["split"] == "final_test"]
+    assert final_test["bleu"] == results["test"]["bleu"]
+    whole = train_in_process([*data_args(data_dir), *TINY_RUN, "--output_dir", str(tmp_path / "whole"),
+                              "--max_train_steps", "1", "--num_examples", "16", "--max_test_samples", "16",
+                              "--final_eval_samples", "20"])  # fmt: skip
+    assert "split" not in whole["test"] and "split" not in whole["validation"]
+    assert_scores_are_sacrebleu_of_every_pair(whole["test"], data_dir / "test.jsonl", 16)
+
+
 @pytest.mark.slow
 def test_a_user_error_on_one_process_stops_every_process_with_one_message(data_dir, tmp_path):
     """Only the main process trains the tokenizer, so only it finds --vocab_size too small: it prints the error and

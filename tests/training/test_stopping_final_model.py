@@ -329,6 +329,10 @@ def test_resume_keeps_the_choice_exactly(data_dir, tmp_path):  # noqa: F811
         (["--max_train_steps", "5", "--final_eval_samples", "0"],
          "--final_eval_samples 0 is not allowed; use a positive integer or leave it unset"),
         (["--max_train_steps", "5", "--final_eval_samples", "all"], "argument --final_eval_samples: invalid int value"),
+        (["--max_train_steps", "5", "--max_test_samples", "0"],
+         "--max_test_samples 0 is not allowed; use a positive integer or leave it unset"),
+        (["--max_train_steps", "5", "--max_test_samples", "-3"],
+         "--max_test_samples -3 is not allowed; use a positive integer or leave it unset"),
     ],
 )  # fmt: skip
 def test_bad_ending_options_are_refused_before_anything_is_written(tmp_path, extra, message):

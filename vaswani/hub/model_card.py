@@ -135,7 +135,8 @@ def render_language_model_card(
     datasets = _dataset_names(run_args)
     eval_results = [
         EvalResult(task_type=kind["pipeline_tag"], dataset_type=datasets[0] if datasets else "text",
-                   dataset_name=datasets[0] if datasets else "text", dataset_split=split, metric_type=metric,
+                   dataset_name=datasets[0] if datasets else "text",
+                   dataset_split=results[split].get("split", split), metric_type=metric,
                    metric_name=metric, metric_value=round(float(results[split][metric]), 4))
         for split in ("validation", "test") for metric in ("perplexity", "accuracy")
         if isinstance(results.get(split, {}).get(metric), (int, float))
@@ -145,7 +146,7 @@ def render_language_model_card(
         tags=[kind["pipeline_tag"], kind["task"], "transformer", "vaswani", "attention-is-all-you-need"],
         datasets=datasets or None, metrics=["perplexity", "accuracy"], eval_results=eval_results or None,
     )  # fmt: skip
-    rows = [{"split": split, **{key: f"{results[split][key]:.4g}" if key in results[split] else "-"
+    rows = [{"split": results[split].get("split", split), **{key: f"{results[split][key]:.4g}" if key in results[split] else "-"
                                 for key in ("loss", "perplexity", "accuracy")}}
             for split in ("validation", "test") if results.get(split)]  # fmt: skip
     return ModelCard.from_template(
@@ -227,7 +228,7 @@ def _eval_results(results: dict, source, target, datasets) -> list[EvalResult]:
                         task_name=task,
                         dataset_type=dataset,
                         dataset_name=dataset,
-                        dataset_split=split,
+                        dataset_split=scores.get("split", split),  # test[:N]: --max_test_samples
                         metric_type=metric,
                         metric_name=name,
                         metric_value=round(float(scores[metric]), 2),
@@ -286,7 +287,7 @@ def _results_table(results: dict) -> list[dict]:
         scores = results.get(split)
         if scores:
             rows.append({
-                "split": split,
+                "split": scores.get("split", split),
                 **{key: f"{scores[key]:.2f}" if isinstance(scores.get(key), (int, float)) else "-"
                    for key in ("bleu", "chrf", "loss", "ppl")},
             })  # fmt: skip

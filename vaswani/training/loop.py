@@ -661,13 +661,14 @@ def finish(run: Run, finished_early: str | None) -> dict:
         final["finished_early"] = finished_early
     if args.early_stopping_patience is not None:
         final["early_stopping"] = run.rules.stopper.state_dict()
-    for split in ("validation", "test"):
+    for split, limit in (("validation", args.final_eval_samples), ("test", args.max_test_samples)):
         if split in run.tokenized:
-            results = scored.get(split) or run.evaluate(
-                split, max_samples=args.final_eval_samples if split == "validation" else None
-            )
-            run.metrics(f"final_{split}", progress.step, {k: v for k, v in results.items() if k != "examples"})
-            log_evaluation(f"final {split}", results, progress.step)
+            results = scored.get(split) or run.evaluate(split, max_samples=limit)
+            if limit is not None and limit < len(run.tokenized[split]):
+                results["split"] = f"{split}[:{limit}]"  # scored on the first `limit` examples (datasets' notation)
+            run.metrics(f"final_{split}", progress.step,
+                        {k: v for k, v in results.items() if k not in ("examples", "split")})  # fmt: skip
+            log_evaluation(f"final {results.get('split', split)}", results, progress.step)
             final[split] = results
     with together(accelerator):
         if accelerator.is_main_process:

@@ -321,6 +321,11 @@ def add_evaluation_options(parser: argparse.ArgumentParser) -> None:
         "examples (default: all of them); scores recorded during training are reused when --max_eval_samples "
         "gives as many, else every candidate is scored again after training",
     )  # fmt: skip
+    group.add_argument(
+        "--max_test_samples", type=int, default=None,
+        help="the final test scores on the first N test examples (default: all of them; for a quick look at a recipe, "
+        "as transformers' --max_predict_samples): results.json, the log and the model card name the split test[:N]",
+    )  # fmt: skip
     group.add_argument("--eval_max_tokens", type=int, default=None,
                        help="token budget of evaluation batches (default: --max_tokens; on a CPU at most 512 per "
                             "thread, where the evaluation's beam search runs faster in small batches)")  # fmt: skip
@@ -451,6 +456,7 @@ def _check_args(args: argparse.Namespace) -> None:
         "checkpoint_steps",
         "max_eval_samples",
         "final_eval_samples",
+        "max_test_samples",
         "stop_after_steps",
         "loss_chunk_tokens",
     ):
