@@ -153,6 +153,42 @@ def test_bf16_compute_weights_are_the_same_tensors_every_update_with_the_new_val
     assert len(set(addresses)) == 1
 
 
+def test_bf16_compute_weights_sum_only_the_gradients_a_micro_batch_has_in_buffers_reused_every_update():
+    """A weight without a gradient in a micro-batch (its layer skipped by LayerDrop) gets the sum of the others, one
+    without any in the whole update gets none; the float32 sums are float32 additions of the bfloat16 gradients, in
+    the same tensors update after update."""
+    model = tiny_model(seed=4, dropout=0.0).train()
+    weights = ComputeWeights(model, enabled=True)
+    skipped, absent = weights.params[0], weights.params[1]  # skipped in micro-batch 1, absent in both
+    addresses = []
+    for update in range(2):
+        weights.hold()
+        expected: dict[int, torch.Tensor] = {}
+        for micro_batch in range(2):
+            input_ids, attention_mask, labels = random_batch(
+                vocab_size=model.config.vocab_size, seed=2 * update + micro_batch
+            )
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss.backward()
+            absent.grad = None
+            if micro_batch == 0:
+                skipped.grad = None
+            for param in weights.params:
+                if param.grad is not None:
+                    assert param.grad.dtype == torch.bfloat16
+                    total = expected.get(id(param))
+                    expected[id(param)] = param.grad.float() if total is None else total + param.grad.float()
+            weights.collect()
+        weights.release()
+        assert absent.grad is None and id(absent) not in expected
+        for param in weights.params:
+            if param is not absent:
+                assert torch.equal(param.grad, expected[id(param)])
+        addresses.append([param.grad.data_ptr() for param in weights.params if param is not absent])
+        model.zero_grad()
+    assert addresses[0] == addresses[1]
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Compiled layers
 # ---------------------------------------------------------------------------------------------------------------
