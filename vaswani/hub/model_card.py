@@ -146,8 +146,9 @@ def render_language_model_card(
         tags=[kind["pipeline_tag"], kind["task"], "transformer", "vaswani", "attention-is-all-you-need"],
         datasets=datasets or None, metrics=["perplexity", "accuracy"], eval_results=eval_results or None,
     )  # fmt: skip
-    rows = [{"split": results[split].get("split", split), **{key: f"{results[split][key]:.4g}" if key in results[split] else "-"
-                                for key in ("loss", "perplexity", "accuracy")}}
+    rows = [{"split": results[split].get("split", split),
+             **{key: f"{results[split][key]:.4g}" if key in results[split] else "-"
+                for key in ("loss", "perplexity", "accuracy")}}
             for split in ("validation", "test") if results.get(split)]  # fmt: skip
     return ModelCard.from_template(
         card_data, template_path=str(LANGUAGE_MODEL_TEMPLATE), model_name=repo_id, task=kind["task"], stack=side,

@@ -195,10 +195,10 @@ class ComputeWeights:
 
     def collect(self) -> None:
         """The bfloat16 gradients of the micro-batch just done, into the float32 sums (a weight without a gradient,
-        e.g. in a layer LayerDrop skipped, is left out). The float32 tensors are made once and reused every update: new
-        ones each update (fresh memory) made hold + collect + release of base take 119 ms on one Zen 4 thread, 28 ms
-        now; in train.py's loop on a CPU the gain is inside the noise (benchmarks/README.md, "bf16 weights'
-        bookkeeping")."""
+        e.g. in a layer LayerDrop skipped, is left out). The float32 tensors are made once and reused every update (so
+        they stay allocated between updates: 4 bytes a weight, which every update needs anyway). New ones each update
+        (fresh memory) made hold + collect + release of base take 119 ms on one Zen 4 thread, 28 ms now; in train.py's
+        loop on a CPU the gain is inside the noise (benchmarks/README.md, "bf16 weights' bookkeeping")."""
         import torch
 
         first, grads, sums, added = [], [], [], []
