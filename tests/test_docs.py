@@ -89,18 +89,9 @@ def page_id(page: Path) -> str:
 TRAINING_COMMAND = re.compile(
     r"^\s*(?:\w+=\S*\s+)*(?:vaswani train|vaswani distill|python train\.py|accelerate launch)\b"
 )
-COMMON = [
-    "--max_train_steps",
-    "5",
-    "--checkpoint_steps",
-    "1",
-    "--keep_checkpoints",
-    "5",
-    "--report_to",
-    "none",
-    "--max_test_samples",
-    "8",
-]  # a test split of 1,000 pairs (the demo's) costs half a minute of beam search
+# --max_test_samples: a test split of 1,000 pairs (the demo's) costs half a minute of beam search
+COMMON = ["--max_train_steps", "5", "--checkpoint_steps", "1", "--keep_checkpoints", "5", "--report_to", "none",
+          "--max_test_samples", "8"]  # fmt: skip
 TRANSLATION = [
     "--vocab_size", "400", "--d_model", "16", "--encoder_layers", "2", "--decoder_layers", "2",
     "--encoder_attention_heads", "2", "--decoder_attention_heads", "2", "--encoder_ffn_dim", "32",

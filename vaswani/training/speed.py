@@ -168,8 +168,9 @@ class ComputeWeights:
         # the bfloat16 copies, made once (on the weights' device) and refreshed in place at every hold()
         self.copies = [torch.empty_like(p, dtype=self.dtype) for p in self.params]
         self.master: list = []  # the float32 weights while the bfloat16 copies are held
-        self.grads: list = []  # float32 gradients summed over the update's micro-batches (in `buffers`)
-        self.buffers: list = [None] * len(self.params)  # the float32 gradient tensors, made at the first collect()
+        # the float32 gradient sums, made once and reused every update (`collect`); `grads` says which hold this update's
+        self.sums = [torch.empty_like(p, dtype=torch.float32) for p in self.params]
+        self.grads: list = []  # per weight, its tensor of `sums` once a micro-batch of the update gave it a gradient
 
     @staticmethod
     def matrix_product_weights(model) -> list:
@@ -195,8 +196,8 @@ class ComputeWeights:
 
     def collect(self) -> None:
         """The bfloat16 gradients of the micro-batch just done, into the float32 sums (a weight without a gradient,
-        e.g. in a layer LayerDrop skipped, is left out). The float32 tensors are made once and reused every update (so
-        they stay allocated between updates: 4 bytes a weight, which every update needs anyway). New ones each update
+        e.g. in a layer LayerDrop skipped, is left out). The float32 tensors (`sums`) are made once and reused every update
+        (so they stay allocated between updates: 4 bytes a weight, which every update needs anyway). New ones each update
         (fresh memory) made hold + collect + release of base take 119 ms on one Zen 4 thread, 28 ms now; in train.py's
         loop on a CPU the gain is inside the noise (benchmarks/README.md, "bf16 weights' bookkeeping")."""
         import torch
@@ -205,12 +206,10 @@ class ComputeWeights:
         for index, param in enumerate(self.params):
             if param.grad is None:
                 continue
-            if self.grads[index] is None:
-                if self.buffers[index] is None:
-                    self.buffers[index] = torch.empty_like(param.grad, dtype=torch.float32)
-                first.append(self.buffers[index])
+            if self.grads[index] is None:  # its first gradient of the update: copied into its float32 tensor
+                self.grads[index] = self.sums[index]
+                first.append(self.sums[index])
                 grads.append(param.grad)
-                self.grads[index] = self.buffers[index]
             else:  # a later micro-batch of the update (--gradient_accumulation_steps)
                 sums.append(self.grads[index])
                 added.append(param.grad)
