@@ -156,11 +156,13 @@ def test_max_test_samples_scores_the_first_test_pairs_and_every_record_names_the
     assert splits == {"validation[:8]", "test[:5]"}
     assert "| test[:5] |" in card
     [final_test] = [row for row in read_metrics(out) if row["split"] == "final_test"]
-    assert final_test["bleu"] == results["test"]["bleu"]
+    assert final_test["bleu"] == results["test"]["bleu"] and final_test["dataset_split"] == "test[:5]"
     whole = train_in_process([*data_args(data_dir), *TINY_RUN, "--output_dir", str(tmp_path / "whole"),
                               "--max_train_steps", "1", "--num_examples", "16", "--max_test_samples", "16",
                               "--final_eval_samples", "20"])  # fmt: skip
     assert "split" not in whole["test"] and "split" not in whole["validation"]
+    finals = {row["split"]: row["dataset_split"] for row in read_metrics(tmp_path / "whole") if "dataset_split" in row}
+    assert finals == {"final_validation": "validation", "final_test": "test"}
     assert_scores_are_sacrebleu_of_every_pair(whole["test"], data_dir / "test.jsonl", 16)
 
 

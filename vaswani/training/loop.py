@@ -666,8 +666,8 @@ def finish(run: Run, finished_early: str | None) -> dict:
             results = scored.get(split) or run.evaluate(split, max_samples=limit)
             if limit is not None and limit < len(run.tokenized[split]):
                 results["split"] = f"{split}[:{limit}]"  # scored on the first `limit` examples (datasets' notation)
-            run.metrics(f"final_{split}", progress.step,
-                        {k: v for k, v in results.items() if k not in ("examples", "split")})  # fmt: skip
+            scores = {k: v for k, v in results.items() if k not in ("examples", "split")}
+            run.metrics(f"final_{split}", progress.step, {**scores, "dataset_split": results.get("split", split)})
             log_evaluation(f"final {results.get('split', split)}", results, progress.step)
             final[split] = results
     with together(accelerator):
