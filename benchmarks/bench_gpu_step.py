@@ -16,9 +16,10 @@ loop's share (padding, batch making, logging); the gap between this MFU and 100%
 The README's H100 figures came from a one-off script with this same model, shapes, steps and timing; this file was
 written from it afterwards.
 
-`--fused_loss`, `--bf16_weights` and `--torch_compile` (each `true` or `false`, as train.py spells them; default
-false) apply issue 41's step options the way train.py does (`vaswani.training.speed`: the fused loss's chunk, the
-bfloat16 compute weights held for the passes and released before the optimizer step, the layers compiled), so that
+`--fused_loss`, `--compiled_loss`, `--bf16_weights` and `--torch_compile` (each `true` or `false`, as train.py spells
+them; default false) apply issue 41's step options the way train.py does (`vaswani.training.speed`: the fused loss's
+chunk, the loss compiled, the bfloat16 compute weights held for the passes and released before the optimizer step,
+the layers compiled), so that
 `--profile` shows where the time of the faster step goes; at fixed shapes a compiled layer compiles once:
 
     python benchmarks/bench_gpu_step.py --presets big --shapes 200x120x125 --fused_loss true --bf16_weights true \
@@ -48,7 +49,7 @@ from modeling_vaswani import VaswaniForConditionalGeneration  # noqa: E402
 from vaswani.devices import disable_cudnn_attention  # noqa: E402
 from vaswani.errors import UsageError  # noqa: E402
 from vaswani.training.options import str2bool  # noqa: E402
-from vaswani.training.speed import ComputeWeights, compile_layers, resolve_step_speed  # noqa: E402
+from vaswani.training.speed import ComputeWeights, compile_layers, compile_loss, resolve_step_speed  # noqa: E402
 
 
 def shape(text: str) -> tuple[int, int, int]:
@@ -90,6 +91,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--peak_tflops", type=float, default=None, help="the device's peak, for MFU")
     parser.add_argument("--profile", action="store_true", help="print the top operators of 3 steps per preset")
     for option, what in (("fused_loss", "the output layer and loss computed together, in chunks"),
+                         ("compiled_loss", "the label-smoothed loss compiled, over the logits in their dtype"),
                          ("bf16_weights", "bfloat16 weights for the passes, float32 for the optimizer"),
                          ("torch_compile", "each encoder and decoder layer compiled")):  # fmt: skip
         parser.add_argument(f"--{option}", type=str2bool, default=False, metavar="{true,false}",
@@ -118,7 +120,8 @@ def step_speed(args):
     bf16, fixed shapes (no shape buckets)."""
     options = argparse.Namespace(task="translation", torch_compile=args.torch_compile, torch_compile_mode=None,
                                  shape_buckets=False, num_shape_buckets=None, fused_loss=args.fused_loss,
-                                 loss_chunk_tokens=args.loss_chunk_tokens, bf16_weights=args.bf16_weights)  # fmt: skip
+                                 loss_chunk_tokens=args.loss_chunk_tokens, compiled_loss=args.compiled_loss,
+                                 bf16_weights=args.bf16_weights)  # fmt: skip
     return resolve_step_speed(options, args.device, "bf16", 1, args.vocab_size)
 
 
@@ -145,6 +148,8 @@ def main(argv=None) -> list[dict]:
         model.loss_chunk_tokens = speed.loss_chunk_tokens
         if speed.torch_compile:
             compile_layers(model, speed.torch_compile_mode)
+        if speed.compiled_loss:
+            compile_loss(model)
         compute_weights = ComputeWeights(model, speed.bf16_weights)
         print(f"{preset}: {speed.describe()}", flush=True)
         for batch_rows, source, target in args.shapes:

@@ -435,6 +435,29 @@ class LabelSmoothedCrossEntropy(torch.autograd.Function):
         return grad, None, None, None
 
 
+def label_smoothed_cross_entropy_sum(
+    logits: torch.Tensor, labels: torch.Tensor, eps: float, ignore_index: int
+) -> torch.Tensor:
+    """The sum `LabelSmoothedCrossEntropy` computes (Section 5.4), written in plain operations for `torch.compile`
+    (the trainer's `--compiled_loss`). Compiled by inductor, the forward pass is one kernel that reads the logits in
+    their own dtype (bfloat16 under autocast) and computes in float32 without a float32 copy of them, and the
+    backward pass one kernel that writes their gradient in that dtype, where the eager Function makes several passes
+    over a float32 copy. Run eagerly, this would keep (N, V) float32 tensors for its backward pass: the model calls
+    it only compiled.
+
+    logits (N, V) any float dtype, labels (N,) -> scalar (float32)
+    """
+    z = logits.float()  # (N, V)
+    valid = labels != ignore_index  # (N,)
+    vocab_size = z.shape[-1]
+    # the smoothed target q as a comparison with the label, not a gather: a gather's gradient is a scatter into an
+    # (N, V) buffer of its own, where a comparison stays inside the one backward kernel
+    is_label = torch.arange(vocab_size, device=z.device) == labels[:, None]  # (N, V)
+    q = torch.where(is_label, 1.0 - eps + eps / vocab_size, eps / vocab_size)  # (N, V)
+    loss = torch.logsumexp(z, dim=-1) - (q * z).sum(dim=-1)  # (N,): lse - sum_v q_v z_v
+    return torch.where(valid, loss, 0.0).sum()
+
+
 class ChunkedOutputLoss(torch.autograd.Function):
     """The pre-softmax projection (Section 3.4) and the label-smoothed loss (Section 5.4) in one, a chunk of target
     tokens at a time, for training: the (N, V) logits are never held at once, in float32 or at all.
@@ -1318,6 +1341,9 @@ class VaswaniForConditionalGeneration(VaswaniPreTrainedModel, VaswaniGenerationM
         # of `ChunkedOutputLoss` (that many target tokens a chunk) and no logits. Set by the trainer (`vaswani
         # train --fused_loss`); evaluation, `generate()` and every caller of `.logits` get the logits as always.
         self.loss_chunk_tokens: int | None = None
+        # Training only: `label_smoothed_cross_entropy_sum` compiled (`torch.compile`), which then computes the
+        # training loss from the logits in their own dtype. Set by the trainer (`vaswani train --compiled_loss`).
+        self.compiled_loss = None
         # `tie_word_embeddings` ties the output projection to the target embedding (Section 3.4); `share_embeddings`
         # makes source and target embedding one matrix. Each switch works without the other.
         self._tied_weights_keys = VaswaniModel.shared_embedding_keys(config, prefix="model.")
@@ -1474,9 +1500,11 @@ class VaswaniForConditionalGeneration(VaswaniPreTrainedModel, VaswaniGenerationM
         logits (B, T, V), labels (B, T) -> scalar
         """
         labels = labels.to(logits.device).masked_fill(labels == self.config.pad_token_id, -100)
-        loss = LabelSmoothedCrossEntropy.apply(
-            logits.float().view(-1, logits.shape[-1]), labels.view(-1), self.config.label_smoothing, -100
-        )
+        logits, flat_labels = logits.view(-1, logits.shape[-1]), labels.view(-1)  # (B*T, V), (B*T,)
+        if self.compiled_loss is not None and self.training and torch.is_grad_enabled():
+            loss = self.compiled_loss(logits, flat_labels, self.config.label_smoothing, -100)
+        else:
+            loss = LabelSmoothedCrossEntropy.apply(logits.float(), flat_labels, self.config.label_smoothing, -100)
         return self._per_token(loss, labels, num_items_in_batch)
 
     def fused_label_smoothed_loss(
@@ -1509,6 +1537,7 @@ __all__ = [
     "VaswaniModel",
     "VaswaniPreTrainedModel",
     "every_other_layers_to_keep",
+    "label_smoothed_cross_entropy_sum",
     "shift_tokens_right",
     "sinusoidal_position_table",
 ]

@@ -9,6 +9,8 @@ sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 from bench_gpu import TINY, model_config, training_flops  # noqa: E402
 from bench_gpu_step import VOCAB, main, parse_args  # noqa: E402
 
+from modeling_vaswani.modeling_vaswani import label_smoothed_cross_entropy_sum  # noqa: E402
+
 
 def test_a_cpu_smoke_run_times_every_shape_with_and_without_the_optimizer(capsys):
     rows = main(["--device", "cpu", "--presets", "tiny", "--shapes", "4x6x7", "2x9x5", "--steps", "1",
@@ -53,6 +55,26 @@ def test_the_step_options_apply_as_train_py_applies_them(capsys, monkeypatch):
     assert len(rows) == 2 and compiled == [(bench_gpu_step.VaswaniForConditionalGeneration, "default")]
     assert "fused_loss on (--fused_loss true)" in out and "bf16_weights on (--bf16_weights true)" in out
     assert "torch_compile on (--torch_compile true)" in out and "ChunkedOutputLoss" in out
+
+
+def test_the_compiled_loss_applies_as_train_py_applies_it(capsys, monkeypatch):
+    """--compiled_loss true: the model gets train.py's compiled loss (a recorder here: compiling is tested in
+    tests/training/test_speed.py) and the step computes its loss with it; train.py's refusal beside the fused loss."""
+    import bench_gpu_step
+
+    calls = []
+
+    def compile_loss(model):
+        model.compiled_loss = lambda *args: calls.append(args[0].shape) or label_smoothed_cross_entropy_sum(*args)
+
+    monkeypatch.setattr(bench_gpu_step, "compile_loss", compile_loss)
+    main(["--device", "cpu", "--presets", "tiny", "--shapes", "3x5x6", "--steps", "1", "--peak_tflops", "1",
+          "--vocab_size", "40", "--compiled_loss", "true"])  # fmt: skip
+    assert "compiled_loss on (--compiled_loss true)" in capsys.readouterr().out
+    assert calls and set(calls) == {(3 * 6, 40)}  # every step's loss, over the (B*T, V) logits
+    with pytest.raises(SystemExit) as stop:
+        parse_args(["--compiled_loss", "true", "--fused_loss", "true"])
+    assert stop.value.code == 2 and "--fused_loss true never makes: choose one" in capsys.readouterr().err
 
 
 def test_the_step_options_default_to_off_and_take_train_py_spelling(capsys):

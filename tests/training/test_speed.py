@@ -5,6 +5,7 @@ compiling nothing new), and train.py with every option on resuming exactly."""
 from __future__ import annotations
 
 import copy
+import json
 import logging
 
 import pytest
@@ -44,6 +45,7 @@ def test_unset_options_take_the_automatic_values_of_the_device(device):
     automatic = AUTOMATIC[device]
     assert speed.torch_compile == automatic["torch_compile"] and speed.bf16_weights == automatic["bf16_weights"]
     assert (speed.loss_chunk_tokens is not None) == automatic["fused_loss"]
+    assert speed.compiled_loss == automatic["compiled_loss"]
     assert (speed.shape_buckets is not None) == automatic["torch_compile"]  # buckets follow compiling
     assert "automatic" in speed.describe()
 
@@ -59,6 +61,10 @@ def test_given_options_win_and_buckets_follow_compiling():
     assert "--fused_loss true" in speed.describe()
     chunked = speed_of("--fused_loss", "true", "--loss_chunk_tokens", "4096")
     assert chunked.loss_chunk_tokens == 4096 and "4096 target tokens a chunk" in chunked.describe()
+    compiled = speed_of("--compiled_loss", "true", device="cuda")
+    assert compiled.compiled_loss and not compiled.torch_compile and compiled.shape_buckets is None
+    assert "compiled_loss on (--compiled_loss true)" in compiled.describe()
+    assert not speed_of("--compiled_loss", "false").compiled_loss
 
 
 @pytest.mark.parametrize(
@@ -72,6 +78,8 @@ def test_given_options_win_and_buckets_follow_compiling():
         (["--fused_loss", "true"], {"task": ("--task", "masked_lm")}, "computes a translation model's loss"),
         (["--loss_chunk_tokens", "512"], {}, "--loss_chunk_tokens 512 sizes the fused loss.s chunks"),
         (["--loss_chunk_tokens", "512", "--fused_loss", "false"], {}, "it needs --fused_loss true"),
+        (["--compiled_loss", "true"], {"task": ("--task", "causal_lm")}, "computes a translation model's loss"),
+        (["--compiled_loss", "true", "--fused_loss", "true"], {}, "which --fused_loss true never makes: choose one"),
     ],
 )
 def test_a_combination_that_cannot_work_is_refused(argv, kwargs, message):
@@ -87,6 +95,7 @@ def test_a_combination_that_cannot_work_is_refused(argv, kwargs, message):
         (["--num_shape_buckets", "0"], "--num_shape_buckets 0 is not allowed; use a positive integer"),
         (["--loss_chunk_tokens", "0"], "--loss_chunk_tokens 0 is not allowed; use a positive integer"),
         (["--torch_compile", "maybe"], "expected true or false, got 'maybe'"),
+        (["--compiled_loss", "2"], "--compiled_loss: expected true or false, got '2'"),
         (["--torch_compile_mode", "fast"], "invalid choice: 'fast'"),
     ],
 )
@@ -286,3 +295,25 @@ def test_a_run_with_buckets_fused_loss_and_bf16_weights_resumes_exactly_and_save
     assert a.keys() == b.keys() and all(torch.equal(a[key], b[key]) for key in a)
     checkpoint = load_file(resumed / "checkpoints" / "step-00000003" / "model.safetensors")
     assert {t.dtype for t in [*a.values(), *checkpoint.values()]} == {torch.float32}
+
+
+@pytest.mark.slow
+def test_a_run_with_the_compiled_loss_trains_as_the_eager_loss_does(data_dir, tmp_path, caplog):  # noqa: F811
+    """train.py --compiled_loss true (float32, so that only the loss's arithmetic differs): the log says the loss is
+    compiled, and the run's losses, update after update, and its final test loss are the eager run's within float32
+    rounding. (Not its weights one by one: Adam turns the rounding noise of a gradient that is zero in exact arithmetic,
+    as the key projection's bias has, into a step of the learning rate's size.)"""
+    common = [*data_args(data_dir), *TINY, "--max_train_steps", "4", "--mixed_precision", "no", "--dropout", "0",
+              "--cache_dir", str(tmp_path / "cache")]  # fmt: skip
+    eager, compiled = tmp_path / "eager", tmp_path / "compiled"
+    assert train_command_in_process([*common, "--output_dir", str(eager)])[0] == 0
+    caplog.set_level(logging.INFO)
+    status, stderr = train_command_in_process([*common, "--output_dir", str(compiled), "--compiled_loss", "true"])
+    assert status == 0, stderr[-3000:]
+    assert "compiled_loss on (--compiled_loss true)" in caplog.text and "Compiling the training loss" in caplog.text
+    losses = [[m["loss"] for m in read_metrics(run) if m["split"] == "train"] for run in (eager, compiled)]
+    assert len(losses[1]) == 4 and losses[1] == pytest.approx(losses[0], rel=1e-5)
+    # the loss, the only thing compiled: its graph for the first batch's size, then one with the size symbolic
+    assert [m["compiled_graphs"] for m in read_metrics(compiled) if m["split"] == "train"][-1] == 2
+    [eager_test, compiled_test] = [json.loads((run / "results.json").read_text())["test"] for run in (eager, compiled)]
+    assert compiled_test["loss"] == pytest.approx(eager_test["loss"], rel=1e-5)

@@ -86,7 +86,7 @@ from vaswani.training.evaluation import EvaluationStopped, log_evaluation
 from vaswani.training.options import parse_args, unknown_length
 from vaswani.training.run_dir import MetricsLog, prepare_output_dir, setup_logging, start_new_run, truncate_metrics
 from vaswani.training.schedules import BudgetSchedule, build_lr_scheduler
-from vaswani.training.speed import ComputeWeights, Recompilations, compile_layers, resolve_step_speed
+from vaswani.training.speed import ComputeWeights, Recompilations, compile_layers, compile_loss, resolve_step_speed
 from vaswani.training.stopping import (
     TIME_BUDGET_SPENT,
     AveragingWindow,
@@ -277,16 +277,21 @@ def set_up(args: argparse.Namespace) -> Run:
 
 def speed_up_step(args, accelerator, model, vocab_size: int) -> tuple:
     """The step's speed options resolved (`vaswani.training.speed`) and applied to the model: the fused loss's chunk
-    and, with --torch_compile, its layers compiled. Returns them and the compile counter (None without compiling)."""
+    and, with --torch_compile, its layers compiled, with --compiled_loss its loss. Returns them and the compile
+    counter (None without compiling)."""
     speed = resolve_step_speed(args, accelerator.device.type, accelerator.mixed_precision, accelerator.num_processes,
                                vocab_size)  # fmt: skip
     logger.info("Training step: %s", speed.describe())
     model.loss_chunk_tokens = speed.loss_chunk_tokens
-    if not speed.torch_compile:
+    if not (speed.torch_compile or speed.compiled_loss):
         return speed, None
     recompilations = Recompilations()
-    logger.info("Compiling %d layers (torch.compile, mode %s, automatic dynamic shapes)",
-                compile_layers(model, speed.torch_compile_mode), speed.torch_compile_mode)  # fmt: skip
+    if speed.torch_compile:
+        logger.info("Compiling %d layers (torch.compile, mode %s, automatic dynamic shapes)",
+                    compile_layers(model, speed.torch_compile_mode), speed.torch_compile_mode)  # fmt: skip
+    if speed.compiled_loss:
+        compile_loss(model)
+        logger.info("Compiling the training loss (torch.compile, mode default, automatic dynamic shapes)")
     return speed, recompilations
 
 

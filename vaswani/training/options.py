@@ -298,6 +298,12 @@ def add_step_speed_options(group) -> None:
         "sized for a CPU's cache; on a GPU larger chunks make fewer, larger matrix products)",
     )  # fmt: skip
     group.add_argument(
+        "--compiled_loss", type=str2bool, default=None,
+        help="compile the label-smoothed loss (torch.compile): one pass over the logits in their own dtype forward "
+        "and one backward instead of several over a float32 copy (training only). Translation only, not with "
+        "--fused_loss. Default: automatic",
+    )  # fmt: skip
+    group.add_argument(
         "--bf16_weights", type=str2bool, default=None,
         help="with --mixed_precision bf16: forward and backward on bfloat16 copies of the weights, the optimizer on "
         "the float32 weights (the master copy that checkpoints and the saved model keep). One process. Default: "

@@ -13,6 +13,9 @@
 - `--fused_loss` (`--loss_chunk_tokens N`): the output layer and the label-smoothed loss computed together, a chunk of
   target tokens at a time (`modeling_vaswani.ChunkedOutputLoss`): the (tokens x vocabulary) logits are never held in
   float32 at once.
+- `--compiled_loss`: the label-smoothed loss compiled (`torch.compile` of
+  `modeling_vaswani.label_smoothed_cross_entropy_sum`): one pass over the logits in their own dtype forward and one
+  backward, where the eager loss makes several over a float32 copy of them.
 - `--bf16_weights`: the forward and backward passes run on bfloat16 copies of the linear layers' weights, the
   optimizer on the float32 weights (`ComputeWeights`): autocast's casts of those weights in every pass are gone; checkpoints, the
   moving average, averaging and the saved model keep float32 weights, because between updates the model holds them.
@@ -38,9 +41,10 @@ COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-
 # sessions (benchmarks/README.md, "Issue 41's step options on a GPU" to "The step on a GPU, fourth session"): the fused
 # loss 0.80x (0.98x with 4,096-token chunks; off), bf16 weights alone 1.04x (inside the noise), the compiled layers
 # with buckets and bf16 weights 1.07-1.32x on big and 0.97-1.105x on base, but BLEU not measured on a GPU: all off.
+# The compiled loss: 1.037x on one CPU thread (small-data), not yet measured on a GPU (gpu_step_ab.sh's group 3).
 AUTOMATIC = {
-    "cpu": {"torch_compile": False, "fused_loss": False, "bf16_weights": False},
-    "cuda": {"torch_compile": False, "fused_loss": False, "bf16_weights": False},
+    "cpu": {"torch_compile": False, "fused_loss": False, "compiled_loss": False, "bf16_weights": False},
+    "cuda": {"torch_compile": False, "fused_loss": False, "compiled_loss": False, "bf16_weights": False},
 }
 LOSS_CHUNK_ELEMENTS = 2**22  # a chunk of the fused loss holds about this many logits (16 MiB in float32)
 
@@ -53,6 +57,7 @@ class StepSpeed:
     torch_compile: bool = False
     torch_compile_mode: str | None = None
     loss_chunk_tokens: int | None = None  # the fused loss's chunk, or None: logits, then the loss
+    compiled_loss: bool = False  # the loss of the logits compiled
     bf16_weights: bool = False
     reasons: dict[str, str] = field(default_factory=dict)
 
@@ -105,6 +110,9 @@ def resolve_step_speed(args, device_type: str, mixed_precision: str, num_process
     speed.loss_chunk_tokens = (args.loss_chunk_tokens or max(1, LOSS_CHUNK_ELEMENTS // vocab_size)) if fused else None
     if fused:
         speed.reasons["fused_loss"] += f", {speed.loss_chunk_tokens} target tokens a chunk"
+    why = (f"computes a translation model's loss; --task {args.task} has its own" if not translation
+           else "compiles the loss of the logits, which --fused_loss true never makes: choose one")  # fmt: skip
+    speed.compiled_loss = choose("compiled_loss", translation and not fused, why)
     why = ("needs --mixed_precision bf16 (the weights are cast for bf16 compute)" if mixed_precision != "bf16"
            else "runs in one process (data-parallel training reduces float32 gradients)")  # fmt: skip
     speed.bf16_weights = choose("bf16_weights", mixed_precision == "bf16" and num_processes == 1, why)
@@ -126,6 +134,20 @@ def compile_layers(model, mode: str) -> int:
     for layer in layers:
         layer.compile(mode=None if mode == "default" else mode)
     return len(layers)
+
+
+def compile_loss(model) -> None:
+    """Give `model` (a translation model) its training loss compiled: `torch.compile` of
+    `label_smoothed_cross_entropy_sum` in the default mode (no CUDA graphs: the loss a micro-batch returns must
+    outlive the next one's) with automatic dynamic shapes (compiled for the first batch's number of target tokens,
+    then once more with it symbolic), which the model calls in training instead of its eager loss
+    (`VaswaniForConditionalGeneration.label_smoothed_loss`)."""
+    import torch
+
+    from modeling_vaswani.modeling_vaswani import label_smoothed_cross_entropy_sum  # start-up: loads torch
+
+    separate_kernel_cache_per_instruction_set()
+    model.compiled_loss = torch.compile(label_smoothed_cross_entropy_sum)
 
 
 class Recompilations:
