@@ -30,9 +30,11 @@
 #   4. base: fast against fast with BASELINE's code, twice each, interleaved (bench_gpu.py --baseline): bf16 weights'
 #      copies as multi-tensor copies into reused tensors (2e283f0) against one copy kernel per weight and direction
 #      (264 small kernels an update for base); skipped without BASELINE (a folder with train.py)
-#   5. base: off / fast with CUDA graphs (reduce-overhead; on a GPU only), 300 updates of which the first 200 are not
-#      timed: CUDA graphs record one graph per batch shape, and 100 updates (60 untimed) ended inside the recording
-#      (the fourth session, 2026-11-30: the windows rose from 50,192 to 592,585 target tokens/s)
+#   5. base: off / fast with CUDA graphs (reduce-overhead; on a GPU only) / the same with the compiled loss, 300
+#      updates of which the first 200 are not timed: CUDA graphs record one graph per batch shape, and 100 updates (60
+#      untimed) ended inside the recording (the fourth session, 2026-11-30: the windows rose from 50,192 to 592,585
+#      target tokens/s, 18.1% MFU); graphs (the host's launches) and the compiled loss (~3 ms of device work) together
+#      are the likeliest way to base's 20% (32 ms an update). A second call: `session 400 5`
 #   6. where the loop's time goes: bench_train_profile.py --profile_updates over train.py's loop, big fast and base
 #      off (device busy and idle per update, the host's waits, the top kernels)
 #   7. big: off / bf16 weights / fused loss (default chunk, and 4,096 tokens) / all four (each mechanism's share)
@@ -129,8 +131,9 @@ if [ -n "${BASELINE:-}" ]; then
 elif [ "$first" -le 4 ]; then
     echo "== 4 $base fast / fast @ baseline: skipped (BASELINE, a folder with the older train.py, not given)" | tee -a "$log"
 fi
-[ "$device" = cpu ] || group "5 $base graphs" 210 gpu_bench base-graphs --presets "$base" --steps 300 \
-    --warmup_steps 200 --variant "off=$off" --variant "graphs=$fast --torch_compile_mode reduce-overhead"
+[ "$device" = cpu ] || group "5 $base graphs" 320 gpu_bench base-graphs --presets "$base" --steps 300 \
+    --warmup_steps 200 --variant "off=$off" --variant "graphs=$fast --torch_compile_mode reduce-overhead" \
+    --variant "graphs+closs=$fast --torch_compile_mode reduce-overhead --compiled_loss true"
 loop_profiles() {  # the synthetic corpus of bench_gpu.py, then train.py's loop profiled: big fast, base off
     local corpus="$work.corpus" status=0
     mkdir -p "$corpus" "$work/logs/loop-profiles"
