@@ -160,6 +160,22 @@ def separate_kernel_cache_per_instruction_set() -> str | None:
     return folder
 
 
+def cpu_compiler_problem() -> str | None:
+    """What keeps `torch.compile` from building CPU kernels here, or None: inductor compiles them as C++ with the
+    first compiler of `torch._inductor.config.cpp.cxx` that answers `--version` (`CXX`, else g++), and without one
+    the first compiled call fails."""
+    from torch._inductor import config  # start-up: loads inductor, only where something is to be compiled
+    from torch._inductor.cpp_builder import get_cpp_compiler
+    from torch._inductor.exc import InvalidCxxCompiler
+
+    try:
+        get_cpp_compiler()
+    except InvalidCxxCompiler:
+        tried = config.cpp.cxx if isinstance(config.cpp.cxx, (list, tuple)) else (config.cpp.cxx,)
+        return f"no working C++ compiler ({', '.join(str(c) for c in tried if c) or 'none named'} tried)"
+    return None
+
+
 def native_bf16(device_type: str) -> bool:
     """Whether `device_type` ("cpu", "cuda", ...) multiplies bfloat16 in hardware.
 

@@ -89,6 +89,27 @@ def test_a_combination_that_cannot_work_is_refused(argv, kwargs, message):
         speed_of(*argv, **kwargs)
 
 
+def test_compiling_on_a_cpu_without_a_cxx_compiler_is_refused_before_the_first_step():
+    """torch.compile builds a CPU's kernels with a C++ compiler; without one the first compiled call would fail with
+    inductor's traceback. Asked for on a CPU, either compiling option is refused at once, naming what was tried; not
+    asked for, nothing is refused; a GPU's kernels need no host compiler."""
+    from torch._inductor import config
+
+    from vaswani.devices import cpu_compiler_problem
+    from vaswani.errors import UsageError
+
+    assert cpu_compiler_problem() is None  # this machine compiles (the compiled tests here need it)
+    with config.patch({"cpp.cxx": (None, "/nonexistent/g++")}):  # inductor's own way; restored on leaving
+        assert cpu_compiler_problem() == "no working C++ compiler (/nonexistent/g++ tried)"
+        for option in ("--torch_compile", "--compiled_loss"):
+            with pytest.raises(UsageError, match=rf"^{option} true builds C\+\+ kernels on a CPU .* found no working "
+                                                 r"C\+\+ compiler \(/nonexistent/g\+\+ tried\): install one"):  # fmt: skip
+                speed_of(option, "true")
+        assert not speed_of().torch_compile and not speed_of("--compiled_loss", "false").compiled_loss
+        assert speed_of("--compiled_loss", "true", "--torch_compile", "true", device="cuda").compiled_loss
+    assert cpu_compiler_problem() is None
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [

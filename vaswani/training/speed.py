@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from vaswani.devices import separate_kernel_cache_per_instruction_set
+from vaswani.devices import cpu_compiler_problem, separate_kernel_cache_per_instruction_set
 from vaswani.errors import UsageError
 
 # torch is imported by the functions that need it: the command line's parser reads COMPILE_MODES from here
@@ -84,7 +84,11 @@ def resolve_step_speed(args, device_type: str, mixed_precision: str, num_process
         speed.reasons[name] = f"{'on' if on else 'off'} (automatic on {device_type.upper()})"
         return on
 
-    speed.torch_compile = choose("torch_compile", True, "")
+    compiling = [name for name in ("torch_compile", "compiled_loss") if getattr(args, name) or automatic.get(name)]
+    problem = cpu_compiler_problem() if compiling and device_type == "cpu" else None
+    no_compiler = (f"builds C++ kernels on a CPU (torch.compile's inductor) and found {problem}: install one "
+                   "(e.g. apt-get install g++, or point CXX at one) or leave it off")  # fmt: skip
+    speed.torch_compile = choose("torch_compile", problem is None, no_compiler)
     if args.torch_compile_mode is not None:
         if not speed.torch_compile:
             raise UsageError(f"--torch_compile_mode {args.torch_compile_mode} needs --torch_compile true")
@@ -111,8 +115,9 @@ def resolve_step_speed(args, device_type: str, mixed_precision: str, num_process
     if fused:
         speed.reasons["fused_loss"] += f", {speed.loss_chunk_tokens} target tokens a chunk"
     why = (f"computes a translation model's loss; --task {args.task} has its own" if not translation
-           else "compiles the loss of the logits, which --fused_loss true never makes: choose one")  # fmt: skip
-    speed.compiled_loss = choose("compiled_loss", translation and not fused, why)
+           else "compiles the loss of the logits, which --fused_loss true never makes: choose one" if fused
+           else no_compiler)  # fmt: skip
+    speed.compiled_loss = choose("compiled_loss", translation and not fused and problem is None, why)
     why = ("needs --mixed_precision bf16 (the weights are cast for bf16 compute)" if mixed_precision != "bf16"
            else "runs in one process (data-parallel training reduces float32 gradients)")  # fmt: skip
     speed.bf16_weights = choose("bf16_weights", mixed_precision == "bf16" and num_processes == 1, why)
