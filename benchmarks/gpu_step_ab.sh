@@ -19,25 +19,24 @@
 # "The GPU step's host"): the fused loss loses on a GPU, so "fast" is the other three; since the host's costs went
 # (4d81cb9..600851d) big's fast step reached 39.1% MFU and base, at 14.1% with every option off, was not measured
 # with them, so base comes first. The fourth session (2026-11-30, "The step on a GPU, fourth session") ran groups
-# 1, 2, 5 (the short graphs run) and 6; the next starts at group 3, with the tree of bdb9435 (bf16 weights' copies one
-# weight at a time) made beside this checkout and carried to the device:
+# 1, 2, 3's CUDA graphs (a short run) and 5; the next starts at group 3 (one call of ~330 s), then, as time allows, 4,
+# with the tree of bdb9435 (bf16 weights' copies one weight at a time) made beside this checkout and carried:
 #   mkdir -p runs/bdb9435 && git archive bdb9435 | tar -x -C runs/bdb9435     # here; then on the device:
-#   BASELINE=runs/bdb9435 bash benchmarks/gpu_step_ab.sh session 520 3
+#   BASELINE=runs/bdb9435 bash benchmarks/gpu_step_ab.sh session 560 3
 #   1. base: off / fast / off again (the A/A)          2. big: the same
-#   3. base: fast / fast with the compiled loss (--compiled_loss true: one kernel over the bf16 logits each way
-#      instead of several passes over a float32 copy; ~3 ms of base's 34 ms of device work by the fourth session's
-#      profile) / fast again (the A/A)
+#   3. base, 300 updates of which the first 200 are not timed: fast / fast with the compiled loss (--compiled_loss
+#      true: one kernel over the bf16 logits each way instead of about eight over a float32 copy; ~3 ms of base's 34 ms
+#      of device work in the fourth session's profile) / fast with CUDA graphs (reduce-overhead) / graphs and the
+#      compiled loss. CUDA graphs record one graph per batch shape: the fourth session's 100 updates (60 untimed) ended
+#      inside the recording (its windows rose from 50,192 to 592,585 target tokens/s, 18.1% MFU). Graphs (the host's
+#      launches) and the compiled loss (device work) together are the likeliest way to base's 20% (32 ms an update).
+#      On a CPU: fast / compiled loss only (CUDA graphs need a GPU)
 #   4. base: fast against fast with BASELINE's code, twice each, interleaved (bench_gpu.py --baseline): bf16 weights'
 #      copies as multi-tensor copies into reused tensors (2e283f0) against one copy kernel per weight and direction
 #      (264 small kernels an update for base); skipped without BASELINE (a folder with train.py)
-#   5. base: off / fast with CUDA graphs (reduce-overhead; on a GPU only) / the same with the compiled loss, 300
-#      updates of which the first 200 are not timed: CUDA graphs record one graph per batch shape, and 100 updates (60
-#      untimed) ended inside the recording (the fourth session, 2026-11-30: the windows rose from 50,192 to 592,585
-#      target tokens/s, 18.1% MFU); graphs (the host's launches) and the compiled loss (~3 ms of device work) together
-#      are the likeliest way to base's 20% (32 ms an update). A second call: `session 400 5`
-#   6. where the loop's time goes: bench_train_profile.py --profile_updates over train.py's loop, big fast and base
+#   5. where the loop's time goes: bench_train_profile.py --profile_updates over train.py's loop, big fast and base
 #      off (device busy and idle per update, the host's waits, the top kernels)
-#   7. big: off / bf16 weights / fused loss (default chunk, and 4,096 tokens) / all four (each mechanism's share)
+#   6. big: off / bf16 weights / fused loss (default chunk, and 4,096 tokens) / all four (each mechanism's share)
 # A run that fails or outlasts what is left is reported and the others go on (bench_gpu.py --keep_going
 # --run_timeout). Everything lands in $OUT (the device tool's folder) or ./gpu_session: session.txt (all output) and
 # gpu_session.tar.gz (each group's JSON and every train.py log), remade after each group so a call stopped at its
@@ -123,17 +122,17 @@ group "1 $base off/fast/A2" 180 gpu_bench base-ab --presets "$base" --variant "o
     --variant "A2=$off"
 group "2 $big off/fast/A2" 200 gpu_bench big-ab --presets "$big" --variant "off=$off" --variant "fast=$fast" \
     --variant "A2=$off"
-group "3 $base fast/compiled loss/A2" 200 gpu_bench base-loss --presets "$base" --variant "fast=$fast" \
-    --variant "closs=$fast --compiled_loss true" --variant "A2=$fast"
+graphs=(--variant "graphs=$fast --torch_compile_mode reduce-overhead"
+        --variant "graphs+closs=$fast --torch_compile_mode reduce-overhead --compiled_loss true")
+[ "$device" = cpu ] && graphs=()
+group "3 $base fast/compiled loss/graphs" 330 gpu_bench base-loss-graphs --presets "$base" --steps 300 \
+    --warmup_steps 200 --variant "fast=$fast" --variant "closs=$fast --compiled_loss true" "${graphs[@]}"
 if [ -n "${BASELINE:-}" ]; then
     group "4 $base fast / fast @ baseline" 240 gpu_bench base-copies --presets "$base" --variant "fast=$fast" \
         --variant "fast2=$fast" --baseline "$BASELINE"
 elif [ "$first" -le 4 ]; then
     echo "== 4 $base fast / fast @ baseline: skipped (BASELINE, a folder with the older train.py, not given)" | tee -a "$log"
 fi
-[ "$device" = cpu ] || group "5 $base graphs" 320 gpu_bench base-graphs --presets "$base" --steps 300 \
-    --warmup_steps 200 --variant "off=$off" --variant "graphs=$fast --torch_compile_mode reduce-overhead" \
-    --variant "graphs+closs=$fast --torch_compile_mode reduce-overhead --compiled_loss true"
 loop_profiles() {  # the synthetic corpus of bench_gpu.py, then train.py's loop profiled: big fast, base off
     local corpus="$work.corpus" status=0
     mkdir -p "$corpus" "$work/logs/loop-profiles"
@@ -162,10 +161,10 @@ bench_train.prepare_tokenizer(paths, Path('$corpus'), ${vocab}, 'en', 'de')" > /
     rm -rf "$corpus"
     return $status
 }
-group "6 loop profiles" 180 loop_profiles
+group "5 loop profiles" 180 loop_profiles
 chunk=4096
 [ "$device" = cpu ] && chunk=32
-group "7 $big mechanisms" 250 gpu_bench big-mechanisms --presets "$big" --variant "off=$off" \
+group "6 $big mechanisms" 250 gpu_bench big-mechanisms --presets "$big" --variant "off=$off" \
     --variant "bf16w=${off/--bf16_weights false/--bf16_weights true}" \
     --variant "fused=${off/--fused_loss false/--fused_loss true}" \
     --variant "fused$chunk=${off/--fused_loss false/--fused_loss true} --loss_chunk_tokens $chunk" --variant "all=$on"

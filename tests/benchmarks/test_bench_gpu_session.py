@@ -22,7 +22,7 @@ def session(tmp_path, *args):
 def test_a_group_whose_estimate_does_not_fit_is_skipped_and_the_results_are_packed(tmp_path):
     out, folder = session(tmp_path, "5")
     skipped = [line for line in out.splitlines() if line.startswith("== ")]
-    assert len(skipped) == 6 and all("skipped" in line for line in skipped), out  # group 5 (graphs) is GPU-only
+    assert len(skipped) == 6 and all("skipped" in line for line in skipped), out
     assert "== 4 tiny fast / fast @ baseline: skipped (BASELINE, a folder with the older train.py, not given)" in out
     assert "session of gpu_step_ab.sh on cpu" in (folder / "session.txt").read_text()
     with tarfile.open(folder / "gpu_session.tar.gz") as packed:
@@ -31,9 +31,9 @@ def test_a_group_whose_estimate_does_not_fit_is_skipped_and_the_results_are_pack
 
 def test_the_session_starts_from_the_group_given(tmp_path):
     """A second device call goes on where the first stopped: groups before FIRST are not even considered."""
-    out, _ = session(tmp_path, "100", "7")
+    out, _ = session(tmp_path, "100", "6")
     groups = [line for line in out.splitlines() if line.startswith("== ")]
-    assert len(groups) == 1 and groups[0].startswith("== 7 tiny mechanisms: skipped (") and "250 s needed" in groups[0]
+    assert len(groups) == 1 and groups[0].startswith("== 6 tiny mechanisms: skipped (") and "250 s needed" in groups[0]
 
 
 def test_an_earlier_sessions_results_are_not_replaced(tmp_path):
