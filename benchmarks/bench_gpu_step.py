@@ -49,7 +49,7 @@ from modeling_vaswani import VaswaniForConditionalGeneration  # noqa: E402
 from vaswani.devices import disable_cudnn_attention  # noqa: E402
 from vaswani.errors import UsageError  # noqa: E402
 from vaswani.training.options import str2bool  # noqa: E402
-from vaswani.training.speed import ComputeWeights, compile_layers, compile_loss, resolve_step_speed  # noqa: E402
+from vaswani.training.speed import ComputeWeights, apply_step_speed, resolve_step_speed  # noqa: E402
 
 
 def shape(text: str) -> tuple[int, int, int]:
@@ -145,11 +145,7 @@ def main(argv=None) -> list[dict]:
         model = VaswaniForConditionalGeneration(config).to(args.device).train()
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
         speed = args.speed
-        model.loss_chunk_tokens = speed.loss_chunk_tokens
-        if speed.torch_compile:
-            compile_layers(model, speed.torch_compile_mode)
-        if speed.compiled_loss:
-            compile_loss(model)
+        apply_step_speed(model, speed)
         compute_weights = ComputeWeights(model, speed.bf16_weights)
         print(f"{preset}: {speed.describe()}", flush=True)
         for batch_rows, source, target in args.shapes:

@@ -47,8 +47,12 @@ def test_the_step_options_apply_as_train_py_applies_them(capsys, monkeypatch):
     recorder here: compiling itself is tested in tests/training/test_speed.py)."""
     import bench_gpu_step
 
+    import vaswani.training.speed
+
     compiled = []
-    monkeypatch.setattr(bench_gpu_step, "compile_layers", lambda model, mode: compiled.append((type(model), mode)))
+    monkeypatch.setattr(
+        vaswani.training.speed, "compile_layers", lambda model, mode: compiled.append((type(model), mode))
+    )
     rows = main(["--device", "cpu", "--presets", "tiny", "--shapes", "4x6x7", "--steps", "1", "--peak_tflops", "1",
                  "--profile", "--fused_loss", "true", "--bf16_weights", "true", "--torch_compile", "true"])  # fmt: skip
     out = capsys.readouterr().out
@@ -60,14 +64,14 @@ def test_the_step_options_apply_as_train_py_applies_them(capsys, monkeypatch):
 def test_the_compiled_loss_applies_as_train_py_applies_it(capsys, monkeypatch):
     """--compiled_loss true: the model gets train.py's compiled loss (a recorder here: compiling is tested in
     tests/training/test_speed.py) and the step computes its loss with it; train.py's refusal beside the fused loss."""
-    import bench_gpu_step
+    import vaswani.training.speed
 
     calls = []
 
     def compile_loss(model):
         model.compiled_loss = lambda *args: calls.append(args[0].shape) or label_smoothed_cross_entropy_sum(*args)
 
-    monkeypatch.setattr(bench_gpu_step, "compile_loss", compile_loss)
+    monkeypatch.setattr(vaswani.training.speed, "compile_loss", compile_loss)
     main(["--device", "cpu", "--presets", "tiny", "--shapes", "3x5x6", "--steps", "1", "--peak_tflops", "1",
           "--vocab_size", "40", "--compiled_loss", "true"])  # fmt: skip
     assert "compiled_loss on (--compiled_loss true)" in capsys.readouterr().out

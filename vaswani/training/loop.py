@@ -86,7 +86,7 @@ from vaswani.training.evaluation import EvaluationStopped, log_evaluation
 from vaswani.training.options import parse_args, unknown_length
 from vaswani.training.run_dir import MetricsLog, prepare_output_dir, setup_logging, start_new_run, truncate_metrics
 from vaswani.training.schedules import BudgetSchedule, build_lr_scheduler
-from vaswani.training.speed import ComputeWeights, Recompilations, compile_layers, compile_loss, resolve_step_speed
+from vaswani.training.speed import ComputeWeights, Recompilations, apply_step_speed, resolve_step_speed
 from vaswani.training.stopping import (
     TIME_BUDGET_SPENT,
     AveragingWindow,
@@ -282,16 +282,9 @@ def speed_up_step(args, accelerator, model, vocab_size: int) -> tuple:
     speed = resolve_step_speed(args, accelerator.device.type, accelerator.mixed_precision, accelerator.num_processes,
                                vocab_size)  # fmt: skip
     logger.info("Training step: %s", speed.describe())
-    model.loss_chunk_tokens = speed.loss_chunk_tokens
-    if not (speed.torch_compile or speed.compiled_loss):
-        return speed, None
-    recompilations = Recompilations()
-    if speed.torch_compile:
-        logger.info("Compiling %d layers (torch.compile, mode %s, automatic dynamic shapes)",
-                    compile_layers(model, speed.torch_compile_mode), speed.torch_compile_mode)  # fmt: skip
-    if speed.compiled_loss:
-        compile_loss(model)
-        logger.info("Compiling the training loss (torch.compile, mode default, automatic dynamic shapes)")
+    recompilations = Recompilations() if speed.torch_compile or speed.compiled_loss else None
+    for compiled in apply_step_speed(model, speed):
+        logger.info("Compiling %s", compiled)
     return speed, recompilations
 
 

@@ -84,7 +84,7 @@ def resolve_step_speed(args, device_type: str, mixed_precision: str, num_process
         speed.reasons[name] = f"{'on' if on else 'off'} (automatic on {device_type.upper()})"
         return on
 
-    compiling = [name for name in ("torch_compile", "compiled_loss") if getattr(args, name) or automatic.get(name)]
+    compiling = any(getattr(args, name) or automatic.get(name) for name in ("torch_compile", "compiled_loss"))
     problem = cpu_compiler_problem() if compiling and device_type == "cpu" else None
     no_compiler = (f"builds C++ kernels on a CPU (torch.compile's inductor) and found {problem}: install one "
                    "(e.g. apt-get install g++, or point CXX at one) or leave it off")  # fmt: skip
@@ -122,6 +122,21 @@ def resolve_step_speed(args, device_type: str, mixed_precision: str, num_process
            else "runs in one process (data-parallel training reduces float32 gradients)")  # fmt: skip
     speed.bf16_weights = choose("bf16_weights", mixed_precision == "bf16" and num_processes == 1, why)
     return speed
+
+
+def apply_step_speed(model, speed: StepSpeed) -> list[str]:
+    """Apply the resolved options to a translation `model` as train.py's step uses them: the fused loss's chunk, the
+    layers compiled (--torch_compile) and the loss compiled (--compiled_loss). Returns what was compiled, for the
+    log (nothing compiles before its first call)."""
+    model.loss_chunk_tokens = speed.loss_chunk_tokens
+    compiled = []
+    if speed.torch_compile:
+        layers = compile_layers(model, speed.torch_compile_mode)
+        compiled.append(f"{layers} layers (torch.compile, mode {speed.torch_compile_mode}, automatic dynamic shapes)")
+    if speed.compiled_loss:
+        compile_loss(model)
+        compiled.append("the training loss (torch.compile, mode default, automatic dynamic shapes)")
+    return compiled
 
 
 def compile_layers(model, mode: str) -> int:
