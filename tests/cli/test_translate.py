@@ -278,8 +278,8 @@ def layerdrop_folder(tmp_path):
     folder = tmp_path / "full"
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    (folder / "run_args.json").write_text(json.dumps({"source_lang": "en", "target_lang": "de"}))
-    (folder / "results.json").write_text(json.dumps({"test": {"bleu": 30.0}}))
+    (folder / "run_args.json").write_text(json.dumps({"source_lang": "en", "target_lang": "de", "max_train_steps": 7}))
+    (folder / "results.json").write_text(json.dumps({"test": {"bleu": 30.0}, "step": 5}))
     return folder, model
 
 
@@ -314,6 +314,9 @@ def test_prune_keeps_the_listed_layers(layerdrop_folder, tmp_path, capsys):
     card = (output / "README.md").read_text()
     row = next(line for line in card.splitlines() if line.startswith("| `pruned (LayerDrop)` |"))
     assert "encoder: kept [0, 2, 3]" in row and "decoder: kept [1, 3]" in row and row.endswith("| no pruning |")
+    # named after its folder (not the staging folder it was written in); no results.json: the planned updates only
+    assert "\n# pruned\n" in card and 'from_pretrained("pruned")' in card and ".tmp" not in card
+    assert "| Updates | at most 7 (`--max_train_steps`) |" in card
 
 
 def test_prune_every_other_layer_of_one_stack(layerdrop_folder, tmp_path):

@@ -81,6 +81,29 @@ def test_training_from_it_reads_no_text_and_tokenizes_nothing(corpus, tmp_path, 
     assert result["step"] == 2 and read == []
     assert "test" in result and "bleu" in result["test"]  # the held-out text came from the folder
     assert load_tokenizer(tmp_path / "r").backend_tokenizer.to_str() == load_tokenizer(out).backend_tokenizer.to_str()
+    # run_args.json and the model card name the data the folder was prepared from (not the demo dataset)
+    run_args = json.loads((tmp_path / "r" / "run_args.json").read_text())
+    assert {split: run_args[f"{split}_file"] for split in files} == {s: str(files[s].resolve()) for s in files}
+    assert run_args["dataset_name"] is None
+    card = (tmp_path / "r" / "README.md").read_text()
+    assert f"| Data | {files['train'].name} (en → de) |" in card and "demo" not in card
+
+
+def test_a_run_of_an_older_version_that_recorded_the_demo_default_resumes(corpus, tmp_path):
+    """Before its data's sources were recorded, a run from --prepared_data wrote `"dataset_name": "demo"` and no
+    files into run_args.json; resuming it compares its data by the prepared folder's tokenizer instead of refusing
+    the changed options. Another training file in run_args.json is still a changed run."""
+    _, out = corpus
+    run = tmp_path / "r"
+    argv = ["--prepared_data", str(out), *TINY_MODEL, *TRAIN, "--output_dir", str(run), "--checkpoint_steps", "1"]
+    assert train_in_process(argv)["step"] == 2
+    recorded = json.loads((run / "run_args.json").read_text())
+    old = {**recorded, "dataset_name": "demo", "train_file": None, "validation_file": None, "test_file": None}
+    (run / "run_args.json").write_text(json.dumps(old))
+    assert train_in_process([*argv, "--resume_from_checkpoint", "latest"])["step"] == 2
+    (run / "run_args.json").write_text(json.dumps({**recorded, "train_file": "/elsewhere/train.jsonl"}))
+    status, stderr = train_command_in_process([*argv, "--resume_from_checkpoint", "latest"])
+    assert status == 2 and "cannot resume: options that define the run changed (--train_file" in stderr, stderr
 
 
 @pytest.mark.parametrize(
@@ -109,6 +132,7 @@ def test_options_that_agree_are_taken_and_the_others_come_from_the_manifest(corp
                               overlong="drop", tokenizer=None, explicit={"train_file", "source_lang"})  # fmt: skip
     prepared.apply_manifest(args, manifest)
     assert (args.max_source_length, args.tokenizer) == (14, str(out))
+    assert (args.validation_file, args.test_file) == (str(files["validation"].resolve()), str(files["test"].resolve()))
     with pytest.raises(UsageError, match="--max_source_length 15 disagrees"):
         prepared.apply_manifest(argparse.Namespace(**{**vars(args), "max_source_length": 15,
                                                       "explicit": {"max_source_length"}}), manifest)  # fmt: skip

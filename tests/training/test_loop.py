@@ -154,6 +154,11 @@ def test_max_test_samples_scores_the_first_test_pairs_and_every_record_names_the
     [index] = yaml.safe_load(card.split("---")[1])["model-index"]
     splits = {result["dataset"]["split"] for result in index["results"]}
     assert splits == {"validation[:8]", "test[:5]"}
+    # the card is named after the output folder (not the staging folder the final model is written in) and names
+    # the files the splits came from
+    assert index["name"] == "run" and "\n# run\n" in card and ".tmp" not in card
+    assert {result["dataset"]["name"] for result in index["results"]} == {"validation.jsonl", "test.jsonl"}
+    assert "| Data | train.jsonl (en → de) |" in card
     assert "| test[:5] |" in card
     [final_test] = [row for row in read_metrics(out) if row["split"] == "final_test"]
     assert final_test["bleu"] == results["test"]["bleu"] and final_test["dataset_split"] == "test[:5]"

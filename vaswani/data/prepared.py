@@ -163,8 +163,9 @@ def read_manifest(folder: str | os.PathLike) -> dict:
 
 def apply_manifest(args, manifest: dict) -> None:
     """Take the prepared folder's options into `args` (`args.prepared_data`): an option the user set (command line or
-    YAML, `args.explicit`) that disagrees with the manifest is a `UsageError` naming both values; the others take
-    the manifest's values. The folder's tokenizer becomes `args.tokenizer`."""
+    YAML, `args.explicit`) that disagrees with the manifest is a `UsageError` naming both values; the task's limits
+    and the data's sources (files, dataset) take the manifest's values. The folder's tokenizer becomes
+    `args.tokenizer`."""
     folder = args.prepared_data
     if task_family(args.task) != task_family(manifest["task"]):
         raise UsageError(
@@ -181,6 +182,8 @@ def apply_manifest(args, manifest: dict) -> None:
             )
         if name in TASK_OPTIONS[task_family(args.task)]:
             setattr(args, name, recorded)  # the limits the tokens were made with (checks, evaluation)
+        elif name in DATA_OPTIONS:
+            setattr(args, name, recorded)  # where the tokens came from: run_args.json and the model card say it
     args.tokenizer = os.fspath(folder)
 
 

@@ -80,7 +80,7 @@ def prune_model_folder(
                 shutil.copy2(file, folder / file.name)
         if vocab_size is not None:
             tokenizer.save(str(folder / TOKENIZER_FILE))
-        write_model_card(folder)
+        write_model_card(folder, repo_id=output.resolve().name)  # the output folder's name, not the staging folder's
 
     write_model_folder(output, write, replace=overwrite)
     kept = {stack: (layers, getattr(config, f"{stack}_layers")) for stack, layers in keep.items()}

@@ -99,7 +99,7 @@ def render_model_card(
         datasets=datasets or None,
         metrics=["bleu", "chrf"],
         model_name=repo_id,
-        eval_results=_eval_results(results, source, target, datasets) or None,
+        eval_results=_eval_results(results, source, target, run_args) or None,
     )
     first_example = next(iter(results.get("test", results.get("validation", {})).get("examples", [])), None)
     return ModelCard.from_template(
@@ -134,8 +134,8 @@ def render_language_model_card(
     side = kind["stack"]
     datasets = _dataset_names(run_args)
     eval_results = [
-        EvalResult(task_type=kind["pipeline_tag"], dataset_type=datasets[0] if datasets else "text",
-                   dataset_name=datasets[0] if datasets else "text",
+        EvalResult(task_type=kind["pipeline_tag"], dataset_type=_eval_dataset(run_args, split),
+                   dataset_name=_eval_dataset(run_args, split),
                    dataset_split=results[split].get("split", split), metric_type=metric,
                    metric_name=metric, metric_value=round(float(results[split][metric]), 4))
         for split in ("validation", "test") for metric in ("perplexity", "accuracy")
@@ -208,19 +208,39 @@ def _first(results: dict, key: str):
     return None
 
 
+def _split_sources(run_args: dict) -> dict[str, str | None]:
+    """Where train.py read each split (`vaswani.data.loading.load_translation_splits`; with --prepared_data the
+    sources `vaswani prepare` read, which train.py records): the split's file, else the named dataset
+    (`--dataset_name`), else, for a validation set aside from the training data, the training data. Public names
+    (`public_run_args`): a file's last part."""
+    named = run_args.get("dataset_name")
+    sources = {split: run_args.get(f"{split}_file") or named for split in ("train", "validation", "test")}
+    sources["validation"] = sources["validation"] or sources["train"]
+    return sources
+
+
 def _dataset_names(run_args: dict) -> list[str]:
+    """The Hub datasets the model was trained or scored on: the named dataset where some split was read from it
+    (not the built-in demo dataset, which is not on the Hub); files are no Hub dataset."""
     name = run_args.get("dataset_name")
-    if name == "demo":
-        return []  # the built-in dataset is not on the Hub
-    return [name] if name else []
+    if not name or name == "demo" or name not in _split_sources(run_args).values():
+        return []
+    return [name]
 
 
-def _eval_results(results: dict, source, target, datasets) -> list[EvalResult]:
+def _eval_dataset(run_args: dict, split: str) -> str:
+    """The dataset name of a split's scores in the model-index: its source (`_split_sources`), "vaswani-demo" for
+    the built-in dataset, "custom" where the folder does not say (no run_args.json)."""
+    source = _split_sources(run_args)[split]
+    return "vaswani-demo" if source == "demo" else source or "custom"
+
+
+def _eval_results(results: dict, source, target, run_args: dict) -> list[EvalResult]:
     task = f"Translation {source}-{target}" if source and target else "Translation"
-    dataset = datasets[0] if datasets else "vaswani-demo" if results else None
     out = []
     for split in ("validation", "test"):
         scores = results.get(split, {})
+        dataset = _eval_dataset(run_args, split)
         for metric, name, signature in (("bleu", "BLEU", "bleu_signature"), ("chrf", "chrF", "chrf_signature")):
             if metric in scores:
                 out.append(
@@ -298,7 +318,7 @@ def _results_table(results: dict) -> list[dict]:
 def _training_rows(run_args: dict, results: dict) -> list[tuple[str, str]]:
     if not run_args:
         return []
-    data = run_args.get("dataset_name") or run_args.get("train_file")
+    data = _split_sources(run_args)["train"]
     if data == "demo":
         data = "the built-in demo dataset (numbers, dates, times and quantities in English and German)"
     task = run_args.get("task", "translation")
@@ -306,7 +326,7 @@ def _training_rows(run_args: dict, results: dict) -> list[tuple[str, str]]:
     rows = [] if task == "translation" else [("Task", f"{task} (`vaswani train --task {task}`)")]
     rows += [
         ("Data", f"{data} ({pair if task == 'translation' else 'text column ' + str(run_args.get('text_column'))})"),
-        ("Updates", str(results.get("step", run_args.get("max_train_steps")))),
+        ("Updates", _updates(run_args, results)),
         ("Batch", f"{run_args.get('max_tokens')} tokens per device x {run_args.get('gradient_accumulation_steps', 1)} "
                   "accumulation steps"),
         ("Optimizer", f"Adam ({run_args.get('adam_beta1')}, {run_args.get('adam_beta2')}, "
@@ -328,6 +348,15 @@ def _training_rows(run_args: dict, results: dict) -> list[tuple[str, str]]:
     if results.get("train_seconds"):
         rows.append(("Training time", f"{results['train_seconds'] / 60:.1f} min"))
     return rows
+
+
+def _updates(run_args: dict, results: dict) -> str:
+    """The updates the run made (results.json), or in a folder without its results (`vaswani prune` leaves them
+    behind: they score the full model) the most it was set to make."""
+    if "step" in results:
+        return str(results["step"])
+    planned = run_args.get("max_train_steps")
+    return f"at most {planned} (`--max_train_steps`)" if planned else "-"
 
 
 def _final_model_text(choice: dict) -> str:

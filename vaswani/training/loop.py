@@ -675,7 +675,14 @@ def finish(run: Run, finished_early: str | None) -> dict:
                 unwrapped.save_pretrained(folder)
                 run.tokenizer.save_pretrained(folder)
                 (folder / RESULTS_FILE).write_text(json.dumps(final, indent=2, ensure_ascii=False))
-                write_model_card(folder, args=vars(args), results=final, config=unwrapped.config)
+                # named after the output folder, not the staging folder it is written in
+                write_model_card(
+                    folder,
+                    args=vars(args),
+                    results=final,
+                    config=unwrapped.config,
+                    repo_id=args.hub_model_id or run.output_dir.resolve().name,
+                )
 
             # a kill leaves the previous content or the complete new model; checkpoints/, metrics.jsonl etc. are kept
             write_model_folder(run.output_dir, write, replace=True)

@@ -439,8 +439,8 @@ def finish_args(args: argparse.Namespace) -> argparse.Namespace:
     if args.metric_for_best is None:  # resolved here, once: run_args.json and a resume see the task's default
         args.metric_for_best = TASKS[args.task].metrics[0]
     _check_args(args)
-    if not (args.train_file or args.dataset_name):  # resolved here, once: run_args.json and a resume see "demo"
-        args.dataset_name = "demo"
+    if not (args.train_file or args.dataset_name or args.prepared_data):  # resolved here, once: run_args.json and a
+        args.dataset_name = "demo"  # resume see "demo" (--prepared_data: its manifest's sources, `apply_manifest`)
     return args
 
 

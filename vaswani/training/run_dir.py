@@ -23,6 +23,7 @@ from vaswani.constants import (
     TMP_PREFIX,
     TOKENIZER_STAGING,
 )
+from vaswani.data.prepared import DATA_OPTIONS
 from vaswani.errors import (
     CheckpointError,
     UsageError,
@@ -61,6 +62,10 @@ def prepare_output_dir(args: argparse.Namespace) -> tuple[Path, Path | None]:
         except (ValueError, UnicodeDecodeError) as exc:
             raise UsageError(f"cannot resume: {previous} is damaged ({exc}); start a new run.") from exc
         saved = rename_legacy_keys(saved, where=str(previous), command="train")  # a run of an older version
+        if saved.get("prepared_data") and saved.get("dataset_name") == "demo" and not saved.get("train_file"):
+            # a run from --prepared_data of an older version recorded the demo default instead of the manifest's
+            # sources (`apply_manifest`): its data is compared by its tokenizer, the prepared folder's
+            saved = {key: value for key, value in saved.items() if key not in DATA_OPTIONS}
         changed = [k for k in RUN_DEFINING_OPTIONS if k in saved and saved[k] != _jsonable(getattr(args, k))]
         if changed:
             details = ", ".join(f"--{k} {saved[k]!r} -> {_jsonable(getattr(args, k))!r}" for k in changed)
