@@ -40,7 +40,8 @@ SAVED_FILES = {
 # (source and target language) and one vocabulary, read as data (protobuf and JSON).
 MARIAN_TOKENIZER_FILES = ("tokenizer_config.json", "source.spm", "target.spm", "vocab.json")
 MARIAN_TOKENIZER_CLASS = "MarianTokenizer"
-# Files of a run folder that `save_pretrained` does not write but the averaged model folder needs.
+# The files a tokenizer save may write (`vaswani.model_folder.is_tokenizer_file`): a model's `save_pretrained` does not
+# write them, so that averaging and pruning copy them over.
 TOKENIZER_FILE_PATTERNS = (
     TOKENIZER_FILE,
     "tokenizer_config.json",
@@ -53,7 +54,6 @@ TOKENIZER_FILE_PATTERNS = (
     "*.model",  # sentencepiece
     "*.spm",
 )
-FILES_TO_COPY = (*TOKENIZER_FILE_PATTERNS, MODEL_CARD_FILE)
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Our model families: their model types, the modeling files they carry, the Auto class they load with

@@ -223,7 +223,10 @@ def finished_run(tmp_path):
     model = tiny_model(seed=0, vocab_size=len(tokenizer))
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)  # average checks that it fits the model
-    (folder / "README.md").write_text("# A tiny model\n", encoding="utf-8")
+    (folder / "README.md").write_text("# A tiny model\n\n| test | 99.0 |\n", encoding="utf-8")  # the run's scores
+    (folder / "run_args.json").write_text(
+        json.dumps({"source_lang": "en", "target_lang": "de", "max_train_steps": 3000})
+    )
     manager = CheckpointManager(folder / "checkpoints")
     states = []
     for step in (1000, 2000, 3000):
@@ -232,15 +235,22 @@ def finished_run(tmp_path):
     return folder, states
 
 
-def check_averaged_folder(output, run, states):
+def check_averaged_folder(output, run, states, steps=None):
+    """`output` holds the average of `states`, the checkpoints of `steps` (default: the last ones of the run)."""
+    steps = steps or (1000, 2000, 3000)[-len(states) :]
     model, info = VaswaniForConditionalGeneration.from_pretrained(output, output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"]
     for name, tensor in model.state_dict().items():
         torch.testing.assert_close(tensor, mean_of(states, name))
     assert_tied(model)
-    for name in ("tokenizer.json", "tokenizer_config.json", "README.md"):
+    for name in ("tokenizer.json", "tokenizer_config.json", "run_args.json"):
         assert (output / name).read_bytes() == (run / name).read_bytes()
     assert model.generation_config.num_beams == 4
+    # a card of its own, named after the output folder, without the run's scores (another model's)
+    card = (output / "README.md").read_text()
+    first, last = f"step-{steps[0]:08d}", f"step-{steps[-1]:08d}"
+    assert f"\n# {output.name}\n" in card and "99.0" not in card and "No evaluation results" in card
+    assert f"| Checkpoint averaging | {len(states)} checkpoint(s): {first} to {last} |" in card
 
 
 def test_average_run_writes_a_complete_model_folder(tmp_path, finished_run):
@@ -280,7 +290,7 @@ def test_command_line_averages_a_run(tmp_path, finished_run, capsys):
     output = tmp_path / "cli-explicit"
     status = main(["average", "--checkpoints", *checkpoints, "--model", str(run), "--output_dir", str(output)])
     assert status == 0, capsys.readouterr().err
-    check_averaged_folder(output, run, states[:2])
+    check_averaged_folder(output, run, states[:2], steps=(1000, 2000))
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,6 @@ averaging itself is `vaswani.weights.average_checkpoints`.
 
 from __future__ import annotations
 
-import fnmatch
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,13 +12,20 @@ from typing import TYPE_CHECKING
 
 from vaswani.constants import (
     CHECKPOINTS_SUBDIR,
-    FILES_TO_COPY,
     GENERATION_CONFIG_FILE,
+    RUN_ARGS_FILE,
 )
 from vaswani.errors import (
     CheckpointError,
 )
-from vaswani.model_folder import check_model_files, check_model_folder, check_output_folder, write_model_folder
+from vaswani.hub.model_card import write_model_card
+from vaswani.model_folder import (
+    check_model_files,
+    check_model_folder,
+    check_output_folder,
+    is_tokenizer_file,
+    write_model_folder,
+)
 from vaswani.training.checkpoints import CheckpointManager
 from vaswani.weights import average_into_model
 
@@ -37,7 +43,8 @@ def average_run(
 
     `run_dir` is the final model folder train.py writes (config, generation config, tokenizer files), with the
     checkpoints under `run_dir/checkpoints/`. The output gets the model's `save_pretrained` files with the averaged
-    weights, plus the tokenizer files and README.md of `run_dir`. `output_dir` may be `run_dir` itself: its model
+    weights, the tokenizer files and run_args.json of `run_dir`, and a model card of its own (the run's scores
+    belong to the run's final model, not to the average). `output_dir` may be `run_dir` itself: its model
     files are then replaced (`vaswani.model_folder.write_model_folder`) and everything else in it is kept. Any
     other non-empty `output_dir` needs `overwrite`.
     """
@@ -66,8 +73,9 @@ def average_to_folder(
     trust_remote_code: bool = False,
 ) -> Path:
     """Average the checkpoints into the model described by `model_dir` (its config, generation config, tokenizer
-    files and README.md; its weights are not read) and write a complete `save_pretrained` folder to `output_dir`
-    (a new or empty folder, or any folder with `overwrite`: its model files are replaced, other files kept)."""
+    files and run_args.json; its weights are not read) and write a complete `save_pretrained` folder with a model
+    card of its own to `output_dir` (a new or empty folder, or any folder with `overwrite`: its model files are
+    replaced, other files kept)."""
     model_dir = Path(model_dir)
     check_output_folder(output_dir, replace=overwrite)
     config, _ = check_model_files(
@@ -79,8 +87,11 @@ def average_to_folder(
     def write(folder: Path) -> None:
         model.save_pretrained(folder)
         for file in sorted(model_dir.iterdir()):
-            if file.is_file() and any(fnmatch.fnmatch(file.name, pattern) for pattern in FILES_TO_COPY):
+            if is_tokenizer_file(file) or file.name == RUN_ARGS_FILE:
                 shutil.copy2(file, folder / file.name)
+        # a card of its own, named after the output folder: the model folder's card scores another model
+        record = {"averaged_checkpoints": [Path(path).name for path in paths]}
+        write_model_card(folder, repo_id=Path(output_dir).resolve().name, results=record)
 
     return write_model_folder(output_dir, write, replace=overwrite)
 

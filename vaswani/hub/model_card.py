@@ -340,7 +340,13 @@ def _training_rows(run_args: dict, results: dict) -> list[tuple[str, str]]:
         rows.append(("Checkpoint averaging", f"{len(results['averaged_checkpoints'])} checkpoint(s) ending at the best "
                      f"validation {stopping['metric']} (step {stopping['best_step']})"))  # fmt: skip
     elif results.get("averaged_checkpoints"):
-        rows.append(("Checkpoint averaging", f"last {len(results['averaged_checkpoints'])} checkpoints"))
+        names = results["averaged_checkpoints"]  # `vaswani average`, or a results.json of before
+        rows.append(
+            (
+                "Checkpoint averaging",
+                f"{len(names)} checkpoint(s): {names[0]}" + (f" to {names[-1]}" if len(names) > 1 else ""),
+            )
+        )
     if results.get("finished_early"):
         rows.append(("Finished early", results["finished_early"]))
     if results.get("target_tokens"):
