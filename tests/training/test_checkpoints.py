@@ -251,6 +251,7 @@ def check_averaged_folder(output, run, states, steps=None):
     first, last = f"step-{steps[0]:08d}", f"step-{steps[-1]:08d}"
     assert f"\n# {output.name}\n" in card and "99.0" not in card and "No evaluation results" in card
     assert f"| Checkpoint averaging | {len(states)} checkpoint(s): {first} to {last} |" in card
+    assert f"| Updates | {steps[-1]} |" in card
 
 
 def test_average_run_writes_a_complete_model_folder(tmp_path, finished_run):

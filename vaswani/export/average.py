@@ -14,6 +14,7 @@ from vaswani.constants import (
     CHECKPOINTS_SUBDIR,
     GENERATION_CONFIG_FILE,
     RUN_ARGS_FILE,
+    STEP_DIR,
 )
 from vaswani.errors import (
     CheckpointError,
@@ -26,7 +27,7 @@ from vaswani.model_folder import (
     is_tokenizer_file,
     write_model_folder,
 )
-from vaswani.training.checkpoints import CheckpointManager
+from vaswani.training.checkpoints import CheckpointManager, step_of
 from vaswani.weights import average_into_model
 
 if TYPE_CHECKING:
@@ -91,6 +92,8 @@ def average_to_folder(
                 shutil.copy2(file, folder / file.name)
         # a card of its own, named after the output folder: the model folder's card scores another model
         record = {"averaged_checkpoints": [Path(path).name for path in paths]}
+        if STEP_DIR.fullmatch(record["averaged_checkpoints"][-1]):  # a run's checkpoint: the updates made
+            record["step"] = step_of(paths[-1])
         write_model_card(folder, repo_id=Path(output_dir).resolve().name, results=record)
 
     return write_model_folder(output_dir, write, replace=overwrite)

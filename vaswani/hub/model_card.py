@@ -341,12 +341,8 @@ def _training_rows(run_args: dict, results: dict) -> list[tuple[str, str]]:
                      f"validation {stopping['metric']} (step {stopping['best_step']})"))  # fmt: skip
     elif results.get("averaged_checkpoints"):
         names = results["averaged_checkpoints"]  # `vaswani average`, or a results.json of before
-        rows.append(
-            (
-                "Checkpoint averaging",
-                f"{len(names)} checkpoint(s): {names[0]}" + (f" to {names[-1]}" if len(names) > 1 else ""),
-            )
-        )
+        span = names[0] if len(names) == 1 else f"{names[0]} to {names[-1]}"
+        rows.append(("Checkpoint averaging", f"{len(names)} checkpoint(s): {span}"))
     if results.get("finished_early"):
         rows.append(("Finished early", results["finished_early"]))
     if results.get("target_tokens"):
