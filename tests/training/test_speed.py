@@ -110,6 +110,22 @@ def test_compiling_on_a_cpu_without_a_cxx_compiler_is_refused_before_the_first_s
     assert cpu_compiler_problem() is None
 
 
+def test_the_step_options_are_checked_before_any_data_is_read(tmp_path, monkeypatch):
+    """`vaswani train --torch_compile true` on a CPU without a C++ compiler stops with its `error:` before the data
+    is read or a tokenizer trained (minutes on a large corpus), and leaves no output folder."""
+    from torch._inductor import config
+
+    from vaswani.training import tasks
+
+    read = []
+    monkeypatch.setattr(tasks, "load_translation_splits", lambda **kwargs: read.append(kwargs))
+    with config.patch({"cpp.cxx": (None, "/nonexistent/g++")}):
+        status, stderr = train_command_in_process(["--output_dir", str(tmp_path / "out"), "--max_train_steps", "5",
+                                                   "--torch_compile", "true"])  # fmt: skip
+    assert status == 2 and "error: --torch_compile true builds C++ kernels on a CPU" in stderr, stderr[-2000:]
+    assert read == [] and not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [

@@ -86,7 +86,13 @@ from vaswani.training.evaluation import EvaluationStopped, log_evaluation
 from vaswani.training.options import parse_args, unknown_length
 from vaswani.training.run_dir import MetricsLog, prepare_output_dir, setup_logging, start_new_run, truncate_metrics
 from vaswani.training.schedules import BudgetSchedule, build_lr_scheduler
-from vaswani.training.speed import ComputeWeights, Recompilations, apply_step_speed, resolve_step_speed
+from vaswani.training.speed import (
+    ComputeWeights,
+    Recompilations,
+    apply_step_speed,
+    check_step_speed,
+    resolve_step_speed,
+)
 from vaswani.training.stopping import (
     TIME_BUDGET_SPENT,
     AveragingWindow,
@@ -209,6 +215,9 @@ def set_up(args: argparse.Namespace) -> Run:
         logger.info("Attention kernels: %s", attention)
     if (cache := limit_onednn_primitive_cache(accelerator.device.type)) is not None:
         logger.info("oneDNN primitive cache: %s", cache)
+    # the step options' mistakes (no C++ compiler for --torch_compile, options that exclude each other) before any
+    # data is read or tokenizer trained; `speed_up_step` resolves them for good once the vocabulary is known
+    check_step_speed(args, accelerator.device.type, accelerator.mixed_precision, accelerator.num_processes)
     with together(accelerator):
         if accelerator.is_main_process:
             recover_model_folder(args.output_dir)  # finish (or undo) a final save that a kill interrupted

@@ -124,6 +124,12 @@ def resolve_step_speed(args, device_type: str, mixed_precision: str, num_process
     return speed
 
 
+def check_step_speed(args, device_type: str, mixed_precision: str, num_processes: int) -> None:
+    """`resolve_step_speed`'s checks alone, before the vocabulary is known (it only sizes the fused loss's chunks):
+    train.py makes them before it reads any data or trains a tokenizer, so that a mistake costs no time."""
+    resolve_step_speed(args, device_type, mixed_precision, num_processes, vocab_size=1)
+
+
 def apply_step_speed(model, speed: StepSpeed) -> list[str]:
     """Apply the resolved options to a translation `model` as train.py's step uses them: the fused loss's chunk, the
     layers compiled (--torch_compile) and the loss compiled (--compiled_loss). Returns what was compiled, for the
