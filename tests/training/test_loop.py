@@ -436,6 +436,9 @@ def test_bad_options_and_set_up_are_rejected_before_training(data_dir, tmp_path)
     expect_error([*without_vocab_size, "--tokenizer", str(tmp_path / "tok"), "--model", str(model_dir)],
                  tmp_path,
                  "the tokenizer does not fit the model", f"model's vocab_size is {len(tokenizer) + 7}")  # fmt: skip
+    # A model folder without a tokenizer, and none given: no new BPE can fit its embeddings.
+    expect_error([*without_vocab_size, "--model", str(model_dir)], tmp_path,
+                 f"--model {model_dir} has no tokenizer: pass --tokenizer")  # fmt: skip
 
     # An output folder that holds another run.
     out.mkdir()

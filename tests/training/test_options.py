@@ -392,12 +392,12 @@ def test_report_to_tensorboard_writes_the_logged_metrics(options_run):
 # ---------------------------------------------------------------------------------------------------------------------
 # Continuing from a saved model; resuming
 # ---------------------------------------------------------------------------------------------------------------------
-def test_model_name_or_path_and_tokenizer_continue_from_a_saved_model(options_run, corpus, tmp_path):
+def test_model_continues_from_a_saved_model_with_its_own_tokenizer(options_run, corpus, tmp_path):
     first = options_run["out"]
     out = tmp_path / "continued"
     argv = [
         "--dataset_name", str(corpus), "--cache_dir", str(tmp_path / "cache"), *QUIET, "--max_train_steps", "2",
-        "--model", str(first), "--tokenizer", str(first), "--max_source_length", "48",
+        "--model", str(first), "--max_source_length", "48",  # no --tokenizer: the model folder's own
         "--max_target_length", "48", "--max_tokens", "400", "--average_checkpoints", "0", "--report_to", "none",
         "--max_eval_samples", "5", "--num_examples", "3", "--learning_rate", "1e-3", "--warmup_steps", "1",
     ]  # fmt: skip
@@ -411,8 +411,9 @@ def test_model_name_or_path_and_tokenizer_continue_from_a_saved_model(options_ru
     for key, tensor in saved.items():  # training started from the saved weights, not from a fresh initialisation
         assert torch.equal(recorder.initial_weights[key], tensor), key
     assert json.loads((out / "config.json").read_text())["d_model"] == 32  # the saved model's size, not the preset's
-    # The given tokenizer was used as it is (no new BPE), and saved with the new model.
+    # The model folder's tokenizer was used as it is (no new BPE), recorded and saved with the new model.
     assert (out / "tokenizer.json").read_bytes() == (first / "tokenizer.json").read_bytes()
+    assert json.loads((out / "run_args.json").read_text())["tokenizer"] == str(first)
     assert recorder.tokenized["train"]["labels"][:3] == options_run["recorder"].tokenized["train"]["labels"][:3]
     final = load_file(out / "model.safetensors")
     assert any(not torch.equal(final[k], saved[k]) for k in saved)  # and it trained

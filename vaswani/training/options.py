@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from pathlib import Path
 
 from modeling_vaswani import (
     PRESETS,
@@ -27,6 +28,7 @@ from vaswani.errors import (
     UsageError,
 )
 from vaswani.hub.push import check_repo_id
+from vaswani.model_folder import has_tokenizer
 from vaswani.options import ConfigArgumentParser, add_option
 from vaswani.training.ema import EMA_HORIZON, parse_ema_decay
 from vaswani.training.schedules import DECAY_TYPES, LR_SCHEDULERS, SCHEDULES_NEEDING_TOTAL
@@ -171,7 +173,10 @@ def add_data_options(parser: argparse.ArgumentParser, command: str = COMMAND) ->
 def add_tokenizer_options(parser: argparse.ArgumentParser, command: str = COMMAND) -> None:
     """The tokenizer: an existing one, or the BPE to train."""
     group = parser.add_argument_group("tokenizer")
-    add_option(group, "tokenizer", command, help="an existing tokenizer folder; without it a shared BPE is trained")
+    own = "--model's own tokenizer, else " if command == COMMAND else ""
+    add_option(
+        group, "tokenizer", command, help=f"an existing tokenizer folder; without it {own}a shared BPE is trained"
+    )
     add_option(group, "vocab_size", command, default=37000)
     add_option(group, "min_frequency", command, default=2)
     add_option(group, "special_tokens_layout", command, choices=sorted(SPECIAL_TOKEN_LAYOUTS), default="paper")
@@ -439,6 +444,8 @@ def finish_args(args: argparse.Namespace) -> argparse.Namespace:
     if args.metric_for_best is None:  # resolved here, once: run_args.json and a resume see the task's default
         args.metric_for_best = TASKS[args.task].metrics[0]
     _check_args(args)
+    if args.model and not args.tokenizer and has_tokenizer(Path(args.model)):  # the vocabulary the model was
+        args.tokenizer = args.model  # trained with: resolved here, once (run_args.json, a resume)
     if not (args.train_file or args.dataset_name or args.prepared_data):  # resolved here, once: run_args.json and a
         args.dataset_name = "demo"  # resume see "demo" (--prepared_data: its manifest's sources, `apply_manifest`)
     return args

@@ -105,9 +105,8 @@ def get_tokenizer(args, raw, output_dir: Path, accelerator, config: VaswaniConfi
         TASKS[args.task].check_tokenizer(tokenizer, source)
         return tokenizer
     if args.model:
-        raise UsageError(
-            "--model needs the tokenizer the model was trained with: pass --tokenizer (a saved model "
-            "folder holds its tokenizer, e.g. --tokenizer " + str(args.model) + ")."
+        raise UsageError(  # a model folder with a tokenizer is its own --tokenizer (`finish_args`)
+            f"--model {args.model} has no tokenizer: pass --tokenizer with the tokenizer the model was trained with."
         )
     with main_process_first(accelerator):
         if accelerator.is_main_process:
