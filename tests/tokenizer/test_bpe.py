@@ -668,6 +668,39 @@ def test_training_is_deterministic_across_processes(corpus_files, tmp_path):
     assert (tmp_path / "third" / "tokenizer.json").read_bytes() == reference
 
 
+def test_pair_files_are_read_as_both_sides_of_their_pairs(corpus_files, tmp_path, capsys):
+    """`vaswani tokenizer --files` takes the pair files `--train_file` takes: a .jsonl or .tsv of the corpus gives
+    the tokenizer its two plain text files give (not one learned on JSON syntax or TABs); a .jsonl's languages are
+    its "translation" keys, --source_lang/--target_lang choose two of more; mistakes are one-line errors."""
+    from tokenization.__main__ import main
+
+    english, german = (path.read_text(encoding="utf-8").splitlines() for path in corpus_files)
+    pairs = list(zip(english, german, strict=True))
+    jsonl, tsv, three = tmp_path / "train.jsonl", tmp_path / "train.tsv", tmp_path / "three.jsonl"
+    jsonl.write_text("".join(json.dumps({"translation": {"en": e, "de": d}}) + "\n" for e, d in pairs))
+    tsv.write_text("en\tde\n" + "".join(f"{e}\t{d}\n" for e, d in pairs), encoding="utf-8")
+    three.write_text("".join(json.dumps({"translation": {"en": e, "de": d, "fr": "x y z"}}) + "\n" for e, d in pairs))
+
+    def train(name: str, *files: Path, options: tuple[str, ...] = ()) -> int:
+        return main(["train", "--files", *map(str, files), "--vocab_size", "400", *options, "--output_dir",
+                     str(tmp_path / name)])  # fmt: skip
+
+    assert train("plain", *corpus_files) == 0
+    reference = (tmp_path / "plain" / "tokenizer.json").read_bytes()
+    assert train("jsonl", jsonl) == train("tsv", tsv, options=("--source_lang", "en", "--target_lang", "de")) == 0
+    assert train("two-of-three", three, options=("--source_lang", "en", "--target_lang", "de")) == 0
+    for name in ("jsonl", "tsv", "two-of-three"):
+        assert (tmp_path / name / "tokenizer.json").read_bytes() == reference, name
+    capsys.readouterr()
+    for files, options, message in [
+        ((three,), (), "has the keys ['de', 'en', 'fr'], not two languages: pass --source_lang and --target_lang"),
+        ((jsonl,), ("--source_lang", "en"), "--source_lang and --target_lang go together"),
+        ((jsonl, tmp_path / "missing.en"), (), "missing.en not found"),
+    ]:
+        assert train("refused", *files, options=options) == 2
+        assert message in capsys.readouterr().err and not (tmp_path / "refused").exists()
+
+
 # --- clear errors ------------------------------------------------------------------------------------------------
 
 

@@ -24,7 +24,12 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
     """The options of `vaswani tokenizer` (and `python -m tokenization train`)."""
     from tokenization.bpe import SPECIAL_TOKEN_LAYOUTS, UNICODE_NORMALIZERS  # start-up: loads tokenizers, transformers
 
-    train.add_argument("--files", nargs="+", required=True, help="UTF-8 text files, one sentence per line")
+    train.add_argument("--files", nargs="+", required=True,
+                       help="UTF-8 files: plain text, one sentence per line, or sentence pairs as --train_file takes "
+                       "them (.json/.jsonl, .tsv: both sides are read)")  # fmt: skip
+    add_option(train, "source_lang", "tokenizer", help="with .json/.jsonl --files: the two languages of "
+               '"translation" to read (default: the two keys of the first line\'s)')  # fmt: skip
+    add_option(train, "target_lang", "tokenizer", help="see --source_lang")
     add_option(train, "output_dir", "tokenizer", required=True,
                help="folder to write tokenizer.json and tokenizer_config.json")  # fmt: skip
     add_option(train, "vocab_size", "tokenizer", default=37000,
@@ -65,14 +70,24 @@ def run(args: argparse.Namespace) -> int:
     """Train the tokenizer the options describe and write its folder (never over files it did not create)."""
     from tokenization.bpe import train_bpe_tokenizer  # start-up: loads tokenizers, transformers
     from tokenization.errors import TokenizerError  # start-up: the tokenization package loads tokenizers
+    from vaswani.data.loading import corpus_texts, is_pair_file  # start-up: loads datasets
 
     # Only a new or empty folder, or one holding nothing but an earlier tokenizer, is written (the latter replaced);
     # a model folder or the user's files are refused before anything is touched.
     output = check_tokenizer_output_folder(args.output_dir)
     if any(output.resolve() == Path(file).resolve() for file in args.files):
         raise TokenizerError(f"--output_dir {output} is one of the --files: give a new folder")
+    if bool(args.source_lang) != bool(args.target_lang):
+        raise TokenizerError("--source_lang and --target_lang go together: give both, or neither")
+    # pairs (the files --train_file takes) are read as both sides' texts; plain text files by tokenizers itself
+    corpus = {"files": args.files}
+    if any(is_pair_file(file) for file in args.files):
+        missing = [file for file in args.files if not Path(file).is_file()]
+        if missing:
+            raise TokenizerError(f"--files: {', '.join(missing)} not found")
+        corpus = {"iterator": corpus_texts(args.files, args.source_lang, args.target_lang)}
     tokenizer = train_bpe_tokenizer(
-        files=args.files,
+        **corpus,
         vocab_size=args.vocab_size,
         min_frequency=args.min_frequency,
         special_tokens_layout=args.special_tokens_layout,

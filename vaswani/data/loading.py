@@ -498,6 +498,49 @@ def _read_aligned(source_path: str, target_path: str) -> Iterator[tuple[int, str
         yield line_number, source_text, target_text
 
 
+def is_pair_file(path: str | os.PathLike) -> bool:
+    """Whether `path` holds sentence pairs by its extension (.json/.jsonl, .tsv), as --train_file reads them."""
+    return Path(path).suffix.lower() in JSON_SUFFIXES + TSV_SUFFIXES
+
+
+def corpus_texts(paths, source_lang: str | None = None, target_lang: str | None = None) -> Iterator[str]:
+    """Every text of `paths` for a tokenizer to learn from, empty ones left out: both sides of each pair of a
+    .json/.jsonl or .tsv file (as --train_file reads them; a JSON file's languages default to the two keys of its
+    first "translation"), and each line of any other file (plain text, one sentence per line)."""
+    for path in map(os.fspath, paths):
+        if not is_pair_file(path):
+            yield from (line for line in read_lines(path) if not is_empty(line))
+            continue
+        if Path(path).suffix.lower() in TSV_SUFFIXES:  # its header, if it has one, names the languages
+            pairs = _read_tsv(path, source_lang or "", target_lang or "")
+        else:
+            languages = (source_lang, target_lang) if source_lang and target_lang else _json_languages(path)
+            pairs = _read_json_lines(path, *languages)
+        for _, source_text, target_text in pairs:
+            yield from (text for text in (source_text, target_text) if not is_empty(text))
+
+
+def _json_languages(path: str) -> tuple[str, str]:
+    """The two keys of the first "translation" of a .json/.jsonl file (a malformed first line: placeholders, for
+    `_read_json_lines` to say what is wrong with it)."""
+    for line in read_lines(path):
+        if is_empty(line):
+            continue
+        try:
+            pair = json.loads(line)["translation"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            break
+        if isinstance(pair, dict) and len(pair) != 2:
+            raise DataError(
+                f'{path}: the first "translation" has the keys {sorted(pair)}, not two languages: pass '
+                "--source_lang and --target_lang to say which two to read."
+            )
+        if isinstance(pair, dict):
+            return tuple(pair)
+        break
+    return "source", "target"
+
+
 def dataset_from_file(
     source: FileSource, source_lang: str, target_lang: str, cache_dir: str | None = None
 ) -> datasets.Dataset:
