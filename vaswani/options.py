@@ -301,6 +301,14 @@ def rename_legacy_keys(values: dict, where: str, command: str) -> dict:
     return renamed
 
 
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """--help with each option's default, except where there is none to show (None: unset, or resolved later, as
+    the option's help says)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        return action.help if action.default is None else super()._get_help_string(action)
+
+
 class ConfigArgumentParser(argparse.ArgumentParser):
     """An ArgumentParser that records which options were given (`args.explicit`) and, when the command has a
     `--config` option, reads option: value pairs from that YAML file as defaults (the command line wins). Unknown

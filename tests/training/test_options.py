@@ -578,3 +578,31 @@ def test_every_option_of_every_command_has_a_help_text():
         assert undocumented == [], (name, undocumented)
         assert len([a for a in parser._actions if a.option_strings]) > 5, name  # the options were really added
     assert "(paper: 0.98)" in parsers["train.py"].format_help()
+
+
+def test_model_options_say_what_they_are_and_each_presets_value(capsys):
+    """A model option's help is the first sentence of its entry in VaswaniConfig's docstring, with its value in each
+    preset (`VaswaniConfig.from_preset`); a name option (--norm_type, ...) lists the names VaswaniConfig takes and
+    refuses another when the command line is read; train.py's --help shows no "(default: None)"."""
+    from modeling_vaswani import PRESETS, VaswaniConfig
+    from modeling_vaswani.configuration_vaswani import MODEL_OPTIONS, NORM_TYPES
+
+    parser = training_options.build_parser()
+    actions = {action.dest: action for action in parser._actions}
+    presets = {preset: VaswaniConfig.from_preset(preset) for preset in PRESETS}
+    for name in MODEL_OPTIONS:
+        values = {str(getattr(config, name)) for config in presets.values()}
+        assert f"VaswaniConfig.{name}" in actions[name].help, name
+        if "None" not in values:  # every preset's value, once where they agree
+            assert all(value in actions[name].help for value in values), (name, actions[name].help)
+    assert (
+        actions["d_model"].help
+        == "Width of the model, d_model in Section 3 (VaswaniConfig.d_model; base 512, big 1024)"
+    )
+    assert actions["encoder_layerdrop"].help.startswith("LayerDrop (Fan et al. 2019) (")  # not cut at "et al."
+    assert actions["norm_type"].choices == NORM_TYPES
+    assert "(default: None)" not in parser.format_help() and "(default: base)" in parser.format_help()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--output_dir", "out", "--norm_type", "rmsnorm"])
+    error = capsys.readouterr().err  # argparse quotes the choices on some Python versions
+    assert "argument --norm_type: invalid choice: 'rmsnorm' (choose from " in error and "scalenorm" in error

@@ -17,7 +17,7 @@ import logging
 
 from vaswani.export.ctranslate2 import QUANTIZATIONS
 from vaswani.model_folder import hide_transformers_progress_bars
-from vaswani.options import add_option, non_negative_float, positive_int
+from vaswani.options import DefaultsHelpFormatter, add_option, non_negative_float, positive_int
 
 HELP = "distil a small, fast student from a teacher's translations, from training to an int8 export"
 DESCRIPTION = (
@@ -27,7 +27,7 @@ DESCRIPTION = (
     "the test file. Each stage resumes what a killed run left. See docs/distillation.md."
 )
 LAZY = True  # the student's options are `vaswani train`'s, which need the model's and the tokenizer's imports
-FORMATTER_CLASS = argparse.ArgumentDefaultsHelpFormatter
+FORMATTER_CLASS = DefaultsHelpFormatter
 
 STAGE_CHOICES = ("translate", "train", "export", "all")
 # What `vaswani train`'s options mean here where it differs from training.

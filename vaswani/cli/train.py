@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 
+from vaswani.options import DefaultsHelpFormatter
+
 HELP = "train a model with the paper's recipe (the same as train.py)"
 DESCRIPTION = "Train the Transformer of 'Attention Is All You Need' with the paper's recipe."
 LAZY = True  # its options need the model's and the tokenizer's imports: `vaswani` adds them only when it runs
-FORMATTER_CLASS = argparse.ArgumentDefaultsHelpFormatter  # --help shows every default, as train.py's does
+FORMATTER_CLASS = DefaultsHelpFormatter  # --help shows every default, as train.py's does
 
 
 def add_arguments(train: argparse.ArgumentParser) -> None:

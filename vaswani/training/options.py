@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
+import re
 import sys
 from pathlib import Path
 
@@ -16,7 +18,13 @@ from modeling_vaswani import (
     PRESETS,
     VaswaniConfig,
 )
-from modeling_vaswani.configuration_vaswani import MODEL_OPTIONS
+from modeling_vaswani.configuration_vaswani import (
+    MODEL_OPTIONS,
+    NORM_POSITIONS,
+    NORM_TYPES,
+    POSITION_EMBEDDING_TYPES,
+    SINUSOIDAL_LAYOUTS,
+)
 from modeling_vaswani.scheduling_vaswani import DROPHEAD_KINDS
 from tokenization import SPECIAL_TOKEN_LAYOUTS
 from vaswani.data.text import (
@@ -29,7 +37,7 @@ from vaswani.errors import (
 )
 from vaswani.hub.push import check_repo_id
 from vaswani.model_folder import has_tokenizer
-from vaswani.options import ConfigArgumentParser, add_option
+from vaswani.options import ConfigArgumentParser, DefaultsHelpFormatter, add_option
 from vaswani.training.ema import EMA_HORIZON, parse_ema_decay
 from vaswani.training.schedules import DECAY_TYPES, LR_SCHEDULERS, SCHEDULES_NEEDING_TOTAL
 from vaswani.training.speed import COMPILE_MODES
@@ -39,6 +47,11 @@ from vaswani.training.stopping import (
 from vaswani.training.stopping import METRICS as STOPPING_METRICS
 from vaswani.training.tasks import TASKS
 
+# The model options whose values are names: the names VaswaniConfig takes (checked when the command line is read).
+CONFIG_CHOICES = {
+    "position_embedding_type": POSITION_EMBEDDING_TYPES, "sinusoidal_layout": SINUSOIDAL_LAYOUTS,
+    "norm_position": NORM_POSITIONS, "norm_type": NORM_TYPES,
+}  # fmt: skip
 # --task: the model and objective; each is a `Task` of vaswani/training/tasks.py, chosen once at set-up.
 TASK_NAMES = tuple(TASKS)
 
@@ -77,7 +90,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     """The parser of `train.py` (`prog`: the command named in the usage line); `vaswani train` builds the same
     options into its subparser (`add_arguments`)."""
     parser = ConfigArgumentParser(
-        prog=prog, description=DESCRIPTION, command=COMMAND, formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog=prog, description=DESCRIPTION, command=COMMAND, formatter_class=DefaultsHelpFormatter,
         allow_abbrev=False,  # a misspelt option must fail, not silently match a longer one
     )  # fmt: skip
     add_arguments(parser)
@@ -120,7 +133,8 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
             else float if "float" in annotation
             else str
         )  # fmt: skip
-        group.add_argument(f"--{name}", type=kind, default=None, help=f"VaswaniConfig.{name}")
+        group.add_argument(f"--{name}", type=kind, default=None, choices=CONFIG_CHOICES.get(name),
+                           help=config_option_help(name))  # fmt: skip
     group.add_argument("--gradient_checkpointing", type=str2bool, default=False, help="trade compute for memory")
     group.add_argument(
         "--attn_implementation", choices=ATTN_IMPLEMENTATIONS, default=None,
@@ -130,6 +144,32 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
         "flash_attention_2 (CUDA GPUs with the flash-attn package). Unset: eager for bf16 training on a CPU (sdpa's "
         "CPU backward is slow there; vaswani.devices.training_attention), else the model's default (sdpa)",
     )  # fmt: skip
+
+
+@functools.cache
+def preset_configs() -> dict[str, VaswaniConfig]:
+    """The configuration of each preset (`PRESETS`), built once."""
+    return {preset: VaswaniConfig(**overrides) for preset, overrides in PRESETS.items()}
+
+
+def config_option_help(name: str) -> str:
+    """The help of the model option `--name`: the first sentence of its entry in `VaswaniConfig`'s docstring (where
+    each argument is documented, with the paper's section) and its value in each preset, e.g. "Width of the model,
+    d_model in Section 3 (VaswaniConfig.d_model; base 512, big 1024)"."""
+    doc = VaswaniConfig.__doc__ or ""
+    entry = re.search(rf"^\s*{name} \(`[^`]*`[^)]*\):\n((?:\s{{12}}.*\n?)+)", doc, re.MULTILINE)
+    text = " ".join(entry.group(1).split()) if entry else ""
+    first = re.split(r"(?<!et al\.)(?<=\.)\s", text, maxsplit=1)[0].rstrip(".")  # "Fan et al. 2019" goes on
+    if name in CONFIG_CHOICES:  # the choices, which argparse lists, and what they are in VaswaniConfig's docstring
+        first = ""
+    elif len(first) > 150:  # a definition with its details: the definition
+        first = re.split(r"[:;]\s", first, maxsplit=1)[0]
+    values = {preset: getattr(config, name) for preset, config in preset_configs().items()}
+    shown = "" if None in values.values() else (
+        f"; {', '.join(f'{preset} {value}' for preset, value in values.items())}"
+        if len(set(map(str, values.values()))) > 1 else f"; {next(iter(values.values()))} in every preset"
+    )  # fmt: skip
+    return f"{first} (VaswaniConfig.{name}{shown})" if first else f"see VaswaniConfig.{name}{shown}"
 
 
 def add_data_options(parser: argparse.ArgumentParser, command: str = COMMAND) -> None:
