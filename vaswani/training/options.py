@@ -148,8 +148,8 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
 
 @functools.cache
 def preset_configs() -> dict[str, VaswaniConfig]:
-    """The configuration of each preset (`PRESETS`), built once."""
-    return {preset: VaswaniConfig(**overrides) for preset, overrides in PRESETS.items()}
+    """The configuration of each preset (`VaswaniConfig.from_preset`), built once."""
+    return {preset: VaswaniConfig.from_preset(preset) for preset in PRESETS}
 
 
 def config_option_help(name: str) -> str:
