@@ -166,6 +166,16 @@ def test_the_student_trains_on_them_and_is_chosen_on_the_original_references(wor
     assert run_args["train_file"] == str(straight_run / "distilled" / "train.jsonl")
     assert run_args["validation_file"] == str(workspace / "validation.jsonl")
     assert (run_args["decoder_layers"], run_args["source_lang"], run_args["target_lang"]) == (1, "en", "de")
+    # what the training file is, recorded and on the student's card (names only): the teacher's translations
+    stats = json.loads((straight_run / "distilled" / "stats.json").read_text())
+    assert run_args["distilled_from"] == {"teachers": ["teacher"], "train_file": "train.jsonl",
+                                          "monolingual_sentences": 0, "training_pairs": stats["training_pairs"],
+                                          "original_pairs_added": 0}  # fmt: skip
+    card = (student / "README.md").read_text()
+    assert (
+        "| Data | train.jsonl: the sources of train.jsonl translated by the teacher teacher (sequence-level "
+        "knowledge distillation, `vaswani distill`) (en → de) |"
+    ) in card and "\n# student\n" in card
     results = json.loads((student / "results.json").read_text())
     assert results["step"] == 4 and results["final_model"]["selection"] == "auto"
     export = json.loads((straight_run / "student-ct2" / "vaswani_ctranslate2.json").read_text())

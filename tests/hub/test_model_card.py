@@ -77,3 +77,4 @@ def test_the_card_names_the_data_each_split_came_from(tmp_path, run_args, traine
 def test_a_card_without_the_runs_results_gives_the_planned_updates_and_no_scores(tmp_path):
     metadata, body = card_of(tmp_path, {"train_file": "train.jsonl"}, results={})
     assert "| Updates | at most 100 (`--max_train_steps`) |" in body and "model-index" not in metadata
+

@@ -427,6 +427,18 @@ def build_options(args, monolingual: bool = False) -> dict:
             "mix_original": args.mix_original}  # fmt: skip
 
 
+def provenance(manifest: dict, stats: dict) -> dict:
+    """What the student's run_args.json and model card say of its training file (`distilled_from`): the teachers and
+    the training file they translated (names only, as a published card shows paths), the pairs the file holds and how
+    many of them are original pairs mixed back in."""
+    return {
+        "teachers": [Path(teacher).name for teacher in manifest["teacher"]["folders"]],
+        "train_file": " + ".join(Path(entry[0]).name for entry in manifest["data"]["train_file"]),
+        "monolingual_sentences": monolingual_sentences(manifest),
+        "training_pairs": stats["training_pairs"], "original_pairs_added": stats["original_pairs_added"],
+    }  # fmt: skip
+
+
 def build_training_file(folder: DistillFolder, manifest: dict, options: dict) -> dict:
     """Write the student's training file and its statistics (see the module docstring), unless the existing ones were
     built with the same `options`; returns the statistics."""

@@ -39,6 +39,7 @@ from vaswani.distill.distilled import (
     monolingual_sentences,
     open_distilled,
     pair_file,
+    provenance,
     read_manifest,
     same_training_pairs,
     translate_chunks,
@@ -245,8 +246,9 @@ def train_stage(args: argparse.Namespace, folder: DistillFolder, build: dict) ->
         raise UsageError(f"the distilled data in {folder.distilled} was made from another training file (or "
                          f"{args.train_file} changed since): run --stage translate with it, or pass the file it was "
                          "made from")  # fmt: skip
-    build_training_file(folder, manifest, build)
+    stats = build_training_file(folder, manifest, build)
     student = student_args(args, folder)
+    student.distilled_from = provenance(manifest, stats)  # run_args.json and the card say what the file is
     if not plan_student_run(args, folder, student):
         return json.loads((folder.student / RESULTS_FILE).read_text(encoding="utf-8"))
     logger.info("Student: training in %s on %s", folder.student, folder.train_file)

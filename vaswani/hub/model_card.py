@@ -198,7 +198,7 @@ def _read_json(
 
 
 def _plain(args: dict) -> dict:
-    return {k: v for k, v in args.items() if isinstance(v, (str, int, float, bool, list, type(None)))}
+    return {k: v for k, v in args.items() if isinstance(v, (str, int, float, bool, list, dict, type(None)))}
 
 
 def _first(results: dict, key: str):
@@ -321,6 +321,8 @@ def _training_rows(run_args: dict, results: dict) -> list[tuple[str, str]]:
     data = _split_sources(run_args)["train"]
     if data == "demo":
         data = "the built-in demo dataset (numbers, dates, times and quantities in English and German)"
+    if distilled := run_args.get("distilled_from"):  # `vaswani distill`'s student: the file is a teacher's
+        data = _distilled_text(data, distilled)
     task = run_args.get("task", "translation")
     pair = f"{run_args.get('source_lang')} → {run_args.get('target_lang')}"
     rows = [] if task == "translation" else [("Task", f"{task} (`vaswani train --task {task}`)")]
@@ -350,6 +352,20 @@ def _training_rows(run_args: dict, results: dict) -> list[tuple[str, str]]:
     if results.get("train_seconds"):
         rows.append(("Training time", f"{results['train_seconds'] / 60:.1f} min"))
     return rows
+
+
+def _distilled_text(data: str, distilled: dict) -> str:
+    """A student's training data in words, e.g. "train.jsonl: the sources of corpus.jsonl translated by the teacher
+    base-en-es (sequence-level knowledge distillation, `vaswani distill`), with 2,000 of the original pairs"."""
+    teachers = distilled["teachers"]
+    by = f"the teacher {teachers[0]}" if len(teachers) == 1 else f"the ensemble of {' + '.join(teachers)}"
+    texts = f"the sources of {distilled['train_file']}"
+    if distilled.get("monolingual_sentences"):
+        texts += f" and {distilled['monolingual_sentences']:,} monolingual sentences"
+    text = f"{data}: {texts} translated by {by} (sequence-level knowledge distillation, `vaswani distill`)"
+    if distilled.get("original_pairs_added"):
+        text += f", with {distilled['original_pairs_added']:,} of the original pairs"
+    return text
 
 
 def _updates(run_args: dict, results: dict) -> str:
