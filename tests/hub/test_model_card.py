@@ -78,3 +78,16 @@ def test_a_card_without_the_runs_results_gives_the_planned_updates_and_no_scores
     metadata, body = card_of(tmp_path, {"train_file": "train.jsonl"}, results={})
     assert "| Updates | at most 100 (`--max_train_steps`) |" in body and "model-index" not in metadata
 
+
+def test_every_option_that_names_a_local_path_is_published_as_its_last_part():
+    """`public_run_args` (a pushed run_args.json, the card) reduces each train option that takes a file or folder
+    (its metavar says PATH, FILE, DIR or OUT; --config) to its last part: the list covers every such option."""
+    from vaswani.hub.model_card import LOCAL_PATH_OPTIONS, public_run_args
+    from vaswani.training.options import build_parser
+
+    paths = {action.dest for action in build_parser()._actions if action.dest == "config"
+             or any(word in str(action.metavar) for word in ("PATH", "FILE", "DIR", "OUT"))}  # fmt: skip
+    assert {"model", "prepared_data", "train_file"} <= paths
+    assert paths <= set(LOCAL_PATH_OPTIONS), paths - set(LOCAL_PATH_OPTIONS)
+    published = public_run_args({name: f"/home/me/work/{name}-x" for name in paths})
+    assert published == {name: f"{name}-x" for name in paths}

@@ -52,8 +52,9 @@ LANGUAGE_NAMES = {
 # Options of train.py that name local files or folders: a published card or run_args.json shows their last part only
 # (`public_run_args`), never the trainer's directory layout.
 LOCAL_PATH_OPTIONS = (
-    "config", "train_file", "validation_file", "test_file", "tokenizer", "model_name_or_path", "output_dir",
+    "config", "train_file", "validation_file", "test_file", "prepared_data", "tokenizer", "model", "output_dir",
     "cache_dir", "resume_from_checkpoint",
+    "model_name_or_path",  # --model's name in the run_args.json of older versions
 )  # fmt: skip
 
 DEFAULT_INTENDED_USE = (
