@@ -598,6 +598,31 @@ def test_export_refusals(model_folder, tmp_path, capsys):
         export_ctranslate2(model_folder, existing)
 
 
+def test_overwrite_output_dir_replaces_an_earlier_export_and_nothing_else(model_folder, tmp_path, capsys):
+    """Exporting again into the same folder (another quantization, a model trained further) takes
+    --overwrite_output_dir: the export's files are replaced, a file of the user's in it is kept, and the new export
+    translates as a fresh export to a new folder does; a folder that is not an export is refused untouched."""
+    output = tmp_path / "ct2"
+    assert main(["export", "--model", str(model_folder), "--output_dir", str(output)]) == 0
+    (output / "notes.txt").write_text("mine")
+    argv = ["export", "--model", str(model_folder), "--output_dir", str(output), "--quantization", "int8"]
+    capsys.readouterr()
+    assert main(argv) == 2 and "pass --overwrite_output_dir" in capsys.readouterr().err
+    assert json.loads((output / "vaswani_ctranslate2.json").read_text())["quantization"] == "float32"
+    assert main([*argv, "--overwrite_output_dir"]) == 0
+    assert json.loads((output / "vaswani_ctranslate2.json").read_text())["quantization"] == "int8"
+    assert (output / "notes.txt").read_text() == "mine" and not [p for p in tmp_path.iterdir() if p.name != "ct2"]
+    export_ctranslate2(model_folder, tmp_path / "fresh", quantization="int8")
+    for name in ("model.bin", "config.json", "shared_vocabulary.json", "tokenizer.json"):
+        assert (output / name).read_bytes() == (tmp_path / "fresh" / name).read_bytes(), name
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "config.json").write_text("{}")
+    capsys.readouterr()
+    assert main(["export", "--model", str(model_folder), "--output_dir", str(mine), "--overwrite_output_dir"]) == 2
+    assert "is not a CTranslate2 export" in capsys.readouterr().err and (mine / "config.json").read_text() == "{}"
+
+
 def test_backend_must_fit_the_folder(model_folder, tmp_path, capsys):
     output = tmp_path / "ct2"
     export_ctranslate2(model_folder, output)

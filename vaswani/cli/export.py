@@ -27,6 +27,9 @@ DESCRIPTION = (
 def add_arguments(export: argparse.ArgumentParser) -> None:
     add_option(export, "model", "export", required=True)
     add_option(export, "output_dir", "export", required=True, help="the new folder to write")
+    add_option(export, "overwrite_output_dir", "export",
+               help="replace the export in an existing --output_dir (one `vaswani export` wrote; its other files are "
+               "kept)")  # fmt: skip
     export.add_argument("--format", choices=EXPORT_FORMATS, default="ctranslate2", help="ctranslate2 (the only one)")
     add_option(
         export, "quantization", "export", choices=QUANTIZATIONS, default="float32",
@@ -41,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--output_dir must be a new folder, not the model folder itself")
     hide_transformers_progress_bars()
     output = export_ctranslate2(
-        args.model, args.output_dir, quantization=args.quantization
+        args.model, args.output_dir, quantization=args.quantization, overwrite=args.overwrite_output_dir
     )  # ExportError: a UserError
     print(f"wrote the CTranslate2 model ({args.quantization}) to {output}; {usage_hint(output)}")
     return 0

@@ -73,7 +73,6 @@ import functools
 import json
 import math
 import shutil
-import tempfile
 from pathlib import Path
 
 from vaswani.constants import (
@@ -88,7 +87,7 @@ from vaswani.constants import (
 )
 from vaswani.devices import ctranslate2_environment
 from vaswani.errors import ExportError
-from vaswani.model_folder import check_model_folder, load_model_folder
+from vaswani.model_folder import check_model_folder, load_model_folder, write_model_folder
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16")
 
@@ -405,18 +404,26 @@ def check_exportable(config, architecture: str | None = None) -> None:
         )
 
 
-def export_ctranslate2(model_dir: str | Path, output_dir: str | Path, quantization: str = "float32") -> Path:
+def export_ctranslate2(model_dir: str | Path, output_dir: str | Path, quantization: str = "float32", *,
+                       overwrite: bool = False) -> Path:  # fmt: skip
     """Convert the model folder `model_dir` (weights, config, tokenizer) into a CTranslate2 folder `output_dir`:
     an encoder-decoder for `ctranslate2.Translator` (what `vaswani translate` runs), a causal LM for
     `ctranslate2.Generator`, an encoder-only model for `ctranslate2.Encoder` (`runs_with` in its
     `vaswani_ctranslate2.json`). `quantization`: one of `QUANTIZATIONS` (weights stored in that type; "int8" keeps
-    float32 for the other computations on CPU). `output_dir` must not exist."""
+    float32 for the other computations on CPU). `output_dir` must not exist, or with `overwrite` be an earlier
+    export (`is_ctranslate2_folder`), whose files the new export replaces (others in it are kept). Written in a
+    staging folder and swapped in (`write_model_folder`): a kill leaves the earlier export or the new one."""
 
     if quantization not in QUANTIZATIONS:
         raise ExportError(f"quantization {quantization!r} is not supported; use one of {', '.join(QUANTIZATIONS)}")
     source, output = check_model_folder(model_dir), Path(output_dir)
-    if output.exists():
-        raise ExportError(f"{output} already exists: give a new folder for the export (nothing was overwritten)")
+    if output.exists() and not overwrite:
+        raise ExportError(f"{output} already exists: give a new folder for the export, or pass --overwrite_output_dir "
+                          "to replace the export in it (nothing was overwritten)")  # fmt: skip
+    if output.exists() and not is_ctranslate2_folder(output):
+        raise ExportError(f"{output} is not a CTranslate2 export (no {EXPORT_INFO_FILE} and {CT2_MODEL_FILE}): "
+                          "--overwrite_output_dir replaces an earlier export only; give a new folder (nothing was "
+                          "overwritten)")  # fmt: skip
     if not output.parent.is_dir():
         raise ExportError(f"cannot write {output}: no such folder {output.parent}")
     import_ctranslate2()
@@ -426,19 +433,15 @@ def export_ctranslate2(model_dir: str | Path, output_dir: str | Path, quantizati
     converter = VaswaniConverter(model, tokenizer)
     info = export_info(model, quantization)
 
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
-    try:
+    def write(staging: Path) -> None:
         converter.convert(str(staging), quantization=quantization, force=True)
         for file in sorted(source.iterdir()):  # the tokenizer, and the training arguments (`vaswani serve` and
             # `vaswani distill --teacher` read the language pair there, as from the model folder)
             if file.is_file() and (file.name == RUN_ARGS_FILE or any(file.match(p) for p in TOKENIZER_FILE_PATTERNS)):
                 shutil.copy2(file, staging / file.name)
         (staging / EXPORT_INFO_FILE).write_text(json.dumps(info, indent=2, default=str) + "\n")
-        staging.rename(output)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return output
+
+    return write_model_folder(output, write, replace=overwrite)
 
 
 def export_info(model, quantization: str) -> dict:
