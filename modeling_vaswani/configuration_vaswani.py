@@ -30,6 +30,12 @@ IMPLEMENTATION_OPTIONS = ("max_position_embeddings", "init_std", "layer_norm_eps
 # Every VaswaniConfig argument a command line exposes as --name value (vocabulary size and special-token ids come
 # from the tokenizer).
 MODEL_OPTIONS = (*ARCHITECTURE_OPTIONS, *IMPLEMENTATION_OPTIONS)
+# The options that act only while training (regularization, and the initialization): a trained model may take other
+# values when it trains further; every other option is part of what its weights were trained to compute.
+TRAINING_ONLY_OPTIONS = (
+    "dropout", "attention_dropout", "activation_dropout", "label_smoothing", "encoder_layerdrop", "decoder_layerdrop",
+    "layerdrop_seed", "encoder_drophead", "decoder_drophead", "cross_drophead", "init_std",
+)  # fmt: skip
 
 # Table 3 of the paper. "base" is the default of every argument; presets only list what differs.
 PRESETS = {

@@ -432,13 +432,23 @@ def test_bad_options_and_set_up_are_rejected_before_training(data_dir, tmp_path)
         VaswaniConfig(vocab_size=len(tokenizer) + 7, d_model=16, encoder_layers=1, decoder_layers=1,
                       encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16)
     ).save_pretrained(model_dir)  # fmt: skip
-    without_vocab_size = [a for i, a in enumerate(base) if "--vocab_size" not in base[max(i - 1, 0) : i + 1]]
-    expect_error([*without_vocab_size, "--tokenizer", str(tmp_path / "tok"), "--model", str(model_dir)],
+    # the run's options without the new model's shape and vocabulary: a saved model brings its own
+    from modeling_vaswani.configuration_vaswani import MODEL_OPTIONS
+
+    shape = {f"--{name}" for name in (*MODEL_OPTIONS, "vocab_size")}
+    from_model = [a for i, a in enumerate(base) if not shape & set(base[max(i - 1, 0) : i + 1])]
+    expect_error([*from_model, "--tokenizer", str(tmp_path / "tok"), "--model", str(model_dir)],
                  tmp_path,
                  "the tokenizer does not fit the model", f"model's vocab_size is {len(tokenizer) + 7}")  # fmt: skip
     # A model folder without a tokenizer, and none given: no new BPE can fit its embeddings.
-    expect_error([*without_vocab_size, "--model", str(model_dir)], tmp_path,
+    expect_error([*from_model, "--model", str(model_dir)], tmp_path,
                  f"--model {model_dir} has no tokenizer: pass --tokenizer")  # fmt: skip
+    # Another shape for a trained model: named, before its weights are blamed; its dropout may change.
+    error = expect_error([*from_model, "--model", str(model_dir), "--d_model", "32", "--dropout", "0.3",
+                          "--encoder_layers", "1"], tmp_path,
+                         f"--model {model_dir} was trained with d_model 16; --d_model 32 (on the command line or in "
+                         "--config) would not fit its weights: drop them")  # fmt: skip
+    assert "--dropout" not in error and "--encoder_layers" not in error  # a training option; the same value
 
     # An output folder that holds another run.
     out.mkdir()

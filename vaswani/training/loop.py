@@ -34,7 +34,7 @@ from modeling_vaswani import (
     DropHeadScheduler,
     VaswaniConfig,
 )
-from modeling_vaswani.configuration_vaswani import MODEL_OPTIONS
+from modeling_vaswani.configuration_vaswani import MODEL_OPTIONS, TRAINING_ONLY_OPTIONS
 from vaswani.constants import (
     CHECKPOINTS_SUBDIR,
     METRICS_FILE,
@@ -115,6 +115,7 @@ def resolve_model_config(args) -> VaswaniConfig:
     try:
         if args.model:  # a local folder; config.json checked (ModelFolderError names the problem)
             check_model_folder(args.model, need_tokenizer=False)
+            check_trained_architecture(args.model, load_config(args.model), overrides)
             config = load_config(args.model, **overrides)
         else:
             config = VaswaniConfig.from_preset(args.model_preset, vocab_size=args.vocab_size, **overrides)
@@ -124,6 +125,21 @@ def resolve_model_config(args) -> VaswaniConfig:
     except ValueError as exc:  # config validation: a wrong option value
         raise UsageError(str(exc)) from exc
     return config
+
+
+def check_trained_architecture(model: str, saved: VaswaniConfig, overrides: dict) -> None:
+    """A trained model (`--model`) keeps what its weights compute: an option outside `TRAINING_ONLY_OPTIONS` given
+    with another value than its config.json's (e.g. a --config written for a new model) is a `UsageError` naming
+    each, where loading would have blamed the folder's weights."""
+    changed = {name: value for name, value in overrides.items()
+               if name not in TRAINING_ONLY_OPTIONS and value != getattr(saved, name, None)}  # fmt: skip
+    if changed:
+        given = ", ".join(f"--{name} {value}" for name, value in changed.items())
+        trained = ", ".join(f"{name} {getattr(saved, name, None)}" for name in changed)
+        raise UsageError(
+            f"--model {model} was trained with {trained}; {given} (on the command line or in --config) would not "
+            f"fit its weights: drop them (a trained model may change only {', '.join(TRAINING_ONLY_OPTIONS)})"
+        )
 
 
 def build_model(args, config, tokenizer, attn_implementation: str | None = None) -> torch.nn.Module:

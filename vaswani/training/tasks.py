@@ -96,9 +96,12 @@ def get_tokenizer(args, raw, output_dir: Path, accelerator, config: VaswaniConfi
     if source is not None:
         tokenizer = load_tokenizer(source)  # tokenizer.json checked (a `{}` or garbage file is a clear error)
         if args.tokenizer and "vocab_size" in args.explicit and len(tokenizer) != args.vocab_size:
+            given = "tokenizer" in args.explicit or args.tokenizer != args.model  # else --model's own (finish_args)
+            which = f"--tokenizer {args.tokenizer}" if given else f"the tokenizer of --model {args.model}"
             raise UsageError(
-                f"--tokenizer {args.tokenizer} has {len(tokenizer)} tokens but --vocab_size is {args.vocab_size}: the "
-                "model's vocabulary must match the tokenizer. Drop --vocab_size or use a matching tokenizer."
+                f"{which} has {len(tokenizer)} tokens but --vocab_size is {args.vocab_size} (on the command line or "
+                "in --config): the model's vocabulary must match the tokenizer. Drop --vocab_size or use a matching "
+                "tokenizer."
             )
         if args.model:
             check_tokenizer_fits(tokenizer, config, where=f"--tokenizer {source}", exact=True)
