@@ -449,6 +449,15 @@ def test_bad_options_and_set_up_are_rejected_before_training(data_dir, tmp_path)
                          f"--model {model_dir} was trained with d_model 16; --d_model 32 (on the command line or in "
                          "--config) would not fit its weights: drop them")  # fmt: skip
     assert "--dropout" not in error and "--encoder_layers" not in error  # a training option; the same value
+    # A model folder with its tokenizer brings it; a --vocab_size that disagrees names where the tokenizer came from.
+    with_tokenizer = tmp_path / "model-with-tokenizer"
+    VaswaniForConditionalGeneration(
+        VaswaniConfig(vocab_size=len(tokenizer), d_model=16, encoder_layers=1, decoder_layers=1,
+                      encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16)
+    ).save_pretrained(with_tokenizer)  # fmt: skip
+    tokenizer.save_pretrained(with_tokenizer)
+    expect_error([*from_model, "--model", str(with_tokenizer), "--vocab_size", "500"], tmp_path,
+                 f"the tokenizer of --model {with_tokenizer} has {len(tokenizer)} tokens but --vocab_size is 500")  # fmt: skip
 
     # An output folder that holds another run.
     out.mkdir()
