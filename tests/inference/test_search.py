@@ -230,16 +230,18 @@ def test_prefix_file_and_jsonl_field_give_the_same_translations(model_folder, tr
         ("jsonl_and_file", "do not go together"),
         ("bad_json", 'has no "text" string'),
         ("unknown_field", "unknown field(s) 'prefx'"),
+        ("pair", 'line 1 is a sentence pair ({"translation": ...}, as --train_file and --test_file hold them)'),
     ],
 )
 def test_bad_prefix_input_is_a_one_line_error_and_writes_nothing(model_folder, tmp_path, capsys, case, message):
     source = write_lines(tmp_path / "in.txt", SOURCES[:2])
     prefix = {"fewer": ["ein"], "more": ["ein", "", "das"], "too_long": ["die Katze sitzt auf", ""], "jsonl_and_file": [""] * 2,
-              "bad_json": [], "unknown_field": []}[case]  # fmt: skip
+              "bad_json": [], "unknown_field": [], "pair": []}[case]  # fmt: skip
     argv = ["translate", "--model", str(model_folder), "--input", str(source), "--output", str(tmp_path / "out.txt"),
             "--no_progress", "--max_new_tokens", "3" if case == "too_long" else "40"]  # fmt: skip
-    if case in ("bad_json", "unknown_field"):
-        line = '["a list"]' if case == "bad_json" else '{"text": "a dog", "prefx": "ein"}'
+    if case in ("bad_json", "unknown_field", "pair"):
+        line = {"bad_json": '["a list"]', "unknown_field": '{"text": "a dog", "prefx": "ein"}',
+                "pair": '{"translation": {"en": "a dog", "de": "ein Hund"}}'}[case]  # fmt: skip
         write_lines(source, [line])
         argv += ["--input_format", "jsonl"]
     else:

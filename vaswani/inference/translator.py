@@ -612,6 +612,10 @@ def read_jsonl_requests(lines: Iterable[str], name: str = "the input") -> Iterat
         except ValueError as error:
             raise TranslateError(f"{name} line {number} is not JSON ({error}): give one JSON object per line, "
                                  'e.g. {"text": "A sentence.", "prefix": "Ein"}') from None  # fmt: skip
+        if isinstance(record, dict) and "translation" in record and "text" not in record:  # a --test_file's line
+            raise TranslateError(f'{name} line {number} is a sentence pair ({{"translation": ...}}, as --train_file '
+                                 'and --test_file hold them): give {"text": "A sentence."} per line, e.g. the sources '
+                                 "with `jq -c '{text: .translation.en}' FILE`")  # fmt: skip
         if not isinstance(record, dict) or not isinstance(record.get("text"), str):
             raise TranslateError(f'{name} line {number} has no "text" string: give one JSON object per line, '
                                  'e.g. {"text": "A sentence."}')  # fmt: skip
