@@ -122,7 +122,9 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     """The model: a preset, a saved model or each VaswaniConfig option."""
     group = parser.add_argument_group("model (VaswaniConfig names; unset options keep the preset's value)")
     group.add_argument("--model_preset", choices=sorted(PRESETS), default="base", help="the paper's Table 3 model")
-    add_option(group, "model", COMMAND, help="start from a saved Vaswani model folder instead of a preset")
+    add_option(group, "model", COMMAND, help="start from a saved Vaswani model folder instead of a preset: its "
+               "architecture (of the model options only dropout, label smoothing, LayerDrop and DropHead may change) "
+               "and, without --tokenizer, its tokenizer")  # fmt: skip
     field_types = {f.name: f.type for f in dataclasses.fields(VaswaniConfig)}
     for name in MODEL_OPTIONS:
         annotation = str(field_types[name])
