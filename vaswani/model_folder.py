@@ -38,6 +38,7 @@ from vaswani.constants import (
     MARIAN_TOKENIZER_CLASS,
     MARIAN_TOKENIZER_FILES,
     PICKLED_WEIGHT_SUFFIXES,
+    RUN_ARGS_FILE,
     SAFE_WEIGHT_SHARD,
     SAFE_WEIGHTS_INDEX_NAME,
     SAFE_WEIGHTS_NAME,
@@ -100,6 +101,15 @@ def is_model_file(name: str) -> bool:
 def is_tokenizer_file(path: Path) -> bool:
     """Whether `path` is a file a tokenizer save writes (`TOKENIZER_FILE_PATTERNS`: tokenizer.json, vocab.txt, ...)."""
     return path.is_file() and any(path.match(pattern) for pattern in TOKENIZER_FILE_PATTERNS)
+
+
+def copy_tokenizer_and_run_args(source: Path, folder: Path) -> None:
+    """Copy `source`'s tokenizer files and run_args.json into `folder`: what a folder made from a model (pruned,
+    averaged, exported) keeps of it beside its own weights: the tokenizer it encodes with, and the training record
+    (language pair, recipe) that the model card, `vaswani serve` and `vaswani distill --teacher` read."""
+    for file in sorted(Path(source).iterdir()):
+        if is_tokenizer_file(file) or file.name == RUN_ARGS_FILE:
+            shutil.copy2(file, folder / file.name)
 
 
 def has_tokenizer(folder: Path) -> bool:

@@ -5,7 +5,6 @@ averaging itself is `vaswani.weights.average_checkpoints`.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,7 +12,6 @@ from typing import TYPE_CHECKING
 from vaswani.constants import (
     CHECKPOINTS_SUBDIR,
     GENERATION_CONFIG_FILE,
-    RUN_ARGS_FILE,
     STEP_DIR,
 )
 from vaswani.errors import (
@@ -24,7 +22,7 @@ from vaswani.model_folder import (
     check_model_files,
     check_model_folder,
     check_output_folder,
-    is_tokenizer_file,
+    copy_tokenizer_and_run_args,
     write_model_folder,
 )
 from vaswani.training.checkpoints import CheckpointManager, step_of
@@ -87,9 +85,7 @@ def average_to_folder(
 
     def write(folder: Path) -> None:
         model.save_pretrained(folder)
-        for file in sorted(model_dir.iterdir()):
-            if is_tokenizer_file(file) or file.name == RUN_ARGS_FILE:
-                shutil.copy2(file, folder / file.name)
+        copy_tokenizer_and_run_args(model_dir, folder)
         # a card of its own, named after the output folder: the model folder's card scores another model
         record = {"averaged_checkpoints": [Path(path).name for path in paths]}
         if STEP_DIR.fullmatch(record["averaged_checkpoints"][-1]):  # a run's checkpoint: the updates made

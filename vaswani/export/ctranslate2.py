@@ -72,7 +72,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import shutil
 from pathlib import Path
 
 from vaswani.constants import (
@@ -80,14 +79,17 @@ from vaswani.constants import (
     DECODER_MODEL_TYPE,
     ENCODER_MODEL_TYPE,
     EXPORT_INFO_FILE,
-    RUN_ARGS_FILE,
     SEQ2SEQ_MODEL_TYPE,
-    TOKENIZER_FILE_PATTERNS,
     VASWANI_MODEL_TYPES,
 )
 from vaswani.devices import ctranslate2_environment
 from vaswani.errors import ExportError
-from vaswani.model_folder import check_model_folder, load_model_folder, write_model_folder
+from vaswani.model_folder import (
+    check_model_folder,
+    copy_tokenizer_and_run_args,
+    load_model_folder,
+    write_model_folder,
+)
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16")
 
@@ -435,10 +437,7 @@ def export_ctranslate2(model_dir: str | Path, output_dir: str | Path, quantizati
 
     def write(staging: Path) -> None:
         converter.convert(str(staging), quantization=quantization, force=True)
-        for file in sorted(source.iterdir()):  # the tokenizer, and the training arguments (`vaswani serve` and
-            # `vaswani distill --teacher` read the language pair there, as from the model folder)
-            if file.is_file() and (file.name == RUN_ARGS_FILE or any(file.match(p) for p in TOKENIZER_FILE_PATTERNS)):
-                shutil.copy2(file, staging / file.name)
+        copy_tokenizer_and_run_args(source, staging)  # `vaswani serve` and `distill --teacher` read the pair there
         (staging / EXPORT_INFO_FILE).write_text(json.dumps(info, indent=2, default=str) + "\n")
 
     return write_model_folder(output, write, replace=overwrite)

@@ -6,7 +6,6 @@ The source's results.json is not copied: its scores belong to the full model."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from tokenizers import Tokenizer
@@ -14,12 +13,13 @@ from tokenizers import Tokenizer
 from modeling_vaswani import every_other_layers_to_keep
 from tokenization.bpe import first_tokens
 from tokenization.errors import TokenizerError
-from vaswani.constants import RUN_ARGS_FILE, TOKENIZER_FILE, TOKENIZER_FILE_PATTERNS
+from vaswani.constants import TOKENIZER_FILE
 from vaswani.errors import ModelFolderError, UsageError
 from vaswani.hub.model_card import write_model_card
 from vaswani.model_folder import (
     check_model_folder,
     check_output_folder,
+    copy_tokenizer_and_run_args,
     load_config,
     load_model_folder,
     write_model_folder,
@@ -75,9 +75,7 @@ def prune_model_folder(
 
     def write(folder: Path) -> None:
         pruned.save_pretrained(folder)
-        for file in sorted(source.iterdir()):
-            if file.is_file() and (file.name == RUN_ARGS_FILE or any(file.match(p) for p in TOKENIZER_FILE_PATTERNS)):
-                shutil.copy2(file, folder / file.name)
+        copy_tokenizer_and_run_args(source, folder)
         if vocab_size is not None:
             tokenizer.save(str(folder / TOKENIZER_FILE))
         write_model_card(folder, repo_id=output.resolve().name)  # the output folder's name, not the staging folder's
