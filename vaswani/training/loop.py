@@ -115,8 +115,9 @@ def resolve_model_config(args) -> VaswaniConfig:
     try:
         if args.model:  # a local folder; config.json checked (ModelFolderError names the problem)
             check_model_folder(args.model, need_tokenizer=False)
-            check_trained_architecture(args.model, load_config(args.model), overrides)
-            config = load_config(args.model, **overrides)
+            config = load_config(args.model)
+            check_trained_architecture(args.model, config, overrides)
+            config.update(overrides)  # what is left to change: options that act only in training
         else:
             config = VaswaniConfig.from_preset(args.model_preset, vocab_size=args.vocab_size, **overrides)
         config.validate()
