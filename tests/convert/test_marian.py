@@ -810,7 +810,13 @@ def test_a_converted_model_fine_tunes_with_its_own_tokenizer(opus_folders, fine_
         "--d_model", "32",
         "--max_train_steps", "1", "--report_to", "none",
     ])  # fmt: skip
-    assert status == 2 and "error: " in err and "do not fit" in err and "Traceback" not in err, err[-2000:]
+    assert (
+        status == 2
+        and "error: " in err
+        and "was trained with d_model 16; --d_model 32" in err
+        and "would not fit" in err
+        and "Traceback" not in err
+    ), err[-2000:]
 
 
 @pytest.mark.slow
