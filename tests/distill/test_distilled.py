@@ -11,6 +11,7 @@ import os
 import pytest
 import sacrebleu
 
+from vaswani.data.loading import pair_file
 from vaswani.distill.distilled import (
     MANIFEST_PARTS,
     build_options,
@@ -22,7 +23,6 @@ from vaswani.distill.distilled import (
     manifest_differences,
     monolingual_file,
     open_distilled,
-    pair_file,
     read_chunk,
     read_manifest,
     remove_distilled,

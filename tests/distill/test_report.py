@@ -1,14 +1,13 @@
-"""vaswani/distill/report.py: the scores are sacrebleu's, the two models decode alternately with a warm-up, the
-ratios and the log's table say what the report holds. The translators are stand-ins that record their calls."""
+"""vaswani/distill/report.py: the two models decode alternately with a warm-up, the ratios and the log's table say
+what the report holds (its scores: vaswani.metrics.corpus_scores, tests/metrics). The translators are stand-ins that
+record their calls."""
 
 import pytest
-import sacrebleu
 
 from vaswani.distill.report import (
     ROUNDS,
     WARMUP_SENTENCES,
     comparison,
-    corpus_scores,
     decode_alternately,
     model_entry,
     report_table,
@@ -27,13 +26,6 @@ class Recorder:
     def translate(self, sentences, **options):
         self.calls.append((self.name, len(sentences), options))
         return [sentence.upper() for sentence in sentences]
-
-
-def test_corpus_scores_are_sacrebleus_with_their_signatures():
-    scores = corpus_scores(HYPOTHESES, REFERENCES)
-    assert scores["bleu"] == pytest.approx(sacrebleu.corpus_bleu(HYPOTHESES, [REFERENCES]).score)
-    assert scores["chrf"] == pytest.approx(sacrebleu.corpus_chrf(HYPOTHESES, [REFERENCES]).score)
-    assert scores["bleu_signature"].startswith("nrefs:1|") and scores["chrf_signature"].startswith("nrefs:1|")
 
 
 def test_the_models_warm_up_then_decode_alternately():

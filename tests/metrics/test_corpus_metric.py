@@ -13,7 +13,7 @@ import evaluate
 import pytest
 import sacrebleu
 
-from vaswani.metrics import AVAILABLE_METRICS, METRICS_DIR, load_metric, metric_path
+from vaswani.metrics import AVAILABLE_METRICS, METRICS_DIR, corpus_scores, load_metric, metric_path
 
 PREDICTIONS = [
     "The train leaves at a quarter past seven.",
@@ -166,3 +166,11 @@ def test_loads_offline_in_a_fresh_process_with_an_empty_cache(tmp_path):
     assert process.returncode == 0, process.stderr
     assert json.loads(process.stdout.strip().splitlines()[-1]) == pytest.approx([100, 100])
     assert list((tmp_path / "hf_home" / "modules").rglob("sacrebleu.py"))  # evaluate loaded our script
+
+
+def test_corpus_scores_are_sacrebleus_with_their_signatures():
+    scores = corpus_scores(PREDICTIONS, REFERENCES)
+    assert 0 < scores["bleu"] < 100 and 0 < scores["chrf"] < 100
+    assert scores["bleu"] == pytest.approx(sacrebleu.corpus_bleu(PREDICTIONS, [REFERENCES]).score)
+    assert scores["chrf"] == pytest.approx(sacrebleu.corpus_chrf(PREDICTIONS, [REFERENCES]).score)
+    assert scores["bleu_signature"].startswith("nrefs:1|") and scores["chrf_signature"].startswith("nrefs:1|")

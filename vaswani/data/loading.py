@@ -717,3 +717,29 @@ def _check_validation_size(validation_size: int, train_size: int) -> None:
             f"cannot set aside {validation_size:,} validation pairs: the training data has only {train_size:,}. "
             "Pass --validation_file, or a smaller --validation_size (0 for no validation)."
         )
+
+
+@dataclass(frozen=True)
+class PairFile:
+    """The pairs of a data file (a training or a test file) that have text on both sides (`pairs` of them), in file
+    order; `skipped` pairs have an empty side (training skips them too)."""
+
+    source: FileSource
+    source_lang: str
+    target_lang: str
+    pairs: int
+    skipped: int = 0
+
+    def __iter__(self) -> Iterator[tuple[int, str, str]]:
+        """(line number, source, reference) of every pair that has text on both sides."""
+        for line, source, reference in read_pairs(self.source, self.source_lang, self.target_lang):
+            if not (is_empty(source) or is_empty(reference)):
+                yield line, source, reference
+
+
+def pair_file(split: str, path: str, source_lang: str, target_lang: str) -> PairFile:
+    """The pairs of the `split` file `path`, checked as training checks them (a `DataError` names the file and
+    line)."""
+    source = resolve_file(split, str(path), source_lang, target_lang)
+    report = check_file(source, source_lang, target_lang)
+    return PairFile(source, source_lang, target_lang, report.pairs_read - report.pairs_skipped, report.pairs_skipped)

@@ -49,12 +49,12 @@ from tqdm.auto import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from vaswani.constants import TMP_PREFIX
-from vaswani.data.loading import FileSource, check_file, is_empty, read_lines, read_pairs, resolve_file
+from vaswani.data.loading import PairFile, is_empty, read_lines
 from vaswani.distill.folder import CHUNK_NAME, MANIFEST_FILE, STATS_FILE, TRAIN_FILE, DistillFolder
-from vaswani.distill.report import corpus_scores
 from vaswani.errors import UsageError
 from vaswani.fileio import atomic_output, write_file_atomically
 from vaswani.inference.translator import Translator
+from vaswani.metrics import corpus_scores
 
 logger = logging.getLogger("vaswani.distill")
 
@@ -73,28 +73,12 @@ MANIFEST_PARTS = {
 # ---------------------------------------------------------------------------------------------------------------------
 # The training pairs
 # ---------------------------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class PairFile:
-    """The pairs of a data file (the training or the test file) that have text on both sides (`pairs` of them), in
-    file order."""
-
-    source: FileSource
-    source_lang: str
-    target_lang: str
-    pairs: int
-
-    def __iter__(self) -> Iterator[tuple[int, str, str]]:
-        """(line number, source, reference) of every pair that has text on both sides."""
-        for line, source, reference in read_pairs(self.source, self.source_lang, self.target_lang):
-            if not (is_empty(source) or is_empty(reference)):
-                yield line, source, reference
-
-    def identity(self) -> dict:
-        """What the manifest records of the data: each file's [absolute path, size, "sha256:" + its content's
-        SHA-256], the languages and the number of pairs (compared by `same_data`)."""
-        files = [[os.path.abspath(path), os.stat(path).st_size, content_digest(path)] for path in self.source.paths]
-        return {"train_file": files, "source_lang": self.source_lang, "target_lang": self.target_lang,
-                "pairs": self.pairs}  # fmt: skip
+def data_identity(data: PairFile) -> dict:
+    """What the manifest records of the training data: each file's [absolute path, size, "sha256:" + its content's
+    SHA-256], the languages and the number of pairs (compared by `same_data`)."""
+    files = [[os.path.abspath(path), os.stat(path).st_size, content_digest(path)] for path in data.source.paths]
+    return {"train_file": files, "source_lang": data.source_lang, "target_lang": data.target_lang,
+            "pairs": data.pairs}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -157,7 +141,7 @@ def content_digest(path: str | os.PathLike) -> str:
 
 
 def same_data(saved: dict, wanted: dict) -> bool:
-    """Whether the data a manifest recorded (`saved`) is the data `wanted` (`PairFile.identity`): the same languages
+    """Whether the data a manifest recorded (`saved`) is the data `wanted` (`data_identity`): the same languages
     and pairs, and files of the same size and content wherever they are now."""
     files, wanted_files = saved.get("train_file"), wanted["train_file"]
     if not isinstance(files, list) or len(files) != len(wanted_files):
@@ -188,14 +172,6 @@ def same_file(saved: list, wanted: list) -> bool:
     return saved == [path, size, os.stat(path).st_mtime_ns]
 
 
-def pair_file(split: str, path: str, source_lang: str, target_lang: str) -> PairFile:
-    """The pairs of the `split` file `path`, checked as training checks them (a `DataError` names the file and
-    line)."""
-    source = resolve_file(split, str(path), source_lang, target_lang)
-    report = check_file(source, source_lang, target_lang)
-    return PairFile(source, source_lang, target_lang, report.pairs_read - report.pairs_skipped)
-
-
 def first_sources(data: PairFile, count: int) -> list[str]:
     """The first `count` sources of `data`."""
     return [source for _, source, _ in itertools.islice(data, count)]
@@ -207,7 +183,7 @@ def first_sources(data: PairFile, count: int) -> list[str]:
 def make_manifest(data: PairFile, teacher: dict, decoding: dict, buffer_lines: int,
                   monolingual: MonolingualFile | None = None) -> dict:  # fmt: skip
     """What the chunks are made of (see the module docstring)."""
-    identity = data.identity()
+    identity = data_identity(data)
     if monolingual is not None:
         identity["monolingual"] = monolingual.identity()
     sentences = data.pairs + (monolingual.sentences if monolingual is not None else 0)

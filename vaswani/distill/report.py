@@ -12,25 +12,14 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Sequence
 
 from vaswani.inference.translator import Translator
-from vaswani.metrics import load_metric
+from vaswani.metrics import corpus_scores
 
 ROUNDS = 2
 WARMUP_SENTENCES = 32
 REPORT_FORMAT = "vaswani-distill-report"
 REPORT_VERSION = 1
-
-
-def corpus_scores(hypotheses: Sequence[str], references: Sequence[str]) -> dict:
-    """Corpus BLEU and chrF of `hypotheses` against one reference each, with their sacrebleu signatures: the local
-    metrics training evaluates with (`vaswani.metrics`)."""
-    hypotheses, references = list(hypotheses), [[reference] for reference in references]
-    bleu = load_metric("sacrebleu").compute(predictions=hypotheses, references=references)
-    chrf = load_metric("chrf").compute(predictions=hypotheses, references=references)
-    return {"bleu": bleu["score"], "chrf": chrf["score"], "bleu_signature": bleu["signature"],
-            "chrf_signature": chrf["signature"]}  # fmt: skip
 
 
 def decode_alternately(translators: dict[str, Translator], sources: list[str], decoding: dict) -> dict[str, dict]:

@@ -27,18 +27,18 @@ from pathlib import Path
 import torch
 
 from vaswani.constants import CHECKPOINTS_SUBDIR, RESULTS_FILE, RUN_ARGS_FILE
+from vaswani.data.loading import PairFile, pair_file
 from vaswani.devices import default_batch_tokens, resolve_device
 from vaswani.distill.distilled import (
     MonolingualFile,
-    PairFile,
     build_options,
     build_training_file,
+    data_identity,
     first_sources,
     make_manifest,
     monolingual_file,
     monolingual_sentences,
     open_distilled,
-    pair_file,
     provenance,
     read_manifest,
     same_training_pairs,
@@ -242,7 +242,7 @@ def train_stage(args: argparse.Namespace, folder: DistillFolder, build: dict) ->
     """Train the student on the (re)built training file, unless it has finished with the same options."""
     manifest = read_manifest(folder)
     data = pair_file("train", args.train_file, args.source_lang, args.target_lang)
-    if not same_training_pairs(manifest["data"], data.identity()):
+    if not same_training_pairs(manifest["data"], data_identity(data)):
         raise UsageError(f"the distilled data in {folder.distilled} was made from another training file (or "
                          f"{args.train_file} changed since): run --stage translate with it, or pass the file it was "
                          "made from")  # fmt: skip

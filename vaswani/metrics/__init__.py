@@ -13,6 +13,7 @@ this file hold our own metric scripts with the same inputs and outputs as the Hu
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,4 +46,15 @@ def load_metric(name: str, **load_kwargs) -> evaluate.EvaluationModule:
     return evaluate.load(str(path), **load_kwargs)
 
 
-__all__ = ["AVAILABLE_METRICS", "METRICS_DIR", "load_metric", "metric_path"]
+def corpus_scores(hypotheses: Sequence[str], references: Sequence[str]) -> dict:
+    """Corpus BLEU and chrF of `hypotheses` against one reference each, with their sacrebleu signatures: what
+    training's evaluation, `vaswani evaluate` and distill's report record (keys bleu, chrf, bleu_signature,
+    chrf_signature)."""
+    hypotheses, references = list(hypotheses), [[reference] for reference in references]
+    bleu = load_metric("sacrebleu").compute(predictions=hypotheses, references=references)
+    chrf = load_metric("chrf").compute(predictions=hypotheses, references=references)
+    return {"bleu": bleu["score"], "chrf": chrf["score"], "bleu_signature": bleu["signature"],
+            "chrf_signature": chrf["signature"]}  # fmt: skip
+
+
+__all__ = ["AVAILABLE_METRICS", "METRICS_DIR", "corpus_scores", "load_metric", "metric_path"]

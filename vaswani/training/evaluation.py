@@ -16,7 +16,7 @@ import torch
 from modeling_vaswani.generation_vaswani import beam_options
 from vaswani.data.batching import TokenBatchSampler, collate
 from vaswani.devices import default_batch_tokens
-from vaswani.metrics import load_metric
+from vaswani.metrics import corpus_scores
 from vaswani.training.distributed import main_process_decides
 
 logger = logging.getLogger("train")  # one logger for the whole training run
@@ -123,10 +123,7 @@ def run_evaluation(args, accelerator, model, dataset, raw_split, tokenizer, coll
     hypotheses = [text for _, text in gathered]
     references = [raw_split[i]["translation"][args.target_lang] for i, _ in gathered]
     if accelerator.is_main_process:
-        bleu = load_metric("sacrebleu").compute(predictions=hypotheses, references=[[r] for r in references])
-        chrf = load_metric("chrf").compute(predictions=hypotheses, references=[[r] for r in references])
-        results.update(bleu=bleu["score"], chrf=chrf["score"], bleu_signature=bleu["signature"],
-                       chrf_signature=chrf["signature"])  # fmt: skip
+        results.update(corpus_scores(hypotheses, references))
     results["examples"] = [
         {"source": raw_split[i]["translation"][args.source_lang], "reference": ref, "translation": hyp}
         for (i, hyp), ref in zip(gathered[: args.num_examples], references, strict=False)
