@@ -12,6 +12,7 @@
                       [--nbest N] [--scores] [--alignment] [--output_format text|jsonl]
                       [--prefix FILE] [--constraints FILE] [--input_format text|jsonl] [--model B ...]
     vaswani score     --model DIR --source FILE --target FILE [--output FILE] [--output_format text|jsonl]
+    vaswani evaluate  --model DIR --test_file FILE [--source_lang L --target_lang L] [--output FILE] [--translations FILE]
     vaswani export    --model DIR --output_dir OUT --format ctranslate2 [--quantization int8|int8_float32|int16|...]
     vaswani push      --model DIR --hub_model_id OWNER/NAME [--private] [--commit_message TEXT]
     vaswani average   --run_dir DIR --last 5 --output_dir OUT        (or --checkpoints CKPT ... --model DIR)
@@ -45,6 +46,7 @@ from vaswani.cli import (
     card,
     convert,
     distill,
+    evaluate,
     export,
     prepare,
     prune,
@@ -61,7 +63,7 @@ from vaswani.options import ConfigArgumentParser
 PROG = "vaswani"
 # The commands in the order `vaswani --help` lists them.
 COMMANDS = {
-    "translate": translate, "score": score, "serve": serve, "export": export, "push": push, "train": train,
+    "translate": translate, "score": score, "evaluate": evaluate, "serve": serve, "export": export, "push": push, "train": train,
     "prepare": prepare, "distill": distill, "tokenizer": tokenizer, "average": average, "prune": prune, "card": card,
     "convert": convert,
 }  # fmt: skip

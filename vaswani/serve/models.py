@@ -47,10 +47,10 @@ def parse_model_spec(text: str, flag: str = "--model") -> ModelSpec:
     return ModelSpec(Path(text))
 
 
-def pair_from_training_arguments(folder: Path, flag: str = "--model") -> tuple[str, str]:
-    """The (source, target) language codes of `folder` from its run_args.json, or a `UsageError` that says how to
-    name the pair on the command line (`flag SRC-TGT=DIR`)."""
-    fix = f"name the pair on the command line: {flag} SRC-TGT={folder} (e.g. en-de={folder})"
+def pair_from_training_arguments(folder: Path, flag: str = "--model", fix: str | None = None) -> tuple[str, str]:
+    """The (source, target) language codes of `folder` from its run_args.json, or a `UsageError` that ends with
+    `fix`: by default how to name the pair on the command line (`flag SRC-TGT=DIR`)."""
+    fix = fix or f"name the pair on the command line: {flag} SRC-TGT={folder} (e.g. en-de={folder})"
     path = folder / RUN_ARGS_FILE
     if not path.is_file():
         raise UsageError(f"the language pair of {folder} cannot be told: it has no {RUN_ARGS_FILE}; {fix}")

@@ -1,0 +1,162 @@
+"""`vaswani evaluate`: its translations are `vaswani translate`'s, its scores are sacrebleu's on them (computed here
+directly), the test file is read in every format training reads, the languages come from the options or the model's
+run_args.json, and every bad input is an `error:` that writes nothing."""
+
+import json
+import re
+import shutil
+
+import pytest
+import sacrebleu
+from test_pipeline_vaswani import PAIRS, one_torch_thread  # noqa: F401  (one_torch_thread is an autouse fixture)
+from transformers import AutoTokenizer
+
+from vaswani.cli import main
+
+# The tiny model of test_pipeline_vaswani translates PAIRS both ways; a pair with an empty side is skipped.
+TEST_ROWS = [("a dog runs in the park", "")] + PAIRS + [("the cat sat", "die Katze sitzt")]
+
+
+def write_jsonl(path, rows, source_lang="en", target_lang="de"):
+    path.write_text("".join(json.dumps({"translation": {source_lang: s, target_lang: t}}, ensure_ascii=False) + "\n"
+                            for s, t in rows), encoding="utf-8")  # fmt: skip
+    return path
+
+
+def lines(path) -> list[str]:
+    text = path.read_text(encoding="utf-8")
+    assert text.endswith("\n")
+    return text.split("\n")[:-1]
+
+
+def evaluate(model, test_file, tmp_path, *extra, name="results"):
+    """Run `vaswani evaluate` writing `name`.json and `name`.txt; returns (status, results, translations)."""
+    output, translations = tmp_path / f"{name}.json", tmp_path / f"{name}.txt"
+    status = main(["evaluate", "--model", str(model), "--test_file", str(test_file), "--output", str(output),
+                   "--translations", str(translations), "--no_progress", *extra])  # fmt: skip
+    if status != 0:
+        return status, None, None
+    return status, json.loads(output.read_text(encoding="utf-8")), lines(translations)
+
+
+def test_scores_are_sacrebleus_on_what_translate_prints(model_folder, tmp_path, capsys):
+    test_file = write_jsonl(tmp_path / "test.jsonl", TEST_ROWS)
+    status, results, translations = evaluate(model_folder, test_file, tmp_path, "--source_lang", "en",
+                                             "--target_lang", "de", "--num_beams", "3")  # fmt: skip
+    assert status == 0
+    printed = capsys.readouterr().out
+    sources, references = [s for s, t in TEST_ROWS if t], [t for _, t in TEST_ROWS if t]
+    (tmp_path / "sources.txt").write_text("".join(s + "\n" for s in sources), encoding="utf-8")
+    assert main(["translate", "--model", str(model_folder), "--input", str(tmp_path / "sources.txt"), "--output",
+                 str(tmp_path / "translate.txt"), "--num_beams", "3", "--no_progress"]) == 0  # fmt: skip
+    assert translations == lines(tmp_path / "translate.txt")
+    bleu_metric, chrf_metric = sacrebleu.BLEU(), sacrebleu.CHRF()
+    bleu = bleu_metric.corpus_score(translations, [references])
+    chrf = chrf_metric.corpus_score(translations, [references])
+    assert results["bleu"] == pytest.approx(bleu.score) and results["chrf"] == pytest.approx(chrf.score)
+    assert results["bleu"] > 50  # the tiny model learned PAIRS: the scores are of real translations
+    assert results["bleu_signature"] == str(bleu_metric.get_signature())
+    assert results["chrf_signature"] == str(chrf_metric.get_signature())
+    assert results["pairs"] == 5 and results["skipped_pairs"] == 1
+    assert results["source_lang"] == "en" and results["target_lang"] == "de"
+    assert results["models"] == [str(model_folder.resolve())] and results["test_file"] == [str(test_file.resolve())]
+    assert results["backend"] == "torch" and results["decoding"]["num_beams"] == 3
+    assert f"BLEU {bleu.score:.2f}  chrF {chrf.score:.2f}" in printed
+    assert "5 pairs en-de, 1 with an empty side skipped" in printed and results["bleu_signature"] in printed
+
+
+def test_every_format_of_the_test_file_gives_the_same_scores(model_folder, tmp_path):
+    rows = [pair for pair in TEST_ROWS if pair[1]]
+    _, expected, expected_translations = evaluate(model_folder, write_jsonl(tmp_path / "t.jsonl", rows), tmp_path,
+                                                  "--source_lang", "en", "--target_lang", "de", name="jsonl")  # fmt: skip
+    (tmp_path / "t.tsv").write_text("en\tde\n" + "".join(f"{s}\t{t}\n" for s, t in rows), encoding="utf-8")
+    (tmp_path / "t.en").write_text("".join(s + "\n" for s, _ in rows), encoding="utf-8")
+    (tmp_path / "t.de").write_text("".join(t + "\n" for _, t in rows), encoding="utf-8")
+    for name, test_file in (("tsv", tmp_path / "t.tsv"), ("prefix", tmp_path / "t")):
+        status, results, translations = evaluate(model_folder, test_file, tmp_path, "--source_lang", "en",
+                                                 "--target_lang", "de", name=name)  # fmt: skip
+        assert status == 0 and translations == expected_translations, name
+        assert (results["bleu"], results["chrf"], results["pairs"]) == (
+            expected["bleu"], expected["chrf"], expected["pairs"],
+        ), name  # fmt: skip
+
+
+def test_the_languages_come_from_the_models_run_args(model_folder, tmp_path):
+    folder = tmp_path / "model"
+    shutil.copytree(model_folder, folder)
+    (folder / "run_args.json").write_text(json.dumps({"source_lang": "de", "target_lang": "en"}), encoding="utf-8")
+    test_file = write_jsonl(tmp_path / "test.jsonl", TEST_ROWS)
+    status, results, translations = evaluate(folder, test_file, tmp_path, name="from-run-args")
+    assert status == 0 and (results["source_lang"], results["target_lang"]) == ("de", "en")
+    # German to English: the model translates the references back into the sources
+    assert results["pairs"] == 5 and results["bleu"] > 50
+    status, given, _ = evaluate(folder, test_file, tmp_path, "--source_lang", "en", "--target_lang", "de",
+                                name="given")  # fmt: skip
+    assert status == 0 and (given["source_lang"], given["target_lang"]) == ("en", "de")
+
+
+def test_a_ctranslate2_export_is_evaluated_as_translate_decodes_it(model_folder, tmp_path):
+    pytest.importorskip("ctranslate2")
+    export = tmp_path / "ct2"
+    assert main(["export", "--model", str(model_folder), "--output_dir", str(export), "--quantization",
+                 "float32"]) == 0  # fmt: skip
+    test_file = write_jsonl(tmp_path / "test.jsonl", TEST_ROWS)
+    status, results, translations = evaluate(export, test_file, tmp_path, "--source_lang", "en", "--target_lang",
+                                             "de")  # fmt: skip
+    assert status == 0 and results["backend"] == "ctranslate2"
+    (tmp_path / "sources.txt").write_text("".join(s + "\n" for s, t in TEST_ROWS if t), encoding="utf-8")
+    assert main(["translate", "--model", str(export), "--input", str(tmp_path / "sources.txt"), "--output",
+                 str(tmp_path / "translate.txt"), "--no_progress"]) == 0  # fmt: skip
+    assert translations == lines(tmp_path / "translate.txt")
+    references = [t for _, t in TEST_ROWS if t]
+    assert results["bleu"] == pytest.approx(sacrebleu.corpus_bleu(translations, [references]).score)
+
+
+def test_truncated_sources_are_named_by_their_line_in_the_test_file(model_folder, tmp_path, capsys):
+    test_file = write_jsonl(tmp_path / "test.jsonl", TEST_ROWS)  # line 1 is skipped: line 5 is the fourth source
+    status, results, _ = evaluate(model_folder, test_file, tmp_path, "--source_lang", "en", "--target_lang", "de",
+                                  "--max_source_length", "14")  # fmt: skip
+    assert status == 0 and results["decoding"]["max_source_length"] == 14
+    err = capsys.readouterr().err
+    tokenizer = AutoTokenizer.from_pretrained(model_folder)
+    long_lines = [line for line, (source, target) in enumerate(TEST_ROWS, start=1)
+                  if target and len(tokenizer(source)["input_ids"]) > 14]  # fmt: skip
+    assert long_lines == [5]  # "we read a book at home": 16 tokens, the others 6 to 14
+    assert f"warning: the sources of --test_file on line(s) {', '.join(map(str, long_lines))} are longer" in err
+
+
+BAD_INPUTS = {
+    "no-languages": ([], "the language pair of .* cannot be told: it has no run_args.json; give the languages of "
+                     "--test_file: --source_lang LANG --target_lang LANG"),
+    "one-language": (["--source_lang", "en"], "--source_lang needs --target_lang beside it"),
+    "same-language": (["--source_lang", "en", "--target_lang", "en"], "are both 'en'"),
+    "missing-test-file": (["--test_file", "{tmp}/missing.jsonl", "--source_lang", "en", "--target_lang", "de"],
+                          "--test_file: file not found: .*missing.jsonl"),
+    "missing-side": (["--test_file", "{tmp}/test", "--source_lang", "en", "--target_lang", "fr"],
+                     r"--test_file .*test: .*test.fr not found \(.*test.en exists\)"),
+    "output-is-input": (["--source_lang", "en", "--target_lang", "de", "--output", "{tmp}/test.jsonl"],
+                        "is the input file"),
+    "output-in-model": (["--source_lang", "en", "--target_lang", "de", "--translations", "{model}/config.json"],
+                        "is a file of the model folder"),
+    "same-outputs": (["--source_lang", "en", "--target_lang", "de", "--output", "{tmp}/o", "--translations",
+                      "{tmp}/o"], "--output and --translations are both"),
+    "missing-model": (["--model", "{tmp}/nowhere"], "--model .*nowhere: no such folder"),
+    "bad-line": (["--test_file", "{tmp}/bad.jsonl", "--source_lang", "en", "--target_lang", "de"], "bad.jsonl.*line 2"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("extra", "message"), BAD_INPUTS.values(), ids=BAD_INPUTS.keys())
+def test_bad_input_is_a_clear_error_that_writes_nothing(model_folder, tmp_path, capsys, extra, message):
+    write_jsonl(tmp_path / "test.jsonl", TEST_ROWS)
+    (tmp_path / "test.en").write_text("the cat\n", encoding="utf-8")
+    (tmp_path / "bad.jsonl").write_text('{"translation": {"en": "a", "de": "b"}}\n{"translation": 3}\n', "utf-8")
+    (tmp_path / "o").write_text("kept\n", encoding="utf-8")
+    before = {path: path.read_bytes() for path in [*tmp_path.iterdir(), *model_folder.iterdir()] if path.is_file()}
+    extra = [argument.format(tmp=tmp_path, model=model_folder) for argument in extra]
+    model = [] if "--model" in extra else ["--model", str(model_folder)]  # the missing model alone
+    test_file = [] if "--test_file" in extra else ["--test_file", str(tmp_path / "test.jsonl")]
+    assert main(["evaluate", *model, *test_file, "--no_progress", *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err and re.search(message, err), err
+    after = {path: path.read_bytes() for path in [*tmp_path.iterdir(), *model_folder.iterdir()] if path.is_file()}
+    assert after == before
