@@ -81,7 +81,7 @@ def test_every_format_of_the_test_file_gives_the_same_scores(model_folder, tmp_p
         ), name  # fmt: skip
 
 
-def test_the_languages_come_from_the_models_run_args(model_folder, tmp_path):
+def test_the_languages_come_from_the_models_run_args(model_folder, tmp_path, capsys):
     folder = tmp_path / "model"
     shutil.copytree(model_folder, folder)
     (folder / "run_args.json").write_text(json.dumps({"source_lang": "de", "target_lang": "en"}), encoding="utf-8")
@@ -93,6 +93,13 @@ def test_the_languages_come_from_the_models_run_args(model_folder, tmp_path):
     status, given, _ = evaluate(folder, test_file, tmp_path, "--source_lang", "en", "--target_lang", "de",
                                 name="given")  # fmt: skip
     assert status == 0 and (given["source_lang"], given["target_lang"]) == ("en", "de")
+    # another pair than the model's is evaluated (a multilingual model translates several), with a warning
+    assert (
+        f"warning: --source_lang en --target_lang de: the model {folder} was trained on de-en"
+        in capsys.readouterr().err
+    )
+    status, _, _ = evaluate(folder, test_file, tmp_path, "--source_lang", "de", "--target_lang", "en", name="same")
+    assert status == 0 and "warning" not in capsys.readouterr().err
 
 
 def test_a_ctranslate2_export_is_evaluated_as_translate_decodes_it(model_folder, tmp_path):

@@ -8,7 +8,8 @@ The test file takes the formats of train's `--test_file`: a .json/.jsonl file of
 training's checks (a bad line is an `error:` naming the file and line), and pairs with an empty side are skipped and
 counted, as training skips them (`vaswani.data.loading.pair_file`). The languages are `--source_lang` and
 `--target_lang`, by default the model's own, from the run_args.json that `vaswani train` writes and that exports,
-averages and prunes copy.
+averages and prunes copy (a pair other than the model's is evaluated with a warning: a multilingual model
+translates several).
 
 The model is any folder `vaswani translate` takes: a trained, averaged, pruned or converted model, a CTranslate2
 export, an ensemble (`--model` repeated). Its sources are translated exactly as `vaswani translate` translates them
@@ -135,12 +136,19 @@ def test_languages(args: argparse.Namespace) -> tuple[str, str]:
                                                                                               "--source_lang")  # fmt: skip
         raise UsageError(f"{given} needs {missing} beside it: give both languages of --test_file, or neither to "
                          "take the model's")  # fmt: skip
+    folder = Path(args.model[0])
     if args.source_lang is not None:
         if args.source_lang == args.target_lang:
             raise UsageError(f"--source_lang and --target_lang are both {args.source_lang!r}: give the two languages "
                              "of --test_file")  # fmt: skip
+        try:  # a model trained on another pair may still translate this one (a multilingual model): said, not refused
+            trained = pair_from_training_arguments(folder) if folder.is_dir() else None
+        except UsageError:
+            trained = None  # no run_args.json (a converted model): nothing to compare
+        if trained is not None and trained != (args.source_lang, args.target_lang):
+            print(f"warning: --source_lang {args.source_lang} --target_lang {args.target_lang}: the model {folder} "
+                  f"was trained on {trained[0]}-{trained[1]} (its run_args.json)", file=sys.stderr)  # fmt: skip
         return args.source_lang, args.target_lang
-    folder = Path(args.model[0])
     if not folder.is_dir():
         raise UsageError(f"--model {folder}: no such folder")
     return pair_from_training_arguments(
