@@ -105,6 +105,7 @@ STOPPING_STATE_FILE = "stopping_state.json"  # early stopping, time budget and a
 # ---------------------------------------------------------------------------------------------------------------------
 RUN_ARGS_FILE = "run_args.json"  # the run's options (pushed to the Hub with local paths reduced to file names)
 RESULTS_FILE = "results.json"  # the final model's scores and how it was chosen
+EVALUATION_FORMAT = "vaswani-evaluation"  # the "format" of `vaswani evaluate --output` (read by `vaswani card`)
 METRICS_FILE = "metrics.jsonl"  # one JSON object per logged row: MetricsLog writes it, a resume cuts it back
 CHECKPOINTS_SUBDIR = "checkpoints"  # RUN_DIR/checkpoints/step-N
 BEST_DIR = "best_checkpoint"  # the best evaluated checkpoint, kept apart from the last K

@@ -167,3 +167,67 @@ def test_bad_input_is_a_clear_error_that_writes_nothing(model_folder, tmp_path, 
     assert err.startswith("error: ") and "Traceback" not in err and re.search(message, err), err
     after = {path: path.read_bytes() for path in [*tmp_path.iterdir(), *model_folder.iterdir()] if path.is_file()}
     assert after == before
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# vaswani card --evaluation: the scores of vaswani evaluate in the model card
+# ---------------------------------------------------------------------------------------------------------------
+@pytest.fixture
+def evaluated(model_folder, tmp_path):
+    """A copy of the tiny model (trained en-de, says its run_args.json) and `vaswani evaluate`'s JSON of it."""
+    folder = tmp_path / "averaged"
+    shutil.copytree(model_folder, folder)
+    (folder / "run_args.json").write_text(json.dumps({"source_lang": "en", "target_lang": "de"}), encoding="utf-8")
+    test_file = write_jsonl(tmp_path / "newstest.jsonl", TEST_ROWS)
+    status, results, _ = evaluate(folder, test_file, tmp_path, "--num_beams", "3", name="evaluation")
+    assert status == 0
+    return folder, tmp_path / "evaluation.json", results
+
+
+def test_the_card_shows_the_scores_vaswani_evaluate_recorded(evaluated, capsys):
+    from huggingface_hub import ModelCard
+
+    folder, evaluation, results = evaluated
+    assert main(["card", "--model", str(folder), "--evaluation", str(evaluation)]) == 0
+    card = ModelCard.load(folder / "README.md")  # huggingface_hub's own reading of the card
+    scores = {result.metric_type: result for result in card.data.eval_results}
+    assert scores["bleu"].metric_value == round(results["bleu"], 2) and scores["chrf"].metric_value == round(
+        results["chrf"], 2
+    )
+    assert scores["bleu"].dataset_name == "newstest.jsonl" and scores["bleu"].dataset_split == "test"
+    assert scores["bleu"].task_name == "Translation en-de"
+    assert scores["bleu"].metric_args == {"signature": results["bleu_signature"]}
+    text = card.text
+    assert f"| test | {results['bleu']:.2f} | {results['chrf']:.2f} | - | - |" in text
+    assert "Beam search with 3 beams" in text  # the evaluation's decoding, not the run's
+    assert "The test scores are `vaswani evaluate`'s on newstest.jsonl (5 pairs), decoded by torch (float32)." in text
+    # without --evaluation the folder has no scores to show
+    assert main(["card", "--model", str(folder)]) == 0
+    assert ModelCard.load(folder / "README.md").data.eval_results is None
+
+
+EVALUATION_MISTAKES = {
+    "missing": (lambda folder, path, results: path.unlink(), "--evaluation .*: no such file; write one with vaswani "
+                "evaluate --model"),
+    "damaged": (lambda folder, path, results: path.write_text("{", "utf-8"), "is damaged .*write it again with"),
+    "other-format": (lambda folder, path, results: path.write_text(json.dumps({**results, "format": "x"}), "utf-8"),
+                     "is not the output of vaswani evaluate .*'x'"),
+    "lacks-a-score": (lambda folder, path, results: path.write_text(json.dumps({**results, "bleu": "high"}), "utf-8"),
+                      "lacks or has damaged fields \\(bleu\\)"),
+    "another-model": (lambda folder, path, results: path.write_text(
+        json.dumps({**results, "models": [str(folder) + "-ct2"]}), "utf-8"), "scored .*averaged-ct2, not .*averaged"),
+    "an-ensemble": (lambda folder, path, results: path.write_text(
+        json.dumps({**results, "models": [str(folder)] * 2}), "utf-8"), "scored .*averaged \\+ .*averaged, not"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("spoil", "message"), EVALUATION_MISTAKES.values(), ids=EVALUATION_MISTAKES.keys())
+def test_a_wrong_evaluation_is_a_clear_error_that_leaves_the_card(evaluated, capsys, spoil, message):
+    folder, evaluation, results = evaluated
+    (folder / "README.md").write_text("the user's card\n", encoding="utf-8")
+    spoil(folder, evaluation, results)
+    capsys.readouterr()
+    assert main(["card", "--model", str(folder), "--evaluation", str(evaluation)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err and re.search(message, err), err
+    assert (folder / "README.md").read_text(encoding="utf-8") == "the user's card\n"

@@ -17,7 +17,7 @@
     vaswani push      --model DIR --hub_model_id OWNER/NAME [--private] [--commit_message TEXT]
     vaswani average   --run_dir DIR --last 5 --output_dir OUT        (or --checkpoints CKPT ... --model DIR)
     vaswani prune     --model DIR --output_dir OUT --every_other 0.5  (or --encoder_layers_to_keep 0,2,4 ...)
-    vaswani card      --model DIR [--hub_model_id OWNER/NAME] [--license apache-2.0] [--output FILE]
+    vaswani card      --model DIR [--hub_model_id OWNER/NAME] [--license apache-2.0] [--output FILE] [--evaluation FILE]
     vaswani convert   --from marian --model DIR --output_dir OUT
     vaswani convert   --from fairseq --checkpoint model.pt --data_dir DICT_DIR --output_dir OUT
     vaswani serve     --model [SRC-TGT=]DIR ... [--host 127.0.0.1] [--port 5000] [--api_keys FILE]

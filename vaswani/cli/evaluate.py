@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 from vaswani.cli.common import check_output_file, load_translator, open_output
 from vaswani.cli.translate import BUFFER_LINES
+from vaswani.constants import EVALUATION_FORMAT
 from vaswani.errors import UsageError
 from vaswani.fileio import write_file_atomically
 from vaswani.inference.engines import BACKENDS
@@ -52,7 +53,6 @@ DESCRIPTION = (
     "Translate the sources of --test_file as `vaswani translate` does and score the translations against its "
     "references: corpus BLEU and chrF (sacrebleu), as training reports its test split."
 )
-RESULTS_FORMAT = "vaswani-evaluation"
 RESULTS_VERSION = 1
 
 
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     pairs = list(test)
     translations, seconds = translate_test(args, translator, pairs)
     results = {
-        "format": RESULTS_FORMAT, "version": RESULTS_VERSION,
+        "format": EVALUATION_FORMAT, "version": RESULTS_VERSION,
         **corpus_scores(translations, [reference for _, _, reference in pairs]),
         "models": [os.path.abspath(model) for model in args.model],
         "backend": translator.backend, "computes_in": translator.computes_in,

@@ -71,17 +71,23 @@ def render_model_card(
     intended_use: str | None = None,
     results: dict | None = None,
     run_args: dict | None = None,
+    evaluation: dict | None = None,
 ) -> ModelCard:
     """The card of the model saved in `model_dir`. `results` / `run_args` default to the folder's results.json /
     run_args.json (written by train.py); `repo_id` is the Hub name used in the code examples. `license` defaults to
     the license of the model the weights were converted from (`converted_from`, `vaswani convert`), else
-    apache-2.0."""
+    apache-2.0. `evaluation`: what `vaswani evaluate --output` wrote for this model (checked by `vaswani card`): its
+    scores are the card's test scores (`with_evaluation`)."""
     model_dir = Path(model_dir)
     config = _read_json(model_dir / CONFIG_FILE, fix="restore it or save the model again")
     if config is None:
         raise FileNotFoundError(f"{model_dir} has no config.json: not a saved model folder.")
     results = results if results is not None else _read_json(model_dir / RESULTS_FILE) or {}
-    run_args = public_run_args(run_args if run_args is not None else _read_json(model_dir / RUN_ARGS_FILE) or {})
+    run_args = run_args if run_args is not None else _read_json(model_dir / RUN_ARGS_FILE) or {}
+    evaluation_note = None
+    if evaluation is not None:
+        results, run_args, evaluation_note = with_evaluation(results, run_args, evaluation)
+    run_args = public_run_args(run_args)
     if config.get("model_type") in LANGUAGE_MODELS:
         return render_language_model_card(model_dir, config, results, run_args, repo_id=repo_id or model_dir.name,
                                           license=license or "apache-2.0")  # fmt: skip
@@ -117,6 +123,7 @@ def render_model_card(
         results_table=_results_table(results),
         bleu_signature=_first(results, "bleu_signature"),
         chrf_signature=_first(results, "chrf_signature"),
+        evaluation_note=evaluation_note,
         num_beams=run_args.get("num_beams", 4),
         length_penalty=run_args.get("length_penalty", 0.6),
         training=_training_rows(run_args, results),
@@ -159,6 +166,24 @@ def render_language_model_card(
         normalization=_normalization(config), results_table=rows, training=_training_rows(run_args, results),
         usage=kind["usage"].format(repo_id=repo_id),
     )  # fmt: skip
+
+
+def with_evaluation(results: dict, run_args: dict, evaluation: dict) -> tuple[dict, dict, str]:
+    """`results` and `run_args` with the test scores of `evaluation` (what `vaswani evaluate --output` wrote) in
+    place of the run's own: the test split is the evaluation's file, in its languages, decoded with its beam and
+    length penalty; and the sentence the card says about it."""
+    files = evaluation["test_file"]  # one file, or the two of a prefix PATH (PATH.SRC, PATH.TGT)
+    test_file = files[0] if len(files) == 1 else os.path.commonprefix(files).rstrip(".")
+    decoding = evaluation["decoding"]
+    results = {**results, "test": {key: evaluation[key] for key in ("bleu", "chrf", "bleu_signature",
+                                                                    "chrf_signature")}}  # fmt: skip
+    run_args = {**run_args, "test_file": test_file, "source_lang": evaluation["source_lang"],
+                "target_lang": evaluation["target_lang"], "num_beams": decoding["num_beams"],
+                "length_penalty": decoding["length_penalty"]}  # fmt: skip
+    note = (f"The test scores are `vaswani evaluate`'s on {Path(test_file).name} ({evaluation['pairs']:,} pairs), "
+            f"decoded by {evaluation['backend']} ({evaluation['computes_in']})"
+            + (" with the paper's length penalty" if decoding.get("paper_decoding") else "") + ".")  # fmt: skip
+    return results, run_args, note
 
 
 def write_model_card(output_dir: str | Path, *, args: dict | None = None, results: dict | None = None,
@@ -404,4 +429,4 @@ def _final_model_text(choice: dict) -> str:
     return f"{what(chosen)}, the best validation {choice['metric']}{examples} of: {scores}"
 
 
-__all__ = ["LOCAL_PATH_OPTIONS", "public_run_args", "render_model_card", "write_model_card"]
+__all__ = ["LOCAL_PATH_OPTIONS", "public_run_args", "render_model_card", "with_evaluation", "write_model_card"]
