@@ -119,6 +119,18 @@ def test_a_ctranslate2_export_is_evaluated_as_translate_decodes_it(model_folder,
     assert results["bleu"] == pytest.approx(sacrebleu.corpus_bleu(translations, [references]).score)
 
 
+def test_a_chinese_target_is_scored_with_sacrebleus_zh_tokenizer(model_folder, tmp_path):
+    rows = [(source, "我们在家读书。") for source, _ in PAIRS]
+    test_file = write_jsonl(tmp_path / "test.jsonl", rows, "en", "zh")
+    status, results, translations = evaluate(model_folder, test_file, tmp_path, "--source_lang", "en",
+                                             "--target_lang", "zh")  # fmt: skip
+    assert status == 0 and "|tok:zh|" in results["bleu_signature"]
+    references = [target for _, target in rows]
+    assert results["bleu"] == pytest.approx(
+        sacrebleu.BLEU(trg_lang="zh").corpus_score(translations, [references]).score
+    )
+
+
 def test_truncated_sources_are_named_by_their_line_in_the_test_file(model_folder, tmp_path, capsys):
     test_file = write_jsonl(tmp_path / "test.jsonl", TEST_ROWS)  # line 1 is skipped: line 5 is the fourth source
     status, results, _ = evaluate(model_folder, test_file, tmp_path, "--source_lang", "en", "--target_lang", "de",

@@ -45,8 +45,11 @@ def test_the_models_warm_up_then_decode_alternately():
 
 
 def test_entries_comparison_and_table():
-    teacher = {"parameters": 4000, **model_entry({"translations": HYPOTHESES, "seconds": [2.0, 4.0]}, REFERENCES)}
-    student = {"parameters": 1000, **model_entry({"translations": REFERENCES, "seconds": [1.0, 1.0]}, REFERENCES),
+    teacher = {
+        "parameters": 4000,
+        **model_entry({"translations": HYPOTHESES, "seconds": [2.0, 4.0]}, REFERENCES, "en"),
+    }
+    student = {"parameters": 1000, **model_entry({"translations": REFERENCES, "seconds": [1.0, 1.0]}, REFERENCES, "en"),
                "computes_in": "int16"}  # fmt: skip
     assert teacher["seconds"] == 3.0 and teacher["sentences_per_second"] == pytest.approx(1.0)
     assert student["test"]["bleu"] == pytest.approx(100.0)

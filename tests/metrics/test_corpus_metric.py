@@ -3,6 +3,7 @@ sacrebleu's own corpus_bleu / corpus_chrf."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import socket
@@ -13,7 +14,8 @@ import evaluate
 import pytest
 import sacrebleu
 
-from vaswani.metrics import AVAILABLE_METRICS, METRICS_DIR, corpus_scores, load_metric, metric_path
+import vaswani.metrics
+from vaswani.metrics import AVAILABLE_METRICS, METRICS_DIR, bleu_tokenizer, corpus_scores, load_metric, metric_path
 
 PREDICTIONS = [
     "The train leaves at a quarter past seven.",
@@ -174,3 +176,55 @@ def test_corpus_scores_are_sacrebleus_with_their_signatures():
     assert scores["bleu"] == pytest.approx(sacrebleu.corpus_bleu(PREDICTIONS, [REFERENCES]).score)
     assert scores["chrf"] == pytest.approx(sacrebleu.corpus_chrf(PREDICTIONS, [REFERENCES]).score)
     assert scores["bleu_signature"].startswith("nrefs:1|") and scores["chrf_signature"].startswith("nrefs:1|")
+
+
+CHINESE = (["我们在家读书。", "今天天气很好"], ["我们在家里读书。", "今天的天气很好"])
+
+
+@pytest.mark.parametrize("code", ["zh", "zh-CN", "zh_Hant", "ZH"])
+def test_a_chinese_target_is_scored_as_sacrebleu_scores_minus_l_xx_zh(code):
+    hypotheses, references = CHINESE
+    scores = corpus_scores(hypotheses, references, code)
+    expected = sacrebleu.BLEU(trg_lang="zh").corpus_score(hypotheses, [references])
+    assert scores["bleu"] == pytest.approx(expected.score) and scores["bleu"] > 20
+    assert "|tok:zh|" in scores["bleu_signature"]
+    assert corpus_scores(hypotheses, references, "de")["bleu"] == 0.0  # 13a leaves each sentence one word
+
+
+@pytest.mark.parametrize("code", [None, "", "de", "en-US", "zhx", "th"])
+def test_other_targets_are_scored_with_13a(code):
+    assert bleu_tokenizer(code) == "13a"
+    scores = corpus_scores(PREDICTIONS, REFERENCES, code)
+    assert scores == corpus_scores(PREDICTIONS, REFERENCES) and "|tok:13a|" in scores["bleu_signature"]
+
+
+@pytest.mark.parametrize(("code", "tokenizer", "extra"), [("ja", "ja-mecab", "ja"), ("ko-KR", "ko-mecab", "ko")])
+def test_japanese_and_korean_use_mecab_or_13a_with_one_warning_naming_the_extra(code, tokenizer, extra, monkeypatch,
+                                                                                caplog):  # fmt: skip
+    import sacrebleu.metrics
+
+    vaswani.metrics._tokenizer_available.cache_clear()
+    monkeypatch.setattr(vaswani.metrics, "_tokenizer_available", vaswani.metrics._tokenizer_available)
+    try:
+        available = importlib.util.find_spec("MeCab" if extra == "ja" else "mecab") is not None
+        if available:  # the real tokenizer, as sacrebleu picks it for the language
+            assert bleu_tokenizer(code) == tokenizer
+        real = sacrebleu.metrics.BLEU
+
+        class WithoutMeCab(real):
+            def __init__(self, *args, tokenize=None, **kwargs):
+                if tokenize == tokenizer:
+                    raise RuntimeError("Japanese tokenization requires extra dependencies, but you do not have them")
+                super().__init__(*args, tokenize=tokenize, **kwargs)
+
+        vaswani.metrics._tokenizer_available.cache_clear()
+        monkeypatch.setattr(sacrebleu.metrics, "BLEU", WithoutMeCab)
+        with caplog.at_level("WARNING", logger="vaswani.metrics"):
+            assert bleu_tokenizer(code) == "13a" and bleu_tokenizer(code) == "13a"
+            scores = corpus_scores(PREDICTIONS, REFERENCES, code)
+        assert "|tok:13a|" in scores["bleu_signature"]
+        warnings = [r.getMessage() for r in caplog.records if r.name == "vaswani.metrics"]
+        assert len(warnings) == 1 and f"pip install -c constraints.txt 'sacrebleu[{extra}]'" in warnings[0]
+        assert f"sacrebleu's {tokenizer} tokenizer, which is not installed" in warnings[0]
+    finally:
+        vaswani.metrics._tokenizer_available.cache_clear()

@@ -16,7 +16,8 @@ export, an ensemble (`--model` repeated). Its sources are translated exactly as 
 with the same options (the same code, `translate_lines`: `--translations FILE` is line for line what `vaswani
 translate` prints for the sources), and the translations are scored against the references with sacrebleu's corpus
 BLEU and chrF (`vaswani.metrics.corpus_scores`, the scores and signatures of training's results.json):
-`sacrebleu REFERENCES -i TRANSLATIONS -m bleu chrf` gives the same numbers.
+`sacrebleu REFERENCES -i TRANSLATIONS -m bleu chrf -l SRC-TGT` gives the same numbers (BLEU tokenized for
+the target language: `vaswani.metrics.bleu_tokenizer`).
 
 The scores and their signatures are printed; `--output FILE` writes them as JSON with the model, the test file, the
 decoding settings and the time taken. Every file is written under a temporary name and renamed when complete; an
@@ -109,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     translations, seconds = translate_test(args, translator, pairs)
     results = {
         "format": EVALUATION_FORMAT, "version": RESULTS_VERSION,
-        **corpus_scores(translations, [reference for _, _, reference in pairs]),
+        **corpus_scores(translations, [reference for _, _, reference in pairs], target_lang),
         "models": [os.path.abspath(model) for model in args.model],
         "backend": translator.backend, "computes_in": translator.computes_in,
         "test_file": [os.path.abspath(path) for path in test.source.paths],

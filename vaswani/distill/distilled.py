@@ -426,8 +426,8 @@ def build_training_file(folder: DistillFolder, manifest: dict, options: dict) ->
     score = criterion(options["filter"])
     values = [score(record) for record in distilled_records(folder, manifest)] if score is not None else []
     kept = kept_pairs(values, options, sum(chunk_sizes(manifest)))
-    stats = statistics_of(distilled_records(folder, manifest), kept, options)
     source_lang, target_lang = manifest["data"]["source_lang"], manifest["data"]["target_lang"]
+    stats = statistics_of(distilled_records(folder, manifest), kept, options, target_lang)
     with atomic_output(folder.train_file, "w", encoding="utf-8", newline="\n") as stream:
         originals = []
         for record, keep in zip(distilled_records(folder, manifest), kept, strict=True):
@@ -479,8 +479,8 @@ def kept_pairs(values: list[float], options: dict, pairs: int) -> list[bool]:
     return kept
 
 
-def statistics_of(records: Iterator[dict], kept: list[bool], options: dict) -> dict:
-    """The distilled data's statistics (what stats.json and the report hold)."""
+def statistics_of(records: Iterator[dict], kept: list[bool], options: dict, target_lang: str) -> dict:
+    """The distilled data's statistics (what stats.json and the report hold; BLEU tokenized for `target_lang`)."""
     scored, references, scores, words = [], [], [], {"source": 0, "translation": 0, "reference": 0}
     empty = identical = added = translated = 0
     for record, keep in zip(records, kept, strict=True):
@@ -502,5 +502,5 @@ def statistics_of(records: Iterator[dict], kept: list[bool], options: dict) -> d
         "training_pairs": sum(kept) + added, "empty_translations": empty, "identical_to_reference": identical / pairs,
         "mean_teacher_score": sum(scores) / translated,
         "mean_words": {side: count / pairs for side, count in words.items()},  # of the training pairs
-        "against_references": corpus_scores(scored, references),
+        "against_references": corpus_scores(scored, references, target_lang),
     }  # fmt: skip

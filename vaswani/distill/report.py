@@ -39,11 +39,11 @@ def decode_alternately(translators: dict[str, Translator], sources: list[str], d
     return outputs
 
 
-def model_entry(decoded: dict, references: list[str]) -> dict:
-    """One model's test scores and speed, from what `decode_alternately` gave for it."""
+def model_entry(decoded: dict, references: list[str], target_lang: str) -> dict:
+    """One model's test scores (BLEU tokenized for `target_lang`) and speed, from what `decode_alternately` gave."""
     seconds = statistics.median(decoded["seconds"])
     return {
-        "test": corpus_scores(decoded["translations"], references), "seconds": seconds,
+        "test": corpus_scores(decoded["translations"], references, target_lang), "seconds": seconds,
         "round_seconds": decoded["seconds"], "sentences_per_second": len(references) / seconds,
     }  # fmt: skip
 

@@ -362,7 +362,9 @@ def make_report(args: argparse.Namespace, folder: DistillFolder, plan: TeacherPl
                 "batch_tokens": args.teacher_max_tokens}  # fmt: skip
     decoded = decode_alternately(translators, sources, decoding)
     for role in ("teacher", "student"):
-        report[role].update(model_entry(decoded[role], references), computes_in=translators[role].computes_in)
+        report[role].update(
+            model_entry(decoded[role], references, args.target_lang), computes_in=translators[role].computes_in
+        )
     report["comparison"] = comparison(report["teacher"], report["student"])
     report["test"] = {
         "file": os.path.abspath(args.test_file), "sentences": len(sources),

@@ -123,7 +123,7 @@ def run_evaluation(args, accelerator, model, dataset, raw_split, tokenizer, coll
     hypotheses = [text for _, text in gathered]
     references = [raw_split[i]["translation"][args.target_lang] for i, _ in gathered]
     if accelerator.is_main_process:
-        results.update(corpus_scores(hypotheses, references))
+        results.update(corpus_scores(hypotheses, references, args.target_lang))
     results["examples"] = [
         {"source": raw_split[i]["translation"][args.source_lang], "reference": ref, "translation": hyp}
         for (i, hyp), ref in zip(gathered[: args.num_examples], references, strict=False)
