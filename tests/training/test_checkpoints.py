@@ -252,6 +252,13 @@ def check_averaged_folder(output, run, states, steps=None):
     assert f"\n# {output.name}\n" in card and "99.0" not in card and "No evaluation results" in card
     assert f"| Checkpoint averaging | {len(states)} checkpoint(s): {first} to {last} |" in card
     assert f"| Updates | {steps[-1]} |" in card
+    # results.json is the average's record: `vaswani card` renders the same card again, without another's scores
+    record = json.loads((output / "results.json").read_text())
+    assert record["averaged_checkpoints"] == [f"step-{step:08d}" for step in steps] and record["step"] == steps[-1]
+    assert "test" not in record and "validation" not in record
+    (output / "README.md").unlink()
+    assert main(["card", "--model", str(output)]) == 0
+    assert (output / "README.md").read_text() == card
 
 
 def test_average_run_writes_a_complete_model_folder(tmp_path, finished_run):
@@ -264,8 +271,11 @@ def test_average_run_writes_a_complete_model_folder(tmp_path, finished_run):
 
 def test_average_run_in_place_keeps_the_checkpoints(tmp_path, finished_run):
     run, states = finished_run
+    scores = {"step": 3000, "test": {"bleu": 99.0, "chrf": 99.5}, "final_model": {"chosen": "last"}}
+    (run / "results.json").write_text(json.dumps(scores))  # the run's final model's, which the average replaces
     average_run(run, last=3, output_dir=run)
-    check_averaged_folder(run, run, states)
+    check_averaged_folder(run, run, states)  # the card, rendered then and again, shows no score
+    assert json.loads((run / "results.json").read_text())["replaced_model_results"] == scores  # kept, set apart
     assert len(CheckpointManager(run / "checkpoints").checkpoints()) == 3
     assert not [path for path in tmp_path.iterdir() if path.name.startswith(".tmp-")]
 

@@ -5,6 +5,7 @@ averaging itself is `vaswani.weights.average_checkpoints`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,11 +13,14 @@ from typing import TYPE_CHECKING
 from vaswani.constants import (
     CHECKPOINTS_SUBDIR,
     GENERATION_CONFIG_FILE,
+    RESULTS_FILE,
     STEP_DIR,
 )
 from vaswani.errors import (
     CheckpointError,
+    ModelFolderError,
 )
+from vaswani.fileio import read_json_object
 from vaswani.hub.model_card import write_model_card
 from vaswani.model_folder import (
     check_model_files,
@@ -74,7 +78,12 @@ def average_to_folder(
     """Average the checkpoints into the model described by `model_dir` (its config, generation config, tokenizer
     files and run_args.json; its weights are not read) and write a complete `save_pretrained` folder with a model
     card of its own to `output_dir` (a new or empty folder, or any folder with `overwrite`: its model files are
-    replaced, other files kept)."""
+    replaced, other files kept).
+
+    The folder's results.json is the average's record (`averaged_checkpoints`, the `step` of the last), which the
+    card shows when `vaswani card` renders it again; the scores of a model it replaces (averaging into a finished
+    run's folder) are kept in it as `replaced_model_results`, apart from the average's, so that no card or Hub
+    model-index shows them as the average's."""
     model_dir = Path(model_dir)
     check_output_folder(output_dir, replace=overwrite)
     config, _ = check_model_files(
@@ -83,16 +92,33 @@ def average_to_folder(
     model = _model_from_config(model_dir, config, trust_remote_code)
     average_into_model(model, paths)
 
+    record = {"averaged_checkpoints": [Path(path).name for path in paths]}
+    if STEP_DIR.fullmatch(record["averaged_checkpoints"][-1]):  # a run's checkpoint: the updates made
+        record["step"] = step_of(paths[-1])
+    replaced = _replaced_results(Path(output_dir))
+    if replaced is not None:
+        record["replaced_model_results"] = replaced
+
     def write(folder: Path) -> None:
         model.save_pretrained(folder)
         copy_tokenizer_and_run_args(model_dir, folder)
+        (folder / RESULTS_FILE).write_text(json.dumps(record, indent=2, ensure_ascii=False), encoding="utf-8")
         # a card of its own, named after the output folder: the model folder's card scores another model
-        record = {"averaged_checkpoints": [Path(path).name for path in paths]}
-        if STEP_DIR.fullmatch(record["averaged_checkpoints"][-1]):  # a run's checkpoint: the updates made
-            record["step"] = step_of(paths[-1])
         write_model_card(folder, repo_id=Path(output_dir).resolve().name, results=record)
 
     return write_model_folder(output_dir, write, replace=overwrite)
+
+
+def _replaced_results(output_dir: Path) -> dict | None:
+    """The results.json of the model an average replaces in `output_dir` (None where there is none); a damaged one
+    is kept as its text."""
+    path = output_dir / RESULTS_FILE
+    if not path.is_file():
+        return None
+    try:
+        return read_json_object(path)
+    except ModelFolderError:
+        return {"unreadable": path.read_text(encoding="utf-8", errors="replace")}
 
 
 def _model_from_config(model_dir: Path, config, trust_remote_code: bool) -> PreTrainedModel:
