@@ -102,7 +102,7 @@ def add_arguments(evaluate: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from vaswani.data.loading import pair_file  # start-up: loads datasets
 
-    source_lang, target_lang = test_languages(args)
+    source_lang, target_lang = languages_of_test_file(args)
     test = pair_file("test", args.test_file, source_lang, target_lang)
     check_outputs(args, test)
     translator = load_translator(args.model, args, parallel_batches=args.parallel_batches, threads=args.threads)
@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def test_languages(args: argparse.Namespace) -> tuple[str, str]:
+def languages_of_test_file(args: argparse.Namespace) -> tuple[str, str]:
     """--source_lang and --target_lang, by default the first model's pair (its run_args.json)."""
     if (args.source_lang is None) != (args.target_lang is None):
         given, missing = ("--source_lang", "--target_lang") if args.target_lang is None else ("--target_lang",
