@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 from vaswani.constants import (
     CODE_MODULES,
     CONFIG_FILE,
+    EXPORT_INFO_FILE,
     JOURNAL_FILE,
     MARIAN_TOKENIZER_CLASS,
     MARIAN_TOKENIZER_FILES,
@@ -162,12 +163,23 @@ def check_model_folder(folder: str | Path, *, need_tokenizer: bool = True, need_
     return folder
 
 
+def refuse_ctranslate2_export(folder: Path) -> None:
+    """A CTranslate2 export (`vaswani export --format ctranslate2`; its model.bin and config.json are CTranslate2's)
+    given where a PyTorch model folder is needed: a `ModelFolderError` naming the commands that run an export."""
+    if (folder / EXPORT_INFO_FILE).is_file():
+        raise ModelFolderError(
+            f"{folder} is a CTranslate2 export (vaswani export --format ctranslate2), which only decoding runs "
+            "(vaswani translate, evaluate, score, serve): give the PyTorch model folder it was exported from"
+        )
+
+
 def check_safetensors_weights(folder: Path) -> None:
     """The weights of `folder` must be safetensors (model.safetensors, or shards with their index): a folder whose
     only weights are pickles (pytorch_model.bin, *.pt, *.pth, *.ckpt) is a `ModelFolderError` (they are never
     loaded: unpickling can run code), as is a folder with no weights at all."""
     if (folder / SAFE_WEIGHTS_NAME).is_file() or (folder / SAFE_WEIGHTS_INDEX_NAME).is_file():
         return
+    refuse_ctranslate2_export(folder)  # its model.bin is CTranslate2's, not a pickle
     names = sorted(path.name for path in folder.iterdir() if path.is_file())
     if any(SAFE_WEIGHT_SHARD.fullmatch(name) for name in names):
         return  # shards without their index: check_weights_fit names the missing index
@@ -200,6 +212,7 @@ def load_config(
     import modeling_vaswani  # noqa: F401  (registers the Vaswani classes with the Auto classes)
 
     folder = Path(folder)
+    refuse_ctranslate2_export(folder)  # its config.json is CTranslate2's
     path = folder / CONFIG_FILE
     values = read_json_object(path)
     model_type = values.get("model_type")

@@ -623,6 +623,47 @@ def test_overwrite_output_dir_replaces_an_earlier_export_and_nothing_else(model_
     assert "is not a CTranslate2 export" in capsys.readouterr().err and (mine / "config.json").read_text() == "{}"
 
 
+def test_an_export_given_where_a_pytorch_folder_is_needed_names_what_it_is(model_folder, tmp_path, capsys):
+    """Its model.bin is CTranslate2's and its config.json too: the commands that need the PyTorch folder said "pickled
+    weights ... load the model with from_pretrained" (a fix that fails) or "a None model"; they name the export."""
+    from conftest import train_command_in_process
+
+    export = tmp_path / "ct2"
+    export_ctranslate2(model_folder, export)
+    (tmp_path / "train.jsonl").write_text('{"translation": {"en": "the cat", "de": "die Katze"}}\n', "utf-8")
+    out = str(tmp_path / "out")
+    commands = {
+        "card": ["card", "--model", str(export), "--output", str(tmp_path / "card.md")],
+        "push": ["push", "--model", str(export), "--hub_model_id", "you/model"],
+        "export": ["export", "--model", str(export), "--output_dir", out],
+        "prune": ["prune", "--model", str(export), "--output_dir", out, "--every_other", "0.5"],
+        "average": ["average", "--checkpoints", str(model_folder / "model.safetensors"), "--model", str(export),
+                    "--output_dir", out],
+    }  # fmt: skip
+    expected = (
+        f"error: {export} is a CTranslate2 export (vaswani export --format ctranslate2), which only decoding runs"
+    )
+    before = sorted(path.name for path in export.iterdir())
+    for name, argv in commands.items():
+        capsys.readouterr()
+        assert main(argv) == 2, name
+        err = capsys.readouterr().err
+        assert err.startswith(expected) and "from the PyTorch model folder it was exported from" not in err, (
+            name,
+            err,
+        )
+    status, err = train_command_in_process(["--model", str(export), "--train_file", str(tmp_path / "train.jsonl"),
+                                            "--source_lang", "en", "--target_lang", "de", "--output_dir", out,
+                                            "--max_train_steps", "1", "--report_to", "none"])  # fmt: skip
+    assert status == 2 and f"{export} is a CTranslate2 export" in err and "Traceback" not in err, err[-2000:]
+    assert not (tmp_path / "out").exists() and not (tmp_path / "card.md").exists()
+    assert sorted(path.name for path in export.iterdir()) == before
+    # decoding still runs it
+    status = main(["evaluate", "--model", str(export), "--test_file", str(tmp_path / "train.jsonl"), "--source_lang",
+                   "en", "--target_lang", "de", "--no_progress"])  # fmt: skip
+    assert status == 0
+
+
 def test_backend_must_fit_the_folder(model_folder, tmp_path, capsys):
     output = tmp_path / "ct2"
     export_ctranslate2(model_folder, output)
