@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vaswani.constants import (
+    BEST_DIR,
+    CHECKPOINTS_SUBDIR,
     CODE_MODULES,
     CONFIG_FILE,
     EXPORT_INFO_FILE,
@@ -49,6 +51,7 @@ from vaswani.constants import (
     TMP_PREFIX,
     TOKENIZER_FILE,
     TOKENIZER_FILE_PATTERNS,
+    TRAINING_STATE_FILE,
     VASWANI_MODEL_TYPES,
     WEIGHT_FILES,
     WEIGHT_SHARD,
@@ -151,7 +154,8 @@ def check_model_folder(folder: str | Path, *, need_tokenizer: bool = True, need_
         raise ModelFolderError(f"{folder} is a file, not a model folder")
     if not (folder / CONFIG_FILE).is_file():
         raise ModelFolderError(
-            f"{folder} is not a model folder (no config.json): give the folder that train.py or save_pretrained wrote"
+            f"{folder} is not a model folder (no config.json): "
+            + (_checkpoint_hint(folder) or "give the folder that train.py or save_pretrained wrote")
         )
     if need_weights:
         check_safetensors_weights(folder)
@@ -161,6 +165,23 @@ def check_model_folder(folder: str | Path, *, need_tokenizer: bool = True, need_
             "same folder (tokenizer.save_pretrained)"
         )
     return folder
+
+
+def _checkpoint_hint(folder: Path) -> str | None:
+    """What to give instead of a training checkpoint (RUN/checkpoints/step-N, RUN/best_checkpoint/step-N) or a run's
+    folder of checkpoints; None for any other folder."""
+    if (folder / TRAINING_STATE_FILE).is_file() and folder.parent.name in (CHECKPOINTS_SUBDIR, BEST_DIR):
+        run = folder.parent.parent
+        return (f"it is a training checkpoint of the run {run}: make a model folder of it with vaswani average "
+                f"--checkpoints {folder} --model {run} --output_dir OUT, or give the run folder {run} once it has "
+                "finished")  # fmt: skip
+    if folder.name in (CHECKPOINTS_SUBDIR, BEST_DIR) and (folder.parent / RUN_ARGS_FILE).is_file():
+        return f"it holds the checkpoints of the run {folder.parent}: give the run folder {folder.parent}"
+    if (folder / CHECKPOINTS_SUBDIR).is_dir() and (folder / RUN_ARGS_FILE).is_file():  # a run of an older version
+        return (f"it is a training run without its final model, started before runs wrote their config.json at the "
+                f"start: resume it (vaswani train ... --resume_from_checkpoint latest), which writes it; then vaswani "
+                f"average --run_dir {folder} --last 1 --output_dir OUT makes a model folder of its latest checkpoint")  # fmt: skip
+    return None
 
 
 def refuse_ctranslate2_export(folder: Path) -> None:
@@ -189,6 +210,12 @@ def check_safetensors_weights(folder: Path) -> None:
             f"{folder} holds only pickled weights ({_some(pickled)}), which are never loaded because unpickling can "
             "run code; convert them to safetensors (where you trust the file: load the model with from_pretrained "
             "and save it again with save_pretrained, which writes model.safetensors)"
+        )
+    if (folder / CHECKPOINTS_SUBDIR).is_dir():  # a run folder (train.py writes config.json at the start)
+        raise ModelFolderError(
+            f"{folder} is a training run without its final model yet (still training, or stopped): make a model "
+            f"folder of its latest checkpoint with vaswani average --run_dir {folder} --last 1 --output_dir OUT, or "
+            "let the run finish (vaswani train ... --resume_from_checkpoint latest)"
         )
     raise ModelFolderError(
         f"{folder} has no model weights (model.safetensors): save the model into it with save_pretrained"

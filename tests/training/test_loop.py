@@ -293,6 +293,37 @@ def test_bf16_mixed_precision_trains_on_cpu_and_saves_float32_weights(data_dir, 
     assert {tensor.dtype for tensor in weights.values()} == {torch.float32}
 
 
+def test_a_stopped_run_makes_a_model_folder_of_its_checkpoints(data_dir, tmp_path, capsys):
+    """The run folder holds config.json from the start, so `vaswani average --run_dir` makes a model folder of a
+    checkpoint of a run that is still training or stopped; giving the run or a checkpoint to translate says so."""
+    from modeling_vaswani import VaswaniForConditionalGeneration
+    from vaswani.cli import main
+
+    out = tmp_path / "run"
+    results = train_in_process([*data_args(data_dir), *TINY_RUN, "--output_dir", str(out), "--max_train_steps", "6",
+                                "--checkpoint_steps", "2", "--stop_after_steps", "2"])  # fmt: skip
+    assert results["stopped_early"] and not (out / "model.safetensors").exists()
+    assert json.loads((out / "config.json").read_text())["architectures"] == ["VaswaniForConditionalGeneration"]
+    assert json.loads((out / "generation_config.json").read_text())["num_beams"] == 4  # as the final save writes it
+    sentences = tmp_path / "in.en"
+    sentences.write_text("one two three\n", encoding="utf-8")
+    checkpoint = out / "checkpoints" / "step-00000002"
+    for model, message in ((out, f"{out} is a training run without its final model yet"),
+                           (checkpoint, f"it is a training checkpoint of the run {out}: make a model folder of it"),
+                           (out / "checkpoints", f"it holds the checkpoints of the run {out}")):  # fmt: skip
+        capsys.readouterr()
+        assert main(["translate", "--model", str(model), "--input", str(sentences)]) == 2
+        assert message in capsys.readouterr().err
+    assert main(["average", "--run_dir", str(out), "--last", "1", "--output_dir", str(tmp_path / "peek")]) == 0
+    averaged = VaswaniForConditionalGeneration.from_pretrained(tmp_path / "peek").state_dict()
+    saved = load_file(checkpoint / "model.safetensors")
+    assert saved.keys() <= averaged.keys() and len(saved) > 10
+    for name, tensor in saved.items():  # the average of one checkpoint is that checkpoint
+        torch.testing.assert_close(averaged[name], tensor, rtol=0, atol=0)
+    assert main(["translate", "--model", str(tmp_path / "peek"), "--input", str(sentences), "--output",
+                 str(tmp_path / "out.txt")]) == 0  # fmt: skip
+
+
 RESUME_RUN = [*TINY_RUN, "--max_train_steps", "6", "--average_checkpoints", "0", "--encoder_layerdrop", "0.2",
               "--drophead_p_start", "0.2", "--drophead_p_end", "0.2", "--gradient_accumulation_steps", "2"]  # fmt: skip
 

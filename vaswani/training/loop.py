@@ -84,7 +84,14 @@ from vaswani.training.distributed import (
 from vaswani.training.ema import WeightEMA
 from vaswani.training.evaluation import EvaluationStopped, log_evaluation
 from vaswani.training.options import parse_args, unknown_length
-from vaswani.training.run_dir import MetricsLog, prepare_output_dir, setup_logging, start_new_run, truncate_metrics
+from vaswani.training.run_dir import (
+    MetricsLog,
+    prepare_output_dir,
+    setup_logging,
+    start_new_run,
+    truncate_metrics,
+    write_run_config,
+)
 from vaswani.training.schedules import BudgetSchedule, build_lr_scheduler
 from vaswani.training.speed import (
     ComputeWeights,
@@ -260,8 +267,10 @@ def set_up(args: argparse.Namespace) -> Run:
     # main_process_first in tokenize_splits ended once every process had its tokenizer: the staged one may move now
     tokenized = task.tokenize(args, raw, tokenizer, accelerator)
     with together(accelerator):
-        if accelerator.is_main_process and resume_checkpoint is None:
-            start_new_run(args, output_dir)  # every check has passed: only now is anything replaced
+        if accelerator.is_main_process:
+            if resume_checkpoint is None:
+                start_new_run(args, output_dir)  # every check has passed: only now is anything replaced
+            write_run_config(output_dir, model)  # a checkpoint can become a model folder while the run trains
 
     sampler, max_steps = training_batches(args, accelerator, task, tokenized["train"], speed.shape_buckets)
     optimizer = build_optimizer(args, model, accelerator.device.type)

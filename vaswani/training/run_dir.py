@@ -5,6 +5,7 @@ options that define a run (a resume with different values is refused), logging a
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import logging
 import os
@@ -16,6 +17,8 @@ from vaswani.constants import (
     ABANDONED_PREFIX,
     BEST_DIR,
     CHECKPOINTS_SUBDIR,
+    CONFIG_FILE,
+    GENERATION_CONFIG_FILE,
     METRICS_FILE,
     RESULTS_FILE,
     RUN_ARGS_FILE,
@@ -113,6 +116,22 @@ def start_new_run(args: argparse.Namespace, output_dir: Path) -> None:
         staged.rmdir()
     saved = {k: _jsonable(v) for k, v in vars(args).items() if k != "explicit"}
     write_file_atomically(output_dir / RUN_ARGS_FILE, json.dumps(saved, indent=2, sort_keys=True))
+
+
+def write_run_config(output_dir: Path, model) -> None:
+    """Main process: the config.json and generation_config.json of the model being trained, in the run folder from
+    the start (the final save replaces them). With the tokenizer and run_args.json already there, the run folder
+    describes its model while it trains, so that `vaswani average --run_dir RUN --last N` makes a model folder of its
+    latest checkpoints during the run or after it stopped. Written where missing only (a resumed run has them; a run
+    of an older version gets them), generation config first and config.json last, each atomically."""
+    if (output_dir / CONFIG_FILE).is_file():
+        return
+    config = copy.deepcopy(model.config)
+    config.architectures = [type(model).__name__]  # as save_pretrained records it
+    generation = getattr(model, "generation_config", None)  # None: an encoder-only model does not generate
+    if generation is not None:
+        write_file_atomically(output_dir / GENERATION_CONFIG_FILE, generation.to_json_string(use_diff=True))
+    write_file_atomically(output_dir / CONFIG_FILE, config.to_json_string(use_diff=True))
 
 
 def remove_previous_run(output_dir: Path) -> list[str]:
