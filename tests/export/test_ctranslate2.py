@@ -630,6 +630,8 @@ def test_an_export_given_where_a_pytorch_folder_is_needed_names_what_it_is(model
 
     export = tmp_path / "ct2"
     export_ctranslate2(model_folder, export)
+    # the export publishes no local path (transformers' _name_or_path is the folder the model was loaded from)
+    assert str(model_folder) not in (export / EXPORT_INFO_FILE).read_text()
     (tmp_path / "train.jsonl").write_text('{"translation": {"en": "the cat", "de": "die Katze"}}\n', "utf-8")
     out = str(tmp_path / "out")
     commands = {

@@ -467,7 +467,8 @@ def export_info(model, quantization: str) -> dict:
             k: getattr(model.generation_config, k)
             for k in ("num_beams", "length_penalty", "min_new_tokens", "bad_words_ids")
         }
-    info["source_config"] = config.to_dict()
+    # the folder the model was loaded from is a local path: not part of what the export publishes
+    info["source_config"] = {key: value for key, value in config.to_dict().items() if key != "_name_or_path"}
     return info
 
 
