@@ -119,6 +119,18 @@ def test_a_ctranslate2_export_is_evaluated_as_translate_decodes_it(model_folder,
     assert results["bleu"] == pytest.approx(sacrebleu.corpus_bleu(translations, [references]).score)
 
 
+def test_an_ensemble_is_evaluated_as_translate_decodes_it(model_folder, tmp_path):
+    test_file = write_jsonl(tmp_path / "test.jsonl", TEST_ROWS)
+    status, results, translations = evaluate(model_folder, test_file, tmp_path, "--model", str(model_folder),
+                                             "--source_lang", "en", "--target_lang", "de", "--num_beams", "2")  # fmt: skip
+    assert status == 0 and results["models"] == [str(model_folder.resolve())] * 2
+    (tmp_path / "sources.txt").write_text("".join(s + "\n" for s, t in TEST_ROWS if t), encoding="utf-8")
+    assert main(["translate", "--model", str(model_folder), "--model", str(model_folder), "--input",
+                 str(tmp_path / "sources.txt"), "--output", str(tmp_path / "translate.txt"), "--num_beams", "2",
+                 "--no_progress"]) == 0  # fmt: skip
+    assert translations == lines(tmp_path / "translate.txt")
+
+
 def test_a_chinese_target_is_scored_with_sacrebleus_zh_tokenizer(model_folder, tmp_path):
     rows = [(source, "我们在家读书。") for source, _ in PAIRS]
     test_file = write_jsonl(tmp_path / "test.jsonl", rows, "en", "zh")
