@@ -36,6 +36,7 @@ from vaswani.constants import (
     CHECKPOINTS_SUBDIR,
     CODE_MODULES,
     CONFIG_FILE,
+    CT2_MODEL_FILE,
     EXPORT_INFO_FILE,
     JOURNAL_FILE,
     MARIAN_TOKENIZER_CLASS,
@@ -192,6 +193,26 @@ def refuse_ctranslate2_export(folder: Path) -> None:
             f"{folder} is a CTranslate2 export (vaswani export --format ctranslate2), which only decoding runs "
             "(vaswani translate, evaluate, score, serve): give the PyTorch model folder it was exported from"
         )
+    if _holds_ctranslate2_model(folder):  # another converter's, or an export that lost its record
+        raise ModelFolderError(
+            f"{folder} holds a CTranslate2 model (model.bin and CTranslate2's config.json) without vaswani's record "
+            f"of it ({EXPORT_INFO_FILE}): vaswani runs the CTranslate2 exports it writes; export the PyTorch model "
+            "folder with vaswani export --format ctranslate2"
+        )
+
+
+def _holds_ctranslate2_model(folder: Path) -> bool:
+    """Whether `folder` holds a CTranslate2 model: its model.bin beside a config.json of CTranslate2's keys (no
+    transformers `model_type`, a `layer_norm_epsilon` and an `unk_token`)."""
+    if not (folder / CT2_MODEL_FILE).is_file():
+        return False
+    try:
+        config = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return (
+        isinstance(config, dict) and "model_type" not in config and {"layer_norm_epsilon", "unk_token"} <= set(config)
+    )
 
 
 def check_safetensors_weights(folder: Path) -> None:

@@ -255,3 +255,22 @@ def test_a_wrong_evaluation_is_a_clear_error_that_leaves_the_card(evaluated, cap
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "Traceback" not in err and re.search(message, err), err
     assert (folder / "README.md").read_text(encoding="utf-8") == "the user's card\n"
+
+
+def test_an_export_gets_a_card_of_its_own_with_its_scores(evaluated, tmp_path):
+    pytest.importorskip("ctranslate2")
+    from huggingface_hub import ModelCard
+
+    folder, _, _ = evaluated
+    export = tmp_path / "averaged-ct2"
+    assert main(["export", "--model", str(folder), "--output_dir", str(export), "--quantization", "int8"]) == 0
+    status, results, _ = evaluate(export, tmp_path / "newstest.jsonl", tmp_path, name="export-evaluation")
+    assert status == 0 and results["backend"] == "ctranslate2"
+    assert main(["card", "--model", str(export), "--evaluation", str(tmp_path / "export-evaluation.json")]) == 0
+    card = ModelCard.load(export / "README.md")
+    assert card.data.library_name == "ctranslate2" and "int8" in card.data.tags
+    scores = {result.metric_type: result.metric_value for result in card.data.eval_results}
+    assert scores == {"bleu": round(results["bleu"], 2), "chrf": round(results["chrf"], 2)}
+    assert "decoded by ctranslate2 (" in card.text and "export of a translation model (English → German)" in card.text
+    # the PyTorch folder's evaluation is not the export's
+    assert main(["card", "--model", str(export), "--evaluation", str(tmp_path / "evaluation.json")]) == 2

@@ -625,7 +625,8 @@ def test_overwrite_output_dir_replaces_an_earlier_export_and_nothing_else(model_
 
 def test_an_export_given_where_a_pytorch_folder_is_needed_names_what_it_is(model_folder, tmp_path, capsys):
     """Its model.bin is CTranslate2's and its config.json too: the commands that need the PyTorch folder said "pickled
-    weights ... load the model with from_pretrained" (a fix that fails) or "a None model"; they name the export."""
+    weights ... load the model with from_pretrained" (a fix that fails) or "a None model"; they name the export.
+    (`vaswani card` and `vaswani push` take an export: tests/hub/test_push.py, tests/cli/test_evaluate.py.)"""
     from conftest import train_command_in_process
 
     export = tmp_path / "ct2"
@@ -635,8 +636,6 @@ def test_an_export_given_where_a_pytorch_folder_is_needed_names_what_it_is(model
     (tmp_path / "train.jsonl").write_text('{"translation": {"en": "the cat", "de": "die Katze"}}\n', "utf-8")
     out = str(tmp_path / "out")
     commands = {
-        "card": ["card", "--model", str(export), "--output", str(tmp_path / "card.md")],
-        "push": ["push", "--model", str(export), "--hub_model_id", "you/model"],
         "export": ["export", "--model", str(export), "--output_dir", out],
         "prune": ["prune", "--model", str(export), "--output_dir", out, "--every_other", "0.5"],
         "average": ["average", "--checkpoints", str(model_folder / "model.safetensors"), "--model", str(export),
@@ -658,8 +657,17 @@ def test_an_export_given_where_a_pytorch_folder_is_needed_names_what_it_is(model
                                             "--source_lang", "en", "--target_lang", "de", "--output_dir", out,
                                             "--max_train_steps", "1", "--report_to", "none"])  # fmt: skip
     assert status == 2 and f"{export} is a CTranslate2 export" in err and "Traceback" not in err, err[-2000:]
-    assert not (tmp_path / "out").exists() and not (tmp_path / "card.md").exists()
+    assert not (tmp_path / "out").exists()
     assert sorted(path.name for path in export.iterdir()) == before
+    # a CTranslate2 model without our record (another converter's, or an export that lost it) is named as such
+    foreign = tmp_path / "foreign"
+    shutil.copytree(export, foreign)
+    (foreign / EXPORT_INFO_FILE).unlink()
+    capsys.readouterr()
+    assert main(["translate", "--model", str(foreign), "--input", str(tmp_path / "train.jsonl")]) == 2
+    assert "holds a CTranslate2 model (model.bin and CTranslate2's config.json) without vaswani's record" in (
+        capsys.readouterr().err
+    )
     # decoding still runs it
     status = main(["evaluate", "--model", str(export), "--test_file", str(tmp_path / "train.jsonl"), "--source_lang",
                    "en", "--target_lang", "de", "--no_progress"])  # fmt: skip

@@ -399,3 +399,56 @@ def test_the_code_files_are_derived_from_what_save_pretrained_copies(tmp_path):
 
     tiny_model().save_pretrained(tmp_path)
     assert set(code_files()) == {path.name for path in tmp_path.glob("*.py")} == CODE_FILES
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A CTranslate2 export: pushed with a card of its own
+# ---------------------------------------------------------------------------------------------------------------
+def test_a_ctranslate2_export_is_pushed_with_its_own_card_and_translates_from_the_uploaded_files(
+    final_folder, hub, tmp_path
+):
+    pytest.importorskip("ctranslate2")
+    from huggingface_hub import ModelCard
+
+    from vaswani.export.ctranslate2 import export_ctranslate2
+    from vaswani.inference.translator import Translator
+
+    folder, _ = final_folder
+    export = export_ctranslate2(folder, tmp_path / "ct2", quantization="int8")
+    assert main(["push", "--model", str(export), "--hub_model_id", REPO_ID]) == 0
+    [commit] = hub.commits
+    files = commit["files"]
+    assert {"model.bin", "config.json", "shared_vocabulary.json", "tokenizer.json", "vaswani_ctranslate2.json",
+            "run_args.json", "README.md"} <= files.keys()  # fmt: skip
+    for name, content in files.items():
+        if name not in ("README.md", "run_args.json"):
+            assert content == (export / name).read_bytes(), name
+    assert str(tmp_path) not in files["run_args.json"].decode()  # local paths reduced to file names
+    card = ModelCard(files["README.md"].decode())
+    assert card.data.library_name == "ctranslate2" and card.data.pipeline_tag == "translation"
+    assert {"ctranslate2", "int8", "translation"} <= set(card.data.tags) and card.data.language == ["en", "de"]
+    assert f"hf download {REPO_ID} --local-dir tiny-vaswani" in card.text
+    assert "vaswani translate --model tiny-vaswani" in card.text and "No evaluation results" in card.text
+    assert "| Architecture | encoder-decoder Transformer, 2 encoder layers + 2 decoder layers |" in card.text
+    # what was uploaded translates as the export does, the way the card says
+    downloaded = tmp_path / "tiny-vaswani"
+    downloaded.mkdir()
+    for name, content in files.items():
+        (downloaded / name).write_bytes(content)
+    assert Translator(downloaded).translate(SENTENCES) == Translator(export).translate(SENTENCES)
+
+
+@pytest.mark.parametrize("missing", ["model.bin", "tokenizer.json", "vaswani_ctranslate2.json"])
+def test_an_incomplete_export_fails_before_any_network_call(final_folder, hub, tmp_path, missing):
+    pytest.importorskip("ctranslate2")
+    from vaswani.export.ctranslate2 import export_ctranslate2
+
+    folder, _ = final_folder
+    export = export_ctranslate2(folder, tmp_path / "ct2")
+    (export / missing).unlink()
+    lacks = {"model.bin": "model.bin", "tokenizer.json": "a tokenizer"}
+    expected = (f"is an incomplete CTranslate2 export \\(it lacks {lacks[missing]}" if missing in lacks else
+                "holds a CTranslate2 model \\(model.bin and CTranslate2's config.json\\) without vaswani's record")  # fmt: skip
+    with pytest.raises(PushError, match=expected):
+        push_model_folder(export, REPO_ID)
+    assert hub.calls == 0

@@ -5,7 +5,8 @@
 `--evaluation FILE` puts the scores that `vaswani evaluate --model DIR --output FILE` recorded into the card (its
 results table and model-index) as the test scores: the way to publish the scores of a folder that training did not
 score (an average, a pruned or converted model) or of another test set. The file must be an evaluation of this folder
-alone (not of its export, nor of an ensemble with it)."""
+alone (not of its export, nor of an ensemble with it). A CTranslate2 export gets a card of its own
+(`vaswani.hub.model_card.render_export_card`), with the scores of an evaluation of the export."""
 
 from __future__ import annotations
 
@@ -14,7 +15,14 @@ import os
 from pathlib import Path
 
 from vaswani.cli.common import check_output_file
-from vaswani.constants import CONFIG_FILE, EVALUATION_FORMAT, MODEL_CARD_FILE, RESULTS_FILE, RUN_ARGS_FILE
+from vaswani.constants import (
+    CONFIG_FILE,
+    EVALUATION_FORMAT,
+    EXPORT_INFO_FILE,
+    MODEL_CARD_FILE,
+    RESULTS_FILE,
+    RUN_ARGS_FILE,
+)
 from vaswani.errors import UsageError
 from vaswani.fileio import read_json_object, write_file_atomically
 from vaswani.model_folder import check_model_files
@@ -45,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
     from vaswani.hub.model_card import render_model_card
 
     folder = args.model
-    check_model_files(folder, need_tokenizer=False, trust_remote_code=args.trust_remote_code)
+    if not (folder / EXPORT_INFO_FILE).is_file():  # a CTranslate2 export has a card of its own (no PyTorch files)
+        check_model_files(folder, need_tokenizer=False, trust_remote_code=args.trust_remote_code)
     output = args.output or folder / MODEL_CARD_FILE
     check_output_file(output, inputs=[folder / name for name in (CONFIG_FILE, RUN_ARGS_FILE, RESULTS_FILE)])
     evaluation = read_evaluation(args.evaluation, folder) if args.evaluation is not None else None

@@ -6,7 +6,10 @@ architecture, every option that differs from the paper, the results, the trainin
 (installed package, `trust_remote_code=True`, pipeline) and its intended use and limitations.
 
 Everything comes from files in the model folder: config.json, and where train.py wrote them, run_args.json (how the
-model was trained) and results.json (scores). `render_model_card(folder)` therefore works for any saved folder.
+model was trained) and results.json (scores). `render_model_card(folder)` therefore works for any saved folder. A
+CTranslate2 export (`vaswani export --format ctranslate2`) gets the card of `templates/ctranslate2.md`
+(`render_export_card`: `library_name: ctranslate2`, its quantization, how to run it). `with_evaluation` puts the
+scores of `vaswani evaluate --output` in either.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from vaswani.constants import (
     CONFIG_FILE,
     DECODER_MODEL_TYPE,
     ENCODER_MODEL_TYPE,
+    EXPORT_INFO_FILE,
+    MARIAN_TOKENIZER_FILES,
     MODEL_CARD_FILE,
     RESULTS_FILE,
     RUN_ARGS_FILE,
@@ -31,6 +36,11 @@ from vaswani.training.checkpoints import step_of
 
 TRANSLATION_TEMPLATE = Path(__file__).resolve().parent / "templates" / "translation.md"  # package data
 LANGUAGE_MODEL_TEMPLATE = TRANSLATION_TEMPLATE.with_name("language_model.md")
+CTRANSLATE2_TEMPLATE = TRANSLATION_TEMPLATE.with_name("ctranslate2.md")  # a `vaswani export --format ctranslate2`
+# What a CTranslate2 export's architecture is, by the class it was exported from (vaswani_ctranslate2.json).
+EXPORTED_ARCHITECTURES = {"VaswaniForConditionalGeneration": ("encoder-decoder Transformer", ("encoder", "decoder")),
+                          "VaswaniForCausalLM": ("decoder-only Transformer", ("decoder",)),
+                          "VaswaniForMaskedLM": ("encoder-only Transformer", ("encoder",))}  # fmt: skip
 # The one-stack models of `vaswani train --task causal_lm|masked_lm`, by config.json's model_type.
 LANGUAGE_MODELS = {
     DECODER_MODEL_TYPE: {"task": "causal_lm", "stack": "decoder", "pipeline_tag": "text-generation",
@@ -79,6 +89,8 @@ def render_model_card(
     apache-2.0. `evaluation`: what `vaswani evaluate --output` wrote for this model (checked by `vaswani card`): its
     scores are the card's test scores (`with_evaluation`)."""
     model_dir = Path(model_dir)
+    if (model_dir / EXPORT_INFO_FILE).is_file():  # a CTranslate2 export: its config.json is CTranslate2's
+        return render_export_card(model_dir, repo_id=repo_id, license=license, evaluation=evaluation)
     config = _read_json(model_dir / CONFIG_FILE, fix="restore it or save the model again")
     if config is None:
         raise FileNotFoundError(f"{model_dir} has no config.json: not a saved model folder.")
@@ -165,6 +177,58 @@ def render_language_model_card(
         heads=config.get(f"{side}_attention_heads"), parameters=_count_parameters(model_dir),
         normalization=_normalization(config), results_table=rows, training=_training_rows(run_args, results),
         usage=kind["usage"].format(repo_id=repo_id),
+    )  # fmt: skip
+
+
+def render_export_card(export_dir: Path, *, repo_id: str | None = None, license: str | None = None,
+                       evaluation: dict | None = None) -> ModelCard:  # fmt: skip
+    """The card of a CTranslate2 export (`vaswani export --format ctranslate2`): the exported model's architecture
+    (vaswani_ctranslate2.json keeps its configuration), the quantization, how to run it (`vaswani translate`,
+    `vaswani serve`, the `Translator`; a language model: CTranslate2's Generator), the training record of the
+    run_args.json the export copied, and the scores of `evaluation` (`vaswani evaluate` of the export) when given."""
+    info = read_json_object(export_dir / EXPORT_INFO_FILE, fix="export the model again")
+    config = info.get("source_config") if isinstance(info.get("source_config"), dict) else {}
+    run_args = _read_json(export_dir / RUN_ARGS_FILE) or {}
+    results, evaluation_note = {}, None
+    if evaluation is not None:
+        results, run_args, evaluation_note = with_evaluation(results, run_args, evaluation)
+    run_args = public_run_args(run_args)
+    source, target = run_args.get("source_lang"), run_args.get("target_lang")
+    repo_id = repo_id or export_dir.name
+    architecture, stacks = EXPORTED_ARCHITECTURES.get(info.get("architecture"), ("Transformer", ("decoder",)))
+    translator = info.get("runs_with") == "ctranslate2.Translator"
+    generation = info.get("generation") or {}
+    converted_from = config.get("converted_from") or None
+    if not translator:  # a language model's run_args.json holds the translation defaults, not its text's language
+        source = target = None
+    names = [LANGUAGE_NAMES.get(code, code) for code in (source, target)]
+    pair = f" ({names[0]} → {names[1]})" if source and target else ""
+    card_data = ModelCardData(
+        language=[lang for lang in (source, target) if lang] or None,
+        license=license or (converted_from or {}).get("license") or "apache-2.0",
+        library_name="ctranslate2",
+        pipeline_tag="translation" if translator else None,
+        tags=["ctranslate2", str(info.get("quantization")), "transformer", "vaswani", "attention-is-all-you-need",
+              *(["translation"] if translator else [])],
+        datasets=_dataset_names(run_args) or None,
+        metrics=["bleu", "chrf"] if results else None,
+        model_name=repo_id,
+        eval_results=_eval_results(results, source, target, run_args) or None,
+    )  # fmt: skip
+    return ModelCard.from_template(
+        card_data, template_path=str(CTRANSLATE2_TEMPLATE), model_name=repo_id, repo_id=repo_id,
+        local_name=repo_id.split("/")[-1], config=_Namespace(config), quantization=info.get("quantization"),
+        description=f"a translation model{pair}" if translator else f"a {architecture}",
+        architecture=architecture, layers=" + ".join(f"{config.get(f'{s}_layers')} {s} layers" for s in stacks),
+        ffn_dim=config.get(f"{stacks[0]}_ffn_dim"), heads=config.get(f"{stacks[0]}_attention_heads"),
+        marian=all((export_dir / name).is_file() for name in MARIAN_TOKENIZER_FILES),
+        not_exported=info.get("not_exported"), translator=translator, runs_with=str(info.get("runs_with")),
+        num_beams=generation.get("num_beams") or 4, length_penalty=generation.get("length_penalty", 0.6),
+        max_new_tokens_over_source=info.get("max_new_tokens_over_source", 50),
+        example_source="Hello world.", results_table=_results_table(results),
+        bleu_signature=_first(results, "bleu_signature"), chrf_signature=_first(results, "chrf_signature"),
+        evaluation_note=evaluation_note, training=_training_rows(run_args, {}),
+        scored_with=(evaluation or {}).get("decoding", {}),
     )  # fmt: skip
 
 
@@ -429,4 +493,11 @@ def _final_model_text(choice: dict) -> str:
     return f"{what(chosen)}, the best validation {choice['metric']}{examples} of: {scores}"
 
 
-__all__ = ["LOCAL_PATH_OPTIONS", "public_run_args", "render_model_card", "with_evaluation", "write_model_card"]
+__all__ = [
+    "LOCAL_PATH_OPTIONS",
+    "public_run_args",
+    "render_export_card",
+    "render_model_card",
+    "with_evaluation",
+    "write_model_card",
+]

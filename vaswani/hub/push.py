@@ -11,7 +11,9 @@ config.json with the `auto_map` (and, for translation, `custom_pipelines`) that 
 weights (one model.safetensors, or every shard its index lists), tokenizer.json and the modeling code that
 `save_pretrained` copies there (`vaswani.model_folder.code_files`: configuration_vaswani.py, modeling_vaswani.py,
 generation_vaswani.py, pipeline_vaswani.py for a translation model, and the `*_lm.py` files too for the decoder-only
-and encoder-only language models).
+and encoder-only language models). A CTranslate2 export (`vaswani export --format ctranslate2`) is pushed too: its
+model.bin, vocabularies, tokenizer and record, with a card of its own (`vaswani.hub.model_card.render_export_card`);
+what it needs is checked by `check_export_folder`.
 
 What is uploaded: every file of the folder, including the training record (run_args.json with local paths reduced to
 file names, results.json, metrics.jsonl), except the training checkpoints (checkpoints/), the tracker logs (logs/) and hidden or cache files
@@ -35,6 +37,8 @@ from vaswani.constants import (
     AUTO_CLASS,
     CHECKPOINTS_SUBDIR,
     CONFIG_FILE,
+    CT2_MODEL_FILE,
+    EXPORT_INFO_FILE,
     LOGS_DIR,
     MODEL_CARD_FILE,
     RUN_ARGS_FILE,
@@ -42,8 +46,9 @@ from vaswani.constants import (
     VASWANI_MODEL_TYPES,
 )
 from vaswani.errors import EnvironmentFailure, ModelFolderError, PushError, is_environment_failure
+from vaswani.fileio import read_json_object
 from vaswani.hub.model_card import public_run_args, render_model_card
-from vaswani.model_folder import check_model_files, code_files, installed_code
+from vaswani.model_folder import check_model_files, code_files, has_tokenizer, installed_code
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +74,8 @@ def check_push_folder(folder: str | Path, *, trust_remote_code: bool = False) ->
     and how to fix it. The model files are checked as for loading (`vaswani.model_folder.check_model_files`); any of
     our three families (translation, decoder-only, encoder-only) can be pushed."""
     folder = Path(folder)
+    if (folder / EXPORT_INFO_FILE).is_file():
+        return check_export_folder(folder)
     try:
         config, _ = check_model_files(
             folder, trust_remote_code=trust_remote_code, model_types=tuple(VASWANI_MODEL_TYPES)
@@ -89,6 +96,22 @@ def check_push_folder(folder: str | Path, *, trust_remote_code: bool = False) ->
             f"package (`import modeling_vaswani`, then {AUTO_CLASS[model_type]}.from_pretrained(folder)"
             ".save_pretrained(folder))"
         )
+    return folder
+
+
+def check_export_folder(folder: Path) -> Path:
+    """A CTranslate2 export (`vaswani export --format ctranslate2`) to push: its record (vaswani_ctranslate2.json),
+    CTranslate2's model.bin and config.json, and the tokenizer `vaswani translate` encodes with; else a `PushError`."""
+    try:
+        read_json_object(folder / EXPORT_INFO_FILE, fix="export the model again")
+    except ModelFolderError as error:
+        raise PushError(str(error)) from error
+    missing = [name for name in (CT2_MODEL_FILE, CONFIG_FILE) if not (folder / name).is_file()]
+    if not has_tokenizer(folder):
+        missing.append("a tokenizer (tokenizer.json)")
+    if missing:
+        raise PushError(f"{folder} is an incomplete CTranslate2 export (it lacks {', '.join(missing)}): export the "
+                        "model again (vaswani export --format ctranslate2 --overwrite_output_dir)")  # fmt: skip
     return folder
 
 
@@ -181,4 +204,11 @@ def push_model_folder(
     return str(repo_url)
 
 
-__all__ = ["PushError", "check_push_folder", "check_repo_id", "files_to_push", "push_model_folder"]
+__all__ = [
+    "PushError",
+    "check_export_folder",
+    "check_push_folder",
+    "check_repo_id",
+    "files_to_push",
+    "push_model_folder",
+]
