@@ -534,6 +534,10 @@ def test_an_export_of_a_converted_model_translates_without_pytorch_or_transforme
     assert result.stderr.splitlines()[-1] == "loaded:"
     assert (tmp_path / "there.txt").read_text(encoding="utf-8") == (tmp_path / "here.txt").read_text(encoding="utf-8")
     assert len(set((tmp_path / "here.txt").read_text(encoding="utf-8").splitlines())) == 4
+    # the export's own card names the tokenizer it carries: the MarianTokenizer's files, and the source's license
+    assert main(["card", "--model", str(export)]) == 0
+    card = (export / "README.md").read_text(encoding="utf-8")
+    assert "`source.spm`, `target.spm`, `vocab.json`" in card and "library_name: ctranslate2" in card
 
 
 def test_the_command_is_registered_for_every_converter():
