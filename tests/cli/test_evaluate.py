@@ -272,5 +272,10 @@ def test_an_export_gets_a_card_of_its_own_with_its_scores(evaluated, tmp_path):
     scores = {result.metric_type: result.metric_value for result in card.data.eval_results}
     assert scores == {"bleu": round(results["bleu"], 2), "chrf": round(results["chrf"], 2)}
     assert "decoded by ctranslate2 (" in card.text and "export of a translation model (English → German)" in card.text
+    assert "vaswani serve --model averaged-ct2 " in card.text  # serve reads the pair from its run_args.json
     # the PyTorch folder's evaluation is not the export's
     assert main(["card", "--model", str(export), "--evaluation", str(tmp_path / "evaluation.json")]) == 2
+    # without run_args.json (a converted model's export) the card names the pair on serve's command line
+    (export / "run_args.json").unlink()
+    assert main(["card", "--model", str(export), "--evaluation", str(tmp_path / "export-evaluation.json")]) == 0
+    assert "vaswani serve --model en-de=averaged-ct2 " in (export / "README.md").read_text(encoding="utf-8")

@@ -189,6 +189,7 @@ def render_export_card(export_dir: Path, *, repo_id: str | None = None, license:
     info = read_json_object(export_dir / EXPORT_INFO_FILE, fix="export the model again")
     config = info.get("source_config") if isinstance(info.get("source_config"), dict) else {}
     run_args = _read_json(export_dir / RUN_ARGS_FILE) or {}
+    named = bool(run_args.get("source_lang") and run_args.get("target_lang"))  # what `vaswani serve` reads
     results, evaluation_note = {}, None
     if evaluation is not None:
         results, run_args, evaluation_note = with_evaluation(results, run_args, evaluation)
@@ -218,6 +219,7 @@ def render_export_card(export_dir: Path, *, repo_id: str | None = None, license:
     return ModelCard.from_template(
         card_data, template_path=str(CTRANSLATE2_TEMPLATE), model_name=repo_id, repo_id=repo_id,
         local_name=repo_id.split("/")[-1], config=_Namespace(config), quantization=info.get("quantization"),
+        serve_model=repo_id.split("/")[-1] if named else f"{source or 'SRC'}-{target or 'TGT'}={repo_id.split('/')[-1]}",
         description=f"a translation model{pair}" if translator else f"a {architecture}",
         architecture=architecture, layers=" + ".join(f"{config.get(f'{s}_layers')} {s} layers" for s in stacks),
         ffn_dim=config.get(f"{stacks[0]}_ffn_dim"), heads=config.get(f"{stacks[0]}_attention_heads"),
