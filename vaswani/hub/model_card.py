@@ -196,6 +196,7 @@ def render_export_card(export_dir: Path, *, repo_id: str | None = None, license:
     run_args = public_run_args(run_args)
     source, target = run_args.get("source_lang"), run_args.get("target_lang")
     repo_id = repo_id or export_dir.name
+    local_name = repo_id.split("/")[-1]  # the folder the card's commands download it to
     architecture, stacks = EXPORTED_ARCHITECTURES.get(info.get("architecture"), ("Transformer", ("decoder",)))
     translator = info.get("runs_with") == "ctranslate2.Translator"
     generation = info.get("generation") or {}
@@ -218,8 +219,8 @@ def render_export_card(export_dir: Path, *, repo_id: str | None = None, license:
     )  # fmt: skip
     return ModelCard.from_template(
         card_data, template_path=str(CTRANSLATE2_TEMPLATE), model_name=repo_id, repo_id=repo_id,
-        local_name=repo_id.split("/")[-1], config=_Namespace(config), quantization=info.get("quantization"),
-        serve_model=repo_id.split("/")[-1] if named else f"{source or 'SRC'}-{target or 'TGT'}={repo_id.split('/')[-1]}",
+        local_name=local_name, config=_Namespace(config), quantization=info.get("quantization"),
+        serve_model=local_name if named else f"{source or 'SRC'}-{target or 'TGT'}={local_name}",
         description=f"a translation model{pair}" if translator else f"a {architecture}",
         architecture=architecture, layers=" + ".join(f"{config.get(f'{s}_layers')} {s} layers" for s in stacks),
         ffn_dim=config.get(f"{stacks[0]}_ffn_dim"), heads=config.get(f"{stacks[0]}_attention_heads"),
