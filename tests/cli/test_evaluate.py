@@ -81,6 +81,26 @@ def test_every_format_of_the_test_file_gives_the_same_scores(model_folder, tmp_p
         ), name  # fmt: skip
 
 
+def test_max_test_samples_scores_the_first_pairs_and_names_the_split(model_folder, tmp_path, capsys):
+    test_file = write_jsonl(tmp_path / "test.jsonl", TEST_ROWS)
+    languages = ["--source_lang", "en", "--target_lang", "de"]
+    _, whole, all_translations = evaluate(model_folder, test_file, tmp_path, *languages, name="whole")
+    status, first, translations = evaluate(model_folder, test_file, tmp_path, *languages, "--max_test_samples", "2",
+                                           name="first")  # fmt: skip
+    assert status == 0 and translations == all_translations[:2]  # the first pairs with text on both sides
+    assert (first["pairs"], first["split"], whole["split"]) == (2, "test[:2]", "test")
+    references = [target for _, target in TEST_ROWS if target][:2]
+    assert first["bleu"] == pytest.approx(sacrebleu.corpus_bleu(translations, [references]).score)
+    assert "test.jsonl test[:2]: 2 pairs en-de" in capsys.readouterr().out
+    status, every, _ = evaluate(model_folder, test_file, tmp_path, *languages, "--max_test_samples", "99", name="99")
+    assert status == 0 and every["split"] == "test" and every["bleu"] == whole["bleu"]
+    # the card names the slice, as training's cards do for its --max_test_samples
+    card = tmp_path / "card.md"
+    assert main(["card", "--model", str(model_folder), "--evaluation", str(tmp_path / "first.json"), "--output",
+                 str(card)]) == 0  # fmt: skip
+    assert "split: test[:2]" in card.read_text(encoding="utf-8") and "| test[:2] |" in card.read_text(encoding="utf-8")
+
+
 def test_the_languages_come_from_the_models_run_args(model_folder, tmp_path, capsys):
     folder = tmp_path / "model"
     shutil.copytree(model_folder, folder)
@@ -172,6 +192,7 @@ BAD_INPUTS = {
     "same-outputs": (["--source_lang", "en", "--target_lang", "de", "--output", "{tmp}/o", "--translations",
                       "{tmp}/o"], "--output and --translations are both"),
     "missing-model": (["--model", "{tmp}/nowhere"], "--model .*nowhere: no such folder"),
+    "no-samples": (["--max_test_samples", "0"], "--max_test_samples: must be at least 1, got 0"),
     "bad-line": (["--test_file", "{tmp}/bad.jsonl", "--source_lang", "en", "--target_lang", "de"], "bad.jsonl.*line 2"),
 }  # fmt: skip
 
@@ -188,7 +209,9 @@ def test_bad_input_is_a_clear_error_that_writes_nothing(model_folder, tmp_path, 
     test_file = [] if "--test_file" in extra else ["--test_file", str(tmp_path / "test.jsonl")]
     assert main(["evaluate", *model, *test_file, "--no_progress", *extra]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: ") and "Traceback" not in err and re.search(message, err), err
+    # argparse's own errors (a value of the wrong kind) come after the usage lines
+    assert (err.startswith("error: ") or "vaswani evaluate: error: argument" in err) and "Traceback" not in err, err
+    assert re.search(message, err), err
     after = {path: path.read_bytes() for path in [*tmp_path.iterdir(), *model_folder.iterdir()] if path.is_file()}
     assert after == before
 

@@ -6,7 +6,8 @@
 The test file takes the formats of train's `--test_file`: a .json/.jsonl file of {"translation": {SRC: ..., TGT:
 ...}} objects, a .tsv of `source TAB reference` lines, or a prefix PATH naming PATH.SRC and PATH.TGT. It is read with
 training's checks (a bad line is an `error:` naming the file and line), and pairs with an empty side are skipped and
-counted, as training skips them (`vaswani.data.loading.pair_file`). The languages are `--source_lang` and
+counted, as training skips them (`vaswani.data.loading.pair_file`); `--max_test_samples N` scores the first N
+(the split `test[:N]`, as training names it). The languages are `--source_lang` and
 `--target_lang`, by default the model's own, from the run_args.json that `vaswani train` writes and that exports,
 averages and prunes copy (a pair other than the model's is evaluated with a warning: a multilingual model
 translates several).
@@ -27,6 +28,7 @@ output may not be an input (the test file) nor a file of a model folder.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sys
@@ -43,7 +45,7 @@ from vaswani.inference.engines import BACKENDS
 from vaswani.inference.outputs import one_line
 from vaswani.inference.translator import translate_lines
 from vaswani.metrics import corpus_scores
-from vaswani.options import add_option
+from vaswani.options import add_option, positive_int
 from vaswani.serve.models import pair_from_training_arguments
 
 if TYPE_CHECKING:
@@ -76,6 +78,11 @@ def add_arguments(evaluate: argparse.ArgumentParser) -> None:
     add_option(evaluate, "output", "evaluate",
                help="also write the scores as JSON to FILE, with the model, the test file and the decoding settings")  # fmt: skip
     evaluate.add_argument(
+        "--max_test_samples", type=positive_int, metavar="N",
+        help="score the first N pairs of --test_file (default: all; a quick look, as train's --max_test_samples): the "
+             "output and --output name the split test[:N]",
+    )  # fmt: skip
+    evaluate.add_argument(
         "--translations", type=Path, metavar="FILE",
         help="write the translations to FILE, one line per test pair (what `vaswani translate` prints for the "
              "sources)",
@@ -106,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     test = pair_file("test", args.test_file, source_lang, target_lang)
     check_outputs(args, test)
     translator = load_translator(args.model, args, parallel_batches=args.parallel_batches, threads=args.threads)
-    pairs = list(test)
+    pairs = list(itertools.islice(test, args.max_test_samples))  # islice(..., None): every pair
     translations, seconds = translate_test(args, translator, pairs)
     results = {
         "format": EVALUATION_FORMAT, "version": RESULTS_VERSION,
@@ -114,7 +121,8 @@ def run(args: argparse.Namespace) -> int:
         "models": [os.path.abspath(model) for model in args.model],
         "backend": translator.backend, "computes_in": translator.computes_in,
         "test_file": [os.path.abspath(path) for path in test.source.paths],
-        "source_lang": source_lang, "target_lang": target_lang, "pairs": test.pairs, "skipped_pairs": test.skipped,
+        "source_lang": source_lang, "target_lang": target_lang, "pairs": len(pairs), "skipped_pairs": test.skipped,
+        "split": f"test[:{len(pairs)}]" if len(pairs) < test.pairs else "test",  # datasets' slice notation
         "decoding": {"num_beams": args.num_beams, "length_penalty": args.length_penalty,
                      "paper_decoding": args.paper_decoding, "max_new_tokens": args.max_new_tokens,
                      "max_tokens": args.max_tokens or translator.batch_tokens,
@@ -202,7 +210,8 @@ def summary(results: dict, test_file: str) -> str:
     skipped = f", {results['skipped_pairs']:,} with an empty side skipped" if results["skipped_pairs"] else ""
     return (
         f"BLEU {results['bleu']:.2f}  chrF {results['chrf']:.2f}\n"
-        f"  {test_file}: {results['pairs']:,} pairs {results['source_lang']}-{results['target_lang']}{skipped}\n"
+        f"  {test_file}{'' if results['split'] == 'test' else ' ' + results['split']}: {results['pairs']:,} pairs "
+        f"{results['source_lang']}-{results['target_lang']}{skipped}\n"
         f"  {results['backend']} ({results['computes_in']}), beam {decoding['num_beams']}, length penalty "
         f"{decoding['length_penalty']:g}{', paper decoding' if decoding['paper_decoding'] else ''}; "
         f"{results['seconds']:.1f} s\n"

@@ -242,8 +242,8 @@ def with_evaluation(results: dict, run_args: dict, evaluation: dict) -> tuple[di
     files = evaluation["test_file"]  # one file, or the two of a prefix PATH (PATH.SRC, PATH.TGT)
     test_file = files[0] if len(files) == 1 else os.path.commonprefix(files).rstrip(".")
     decoding = evaluation["decoding"]
-    results = {**results, "test": {key: evaluation[key] for key in ("bleu", "chrf", "bleu_signature",
-                                                                    "chrf_signature")}}  # fmt: skip
+    scores = {key: evaluation[key] for key in ("bleu", "chrf", "bleu_signature", "chrf_signature")}
+    results = {**results, "test": {**scores, "split": evaluation.get("split", "test")}}  # test[:N]: --max_test_samples
     run_args = {**run_args, "test_file": test_file, "source_lang": evaluation["source_lang"],
                 "target_lang": evaluation["target_lang"], "num_beams": decoding["num_beams"],
                 "length_penalty": decoding["length_penalty"]}  # fmt: skip
