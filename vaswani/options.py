@@ -134,6 +134,10 @@ REGISTRY: dict[str, Option] = {
     "validation_file": Option("--validation_file", "the validation data (same formats as --train_file)",
                               dict(metavar="PATH")),
     "test_file": Option("--test_file", "the test data (same formats as --train_file)", dict(metavar="PATH")),
+    "max_test_samples": Option(
+        "--max_test_samples", "score the first N test pairs (default: all), the split named test[:N]",
+        dict(type=int, metavar="N"),  # checked by the command: a positive integer or unset
+    ),
     "dataset_name": Option("--dataset_name", "a `datasets` name, or 'demo' for the built-in set", dict(metavar="NAME")),
     "dataset_config_name": Option("--dataset_config_name", "the `datasets` configuration, e.g. 'de-en'",
                                   dict(metavar="NAME")),

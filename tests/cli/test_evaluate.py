@@ -192,7 +192,8 @@ BAD_INPUTS = {
     "same-outputs": (["--source_lang", "en", "--target_lang", "de", "--output", "{tmp}/o", "--translations",
                       "{tmp}/o"], "--output and --translations are both"),
     "missing-model": (["--model", "{tmp}/nowhere"], "--model .*nowhere: no such folder"),
-    "no-samples": (["--max_test_samples", "0"], "--max_test_samples: must be at least 1, got 0"),
+    "no-samples": (["--max_test_samples", "0"], "--max_test_samples 0 is not allowed; use a positive integer"),
+    "samples-not-a-number": (["--max_test_samples", "two"], "argument --max_test_samples: invalid int value: 'two'"),
     "bad-line": (["--test_file", "{tmp}/bad.jsonl", "--source_lang", "en", "--target_lang", "de"], "bad.jsonl.*line 2"),
 }  # fmt: skip
 

@@ -45,7 +45,7 @@ from vaswani.inference.engines import BACKENDS
 from vaswani.inference.outputs import one_line
 from vaswani.inference.translator import translate_lines
 from vaswani.metrics import corpus_scores
-from vaswani.options import add_option, positive_int
+from vaswani.options import add_option
 from vaswani.serve.models import pair_from_training_arguments
 
 if TYPE_CHECKING:
@@ -77,11 +77,9 @@ def add_arguments(evaluate: argparse.ArgumentParser) -> None:
                help="the target language of --test_file (default: the model's, from its run_args.json)")  # fmt: skip
     add_option(evaluate, "output", "evaluate",
                help="also write the scores as JSON to FILE, with the model, the test file and the decoding settings")  # fmt: skip
-    evaluate.add_argument(
-        "--max_test_samples", type=positive_int, metavar="N",
-        help="score the first N pairs of --test_file (default: all; a quick look, as train's --max_test_samples): the "
-             "output and --output name the split test[:N]",
-    )  # fmt: skip
+    add_option(evaluate, "max_test_samples", "evaluate",
+               help="score the first N pairs of --test_file (default: all; a quick look, as train's "
+                    "--max_test_samples): the output and --output name the split test[:N]")  # fmt: skip
     evaluate.add_argument(
         "--translations", type=Path, metavar="FILE",
         help="write the translations to FILE, one line per test pair (what `vaswani translate` prints for the "
@@ -109,6 +107,9 @@ def add_arguments(evaluate: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from vaswani.data.loading import pair_file  # start-up: loads datasets
 
+    if args.max_test_samples is not None and args.max_test_samples < 1:
+        raise UsageError(f"--max_test_samples {args.max_test_samples} is not allowed; use a positive integer or leave "
+                         "it unset")  # fmt: skip
     source_lang, target_lang = languages_of_test_file(args)
     test = pair_file("test", args.test_file, source_lang, target_lang)
     check_outputs(args, test)

@@ -374,8 +374,8 @@ def add_evaluation_options(parser: argparse.ArgumentParser) -> None:
         "examples (default: all of them); scores recorded during training are reused when --max_eval_samples "
         "gives as many, else every candidate is scored again after training",
     )  # fmt: skip
-    group.add_argument(
-        "--max_test_samples", type=int, default=None,
+    add_option(
+        group, "max_test_samples", "train", default=None,
         help="the final test scores on the first N test examples (default: all of them; for a quick look at a recipe, "
         "as transformers' --max_predict_samples): results.json, the log and the model card name the split test[:N]",
     )  # fmt: skip
