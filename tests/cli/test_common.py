@@ -19,3 +19,11 @@ def test_an_input_that_does_not_exist_is_no_reason_to_fail(tmp_path):
     card = tmp_path / "README.md"
     card.write_text("old card\n")
     check_output_file(card, inputs=[tmp_path / "config.json", tmp_path / "run_args.json", tmp_path / "results.json"])
+
+
+def test_warnings_list_the_first_twenty_line_numbers():
+    from vaswani.cli.common import shown_line_numbers
+
+    assert shown_line_numbers([3, 7, 12]) == "3, 7, 12"
+    assert shown_line_numbers(list(range(1, 21))) == ", ".join(map(str, range(1, 21)))
+    assert shown_line_numbers(list(range(1, 26))) == ", ".join(map(str, range(1, 21))) + " ..."

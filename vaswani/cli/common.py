@@ -1,5 +1,6 @@
 """What several commands share beyond their options (those are in `vaswani.options`, the registry): the check of an
---output file, the output stream, and the Translator of the decoding commands (translate, score, serve)."""
+--output file, the output stream, the Translator of the decoding commands (translate, score, evaluate, serve) and
+the list of line numbers their truncation warnings show."""
 
 from __future__ import annotations
 
@@ -53,6 +54,14 @@ def open_output(path: Path | None) -> Iterator[io.TextIOBase]:
     finally:
         stream.flush()
         stream.detach()  # leave sys.stdout open
+
+
+SHOWN_LINES = 20  # line numbers a warning lists before "..."
+
+
+def shown_line_numbers(numbers: Sequence[int]) -> str:
+    """The line numbers a warning names: the first `SHOWN_LINES`, comma-separated, then " ..." if there are more."""
+    return ", ".join(map(str, numbers[:SHOWN_LINES])) + (" ..." if len(numbers) > SHOWN_LINES else "")
 
 
 def load_translator(models: Sequence[str | Path], args: argparse.Namespace, **options) -> Translator:

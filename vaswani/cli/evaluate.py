@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vaswani.cli.common import check_output_file, load_translator, open_output
+from vaswani.cli.common import check_output_file, load_translator, open_output, shown_line_numbers
 from vaswani.cli.translate import BUFFER_LINES
 from vaswani.constants import EVALUATION_FORMAT
 from vaswani.errors import UsageError
@@ -199,8 +199,7 @@ def translate_test(args: argparse.Namespace, translator, pairs: list[tuple[int, 
     seconds = time.perf_counter() - start
     if truncated:
         lines = [pairs[index - 1][0] for index in truncated]  # translate_lines counts from 1, in `pairs`' order
-        shown = ", ".join(map(str, lines[:20])) + (" ..." if len(lines) > 20 else "")
-        print(f"warning: the sources of --test_file on line(s) {shown} are longer than "
+        print(f"warning: the sources of --test_file on line(s) {shown_line_numbers(lines)} are longer than "
               f"{translator.max_source_length} tokens and were truncated (see --max_source_length)", file=sys.stderr)  # fmt: skip
     return translations, seconds
 

@@ -25,7 +25,7 @@ import json
 import sys
 from pathlib import Path
 
-from vaswani.cli.common import check_output_file, load_translator, open_output
+from vaswani.cli.common import check_output_file, load_translator, open_output, shown_line_numbers
 from vaswani.errors import UsageError
 from vaswani.fileio import count_lines
 from vaswani.inference.engines import BACKENDS
@@ -105,7 +105,7 @@ def _score_files(args: argparse.Namespace, translator: Translator, bar) -> None:
         while chunk := list(itertools.islice(pairs, args.buffer_lines)):
 
             def warn_truncated(indices: list[int], first: int = first) -> None:
-                lines = ", ".join(str(first + i + 1) for i in indices[:20]) + (" ..." if len(indices) > 20 else "")
+                lines = shown_line_numbers([first + i + 1 for i in indices])
                 tqdm_write(f"warning: source line(s) {lines} are longer than {translator.max_source_length} tokens "
                            "and were truncated (see --max_source_length)")  # fmt: skip
 

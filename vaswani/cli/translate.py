@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from vaswani.cli.common import check_output_file, load_translator, open_output
+from vaswani.cli.common import check_output_file, load_translator, open_output, shown_line_numbers
 from vaswani.errors import UsageError
 from vaswani.fileio import count_lines
 from vaswani.inference.engines import BACKENDS
@@ -165,8 +165,7 @@ def run(args: argparse.Namespace) -> int:
                disable=not show_progress)  # fmt: skip
 
     def warn_truncated(line_numbers: list[int]) -> None:
-        shown = ", ".join(map(str, line_numbers[:20])) + (" ..." if len(line_numbers) > 20 else "")
-        message = (f"warning: line(s) {shown} are longer than {translator.max_source_length} tokens and were "
+        message = (f"warning: line(s) {shown_line_numbers(line_numbers)} are longer than {translator.max_source_length} tokens and were "
                    "truncated (see --max_source_length)")  # fmt: skip
         tqdm.write(message, file=sys.stderr)
 
