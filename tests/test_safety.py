@@ -288,7 +288,8 @@ def test_a_model_folder_write_killed_at_any_rename_leaves_old_or_new(tmp_path, m
     if in_place:
         monkeypatch.chdir(folder)
     for name, text in {"config.json": "old", "model.safetensors": "old", "model-00001-of-00002.safetensors": "old",
-                       "notes.txt": "mine", "model-best.safetensors": "mine"}.items():  # fmt: skip
+                       "source.spm": "old", "run_args.json": "old", "notes.txt": "mine",
+                       "model-best.safetensors": "mine"}.items():  # fmt: skip
         (folder / name).write_text(text)
     (folder / "checkpoints").mkdir()
     (folder / "checkpoints" / "step-1").write_text("ckpt")
@@ -297,6 +298,7 @@ def test_a_model_folder_write_killed_at_any_rename_leaves_old_or_new(tmp_path, m
     def write(staging):
         (staging / "config.json").write_text("new")
         (staging / "model.safetensors").write_text("new")
+        (staging / "tokenizer.json").write_text("new")
 
     real_replace, calls = os.replace, []
 
@@ -308,7 +310,7 @@ def test_a_model_folder_write_killed_at_any_rename_leaves_old_or_new(tmp_path, m
 
     monkeypatch.setattr(model_folder.os, "replace", dying_replace)
     try:
-        model_folder.write_model_folder(folder, write, replace=True)
+        model_folder.write_model_folder(folder, write, replace=True, replaces=model_folder.is_source_record)
         killed = False
     except KeyboardInterrupt:
         killed = True
@@ -317,7 +319,8 @@ def test_a_model_folder_write_killed_at_any_rename_leaves_old_or_new(tmp_path, m
         model_folder.recover_model_folder(folder)  # what the next write (or command) does first
     after = tree(folder)
     kept = {k: v for k, v in before.items() if k in ("notes.txt", "model-best.safetensors", "checkpoints/step-1")}
-    new = {**kept, "config.json": b"new", "model.safetensors": b"new"}
+    # the old shard, the other tokenizer's file and the replaced model's record go with the old model
+    new = {**kept, "config.json": b"new", "model.safetensors": b"new", "tokenizer.json": b"new"}
     assert after in (before, new), (kill_at, calls, after)
     assert not list(tmp_path.glob(".tmp-*"))
     if not killed:
@@ -336,6 +339,7 @@ def test_average_and_prune_refuse_a_non_empty_folder_and_keep_other_files(good_f
     model = VaswaniForConditionalGeneration.from_pretrained(run)
     manager = CheckpointManager(run / "checkpoints")
     manager.save(1, lambda checkpoint: save_weights(model, str(checkpoint / "model.safetensors")))
+    (run / "run_args.json").unlink(missing_ok=True)  # a model without a training record (a converted one)
     out = tmp_path / "out"
     out.mkdir()
     (out / "model-best.safetensors").write_bytes(b"mine")
@@ -350,9 +354,13 @@ def test_average_and_prune_refuse_a_non_empty_folder_and_keep_other_files(good_f
         assert f"--output_dir {out} already holds" in err and "--overwrite_output_dir" in err
         kept_before = tree(out)
         assert tree(out) == kept_before
+        # the earlier model's record and its other tokenizer's files would describe another model
+        (out / "run_args.json").write_text('{"source_lang": "de", "target_lang": "fr"}')
+        (out / "source.spm").write_bytes(b"another tokenizer")
         assert main([*argv, "--overwrite_output_dir"]) == 0, capsys.readouterr().err
         assert (out / "model-best.safetensors").read_bytes() == b"mine" and (out / "notes.txt").read_text() == "mine"
         assert (out / "model.safetensors").is_file() and (out / "tokenizer.json").is_file()
+        assert not (out / "run_args.json").exists() and not (out / "source.spm").exists()
     # averaging a run in place keeps its checkpoints and needs no --overwrite_output_dir
     assert main(["average", "--run_dir", str(run), "--last", "1", "--output_dir", str(run)]) == 0
     assert (run / "checkpoints" / "step-00000001" / "model.safetensors").is_file()
@@ -648,6 +656,34 @@ def test_a_save_without_weights_keeps_the_folders_weights(tmp_path, monkeypatch,
     write_model_folder(folder, lambda staging: (staging / "tokenizer.json").write_text("new"), replace=True)
     assert tree(folder) == {"config.json": b"old", "model-00001-of-00002.safetensors": b"old",
                             "model.safetensors": b"old", "tokenizer.json": b"new"}  # fmt: skip
+
+
+@pytest.mark.parametrize("in_place", [False, True], ids=["swapped", "file-by-file"])
+@pytest.mark.parametrize("record", ["replaced", "kept"])
+def test_a_save_replaces_another_tokenizers_files_and_keeps_files_that_only_look_like_them(tmp_path, monkeypatch,
+                                                                                          in_place, record):  # fmt: skip
+    """A fast tokenizer saved over a MarianTokenizer's folder: source.spm, target.spm and vocab.json would make the
+    folder hold two tokenizers (and `has_marian_tokenizer` says a folder with tokenizer.json has none), so they go; a
+    file only named like a tokenizer's (`lid.model`) and the user's files stay. run_args.json goes only where the
+    caller says the save replaces the model's record (a folder made from another model), never in a run's save."""
+    from vaswani.model_folder import is_source_record, write_model_folder
+
+    folder = tmp_path / "out"
+    folder.mkdir()
+    if in_place:
+        monkeypatch.chdir(folder)
+    for name in ("tokenizer_config.json", "source.spm", "target.spm", "vocab.json", "run_args.json", "lid.model",
+                 "notes.txt"):  # fmt: skip
+        (folder / name).write_text("old")
+
+    def write(staging):
+        for name in ("tokenizer.json", "tokenizer_config.json"):
+            (staging / name).write_text("new")
+
+    replaces = is_source_record if record == "replaced" else None
+    write_model_folder(folder, write, replace=True, replaces=replaces)
+    kept = {"lid.model": b"old", "notes.txt": b"old", **({"run_args.json": b"old"} if record == "kept" else {})}
+    assert tree(folder) == {**kept, "tokenizer.json": b"new", "tokenizer_config.json": b"new"}
 
 
 @pytest.mark.parametrize(

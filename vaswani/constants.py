@@ -54,6 +54,12 @@ TOKENIZER_FILE_PATTERNS = (
     "*.model",  # sentencepiece
     "*.spm",
 )
+# The files of the tokenizers a model folder carries (a fast tokenizer's save, a MarianTokenizer's), by exact name: a save
+# that writes some of them replaces the others of an earlier tokenizer (`vaswani.model_folder.write_model_folder`),
+# while a file that only looks like a tokenizer's (a user's `lid.model`) is kept.
+TOKENIZER_FILE_NAMES = frozenset(
+    {*(pattern for pattern in TOKENIZER_FILE_PATTERNS if "*" not in pattern), *MARIAN_TOKENIZER_FILES}
+)
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Our model families: their model types, the modeling files they carry, the Auto class they load with

@@ -13,7 +13,8 @@
   the previous content or the complete new one. The new files are written into a hidden sibling folder
   (`.tmp-<name>-new`), made durable, then swapped in with renames; files of `output_dir` that a model save does not
   write (checkpoints/, metrics.jsonl, run_args.json, the user's own files) are moved into the new folder, never
-  deleted. An interrupted swap is finished by the next `write_model_folder` or `recover_model_folder` on that path.
+  deleted, except the replaced model's own files that would contradict the new one (an earlier save's weight shards,
+  another tokenizer's files, a made folder's training record: `_superseded`). An interrupted swap is finished by the next `write_model_folder` or `recover_model_folder` on that path.
   A folder that cannot be renamed (a mount point, or the current folder) gets its files replaced one by one instead,
   each replacement atomic; a kill halfway is rolled forward the same way.
 """
@@ -51,6 +52,7 @@ from vaswani.constants import (
     SEQ2SEQ_MODEL_TYPE,
     TMP_PREFIX,
     TOKENIZER_FILE,
+    TOKENIZER_FILE_NAMES,
     TOKENIZER_FILE_PATTERNS,
     TRAINING_STATE_FILE,
     VASWANI_MODEL_TYPES,
@@ -106,6 +108,13 @@ def is_model_file(name: str) -> bool:
 def is_tokenizer_file(path: Path) -> bool:
     """Whether `path` is a file a tokenizer save writes (`TOKENIZER_FILE_PATTERNS`: tokenizer.json, vocab.txt, ...)."""
     return path.is_file() and any(path.match(pattern) for pattern in TOKENIZER_FILE_PATTERNS)
+
+
+def is_source_record(name: str) -> bool:
+    """Whether `name` is the training record that a folder made from a model (pruned, averaged, exported) copies from
+    its source (`copy_tokenizer_and_run_args`): the record of a model it replaces goes even where the new source has
+    none (a converted model), so that no card, `vaswani serve` or `distill --teacher` reads another model's pair."""
+    return name == RUN_ARGS_FILE
 
 
 def copy_tokenizer_and_run_args(source: Path, folder: Path) -> None:
@@ -569,12 +578,15 @@ def check_tokenizer_output_folder(output: str | Path, *, option: str = "--output
     return output
 
 
-def write_model_folder(output_dir: str | Path, write: Callable[[Path], None], *, replace: bool = False) -> Path:
+def write_model_folder(output_dir: str | Path, write: Callable[[Path], None], *, replace: bool = False,
+                       replaces: Callable[[str], bool] | None = None) -> Path:  # fmt: skip
     """Write a model folder with `write(folder)` so that a kill leaves the previous content or the new one.
 
     `replace`: `output_dir` may already hold files (see `check_output_folder`). Files the new save writes replace
-    their namesakes, and old weight files it does not write again (shards of a sharded save, `is_weight_file`) go;
-    every other file and folder of `output_dir` is kept (moved into the new folder). Returns the folder written."""
+    their namesakes, and old files of a kind it writes but not under the same name go (`_superseded`: the weights
+    of an earlier sharded save, another kind of tokenizer's files), as do the files `replaces(name)` names (e.g.
+    `is_source_record`: the replaced model's training record); every other file and folder of `output_dir` is kept
+    (moved into the new folder). Returns the folder written."""
     output_dir = check_output_folder(output_dir, replace=replace)
     recover_model_folder(output_dir)
     staging = _staging(output_dir)
@@ -583,9 +595,10 @@ def write_model_folder(output_dir: str | Path, write: Callable[[Path], None], *,
     try:
         write(staging)
         written = sorted(path.name for path in staging.iterdir())
+        superseded = _superseded(output_dir, set(written), replaces)
         fsync_tree(staging)
         with open(staging / JOURNAL_FILE, "w", encoding="utf-8") as stream:  # the new folder is complete
-            json.dump({"written": written}, stream)
+            json.dump({"written": written, "superseded": superseded}, stream)
             stream.flush()
             os.fsync(stream.fileno())
         fsync_dir(staging)
@@ -618,15 +631,18 @@ def recover_model_folder(output_dir: str | Path) -> None:
 def _swap_in(output_dir: Path, staging: Path) -> None:
     """Move the kept files of `output_dir` into the complete `staging`, then swap the two folders (rename old aside,
     rename new in, delete old). Every step can be repeated after a kill (`recover_model_folder`)."""
-    written = set(json.loads((staging / JOURNAL_FILE).read_text(encoding="utf-8"))["written"])
+    journal = json.loads((staging / JOURNAL_FILE).read_text(encoding="utf-8"))
+    written = set(journal["written"])
+    # a journal written before the superseded files were recorded in it: the files of the kinds the save wrote
+    superseded = set(journal["superseded"] if "superseded" in journal else _superseded(output_dir, written, None))
     aside = _aside(output_dir)
     if output_dir.is_dir() and not _can_be_renamed(output_dir):
-        _replace_file_by_file(output_dir, staging, written)
+        _replace_file_by_file(output_dir, staging, written, superseded)
         return
     if output_dir.is_dir():
         for entry in sorted(output_dir.iterdir()):
-            if entry.name in written or entry.name == JOURNAL_FILE or _superseded_weights(entry.name, written):
-                continue  # replaced by the new save, or an old weight file (shard) that would contradict it
+            if entry.name in written or entry.name == JOURNAL_FILE or entry.name in superseded:
+                continue  # replaced by the new save, or an old file of the model it replaces that would contradict it
             os.replace(entry, staging / entry.name)
         fsync_dir(staging)
         if aside.exists():
@@ -640,10 +656,25 @@ def _swap_in(output_dir: Path, staging: Path) -> None:
     fsync_dir(output_dir)
 
 
-def _superseded_weights(name: str, written: set[str]) -> bool:
-    """Whether `name` is an old weight file that a new save replacing the folder's weights leaves behind (e.g. a
-    shard of an earlier sharded save). A save that writes no weights (a tokenizer) supersedes none: they are kept."""
-    return name not in written and is_weight_file(name) and any(is_weight_file(new) for new in written)
+def _superseded(folder: Path, written: set[str], replaces: Callable[[str], bool] | None) -> list[str]:
+    """The files of `folder` that a new save writing `written` replaces without writing them again: an old file of a
+    kind the new save writes (weights: the shards of an earlier sharded save; tokenizer files: e.g. a MarianTokenizer's
+    source.spm beside a new tokenizer.json, which would contradict it) and the files `replaces` names. A save that
+    writes no weights (a tokenizer) supersedes no weights, one that writes no tokenizer no tokenizer files."""
+    if not folder.is_dir():
+        return []
+    kinds = [kind for kind in (is_weight_file, _is_tokenizer_file_name) if any(map(kind, written))]
+    return sorted(
+        entry.name
+        for entry in folder.iterdir()
+        if entry.name not in written
+        and (entry.is_file() or entry.is_symlink())
+        and (any(kind(entry.name) for kind in kinds) or (replaces is not None and replaces(entry.name)))
+    )
+
+
+def _is_tokenizer_file_name(name: str) -> bool:
+    return name in TOKENIZER_FILE_NAMES
 
 
 def _can_be_renamed(folder: Path) -> bool:
@@ -654,7 +685,7 @@ def _can_be_renamed(folder: Path) -> bool:
     return not os.path.ismount(folder) and folder != cwd and folder not in cwd.parents
 
 
-def _replace_file_by_file(output_dir: Path, staging: Path, written: set[str]) -> None:
+def _replace_file_by_file(output_dir: Path, staging: Path, written: set[str], superseded: set[str]) -> None:
     """The fallback of `_swap_in` for a folder that cannot be renamed: each new file replaces its namesake (atomic
     per file), then the previous model files that the new save did not write are deleted. A kill halfway is rolled
     forward by `recover_model_folder` (the complete staged folder and its journal stay until the end)."""
@@ -662,7 +693,7 @@ def _replace_file_by_file(output_dir: Path, staging: Path, written: set[str]) ->
         if (staging / name).exists():
             os.replace(staging / name, output_dir / name)
     for entry in output_dir.iterdir():
-        if _superseded_weights(entry.name, written) and (entry.is_file() or entry.is_symlink()):
+        if entry.name in superseded and (entry.is_file() or entry.is_symlink()):
             entry.unlink()
     fsync_dir(output_dir)
     shutil.rmtree(staging)
@@ -678,6 +709,7 @@ __all__ = [
     "check_weights_fit",
     "has_tokenizer",
     "is_model_file",
+    "is_source_record",
     "is_tokenizer_file",
     "is_weight_file",
     "load_config",

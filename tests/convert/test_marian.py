@@ -7,6 +7,7 @@ and its beam-search tokens on real sentences, `vaswani translate` must print its
 import io
 import json
 import pickle
+import shutil
 import time
 import warnings
 from pathlib import Path
@@ -863,3 +864,36 @@ def test_a_converted_model_prunes_with_its_tokenizer(opus_folders, tmp_path):
     model, tokenizer = load_model_folder(pruned)
     assert model.config.decoder_layers == 1 and isinstance(tokenizer, MarianTokenizer)
     assert model.config.converted_from["source"] == "opus-mt-en-es"
+
+
+def test_an_export_of_a_converted_model_over_an_earlier_export_leaves_nothing_of_it(opus_folders, model_folder,
+                                                                                    tmp_path, capsys):  # fmt: skip
+    """--overwrite_output_dir over the export of a model trained here (tokenizer.json, run_args.json with its pair):
+    the converted OPUS-MT model's export brings a MarianTokenizer and no training record, so the earlier tokenizer.json
+    (which made the folder's tokenizer the earlier model's) and run_args.json (which gave the card, `vaswani serve` and
+    `distill --teacher` the earlier pair) go: the folder holds what a fresh export writes, the user's file, and the
+    earlier card, kept with a warning."""
+    pytest.importorskip("ctranslate2")
+    _, source, converted = opus_folders
+    trained = tmp_path / "trained"
+    shutil.copytree(model_folder, trained)
+    (trained / "run_args.json").write_text(json.dumps({"source_lang": "de", "target_lang": "fr"}), encoding="utf-8")
+    output, fresh = tmp_path / "ct2", tmp_path / "fresh"
+    assert main(["export", "--model", str(trained), "--output_dir", str(output)]) == 0
+    assert main(["card", "--model", str(output)]) == 0
+    card = (output / "README.md").read_text(encoding="utf-8")
+    (output / "notes.txt").write_text("mine", encoding="utf-8")
+    capsys.readouterr()
+    assert main(["export", "--model", str(converted), "--output_dir", str(output), "--overwrite_output_dir"]) == 0
+    assert "README.md is the card of the export this one replaced (kept)" in capsys.readouterr().err
+    assert main(["export", "--model", str(converted), "--output_dir", str(fresh)]) == 0
+    assert sorted(p.name for p in output.iterdir()) == sorted(
+        [p.name for p in fresh.iterdir()] + ["README.md", "notes.txt"]
+    )
+    assert (output / "README.md").read_text(encoding="utf-8") == card and not (output / "run_args.json").exists()
+    lines = sentences(4, marian_tokenizer(source))
+    (tmp_path / "input.txt").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    for folder in (output, fresh):
+        argv = ["translate", "--model", str(folder), "--input", str(tmp_path / "input.txt"), "--no_progress"]
+        assert main([*argv, "--output", str(tmp_path / f"{folder.name}.txt")]) == 0
+    assert (tmp_path / "ct2.txt").read_text(encoding="utf-8") == (tmp_path / "fresh.txt").read_text(encoding="utf-8")

@@ -143,6 +143,23 @@ def test_causal_lm_export_scores_and_generates_like_our_model(variant, tmp_path)
     assert len({tuple(ids) for ids in ours}) >= 12 and all(0 < len(ids) < MAX_NEW_TOKENS - 4 for ids in ours), ours
 
 
+def test_an_export_over_an_earlier_export_of_another_kind_holds_only_its_own_vocabulary(model_folder, tmp_path):
+    """--overwrite_output_dir with a causal LM over a translation model's export and back: the earlier export's
+    vocabulary file (shared_vocabulary.json, vocabulary.json) and record go, so the folder holds what a fresh export
+    writes and CTranslate2 reads no vocabulary of the other model."""
+    lm = save(trained_causal_lm("pre-layernorm"), tmp_path / "lm")
+    output = tmp_path / "ct2"
+    assert main(["export", "--model", str(model_folder), "--output_dir", str(output)]) == 0
+    for model in (lm, model_folder):
+        fresh = export_ctranslate2(model, tmp_path / f"fresh-{model.name}")
+        assert main(["export", "--model", str(model), "--output_dir", str(output), "--overwrite_output_dir"]) == 0
+        assert sorted(path.name for path in output.iterdir()) == sorted(path.name for path in fresh.iterdir())
+        assert (output / EXPORT_INFO_FILE).read_text() == (fresh / EXPORT_INFO_FILE).read_text()
+    assert {"shared_vocabulary.json"} <= {path.name for path in output.iterdir()} and not (
+        output / "vocabulary.json"
+    ).exists()
+
+
 def test_causal_lm_int8_export_loads_and_generates(tmp_path, capsys):
     folder = save(trained_causal_lm("pre-layernorm"), tmp_path / "model")
     output = tmp_path / "int8"

@@ -5,7 +5,9 @@ quantized weights (`--quantization int8`): a translation model for `vaswani tran
 from __future__ import annotations
 
 import argparse
+import sys
 
+from vaswani.constants import MODEL_CARD_FILE
 from vaswani.errors import UsageError
 from vaswani.export.ctranslate2 import QUANTIZATIONS, export_ctranslate2, usage_hint
 from vaswani.model_folder import hide_transformers_progress_bars
@@ -43,8 +45,12 @@ def run(args: argparse.Namespace) -> int:
     if args.output_dir.exists() and args.output_dir.resolve() == args.model.resolve():
         raise UsageError("--output_dir must be a new folder, not the model folder itself")
     hide_transformers_progress_bars()
+    earlier_card = args.overwrite_output_dir and (args.output_dir / MODEL_CARD_FILE).is_file()
     output = export_ctranslate2(
         args.model, args.output_dir, quantization=args.quantization, overwrite=args.overwrite_output_dir
     )  # ExportError: a UserError
     print(f"wrote the CTranslate2 model ({args.quantization}) to {output}; {usage_hint(output)}")
+    if earlier_card:  # the user's file, perhaps edited: kept, but it describes the export it replaced
+        print(f"warning: {output / MODEL_CARD_FILE} is the card of the export this one replaced (kept); render this "
+              f"export's with: vaswani card --model {output}", file=sys.stderr)  # fmt: skip
     return 0

@@ -27,6 +27,7 @@ from vaswani.model_folder import (
     check_model_folder,
     check_output_folder,
     copy_tokenizer_and_run_args,
+    is_source_record,
     write_model_folder,
 )
 from vaswani.training.checkpoints import CheckpointManager, step_of
@@ -106,7 +107,7 @@ def average_to_folder(
         # a card of its own, named after the output folder: the model folder's card scores another model
         write_model_card(folder, repo_id=Path(output_dir).resolve().name, results=record)
 
-    return write_model_folder(output_dir, write, replace=overwrite)
+    return write_model_folder(output_dir, write, replace=overwrite, replaces=is_source_record)
 
 
 def _replaced_results(output_dir: Path) -> dict | None:

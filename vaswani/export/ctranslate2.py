@@ -72,9 +72,11 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 from pathlib import Path
 
 from vaswani.constants import (
+    CONFIG_FILE,
     CT2_MODEL_FILE,
     DECODER_MODEL_TYPE,
     ENCODER_MODEL_TYPE,
@@ -87,6 +89,7 @@ from vaswani.errors import ExportError
 from vaswani.model_folder import (
     check_model_folder,
     copy_tokenizer_and_run_args,
+    is_source_record,
     load_model_folder,
     write_model_folder,
 )
@@ -150,6 +153,24 @@ def is_ctranslate2_folder(folder: str | Path) -> bool:
     """Whether `folder` is a CTranslate2 export written by `export_ctranslate2`."""
     folder = Path(folder)
     return (folder / EXPORT_INFO_FILE).is_file() and (folder / CT2_MODEL_FILE).is_file()
+
+
+# CTranslate2's vocabulary files: one of a decoder-only or encoder-only model, the shared one or the two of a translation
+# model (JSON since CTranslate2 3.0, text before); which ones an export writes depends on the model it exports.
+CT2_VOCABULARY_FILE = re.compile(r"(shared_|source_|target_)?vocabulary\.(json|txt)")
+
+
+def is_export_file(name: str) -> bool:
+    """Whether `name` is a file an export writes besides the tokenizer: CTranslate2's model, config and vocabularies,
+    our record, the source's training record. An export replacing an earlier one (`--overwrite_output_dir`) removes
+    those it does not write again (a causal LM's vocabulary.json under a translation model's shared_vocabulary.json,
+    the run_args.json of a model trained with another pair where a converted model has none); the tokenizer's files
+    are replaced by kind (`write_model_folder`), the user's own files and the card are kept."""
+    return (
+        name in (CT2_MODEL_FILE, CONFIG_FILE, EXPORT_INFO_FILE)
+        or is_source_record(name)
+        or CT2_VOCABULARY_FILE.fullmatch(name) is not None
+    )
 
 
 def import_ctranslate2():
@@ -413,8 +434,9 @@ def export_ctranslate2(model_dir: str | Path, output_dir: str | Path, quantizati
     `ctranslate2.Generator`, an encoder-only model for `ctranslate2.Encoder` (`runs_with` in its
     `vaswani_ctranslate2.json`). `quantization`: one of `QUANTIZATIONS` (weights stored in that type; "int8" keeps
     float32 for the other computations on CPU). `output_dir` must not exist, or with `overwrite` be an earlier
-    export (`is_ctranslate2_folder`), whose files the new export replaces (others in it are kept). Written in a
-    staging folder and swapped in (`write_model_folder`): a kill leaves the earlier export or the new one."""
+    export (`is_ctranslate2_folder`), whose files the new export replaces, the earlier export's it does not write
+    again included (`is_export_file`, the tokenizer's); the user's files and the card are kept. Written in a staging
+    folder and swapped in (`write_model_folder`): a kill leaves the earlier export or the new one."""
 
     if quantization not in QUANTIZATIONS:
         raise ExportError(f"quantization {quantization!r} is not supported; use one of {', '.join(QUANTIZATIONS)}")
@@ -440,7 +462,7 @@ def export_ctranslate2(model_dir: str | Path, output_dir: str | Path, quantizati
         copy_tokenizer_and_run_args(source, staging)  # `vaswani serve` and `distill --teacher` read the pair there
         (staging / EXPORT_INFO_FILE).write_text(json.dumps(info, indent=2, default=str) + "\n")
 
-    return write_model_folder(output, write, replace=overwrite)
+    return write_model_folder(output, write, replace=overwrite, replaces=is_export_file)
 
 
 def export_info(model, quantization: str) -> dict:
@@ -492,6 +514,7 @@ __all__ = [
     "export_ctranslate2",
     "export_info",
     "is_ctranslate2_folder",
+    "is_export_file",
     "scalenorm_as_rmsnorm",
     "usage_hint",
 ]

@@ -20,6 +20,7 @@ from vaswani.model_folder import (
     check_model_folder,
     check_output_folder,
     copy_tokenizer_and_run_args,
+    is_source_record,
     load_config,
     load_model_folder,
     write_model_folder,
@@ -80,6 +81,6 @@ def prune_model_folder(
             tokenizer.save(str(folder / TOKENIZER_FILE))
         write_model_card(folder, repo_id=output.resolve().name)  # the output folder's name, not the staging folder's
 
-    write_model_folder(output, write, replace=overwrite)
+    write_model_folder(output, write, replace=overwrite, replaces=is_source_record)
     kept = {stack: (layers, getattr(config, f"{stack}_layers")) for stack, layers in keep.items()}
     return output, {**kept, "vocabulary": (vocab_size, config.vocab_size)}
