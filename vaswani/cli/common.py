@@ -20,9 +20,11 @@ from vaswani.inference.translator import Translator
 from vaswani.model_folder import hide_transformers_progress_bars
 
 
-def check_output_file(path: Path | None, inputs: list[Path | None], model: Path | None = None) -> None:
+def check_output_file(path: Path | None, inputs: list[Path | None], model: Path | None = None, *,
+                      option: str = "--output") -> None:  # fmt: skip
     """An output file must go into an existing folder and must not be one of the inputs (it would be emptied) nor a
-    file of the `model` folder (when given: translate; a card is meant to go into its folder)."""
+    file of the `model` folder (when given: translate; a card is meant to go into its folder). `option`: the
+    command-line option that named it, for the messages."""
     if path is None:
         return
     if not path.parent.is_dir():
@@ -32,10 +34,10 @@ def check_output_file(path: Path | None, inputs: list[Path | None], model: Path 
     for source in inputs:
         if source is not None and source.exists() and path.exists() and os.path.samefile(source, path):
             raise UsageError(
-                f"--output {path} is the input file {source}: writing it would destroy the input; give another file"
+                f"{option} {path} is the input file {source}: writing it would destroy the input; give another file"
             )
     if model is not None and path.exists() and model.is_dir() and path.resolve().is_relative_to(model.resolve()):
-        raise UsageError(f"--output {path} is a file of the model folder {model}: writing it would destroy the model; "
+        raise UsageError(f"{option} {path} is a file of the model folder {model}: writing it would destroy the model; "
                          "give another file")  # fmt: skip
 
 

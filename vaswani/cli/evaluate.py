@@ -169,9 +169,9 @@ def languages_of_test_file(args: argparse.Namespace) -> tuple[str, str]:
 def check_outputs(args: argparse.Namespace, test: PairFile) -> None:
     """--output and --translations: writable, not an input (the test file), not a file of a model, not each other."""
     inputs = [Path(path) for path in test.source.paths]
-    for path in (args.output, args.translations):
+    for option, path in (("--output", args.output), ("--translations", args.translations)):
         for model in args.model:
-            check_output_file(path, inputs=inputs, model=Path(model))
+            check_output_file(path, inputs=inputs, model=Path(model), option=option)
     if (
         args.output is not None
         and args.translations is not None
