@@ -261,7 +261,9 @@ def test_the_card_shows_the_scores_vaswani_evaluate_recorded(evaluated, capsys):
 EVALUATION_MISTAKES = {
     "missing": (lambda folder, path, results: path.unlink(), "--evaluation .*: no such file; write one with vaswani "
                 "evaluate --model"),
-    "damaged": (lambda folder, path, results: path.write_text("{", "utf-8"), "is damaged .*write it again with"),
+    "damaged": (lambda folder, path, results: path.write_text("{", "utf-8"),
+                "is damaged .*give the file that vaswani evaluate --model .* --output FILE wrote"),
+    "a-folder": (lambda folder, path, results: (path.unlink(), path.mkdir()), "is a folder: give the file that"),
     "other-format": (lambda folder, path, results: path.write_text(json.dumps({**results, "format": "x"}), "utf-8"),
                      "is not the output of vaswani evaluate .*'x'"),
     "lacks-a-score": (lambda folder, path, results: path.write_text(json.dumps({**results, "bleu": "high"}), "utf-8"),

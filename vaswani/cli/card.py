@@ -72,10 +72,14 @@ EVALUATION_KEYS = {"bleu": (int, float), "chrf": (int, float), "bleu_signature":
 def read_evaluation(path: Path, folder: Path) -> dict:
     """The evaluation in `path` (`vaswani evaluate --output`), checked: of that format, complete, and of `folder`
     alone."""
+    if path.is_dir():
+        raise UsageError(f"--evaluation {path} is a folder: give the file that vaswani evaluate --model {folder} "
+                         "--test_file FILE --output FILE wrote")  # fmt: skip
     if not path.is_file():
         raise UsageError(f"--evaluation {path}: no such file; write one with vaswani evaluate --model {folder} "
                          f"--test_file FILE --output {path}")  # fmt: skip
-    fix = f"write it again with vaswani evaluate --model {folder} --test_file FILE --output {path}"
+    # the file may be another one given by mistake (the test file itself): the fix writes elsewhere
+    fix = f"give the file that vaswani evaluate --model {folder} --test_file FILE --output FILE wrote"
     evaluation = read_json_object(path, fix=fix)
     if evaluation.get("format") != EVALUATION_FORMAT:
         raise UsageError(f"--evaluation {path} is not the output of vaswani evaluate (its format is "
