@@ -433,6 +433,8 @@ BAD_INPUTS = {
     "no-tokenizer": (["translate", "--model", "{root}/no_tokenizer"], r"has no tokenizer \(tokenizer.json\)"),
     "other-tokenizer": (["translate", "--model", "{root}/other_tokenizer"], "does not fit the model"),
     "missing-input": ([*TRANSLATE, "--input", "{root}/missing.txt"], "error: no such input file"),
+    "input-folder": ([*TRANSLATE, "--input", "{root}"], "error: input file .* is a folder: give a file"),
+    "prefix-folder": ([*TRANSLATE, "--prefix", "{root}"], "error: --prefix file .* is a folder: give a file"),
     "not-utf8": (
         [*TRANSLATE, "--input", "{root}/latin1.txt", "--output", "{root}/out.txt"],
         "latin1.txt is not UTF-8 text",

@@ -316,6 +316,8 @@ def test_score_refuses_files_of_different_lengths(model_folder, tmp_path, capsys
     assert run_cli("score", "--model", str(model_folder), "--source", str(tmp_path / "nope"), "--target",
                    str(target)) == 2  # fmt: skip
     assert "no such --source file" in capsys.readouterr().err
+    assert run_cli("score", "--model", str(model_folder), "--source", str(source), "--target", str(tmp_path)) == 2
+    assert f"--target file {tmp_path} is a folder: give a file" in capsys.readouterr().err
 
 
 # a lone surrogate: JSON's escape of half a pair, or the three bytes Python's surrogatepass writes for one (no UTF-8)

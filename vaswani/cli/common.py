@@ -20,6 +20,14 @@ from vaswani.inference.translator import Translator
 from vaswani.model_folder import hide_transformers_progress_bars
 
 
+def check_input_file(path: Path, option: str) -> None:
+    """An input file named by `option` ("input", "--target", ...) must exist and be a file, not a folder."""
+    if path.is_dir():
+        raise UsageError(f"{option} file {path} is a folder: give a file")
+    if not path.is_file():
+        raise UsageError(f"no such {option} file: {path}")
+
+
 def check_output_file(path: Path | None, inputs: list[Path | None], model: Path | None = None, *,
                       option: str = "--output") -> None:  # fmt: skip
     """An output file must go into an existing folder and must not be one of the inputs (it would be emptied) nor a

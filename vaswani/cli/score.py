@@ -25,7 +25,7 @@ import json
 import sys
 from pathlib import Path
 
-from vaswani.cli.common import check_output_file, load_translator, open_output, shown_line_numbers
+from vaswani.cli.common import check_input_file, check_output_file, load_translator, open_output, shown_line_numbers
 from vaswani.errors import UsageError
 from vaswani.fileio import count_lines
 from vaswani.inference.engines import BACKENDS
@@ -78,8 +78,7 @@ def run(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
     for path, flag in ((args.source, "--source"), (args.target, "--target")):
-        if not path.is_file():
-            raise UsageError(f"no such {flag} file: {path}")
+        check_input_file(path, flag)
         with open(path, "rb") as stream:  # line 1 read before the line counts, which a UTF-16 file would make wrong
             next(read_lines(stream, name=str(path)), None)
     for model in args.model:

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from vaswani.cli.common import check_output_file, load_translator, open_output, shown_line_numbers
+from vaswani.cli.common import check_input_file, check_output_file, load_translator, open_output, shown_line_numbers
 from vaswani.errors import UsageError
 from vaswani.fileio import count_lines
 from vaswani.inference.engines import BACKENDS
@@ -141,8 +141,8 @@ def run(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
     for path, flag in ((args.input, "input"), (args.prefix, "--prefix"), (args.constraints, "--constraints")):
-        if path is not None and not path.is_file():
-            raise UsageError(f"no such {flag} file: {path}")
+        if path is not None:
+            check_input_file(path, flag)
         if path is not None and flag != "input" and args.input_format == "jsonl":
             raise UsageError(f"{flag} FILE and --input_format jsonl do not go together: put a "
                              f'"{flag[2:]}" field in the JSON objects, or give text input')  # fmt: skip
