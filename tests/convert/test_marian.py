@@ -657,6 +657,8 @@ def break_folder(kind: str, source: Path, tmp_path: Path) -> Path:
         save_file(state, folder / "model.safetensors")
     elif kind == "no_weights":
         (folder / "model.safetensors").unlink()
+    elif kind == "no_config":
+        (folder / "config.json").unlink()
     return folder
 
 
@@ -673,6 +675,7 @@ def break_folder(kind: str, source: Path, tmp_path: Path) -> Path:
         ("extra_layer", "tensors the conversion does not know: model.encoder.layers.2.fc1.weight"),
         ("trained_positions", "model.encoder.embed_positions.weight is not Marian's sinusoidal position table"),
         ("no_weights", "has no weights: expected model.safetensors or pytorch_model.bin"),
+        ("no_config", "is not a model folder (no config.json): give the folder of a MarianMTModel"),
     ],
 )
 def test_bad_input_is_a_clear_error(opus_folders, tmp_path, capsys, kind, message):

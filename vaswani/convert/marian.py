@@ -118,7 +118,10 @@ def read_marian_config(folder: Path):
     from transformers import MarianConfig
 
     path = folder / CONFIG_FILE
-    values = read_json_object(path, fix="give the folder of a MarianMTModel (config.json written by save_pretrained)")
+    fix = "give the folder of a MarianMTModel (config.json written by save_pretrained)"
+    if not path.is_file():
+        raise ConvertError(f"{folder} is not a model folder (no {CONFIG_FILE}): {fix}")
+    values = read_json_object(path, fix=fix)
     if values.get("model_type") != "marian":
         raise ConvertError(
             f"{path}: model_type={values.get('model_type')!r}, but --from marian converts MarianMTModel folders "
