@@ -724,6 +724,9 @@ def test_a_config_file_that_is_not_utf8_is_a_clear_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"error: --config {config} is not UTF-8 text (invalid continuation byte at byte 3)" in err, err
     assert not (tmp_path / "out").exists()
+    assert loop.run(["--config", str(tmp_path), "--output_dir", str(tmp_path / "out")]) == 2
+    assert f"error: --config {tmp_path} is a folder: give a YAML file" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize(

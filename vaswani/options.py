@@ -348,6 +348,8 @@ def read_yaml_options(parser: argparse.ArgumentParser, path: str | os.PathLike, 
     """The options of the YAML file `path`, converted and checked as the command line would."""
     import yaml  # start-up: only commands given a --config file read YAML
 
+    if os.path.isdir(path):
+        raise UsageError(f"--config {path} is a folder: give a YAML file (e.g. configs/small-data.yaml)")
     if not os.path.isfile(path):
         raise UsageError(f"--config {path}: no such file.")
     try:
