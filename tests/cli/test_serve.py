@@ -74,7 +74,10 @@ def free_loopback_port() -> int:
 
 
 def write_run_args(folder: Path, **run_args) -> Path:
+    """A folder with a config.json (what serve checks before the loader, replaced in these tests, reads the model)
+    and a run_args.json of `run_args`."""
     folder.mkdir()
+    (folder / "config.json").write_text("{}", encoding="utf-8")
     (folder / "run_args.json").write_text(json.dumps(run_args), encoding="utf-8")
     return folder
 
@@ -88,6 +91,8 @@ def write_run_args(folder: Path, **run_args) -> Path:
         ),
         (["--model", "{odd}"], "names no usable language pair (source_lang='en', target_lang=None)"),
         (["--model", "{missing}"], "--model {missing}: no such folder"),
+        (["--model", "{empty}"], "--model {empty} is not a model folder (no config.json): give a folder that"),
+        (["--model", "de-fr={empty}"], "--model {empty} is not a model folder (no config.json)"),
         (["--model", "en-en={plain}"], "the source and target language are both 'en'"),
         (["--model", "{trained}", "--api_keys", "{bad_keys}"], "line 2: expected `KEY` or `KEY REQUESTS_PER_MINUTE`"),
         (["--model", "{trained}", "--api_keys", "{empty_keys}"], "holds no key"),
@@ -97,8 +102,10 @@ def test_start_up_errors_name_the_problem_and_the_fix(arguments, problem, tmp_pa
     paths = {"plain": tmp_path / "plain", "missing": tmp_path / "missing",
              "odd": write_run_args(tmp_path / "odd", source_lang="en"),
              "trained": write_run_args(tmp_path / "trained", source_lang="en", target_lang="de"),
-             "bad_keys": tmp_path / "bad_keys", "empty_keys": tmp_path / "empty_keys"}  # fmt: skip
+             "bad_keys": tmp_path / "bad_keys", "empty_keys": tmp_path / "empty_keys", "empty": tmp_path / "empty"}  # fmt: skip
     paths["plain"].mkdir()
+    (paths["plain"] / "config.json").write_text("{}", encoding="utf-8")  # a model folder without run_args.json
+    paths["empty"].mkdir()
     paths["bad_keys"].write_text("one\ntwo three\n")
     paths["empty_keys"].write_text("# nothing\n\n")
     assert main(["serve", *(argument.format(**paths) for argument in arguments)]) == 2

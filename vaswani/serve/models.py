@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vaswani.constants import RUN_ARGS_FILE
+from vaswani.constants import CONFIG_FILE, RUN_ARGS_FILE
 from vaswani.errors import UsageError
 
 LANGUAGE_CODE = r"[A-Za-z][A-Za-z0-9_]{0,15}"
@@ -83,6 +83,9 @@ def group_by_pair(specs: Sequence[ModelSpec]) -> dict[tuple[str, str], list[Path
     for spec in specs:
         if not spec.folder.is_dir():
             raise UsageError(f"--model {spec.folder}: no such folder")
+        if not (spec.folder / CONFIG_FILE).is_file():  # before its pair: naming one would not make it a model
+            raise UsageError(f"--model {spec.folder} is not a model folder (no {CONFIG_FILE}): give a folder that "
+                             "vaswani train, convert or export wrote")  # fmt: skip
         pair = spec.pair or pair_from_training_arguments(spec.folder)
         pairs.setdefault(pair, []).append(spec.folder)
     return pairs
