@@ -44,3 +44,30 @@ def test_an_export_is_replaced_whole_and_anything_else_is_left_alone(model_folde
     with pytest.raises(UsageError, match="exists and is not a CTranslate2 export: nothing was replaced"):
         export_replacing(model_folder, mine, "int8")
     assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+
+
+@pytest.mark.parametrize("kill_at", range(2))
+def test_an_export_killed_while_it_replaces_the_old_one_is_finished_by_the_next_run(model_folder, tmp_path,
+                                                                                    monkeypatch, kill_at):  # fmt: skip
+    """A kill at either rename of the swap (the old export aside, the new one in): the next `export_replacing` (the
+    next run of the stage) first puts the old export or the new one back in place, then replaces it whole, and
+    nothing of the swap is left beside it."""
+    from vaswani import model_folder as model_folder_module
+
+    folder = DistillFolder(tmp_path)
+    export_replacing(model_folder, folder.student_export, "int8")
+    real_replace, calls = model_folder_module.os.replace, []
+
+    def dying_replace(source, target):
+        calls.append(source)
+        if len(calls) == kill_at + 1:
+            raise KeyboardInterrupt("killed")  # stands for SIGKILL
+        real_replace(source, target)
+
+    monkeypatch.setattr(model_folder_module.os, "replace", dying_replace)
+    with pytest.raises(KeyboardInterrupt):
+        export_replacing(model_folder, folder.student_export, "int16")
+    monkeypatch.setattr(model_folder_module.os, "replace", real_replace)
+    export_replacing(model_folder, folder.student_export, "float32")
+    info = json.loads((folder.student_export / "vaswani_ctranslate2.json").read_text())
+    assert info["quantization"] == "float32" and sorted(p.name for p in tmp_path.iterdir()) == ["student-ct2"]

@@ -385,17 +385,19 @@ def test_an_export_stage_that_dies_halfway_is_redone(workspace, straight_run, tm
     again = tmp_path / "again"
     shutil.copytree(straight_run, again)
     (again / "distill_report.json").unlink()
-    rename = os.rename
+    from vaswani import model_folder
+
+    replace = os.replace
 
     def die_at_the_swap(source, target):  # the old export set aside, the new one not yet in place
-        rename(source, target)
-        if str(target).endswith("old"):
+        replace(source, target)
+        if str(target).endswith("student-ct2-old"):
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(os, "rename", die_at_the_swap)
+    monkeypatch.setattr(model_folder.os, "replace", die_at_the_swap)
     status, _ = distill([*common(workspace, again), "--stage", "export"], capsys)
     assert status == 130 and not (again / "student-ct2").exists() and not (again / "distill_report.json").exists()
-    monkeypatch.setattr(os, "rename", rename)
+    monkeypatch.setattr(model_folder.os, "replace", replace)
     status, stderr = distill([*common(workspace, again), "--stage", "export"], capsys)
     assert status == 0, stderr[-3000:]
     assert (again / "student-ct2" / "model.bin").is_file() and (again / "distill_report.json").is_file()

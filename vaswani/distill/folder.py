@@ -21,7 +21,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from vaswani.constants import TMP_PREFIX
 from vaswani.errors import UsageError
 from vaswani.export.ctranslate2 import export_ctranslate2, is_ctranslate2_folder
 from vaswani.fileio import write_file_atomically
+from vaswani.model_folder import recover_model_folder
 
 ARGS_FILE = "distill_args.json"
 REPORT_FILE = "distill_report.json"
@@ -41,7 +41,7 @@ TRAIN_FILE = "train.jsonl"
 STATS_FILE = "stats.json"
 STUDENT_DIR = "student"
 STUDENT_EXPORT_DIR = "student-ct2"
-EXPORT_STAGING_PREFIX = f"{TMP_PREFIX}export-"  # an export being written, or an old one being replaced
+EXPORT_STAGING_PREFIX = f"{TMP_PREFIX}export-"  # what a killed export of an earlier version left (removed on opening)
 
 
 @dataclass(frozen=True)
@@ -110,19 +110,13 @@ def open_distill_folder(output_dir: Path, options: dict) -> DistillFolder:
 
 
 def export_replacing(model: Path, target: Path, quantization: str) -> Path:
-    """Export `model` to CTranslate2 (`quantization`) at `target`, replacing the export there: the new one is written
-    into a staging folder next to it (`EXPORT_STAGING_PREFIX`) and renamed in, so that a kill leaves the old export,
-    the new one, or none (never half of one), and the next run redoes it. Anything at `target` other than an export
+    """Export `model` to CTranslate2 (`quantization`) at `target`, replacing the export there as `vaswani export
+    --overwrite_output_dir` does (`export_ctranslate2`: written beside it and swapped in, so that a kill leaves the
+    old export or the new one, and the next run finishes or redoes it). Anything at `target` other than an export
     is refused, untouched."""
+    recover_model_folder(target)  # a swap a kill interrupted: the old export or the new one is back in place
     if target.exists() and not is_ctranslate2_folder(target):
         raise UsageError(f"{target} exists and is not a CTranslate2 export: nothing was replaced; move it away, or "
                          "choose another --output_dir")  # fmt: skip
-    staging = Path(tempfile.mkdtemp(prefix=EXPORT_STAGING_PREFIX, dir=target.parent))
-    try:
-        export_ctranslate2(model, staging / "new", quantization=quantization)
-        if target.exists():
-            os.rename(target, staging / "old")
-        os.rename(staging / "new", target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    export_ctranslate2(model, target, quantization=quantization, overwrite=target.exists())
     return target
