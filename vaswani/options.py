@@ -43,6 +43,28 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    """argparse type for a count where 0 means "no limit": a whole number, at least 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    return value
+
+
+def probability(text: str) -> float:
+    """argparse type for a probability mass to keep: a number above 0 and at most 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be a number above 0 and at most 1, got {text}")
+    return value
+
+
 def positive_float(text: str) -> float:
     """argparse type for times and rates: a finite number above 0."""
     try:

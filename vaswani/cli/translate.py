@@ -29,10 +29,10 @@ from pathlib import Path
 from vaswani.cli.common import check_input_file, check_output_file, load_translator, open_output, shown_line_numbers
 from vaswani.errors import UsageError
 from vaswani.fileio import count_lines
-from vaswani.inference.engines import BACKENDS
+from vaswani.inference.engines import BACKENDS, Sampling
 from vaswani.inference.outputs import OUTPUT_FORMATS, one_line, output_handler
 from vaswani.inference.translator import read_jsonl_requests, read_lines, translate_lines
-from vaswani.options import add_option, positive_int
+from vaswani.options import add_option, non_negative_int, positive_float, positive_int, probability
 
 HELP = "translate sentences, one per line"
 INPUT_FORMATS = ("text", "jsonl")
@@ -44,7 +44,8 @@ DESCRIPTION = "Translate sentences from stdin or --input (one per line, UTF-8) i
 TRANSLATE_OPTIONS = {
     "--nbest": dict(
         type=positive_int, default=1, metavar="N",
-        help="print the N best translations of each line (needs --num_beams >= N), as `LINE ||| TRANSLATION` lines",
+        help="print the N best translations of each line (needs --num_beams >= N; with --do_sample, N samples), as "
+             "`LINE ||| TRANSLATION` lines",
     ),
     "--scores": dict(
         action="store_true",
@@ -66,6 +67,26 @@ TRANSLATE_OPTIONS = {
         help="target phrases that must appear in the translation (terminology), one line per input line, phrases "
              "separated by ' ||| ' (an empty line for none); PyTorch only",
     ),
+    "--do_sample": dict(
+        action="store_true",
+        help="draw each translation at random from the model's distribution instead of beam search (sampled "
+             "back-translation: Edunov et al., 2018); with --nbest N, N independent samples per line; one beam, one "
+             "model, no --prefix or --constraints",
+    ),
+    "--top_k": dict(
+        type=non_negative_int, metavar="K",
+        help="--do_sample: draw each token among the K most probable ones only (default: 0, every token)",
+    ),
+    "--top_p": dict(
+        type=probability, metavar="P",
+        help="--do_sample: draw each token among the fewest most probable ones whose probabilities add up to P "
+             "(nucleus sampling; default: 1, every token)",
+    ),
+    "--temperature": dict(
+        type=positive_float, metavar="T",
+        help="--do_sample: divide the logits by T before drawing (below 1: closer to the best token; default: 1, the "
+             "model's own distribution)",
+    ),
     "--input_format": dict(
         choices=INPUT_FORMATS, default="text",
         help='text (one sentence per line) or jsonl (one JSON object per line: {"text": ..., "prefix": ..., '
@@ -83,7 +104,7 @@ def add_arguments(translate: argparse.ArgumentParser) -> None:
     add_option(translate, "trust_remote_code", "translate")
     add_option(translate, "input", "translate", help="read sentences from FILE (default: stdin)")
     add_option(translate, "output", "translate", help="write translations to FILE (default: stdout)")
-    add_option(translate, "num_beams", "translate", default=4)
+    add_option(translate, "num_beams", "translate", help="beam size (default: 4, the paper's; 1 with --do_sample)")
     add_option(translate, "length_penalty", "translate", default=0.6)
     add_option(translate, "max_new_tokens", "translate", help="at most N output tokens (default: source + 50)")
     add_option(translate, "device", "translate", default="auto")
@@ -135,6 +156,9 @@ def add_arguments(translate: argparse.ArgumentParser) -> None:
     add_option(translate, "backend", "translate", choices=BACKENDS, default="auto")
     for flag, settings in TRANSLATE_OPTIONS.items():
         translate.add_argument(flag, **settings)
+    add_option(translate, "seed", "translate",
+               help="--do_sample: seed the random draws, so that the same input, model and options give the same "
+                    "samples again (decoding then runs one batch at a time: --parallel_batches 1)")  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
@@ -148,12 +172,14 @@ def run(args: argparse.Namespace) -> int:
                              f'"{flag[2:]}" field in the JSON objects, or give text input')  # fmt: skip
     for model in args.model:
         check_output_file(args.output, inputs=[args.input, args.prefix, args.constraints], model=model)
-    if args.nbest > args.num_beams:
+    sampling = resolve_sampling(args)  # None: beam search
+    if sampling is None and args.nbest > args.num_beams:
         raise UsageError(f"--nbest {args.nbest} needs at least as many beams: add --num_beams {args.nbest}")
     typed = args.input is None and sys.stdin.isatty()  # a person at a terminal: each line translated as it comes
     if args.buffer_lines is None:
         args.buffer_lines = 1 if typed else BUFFER_LINES  # else length batching over many lines
-    translator = load_translator(args.model, args, parallel_batches=args.parallel_batches, threads=args.threads)
+    translator = load_translator(args.model, args, parallel_batches=args.parallel_batches, threads=args.threads,
+                                 seed=args.seed)  # fmt: skip
     if typed:
         print("Type a sentence and press Enter to translate it; Ctrl-D ends.", file=sys.stderr)
     # n-best lists, scores, alignments or JSON lines: the lines of an output handler (vaswani.inference.outputs)
@@ -176,13 +202,51 @@ def run(args: argparse.Namespace) -> int:
     # The input is decoded line by line (an error names the line); the output goes to a temporary file renamed
     # when complete, so an error or a kill never leaves a half-written --output.
     try:
-        _translate_stream(args, translator, bar, warn_truncated, warn_unmet, output)
+        _translate_stream(args, translator, bar, warn_truncated, warn_unmet, output, sampling)
     finally:
         bar.close()  # first, so that an `error: ...` starts a line of its own
     return 0
 
 
-def _translate_stream(args: argparse.Namespace, translator, bar, warn_truncated, warn_unmet, output) -> None:
+def resolve_sampling(args: argparse.Namespace) -> Sampling | None:
+    """--do_sample and its options, checked against the rest of the command line (and --num_beams resolved: 4, or 1
+    when sampling): the `Sampling` to decode with, or None for beam search."""
+    given = [flag for flag in ("--top_k", "--top_p", "--temperature", "--seed") if getattr(args, flag[2:]) is not None]
+    if not args.do_sample:
+        if given:
+            one = len(given) == 1
+            raise UsageError(f"{' and '.join(given)}: {'it sets' if one else 'they set'} random sampling, which "
+                             f"--do_sample turns on: add --do_sample, or leave {'it' if one else 'them'} out (beam "
+                             "search draws nothing at random)")  # fmt: skip
+        args.num_beams = 4 if args.num_beams is None else args.num_beams
+        return None
+    refused = [flag for flag, value in (("--paper_decoding", args.paper_decoding), ("--prefix", args.prefix),
+                                        ("--constraints", args.constraints)) if value]  # fmt: skip
+    if refused:
+        raise UsageError(f"--do_sample does not go with {' or '.join(refused)} (they need the beam search): leave "
+                         f"{'it' if len(refused) == 1 else 'them'} out, or --do_sample")  # fmt: skip
+    if args.num_beams not in (None, 1):
+        raise UsageError(f"--do_sample draws each token at random instead of searching: --num_beams {args.num_beams} "
+                         "does not go with it (leave --num_beams out: 1 with --do_sample)")  # fmt: skip
+    if len(args.model) > 1:
+        raise UsageError("--do_sample samples from one model: an ensemble (--model given twice) decodes with beam "
+                         "search only")  # fmt: skip
+    if args.seed is not None:
+        if args.parallel_batches not in (None, 1):
+            raise UsageError(f"--seed gives the same samples again only when one batch is decoded at a time: "
+                             f"--parallel_batches {args.parallel_batches} does not go with it (leave it out: 1 with "
+                             "--seed)")  # fmt: skip
+        args.parallel_batches = 1
+    args.num_beams = 1
+    return Sampling(
+        top_k=0 if args.top_k is None else args.top_k,
+        top_p=1.0 if args.top_p is None else args.top_p,
+        temperature=1.0 if args.temperature is None else args.temperature,
+    )
+
+
+def _translate_stream(args: argparse.Namespace, translator, bar, warn_truncated, warn_unmet, output,
+                      sampling: Sampling | None = None) -> None:  # fmt: skip
     """Translate the input line by line into the output: plain lines, or `output`'s lines (n-best, scores, ...)."""
     with _open_input(args.input) as source, _open_input_file(args.prefix) as prefix_file, \
             _open_input_file(args.constraints) as constraints_file, open_output(args.output) as sink:  # fmt: skip
@@ -200,6 +264,7 @@ def _translate_stream(args: argparse.Namespace, translator, bar, warn_truncated,
             max_new_tokens=args.max_new_tokens,
             paper_decoding=args.paper_decoding,
             batch_tokens=args.max_tokens,
+            sampling=sampling,
             **({"hypotheses": True, "nbest": args.nbest, "scores": args.scores, "alignment": args.alignment}
                if output is not None else {}),
         )  # fmt: skip

@@ -2,12 +2,17 @@
 
     engine.generate(sources, num_beams=4, length_penalty=0.6, max_new_tokens=None, paper_decoding=False,
                     num_hypotheses=1, return_scores=False, return_attention=False, prefixes=None,
-                    constraints=None) -> list[list[Hypothesis]]
+                    constraints=None, sampling=None) -> list[list[Hypothesis]]
     engine.score(sources, targets) -> list[list[float]]      # teacher-forced log-probability of each target token
 
 PyTorch decodes with `generate()`, except for target prefixes, constraints and ensembles (several models, their
 log-probabilities averaged), which run our own beam search (`vaswani.inference.search`, `.constraints`).
 CTranslate2 forces prefixes with its `target_prefix` and scores with `score_batch`; it refuses constraints.
+
+`sampling` (a `Sampling`) draws each token at random from the model's distribution instead of searching: transformers'
+`generate(do_sample=True)` on PyTorch, CTranslate2's random sampler (`sampling_topk`, `sampling_topp`,
+`sampling_temperature`); one model, one beam, no prefix or constraint (the `Translator` checks). Its
+`num_hypotheses` are independent samples.
 
 `sources` are token-id lists that end with EOS (as the tokenizer makes them); each sentence gets `num_hypotheses`
 hypotheses, best first. What a hypothesis holds:
@@ -65,6 +70,32 @@ CT2_NO_CONSTRAINTS = (
 WORD_START = "\u2581"  # "▁": the tokenizer's word-boundary mark (SentencePiece style)
 
 
+@dataclass(frozen=True)
+class Sampling:
+    """Random sampling (e.g. back-translation: Edunov et al., 2018, "Understanding Back-Translation at Scale"): each
+    token drawn from the model's next-token distribution with its logits divided by `temperature`, among the `top_k`
+    most probable tokens (0: all of them) and the fewest whose probabilities add up to `top_p` (1: all of them)."""
+
+    top_k: int = 0
+    top_p: float = 1.0
+    temperature: float = 1.0
+
+    @staticmethod
+    def never_drawn(pad_id: int | None, start_id: int | None, eos_id: int | None) -> list[int]:
+        """The ids no sample may hold: PAD and the decoder's start token are no output tokens (beam search never
+        ranks them high; a random draw could, and PAD would end the translation where it fell), unless EOS."""
+        return sorted({pad_id, start_id} - {None, eos_id})
+
+    def __post_init__(self):
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
+            raise TranslateError(f"top_k={self.top_k!r}: use 0 (every token) or a positive number of tokens")
+        if not isinstance(self.top_p, int | float) or not 0 < self.top_p <= 1:
+            raise TranslateError(f"top_p={self.top_p!r}: use a probability above 0 and at most 1 (1: every token)")
+        if not isinstance(self.temperature, int | float) or not 0 < self.temperature < float("inf"):
+            raise TranslateError(f"temperature={self.temperature!r}: use a finite number above 0 (1: the model's own "
+                                 "distribution)")  # fmt: skip
+
+
 @dataclass
 class Hypothesis:
     ids: list[int]
@@ -80,8 +111,11 @@ class TorchEngine:
 
     parallel_batches = 1  # one batch at a time, on all of PyTorch's threads
 
-    def __init__(self, model, tokenizer, device: str, dtype: str = "float32"):
+    def __init__(self, model, tokenizer, device: str, dtype: str = "float32", seed: int | None = None):
         import torch
+
+        if seed is not None:  # sampling draws from torch's generator: the same seed, the same samples
+            torch.manual_seed(seed)
 
         # an ensemble: several models (sharing the tokenizer) whose log-probabilities are averaged
         self.models = list(model) if isinstance(model, list | tuple) else [model]
@@ -115,15 +149,25 @@ class TorchEngine:
     def generate(self, sources: list[list[int]], *, num_beams: int = 4, length_penalty: float = 0.6,
                  max_new_tokens: int | None = None, paper_decoding: bool = False, num_hypotheses: int = 1,
                  return_scores: bool = False, return_attention: bool = False,
-                 prefixes: list[list[int]] | None = None,
-                 constraints: list[list[list[int]]] | None = None) -> list[list[Hypothesis]]:  # fmt: skip
+                 prefixes: list[list[int]] | None = None, constraints: list[list[list[int]]] | None = None,
+                 sampling: Sampling | None = None) -> list[list[Hypothesis]]:  # fmt: skip
         import torch
 
         from modeling_vaswani.generation_vaswani import beam_options  # start-up: as torch
 
         input_ids, attention_mask = self._pad(sources)
         with torch.inference_mode(), self._autocast():
-            if prefixes is None and constraints is None and len(self.models) == 1:  # today's path: `generate()`
+            if sampling is not None:  # one model, one beam, no prefix or constraint: the Translator checked
+                config = self.model.config
+                never = Sampling.never_drawn(config.pad_token_id, config.decoder_start_token_id, config.eos_token_id)
+                bad_words = [[i] for i in never] + list(self.model.generation_config.bad_words_ids or [])
+                output_ids = self.model.generate(
+                    input_ids=input_ids, attention_mask=attention_mask, do_sample=True, num_beams=1,
+                    top_k=sampling.top_k, top_p=sampling.top_p, temperature=sampling.temperature,
+                    num_return_sequences=num_hypotheses, bad_words_ids=bad_words,
+                    **self._length_limit(input_ids.shape[1], max_new_tokens, paper_decoding),
+                )  # fmt: skip  # (B * n, T)
+            elif prefixes is None and constraints is None and len(self.models) == 1:  # today's path: `generate()`
                 output_ids = self.model.generate(
                     input_ids=input_ids, attention_mask=attention_mask, paper_decoding=paper_decoding,
                     num_return_sequences=num_hypotheses, **beam_options(num_beams, length_penalty),
@@ -336,11 +380,14 @@ class CTranslate2Engine:
     """A folder written by `vaswani export --format ctranslate2`, run by `ctranslate2.Translator`."""
 
     def __init__(self, folder: Path, tokenizer, device: str = "auto", dtype: str = "float32",
-                 threads: int | None = None, parallel_batches: int | None = None, split_batches: bool = True):  # fmt: skip
+                 threads: int | None = None, parallel_batches: int | None = None, split_batches: bool = True,
+                 seed: int | None = None):  # fmt: skip
         try:
             ctranslate2 = import_ctranslate2()
         except ExportError as error:
             raise TranslateError(str(error)) from error
+        if seed is not None:  # before the workers exist: each seeds its own generator from it when it starts
+            ctranslate2.set_random_seed(seed)
         self.tokenizer = tokenizer
         self.info = json.loads((Path(folder) / EXPORT_INFO_FILE).read_text())
         device_type, index = _ct2_device(device, ctranslate2)
@@ -388,8 +435,8 @@ class CTranslate2Engine:
     def generate(self, sources: list[list[int]], *, num_beams: int = 4, length_penalty: float = 0.6,
                  max_new_tokens: int | None = None, paper_decoding: bool = False, num_hypotheses: int = 1,
                  return_scores: bool = False, return_attention: bool = False,
-                 prefixes: list[list[int]] | None = None,
-                 constraints: list[list[list[int]]] | None = None) -> list[list[Hypothesis]]:  # fmt: skip
+                 prefixes: list[list[int]] | None = None, constraints: list[list[list[int]]] | None = None,
+                 sampling: Sampling | None = None) -> list[list[Hypothesis]]:  # fmt: skip
         if constraints is not None:
             raise TranslateError(CT2_NO_CONSTRAINTS)
         longest = max(len(ids) for ids in sources)
@@ -420,13 +467,24 @@ class CTranslate2Engine:
                                      " positions: shorten the prefix")  # fmt: skip
             if max_new_tokens is None:
                 limit = max(limit, needed - 1 + self.info["max_new_tokens_over_source"])
+        # sampling: CTranslate2's random sampler (top_k 0: every token), one beam; otherwise its beam or greedy search
+        search = dict(beam_size=num_beams, suppress_sequences=self.suppress_sequences or None)
+        if sampling is not None:
+            info = self.info
+            never = Sampling.never_drawn(info["pad_token_id"], info.get("decoder_start_token_id", info["bos_token_id"]),
+                                         info["eos_token_id"])  # fmt: skip
+            search = dict(
+                beam_size=1, sampling_topk=sampling.top_k, sampling_topp=sampling.top_p,
+                sampling_temperature=sampling.temperature,
+                suppress_sequences=[*([token] for token in self.tokenizer.convert_ids_to_tokens(never)),
+                                    *self.suppress_sequences],
+            )  # fmt: skip
         results = self.translator.translate_batch(
             [self.tokenizer.convert_ids_to_tokens(ids) for ids in sources],
-            beam_size=num_beams, num_hypotheses=num_hypotheses, length_penalty=length_penalty,
+            **search, num_hypotheses=num_hypotheses, length_penalty=length_penalty,
             max_decoding_length=min(limit, room), min_decoding_length=self.min_new_tokens, max_input_length=0,
             return_scores=return_scores, return_attention=return_attention and num_beams == 1,
-            max_batch_size=self._split(sources), suppress_sequences=self.suppress_sequences or None,
-            target_prefix=target_prefix,
+            max_batch_size=self._split(sources), target_prefix=target_prefix,
         )  # fmt: skip
         batches = []
         for result in results:
@@ -587,6 +645,7 @@ __all__ = [
     "BACKENDS",
     "CTranslate2Engine",
     "Hypothesis",
+    "Sampling",
     "TorchEngine",
     "hard_alignment",
     "torch_dtype_supported",

@@ -45,7 +45,14 @@ from vaswani.devices import resolve_device, set_torch_threads
 from vaswani.errors import TranslateError
 from vaswani.export.ctranslate2 import RUNS_WITH, is_ctranslate2_folder
 from vaswani.fileio import conversion_hint, decode_line
-from vaswani.inference.engines import BACKENDS, CT2_NO_CONSTRAINTS, CTranslate2Engine, TorchEngine, hard_alignment
+from vaswani.inference.engines import (
+    BACKENDS,
+    CT2_NO_CONSTRAINTS,
+    CTranslate2Engine,
+    Sampling,  # what `translate_hypotheses(sampling=...)` takes, importable from here with the Translator
+    TorchEngine,
+    hard_alignment,
+)
 from vaswani.model_folder import check_model_folder, load_model_folder, load_tokenizer
 
 if TYPE_CHECKING:
@@ -186,6 +193,7 @@ class Translator:
         parallel_batches: int | None = None,
         split_batches: bool = True,
         threads: int | None = None,
+        seed: int | None = None,
     ):
         if not isinstance(split_batches, bool):
             raise TranslateError(f"split_batches={split_batches!r}: use True or False")
@@ -199,9 +207,11 @@ class Translator:
                                     parallel_batches)  # fmt: skip
                 return
             (model,) = model
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise TranslateError(f"seed={seed!r}: use a whole number")
         if _choose_backend(check_model_folder(model, need_weights=False), backend) == "ctranslate2":
             self._init_ctranslate2(Path(model), device, max_source_length, dtype, parallel_batches, split_batches,
-                                   threads)  # fmt: skip
+                                   threads, seed)  # fmt: skip
             return
         set_torch_threads(threads)
         if parallel_batches not in (None, 1):
@@ -217,7 +227,7 @@ class Translator:
         self.model.to(self.device).eval()
         config = self.model.config
         self._set_max_source_length(max_source_length, config.max_position_embeddings)
-        self.engine = TorchEngine(self.model, self.tokenizer, self.device, dtype)
+        self.engine = TorchEngine(self.model, self.tokenizer, self.device, dtype, seed=seed)
         self.backend = "torch"
 
     def _init_ensemble(self, folders, device, max_source_length, trust_remote_code, backend, dtype, parallel_batches):
@@ -247,7 +257,7 @@ class Translator:
 
     def _init_ctranslate2(
         self, folder: Path, device: str, max_source_length: int | None, dtype: str, parallel_batches: int | None,
-        split_batches: bool, threads: int | None,
+        split_batches: bool, threads: int | None, seed: int | None = None,
     ) -> None:  # fmt: skip
         """A folder written by `vaswani export --format ctranslate2`: CTranslate2 decodes, our tokenizer (saved in
         the folder) encodes and decodes; each batch in `parallel_batches` parts at once (default: one per CPU
@@ -255,7 +265,7 @@ class Translator:
 
         self.folder, self.model, self.backend = folder, None, "ctranslate2"
         self.tokenizer = load_tokenizer(folder, light=True)  # checked: present, loadable, a real tokenizer
-        self.engine = CTranslate2Engine(folder, self.tokenizer, device, dtype, threads=threads,
+        self.engine = CTranslate2Engine(folder, self.tokenizer, device, dtype, threads=threads, seed=seed,
                                         parallel_batches=parallel_batches, split_batches=split_batches)  # fmt: skip
         self.device = self.engine.device
         self._set_max_source_length(max_source_length, self.engine.positions)
@@ -310,6 +320,7 @@ class Translator:
         prefixes: Sequence[str | None] | None = None,
         constraints: Sequence[Sequence[str] | None] | None = None,
         on_unmet: Callable[[int, list[str]], None] | None = None,
+        sampling: Sampling | None = None,
     ) -> list[list[Translation]]:
         """The `nbest` best translations of each sentence (best first; an empty list for a blank sentence), with
         their scores (`scores`) and word alignments (`alignment`): see `vaswani.inference.engines` for what they are.
@@ -323,9 +334,15 @@ class Translator:
         length does not allow it, the sentence still gets a translation and `on_unmet(index, phrases)` gets the
         phrases its best translation lacks (default: a logged warning).
 
+        `sampling` (a `vaswani.inference.engines.Sampling`): each translation drawn at random from the model's
+        distribution instead of beam search (`num_beams` 1), `nbest` of them independent samples, in the order drawn;
+        one model, without prefixes or constraints. Seed the Translator (`seed`) for the same samples again.
+
         `progress(n)` is called as n more sentences are done; `on_truncated(indices)` gets the (0-based) indices of
         the sentences that were truncated to `max_source_length` (default: a logged warning)."""
-        if nbest > num_beams:
+        if sampling is not None:
+            self._check_sampling(num_beams, prefixes, constraints)
+        elif nbest > num_beams:
             raise TranslateError(f"nbest={nbest} needs at least as many beams: use --num_beams {nbest} or more")
         if batch_tokens is None:
             batch_tokens = self.batch_tokens
@@ -344,6 +361,8 @@ class Translator:
                 extra["prefixes"] = [prefix_ids[index] for index in batch]
             if constraint_ids is not None and any(constraint_ids[index] for index in batch):
                 extra["constraints"] = [constraint_ids[index] for index in batch]
+            if sampling is not None:
+                extra["sampling"] = sampling
             outputs = self._generate([sources[index] for index in batch], num_beams, length_penalty, max_new_tokens,
                                      paper_decoding, nbest, scores, alignment, **extra)  # fmt: skip
             for index, hypotheses in zip(batch, outputs, strict=True):
@@ -360,6 +379,18 @@ class Translator:
             if progress is not None:
                 progress(len(batch))
         return results
+
+    def _check_sampling(self, num_beams: int, prefixes, constraints) -> None:
+        """Sampling draws one translation token by token from one model: a `TranslateError` for beams, prefixes,
+        constraints or an ensemble (whose searches are beam searches)."""
+        if num_beams != 1:
+            raise TranslateError(f"sampling draws each token at random instead of searching: num_beams must be 1, not "
+                                 f"{num_beams} (--num_beams 1, the default with --do_sample)")  # fmt: skip
+        if any(prefixes or []) or any(constraints or []):
+            raise TranslateError("sampling does not take prefixes or constraints (they need the beam search): leave "
+                                 "them out, or --do_sample")  # fmt: skip
+        if len(getattr(self, "models", ())) > 1:
+            raise TranslateError("an ensemble decodes with beam search only: sample with one model")
 
     def check_requests(
         self,
@@ -437,7 +468,7 @@ class Translator:
         **requests,
     ) -> list[list[Hypothesis]]:  # fmt: skip
         """Decode one batch of token-id lists with the engine (PyTorch or CTranslate2); `requests`: `prefixes` and
-        `constraints` of the batch's sentences, as token ids."""
+        `constraints` of the batch's sentences, as token ids, and `sampling`."""
         return self.engine.generate(
             sources, num_beams=num_beams, length_penalty=length_penalty, max_new_tokens=max_new_tokens,
             paper_decoding=paper_decoding, num_hypotheses=nbest, return_scores=scores, return_attention=alignment,
