@@ -32,45 +32,38 @@ from vaswani.errors import UsageError
 # --- argparse types -------------------------------------------------------------------------------------------------
 
 
-def positive_int(text: str) -> int:
-    """argparse type for counts: a whole number, at least 1."""
+def whole_number(text: str, at_least: int) -> int:
+    """`text` as an int of at least `at_least`, or argparse's error naming what was wrong."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value < at_least:
+        raise argparse.ArgumentTypeError(f"must be at least {at_least}, got {value}")
     return value
+
+
+def number(text: str) -> float:
+    """`text` as a float (nan and inf included: each type says which numbers it takes), or argparse's error."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def positive_int(text: str) -> int:
+    """argparse type for counts: a whole number, at least 1."""
+    return whole_number(text, 1)
 
 
 def non_negative_int(text: str) -> int:
     """argparse type for a count where 0 means "no limit": a whole number, at least 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
-    return value
-
-
-def probability(text: str) -> float:
-    """argparse type for a probability mass to keep: a number above 0 and at most 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"must be a number above 0 and at most 1, got {text}")
-    return value
+    return whole_number(text, 0)
 
 
 def positive_float(text: str) -> float:
     """argparse type for times and rates: a finite number above 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    value = number(text)
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a number above 0, got {text}")
     return value
@@ -78,12 +71,17 @@ def positive_float(text: str) -> float:
 
 def non_negative_float(text: str) -> float:
     """argparse type for a weight such as the length penalty, or a wait: a finite number >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    value = number(text)
     if not value >= 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a finite number of at least 0, got {text}")
+    return value
+
+
+def probability(text: str) -> float:
+    """argparse type for a probability mass to keep: a number above 0 and at most 1."""
+    value = number(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be a number above 0 and at most 1, got {text}")
     return value
 
 

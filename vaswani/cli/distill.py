@@ -17,7 +17,7 @@ import logging
 
 from vaswani.export.ctranslate2 import QUANTIZATIONS
 from vaswani.model_folder import hide_transformers_progress_bars
-from vaswani.options import DefaultsHelpFormatter, add_option, non_negative_float, positive_int
+from vaswani.options import DefaultsHelpFormatter, add_option, non_negative_float, number, positive_int
 
 HELP = "distil a small, fast student from a teacher's translations, from training to an int8 export"
 DESCRIPTION = (
@@ -50,10 +50,7 @@ DISTILL_MEANINGS = {
 
 def share(text: str) -> float:
     """argparse type for a share of the pairs: a number in (0, 1]."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    value = number(text)
     if not 0 < value <= 1:
         raise argparse.ArgumentTypeError(f"must be a share of the pairs in (0, 1], got {text}")
     return value
