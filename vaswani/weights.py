@@ -99,6 +99,11 @@ def load_weights(path: Path) -> dict[str, torch.Tensor]:
         try:
             state.update(load_file(file, device="cpu"))
         except (SafetensorError, OSError) as error:
+            if not file.exists():  # gone while it was read: a training rotating its checkpoints out
+                raise CheckpointError(
+                    f"{file} went away while it was read: a running training removes its oldest checkpoints as it "
+                    "saves new ones (it keeps --keep_checkpoints); run again, for the checkpoints it keeps now"
+                ) from error
             raise CheckpointError(f"cannot read the weights in {file}: {error}") from error
     return state
 

@@ -151,6 +151,25 @@ def test_no_checkpoints_and_unreadable_checkpoints_raise(tmp_path):
         average_checkpoints([tmp_path / "truncated.safetensors"])
 
 
+def test_a_checkpoint_removed_while_it_is_read_says_the_training_rotated_it_out(tmp_path, monkeypatch):
+    """`vaswani average --run_dir RUN` beside a running training: the run may delete its oldest checkpoint between
+    the listing and the reading (safetensors then fails with "No such file")."""
+    import safetensors.torch
+
+    checkpoint = tmp_path / "step-00000001"
+    checkpoint.mkdir()
+    save_file({"w": torch.ones(2)}, checkpoint / "model.safetensors")
+    real_load = safetensors.torch.load_file
+
+    def rotated_out(file, device="cpu"):
+        os.remove(file)  # the training's rotation, at the wrong moment
+        return real_load(file, device=device)
+
+    monkeypatch.setattr(safetensors.torch, "load_file", rotated_out)
+    with pytest.raises(CheckpointError, match="went away while it was read: a running training removes its oldest"):
+        average_checkpoints([checkpoint])
+
+
 def test_sharded_checkpoint_folders_are_read_whole(tmp_path):
     model = tiny_model()
     model.save_pretrained(tmp_path / "sharded", max_shard_size="20KB")
