@@ -104,6 +104,17 @@ def test_sampling_from_the_top_token_alone_is_greedy_search(folder):
     greedy = translator.translate(SOURCES, num_beams=1)
     assert translator.translate(SOURCES, num_beams=1, sampling=Sampling(top_k=1)) == greedy
     assert translator.translate(SOURCES, num_beams=1, sampling=Sampling(temperature=1e-4)) == greedy
+    # a nucleus below any token's probability (under float32's smallest number, for CTranslate2) is the top token
+    assert translator.translate(SOURCES, num_beams=1, sampling=Sampling(top_p=1e-300)) == greedy
+
+
+def test_a_top_k_over_the_vocabulary_is_every_token(folder):
+    """transformers takes it as every token; CTranslate2 refused it (a ValueError: a 500 from the server)."""
+    def samples(top_k: int) -> list[str]:  # each from a Translator seeded anew (PyTorch's generator is the process's)
+        translator = Translator(folder, device="cpu", seed=3, parallel_batches=1)
+        return translator.translate(SOURCES, num_beams=1, sampling=Sampling(top_k=top_k, temperature=2.0))
+
+    assert samples(10**6) == samples(0)
 
 
 def test_a_seed_gives_the_same_samples_again_and_another_seed_others(folder):

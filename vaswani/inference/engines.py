@@ -473,8 +473,11 @@ class CTranslate2Engine:
             info = self.info
             never = Sampling.never_drawn(info["pad_token_id"], info.get("decoder_start_token_id", info["bos_token_id"]),
                                          info["eos_token_id"])  # fmt: skip
+            # CTranslate2 refuses a top k over its vocabulary (PyTorch takes it as every token, as 0 is here) and reads
+            # top_p in float32, where a tiny p is 0 (refused): any p at most 1e-6 keeps the top token alone
+            top_k = 0 if sampling.top_k >= self.info["source_config"]["vocab_size"] else sampling.top_k
             search = dict(
-                beam_size=1, sampling_topk=sampling.top_k, sampling_topp=sampling.top_p,
+                beam_size=1, sampling_topk=top_k, sampling_topp=max(sampling.top_p, 1e-6),
                 sampling_temperature=sampling.temperature,
                 suppress_sequences=[*([token] for token in self.tokenizer.convert_ids_to_tokens(never)),
                                     *self.suppress_sequences],
