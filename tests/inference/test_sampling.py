@@ -110,6 +110,7 @@ def test_sampling_from_the_top_token_alone_is_greedy_search(folder):
 
 def test_a_top_k_over_the_vocabulary_is_every_token(folder):
     """transformers takes it as every token; CTranslate2 refused it (a ValueError: a 500 from the server)."""
+
     def samples(top_k: int) -> list[str]:  # each from a Translator seeded anew (PyTorch's generator is the process's)
         translator = Translator(folder, device="cpu", seed=3, parallel_batches=1)
         return translator.translate(SOURCES, num_beams=1, sampling=Sampling(top_k=top_k, temperature=2.0))
@@ -142,6 +143,12 @@ def test_what_sampling_cannot_honour_is_refused(model_folder, options, message):
     translator = Translator(model_folder, device="cpu")
     with pytest.raises(TranslateError, match=message):
         translator.translate(SOURCES, **{"num_beams": 1, **options}, sampling=Sampling())
+
+
+def test_an_ensemble_does_not_sample(model_folder):
+    ensemble = Translator([model_folder, model_folder], device="cpu")
+    with pytest.raises(TranslateError, match="an ensemble decodes with beam search only: sample with one model"):
+        ensemble.translate(SOURCES, num_beams=1, sampling=Sampling())
 
 
 @pytest.mark.parametrize(

@@ -259,6 +259,35 @@ def test_the_native_api_takes_prefixes_and_constraints_per_sentence_as_the_trans
     assert answer["translations"][0]["hypotheses"][0]["text"] == expected[0].text
 
 
+def test_the_native_api_samples_as_the_translator_does(address, translator):
+    """`sampling`: from the top token alone it is greedy search; plain sampling gives `nbest` samples per sentence
+    of the learnt phrases' translations (the model is sure of them), and is refused where it cannot be honoured."""
+    texts = [LEARNED[0], LEARNED[1]]
+    payload = {"source": "en", "target": "de", "text": texts, "sampling": {"top_k": 1}}
+    status, answer, _ = post_json(address, "/v1/translate", payload)
+    assert status == 200, answer
+    greedy = translator.translate(texts, num_beams=1)
+    assert [t["hypotheses"][0]["text"] for t in answer["translations"]] == greedy
+    status, answer, _ = post_json(address, "/v1/translate", {**payload, "sampling": {}, "nbest": 3, "scores": True})
+    assert status == 200, answer
+    assert [len(t["hypotheses"]) for t in answer["translations"]] == [3, 3]
+    assert all(isinstance(h["score"], float) for t in answer["translations"] for h in t["hypotheses"])
+    for extra, problem in (
+        ({"num_beams": 4}, "num_beams must be 1 (its default with sampling), not 4"),
+        ({"paper_decoding": True}, "sampling does not go with paper_decoding"),
+        ({"prefix": ["die", None]}, "sampling does not take prefixes or constraints"),
+        ({"sampling": {"top_k": -1}}, "sampling.top_k: input should be greater than or equal to 0"),
+        ({"sampling": {"top_p": "high"}}, "sampling.top_p must be a number"),
+        ({"sampling": {"temperature": 0}}, "sampling.temperature: input should be greater than 0"),
+        ({"sampling": {"seed": 1}}, "sampling: unknown field seed: the fields are top_k, top_p, temperature"),
+        ({"sampling": True}, "sampling must be an object or null"),
+    ):
+        status, answer, _ = post_json(address, "/v1/translate", {**payload, **extra})
+        assert status == 400 and problem in answer["error"], (extra, answer)
+    status, answer, _ = post_json(address, "/v1/translate", {**payload, "num_beams": 1})  # 1 is what it takes
+    assert status == 200, answer
+
+
 @pytest.mark.parametrize(
     ("payload", "problem"),
     [

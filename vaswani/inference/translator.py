@@ -341,7 +341,7 @@ class Translator:
         `progress(n)` is called as n more sentences are done; `on_truncated(indices)` gets the (0-based) indices of
         the sentences that were truncated to `max_source_length` (default: a logged warning)."""
         if sampling is not None:
-            self._check_sampling(num_beams, prefixes, constraints)
+            self.check_sampling(num_beams, prefixes, constraints)
         elif nbest > num_beams:
             raise TranslateError(f"nbest={nbest} needs at least as many beams: use --num_beams {nbest} or more")
         if batch_tokens is None:
@@ -380,9 +380,10 @@ class Translator:
                 progress(len(batch))
         return results
 
-    def _check_sampling(self, num_beams: int, prefixes, constraints) -> None:
+    def check_sampling(self, num_beams: int, prefixes=None, constraints=None) -> None:
         """Sampling draws one translation token by token from one model: a `TranslateError` for beams, prefixes,
-        constraints or an ensemble (whose searches are beam searches)."""
+        constraints or an ensemble (whose searches are beam searches). `translate_hypotheses` checks it; the server
+        before a request joins a batch."""
         if num_beams != 1:
             raise TranslateError(f"sampling draws each token at random instead of searching: num_beams must be 1, not "
                                  f"{num_beams} (--num_beams 1, the default with --do_sample)")  # fmt: skip

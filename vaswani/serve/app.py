@@ -50,7 +50,7 @@ from starlette.exceptions import HTTPException
 
 from vaswani.errors import UsageError
 from vaswani.inference.outputs import JsonlOutput
-from vaswani.inference.translator import TranslateError, missing_constraints
+from vaswani.inference.translator import Sampling, TranslateError, missing_constraints
 from vaswani.serve.batching import Batcher, DecodingOptions
 from vaswani.serve.limits import MAX_NEW_TOKENS, ApiKeys, BodyLimit, Limits, RateLimiter, RequestError
 from vaswani.serve.metrics import CONTENT_TYPE, ServerMetrics
@@ -247,6 +247,7 @@ class Server:
             on_unmet=lambda index, missing: logger.warning(
                 "a translation lacks %d of its constraint phrase(s) (the output length did not allow them)",
                 len(missing)),
+            sampling=options.sampling,
         )  # fmt: skip
 
     def log_texts(self, texts, translations) -> None:
@@ -342,21 +343,24 @@ async def native_translate(server: Server, request: Request) -> dict:
     server.authorize(request, fields)
     body = validate(NativeRequest, fields)
     limits = server.limits
-    if body.nbest > body.num_beams:
-        raise RequestError(400, f"Invalid request: nbest must be at most num_beams (got num_beams={body.num_beams}, "
+    sampling, num_beams = _sampling(body)
+    if sampling is None and body.nbest > num_beams:
+        raise RequestError(400, f"Invalid request: nbest must be at most num_beams (got num_beams={num_beams}, "
                                 f"nbest={body.nbest})")  # fmt: skip
     pair, _ = server.pair(body.source, body.target)
     sentences = body.text if isinstance(body.text, list) else [body.text]
     prefixes, constraints = _per_sentence(body, len(sentences))
     limits.check_characters(sentences + [p or "" for p in prefixes] + [" ".join(c or []) for c in constraints])
     limits.check_sentences(len(sentences))
+    translator = server.models[pair].translator
     try:
-        server.models[pair].translator.check_requests(len(sentences), prefixes, constraints,
-                                                      body.max_new_tokens or MAX_NEW_TOKENS)  # fmt: skip
+        translator.check_requests(len(sentences), prefixes, constraints, body.max_new_tokens or MAX_NEW_TOKENS)
+        if sampling is not None:  # prefixes, constraints, an ensemble: beam search only
+            translator.check_sampling(num_beams, prefixes, constraints)
     except TranslateError as error:  # an empty phrase, a prefix too long, constraints on a CTranslate2 model
         raise RequestError(400, f"Invalid request: {error}") from None
-    options = DecodingOptions(body.num_beams, body.length_penalty, body.max_new_tokens, body.paper_decoding,
-                              body.nbest, body.scores, body.alignment, constrained=any(constraints))  # fmt: skip
+    options = DecodingOptions(num_beams, body.length_penalty, body.max_new_tokens, body.paper_decoding, body.nbest,
+                              body.scores, body.alignment, constrained=any(constraints), sampling=sampling)  # fmt: skip
     segments = [Segment(text, prefix or None, phrases or None)
                 for text, prefix, phrases in zip(sentences, prefixes, constraints, strict=True)]  # fmt: skip
     hypotheses = await server.translate(pair, segments, options)
@@ -368,6 +372,18 @@ async def native_translate(server: Server, request: Request) -> dict:
                                                                    translation["hypotheses"][0]["text"])  # fmt: skip
     server.log_texts(sentences, [[h["text"] for h in t["hypotheses"]] for t in translations])
     return {"source": pair[0], "target": pair[1], "translations": translations}
+
+
+def _sampling(body: NativeRequest) -> tuple[Sampling | None, int]:
+    """The request's `Sampling` (None: beam search) and its beam size: 1 with sampling, which no other fits."""
+    if body.sampling is None:
+        return None, body.num_beams
+    if "num_beams" in body.model_fields_set and body.num_beams != 1:
+        raise RequestError(400, f"Invalid request: sampling draws each token at random instead of searching: "
+                                f"num_beams must be 1 (its default with sampling), not {body.num_beams}")  # fmt: skip
+    if body.paper_decoding:
+        raise RequestError(400, "Invalid request: sampling does not go with paper_decoding (the paper's beam search)")
+    return Sampling(body.sampling.top_k, body.sampling.top_p, body.sampling.temperature), 1
 
 
 def _per_sentence(body: NativeRequest, count: int) -> tuple[list, list]:

@@ -57,6 +57,7 @@ class DecodingOptions:
     scores: bool = False
     alignment: bool = False
     constrained: bool = False  # sentences with constraints decode apart (constrained beam search is slower)
+    sampling: Any = None  # a `vaswani.inference.engines.Sampling`: random sampling instead of beam search
 
 
 def length_bucket(tokens: int) -> int:

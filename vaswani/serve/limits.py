@@ -39,6 +39,7 @@ class RequestError(Exception):
 # The decoding options a request may choose (the same on every server: they bound the work of one sentence).
 MAX_NUM_BEAMS = 16
 MAX_NEW_TOKENS = 1024
+MAX_TOP_K = 1_000_000  # sampling's top_k: more than any vocabulary (over it: every token)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from pydantic_core import PydanticCustomError
 
 from vaswani.inference.translator import lone_surrogate
-from vaswani.serve.limits import MAX_NEW_TOKENS, MAX_NUM_BEAMS, RequestError
+from vaswani.serve.limits import MAX_NEW_TOKENS, MAX_NUM_BEAMS, MAX_TOP_K, RequestError
 
 LANGUAGE_CODE_LENGTH = 32  # longer than any code (`zh_Hant`, LibreTranslate's `zh-Hans`): a longer one is refused
 
@@ -103,6 +103,18 @@ class Language(BaseModel):
 # ---------------------------------------------------------------------------------------------------------------------
 # The native API
 # ---------------------------------------------------------------------------------------------------------------------
+class SamplingRequest(BaseModel):
+    """`sampling` of `POST /v1/translate`: random sampling instead of beam search (`vaswani translate --do_sample`)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    top_k: int = Field(0, ge=0, le=MAX_TOP_K, description="draw each token among the k most probable ones only (0: "
+                       "every token)", examples=[10])  # fmt: skip
+    top_p: float = Field(1.0, gt=0, le=1, description="draw each token among the fewest most probable ones whose "
+                         "probabilities add up to p (nucleus sampling; 1: every token)", examples=[0.9])  # fmt: skip
+    temperature: float = Field(1.0, gt=0, allow_inf_nan=False, description="divide the logits by it before drawing "
+                               "(below 1: closer to the best token; 1: the model's own distribution)", examples=[0.8])  # fmt: skip
+
+
 class NativeRequest(BaseModel):
     """The body of `POST /v1/translate`: what `vaswani translate` can be asked for, one sentence per `text` item."""
 
@@ -130,6 +142,11 @@ class NativeRequest(BaseModel):
     constraints: list[Text] | list[list[Text] | None] | None = Field(
         None, description="phrases the translation must contain (PyTorch models): a list with one text; with a list "
         "of texts, a list with one list (or null) per text", examples=[[["Katzen"], None]],
+    )  # fmt: skip
+    sampling: SamplingRequest | None = Field(
+        None, description="draw each translation at random from the model's distribution instead of beam search ({} "
+        "for plain sampling): num_beams 1 (its default with sampling), nbest independent samples; not with prefix, "
+        "constraints or paper_decoding", examples=[{"top_k": 10, "temperature": 0.8}],
     )  # fmt: skip
     api_key: Text | None = Field(None, description="the API key, where the server needs one", examples=["my-key"])
 
@@ -221,10 +238,13 @@ def validate_api_key(value: Any) -> str | None:
 
 
 def field_error(model: type[BaseModel], error: ValidationError) -> str:
-    """One line for the first field `error` finds wrong: its name (with the item's index in a list), then what is
-    wrong with the value (a lone surrogate, a number out of range, a missing field: "missing q parameter", as
-    LibreTranslate says) or else what the field takes (its description)."""
-    errors = error.errors()
+    """One line for the first field `error` finds wrong: its name (with the item's index in a list, or the field of
+    an object field: `sampling.top_k`), then what is wrong with the value (a lone surrogate, a number out of range, a
+    missing field: "missing q parameter", as LibreTranslate says) or else what the field takes (its description)."""
+    return _field_error(model, error.errors())
+
+
+def _field_error(model: type[BaseModel], errors: list[dict]) -> str:
     name = str(errors[0]["loc"][0]) if errors[0]["loc"] else None
     if name is None:  # a field name that is not Unicode text
         return f"a field name: {_problem(errors)}"
@@ -233,11 +253,23 @@ def field_error(model: type[BaseModel], error: ValidationError) -> str:
     own = [e for e in errors if e["loc"] and e["loc"][0] == name]
     if any(e["type"] == "missing" for e in own):
         return f"missing {name} parameter"
+    inner = _object_model(model, name)
+    inside = [{**e, "loc": e["loc"][1:]} for e in own if len(e["loc"]) > 1 and isinstance(e["loc"][1], str)]
+    if inner is not None and inside:  # within an object field: its own field named after it
+        problem = _field_error(inner, inside)
+        return f"{name}: {problem}" if problem.startswith(("unknown field", "a field name")) else f"{name}.{problem}"
     specific = [e for e in own if e["type"] not in TYPE_ERRORS]
     if specific:
         where = name + "".join(f"[{part}]" for part in specific[0]["loc"][1:] if isinstance(part, int))
         return f"{where}: {_problem(specific)}"
     return f"{name} must be {expected(model.model_json_schema()['properties'][name])}"
+
+
+def _object_model(model: type[BaseModel], name: str) -> type[BaseModel] | None:
+    """The request model that field `name` of `model` holds (`sampling`: `SamplingRequest`), or None."""
+    annotation = model.model_fields[name].annotation
+    members = [m for m in getattr(annotation, "__args__", (annotation,)) if isinstance(m, type)]
+    return next((m for m in members if issubclass(m, BaseModel)), None)
 
 
 # a value of the wrong type: the answer says what the field takes rather than what one of its union's types wants
@@ -253,6 +285,8 @@ def expected(schema: dict) -> str:
         return " or ".join(dict.fromkeys(expected(option) for option in schema["anyOf"]))
     if "enum" in schema:
         return " or ".join(map(str, schema["enum"]))
+    if "$ref" in schema:  # an object field (`sampling`): its own fields are in the description
+        return "an object"
     kind = schema.get("type")
     if kind == "array":
         return "a list of " + " or ".join(map(_plural, expected(schema["items"]).split(" or ")))
