@@ -14,9 +14,10 @@
   (`.tmp-<name>-new`), made durable, then swapped in with renames; files of `output_dir` that a model save does not
   write (checkpoints/, metrics.jsonl, run_args.json, the user's own files) are moved into the new folder, never
   deleted, except the replaced model's own files that would contradict the new one (an earlier save's weight shards,
-  another tokenizer's files, a made folder's training record: `_superseded`). An interrupted swap is finished by the next `write_model_folder` or `recover_model_folder` on that path.
-  A folder that cannot be renamed (a mount point, or the current folder) gets its files replaced one by one instead,
-  each replacement atomic; a kill halfway is rolled forward the same way.
+  another tokenizer's files, a made folder's training record: `_superseded`). An interrupted swap is finished by the
+  next `write_model_folder` or `recover_model_folder` on that path. A folder that cannot be renamed (a mount point,
+  or the current folder) gets its files replaced one by one instead, each replacement atomic; a kill halfway is
+  rolled forward the same way.
 """
 
 from __future__ import annotations

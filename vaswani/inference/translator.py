@@ -179,7 +179,11 @@ class Translator:
     time, since a MarianTokenizer switches between its sentencepiece models to encode a target, and decoded at once);
     PyTorch's is 1. `split_batches=False` keeps each batch whole, on one worker, for a caller that sends
     `parallel_batches` batches at once itself (`vaswani serve`); the default cuts each batch into `parallel_batches`
-    parts, so that one caller uses every worker (`vaswani translate`). PyTorch never cuts a batch."""
+    parts, so that one caller uses every worker (`vaswani translate`). PyTorch never cuts a batch.
+
+    `seed`: the random seed of sampling (`translate_hypotheses(sampling=...)`), set when the engine starts: PyTorch's
+    generator (the process's), CTranslate2's workers'. The same seed gives the same samples again with one worker
+    (`parallel_batches=1`); several take batches in no fixed order."""
 
     def __init__(
         self,
@@ -197,6 +201,8 @@ class Translator:
     ):
         if not isinstance(split_batches, bool):
             raise TranslateError(f"split_batches={split_batches!r}: use True or False")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise TranslateError(f"seed={seed!r}: use a whole number")
         self._encoding = threading.Lock()  # `_encode`, `_encode_targets`: one thread at a time uses the tokenizer
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
             raise TranslateError(f"threads={threads!r}: use 1 or more")
@@ -207,8 +213,6 @@ class Translator:
                                     parallel_batches)  # fmt: skip
                 return
             (model,) = model
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-            raise TranslateError(f"seed={seed!r}: use a whole number")
         if _choose_backend(check_model_folder(model, need_weights=False), backend) == "ctranslate2":
             self._init_ctranslate2(Path(model), device, max_source_length, dtype, parallel_batches, split_batches,
                                    threads, seed)  # fmt: skip
