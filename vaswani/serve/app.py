@@ -24,7 +24,7 @@ language that translates into the requested target (400 when several do, naming 
 source language of the loaded models (confidence 100: the only language this server reads), and 400 when there are
 several.
 
-Texts are split into sentences (`vaswani.serve.text`), the sentences of concurrent requests are decoded together
+Texts are split into sentences (`vaswani.inference.text`), the sentences of concurrent requests are decoded together
 (`vaswani.serve.batching`) in worker threads (a CTranslate2 model's `parallel_batches` batches at once, PyTorch's
 one at a time), and the translations are glued back into each text's shape.
 """
@@ -50,6 +50,7 @@ from starlette.exceptions import HTTPException
 
 from vaswani.errors import UsageError
 from vaswani.inference.outputs import JsonlOutput
+from vaswani.inference.text import HtmlText, SplitText, split_text
 from vaswani.inference.translator import Sampling, TranslateError, missing_constraints
 from vaswani.serve.batching import Batcher, DecodingOptions
 from vaswani.serve.limits import MAX_NEW_TOKENS, ApiKeys, BodyLimit, Limits, RateLimiter, RequestError
@@ -58,7 +59,6 @@ from vaswani.serve.models import ServedPair
 from vaswani.serve.page import PAGE_FILES, PAGE_HEADERS, frontend_settings, page_files
 from vaswani.serve.schema import DetectRequest, LibreTranslateRequest, NativeRequest, shown, validate, validate_api_key
 from vaswani.serve.spec import openapi_document
-from vaswani.serve.text import HtmlText, SplitText, split_text
 
 logger = logging.getLogger("vaswani.serve")
 ENDPOINTS = ("/translate", "/languages", "/detect", "/v1/translate", "/health", "/metrics", "/frontend/settings", "/spec",

@@ -1,4 +1,4 @@
-"""vaswani/serve/text.py: paragraphs cut into sentences and glued back, HTML text nodes translated and the markup
+"""vaswani/inference/text.py: paragraphs cut into sentences and glued back, HTML text nodes translated and the markup
 kept as it came."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vaswani.serve.text import HtmlText, split_text
+from vaswani.inference.text import HtmlText, split_text
 
 
 def test_texts_are_cut_after_sentence_ends_followed_by_space_and_no_lower_case_letter():

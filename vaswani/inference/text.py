@@ -1,7 +1,8 @@
-"""What the server does to a text before and after translation: paragraphs split into sentences, HTML into text nodes.
+"""What is done to a text before and after translation: paragraphs split into sentences, HTML into text nodes.
 
-The model translates sentences (it was trained on sentence pairs), so a LibreTranslate `q` is cut into pieces and
-glued back together with the original white space between them:
+The model translates sentences (it was trained on sentence pairs), so a LibreTranslate `q` (`vaswani serve`) or a
+line of `vaswani translate --split_sentences` is cut into pieces and glued back together with the original white
+space between them:
 
 - `split_text`: a text is split at line breaks (paragraphs; the line breaks are kept as they were), and each
   paragraph after sentence-final punctuation (`.`, `!`, `?`, `…` and the CJK `。！？`, with any closing quotes or
