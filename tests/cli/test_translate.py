@@ -160,6 +160,55 @@ def test_over_long_lines_are_truncated_with_a_warning(model_folder, tmp_path, ca
     assert not [r.getMessage() for r in transformers_records if "indexing errors" in r.getMessage()]
 
 
+def test_split_sentences_translates_each_sentence_of_a_line_and_keeps_the_lines_spacing(model_folder, tmp_path,
+                                                                                        capsys):  # fmt: skip
+    """--split_sentences: each line is cut as the server cuts a text (`split_text`), its sentences translated one by
+    one (the reference: the Translator on the sentences alone) and put back with the line's spacing; a blank line
+    stays blank, and a warning about a truncated sentence names its line."""
+    from vaswani.inference.text import split_text
+
+    first, second = SENTENCES[2], SENTENCES[0]  # "the cat", "a dog runs in the park"
+    lines = [f"{first}. {second.capitalize()}!", "", f"  {second}?   {first.capitalize()}.", first]
+    source, output = write_lines(tmp_path / "input.txt", lines), tmp_path / "output.txt"
+    argv = ["translate", "--model", str(model_folder), "--input", str(source), "--no_progress", "--num_beams", "2"]
+    assert main([*argv, "--split_sentences", "--buffer_lines", "2", "--output", str(output)]) == 0
+    translator = Translator(model_folder, device="cpu")
+    splits = [split_text(line) for line in lines]
+    assert [len(split.sentences) for split in splits] == [2, 0, 2, 1]
+    expected = [split.join(translator.translate(split.sentences, num_beams=2)) for split in splits]
+    assert read_output(output) == expected
+    assert expected[2].startswith("  ") and "   " in expected[2]  # the line's own spacing, kept
+    whole = tmp_path / "whole.txt"
+    assert main([*argv, "--output", str(whole)]) == 0
+    assert read_output(whole)[0] != expected[0]  # a line translated whole is another translation
+    # a truncated sentence: the warning names the line (3), not the sentence's place in the stream (4)
+    long_line = f"{first}. {'the cat sat on the mat ' * 3}."
+    write_lines(source, [first, "", long_line])
+    capsys.readouterr()
+    assert main([*argv, "--split_sentences", "--max_source_length", "6", "--output", str(output)]) == 0
+    assert "warning: line(s) 3 are longer than 6 tokens" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("extra", "refused"),
+    [
+        (["--nbest", "2", "--num_beams", "2"], "--nbest"),
+        (["--scores", "--alignment"], "--scores or --alignment"),
+        (["--output_format", "jsonl"], "--output_format jsonl"),
+        (["--prefix", "{input}"], "--prefix"),
+        (["--input_format", "jsonl"], "--input_format jsonl"),
+    ],
+)
+def test_split_sentences_refuses_what_needs_a_lines_own_translation(model_folder, tmp_path, capsys, extra, refused):
+    source = write_lines(tmp_path / "input.txt", ["a dog. a cat."])
+    extra = [argument.format(input=source) for argument in extra]
+    argv = ["translate", "--model", str(model_folder), "--input", str(source), "--split_sentences", *extra]
+    assert main([*argv, "--output", str(tmp_path / "out.txt")]) == 2
+    err = capsys.readouterr().err
+    assert f"error: --split_sentences does not go with {refused}: a line's sentences" in err, err
+    assert not (tmp_path / "out.txt").exists()
+
+
 def test_empty_input_gives_empty_output(model_folder, tmp_path):
     source, output = tmp_path / "empty.txt", tmp_path / "output.txt"
     source.write_bytes(b"")

@@ -22,7 +22,8 @@ import argparse
 import io
 import itertools
 import sys
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from vaswani.errors import UsageError
 from vaswani.fileio import count_lines
 from vaswani.inference.engines import BACKENDS, Sampling
 from vaswani.inference.outputs import OUTPUT_FORMATS, one_line, output_handler
+from vaswani.inference.text import SplitText, split_text
 from vaswani.inference.translator import read_jsonl_requests, read_lines, translate_lines
 from vaswani.options import add_option, non_negative_int, positive_float, positive_int, probability
 
@@ -86,6 +88,12 @@ TRANSLATE_OPTIONS = {
         type=positive_float, metavar="T",
         help="--do_sample: divide the logits by T before drawing (below 1: closer to the best token; default: 1, the "
              "model's own distribution)",
+    ),
+    "--split_sentences": dict(
+        action="store_true",
+        help="cut each line into sentences (after . ! ? and the like, as `vaswani serve` cuts a text), translate them "
+             "one by one and put the translations back in the line with its spacing: a line that holds a paragraph "
+             "(the model was trained on sentences); plain text output only",
     ),
     "--input_format": dict(
         choices=INPUT_FORMATS, default="text",
@@ -172,6 +180,7 @@ def run(args: argparse.Namespace) -> int:
                              f'"{flag[2:]}" field in the JSON objects, or give text input')  # fmt: skip
     for model in args.model:
         check_output_file(args.output, inputs=[args.input, args.prefix, args.constraints], model=model)
+    check_split_sentences(args)
     sampling = resolve_sampling(args)  # None: beam search
     if sampling is None and args.nbest > args.num_beams:
         raise UsageError(f"--nbest {args.nbest} needs at least as many beams: add --num_beams {args.nbest}")
@@ -206,6 +215,23 @@ def run(args: argparse.Namespace) -> int:
     finally:
         bar.close()  # first, so that an `error: ...` starts a line of its own
     return 0
+
+
+def check_split_sentences(args: argparse.Namespace) -> None:
+    """--split_sentences gives one plain line per input line, made of its sentences' best translations: what needs a
+    line's own translation (its n-best list, score, alignment, JSON record) or a line's prefix or constraints (a
+    sentence's are not known) is refused with it."""
+    if not args.split_sentences:
+        return
+    refused = [flag for flag, given in (
+        ("--nbest", args.nbest > 1), ("--scores", args.scores), ("--alignment", args.alignment),
+        ("--output_format jsonl", args.output_format == "jsonl"), ("--prefix", args.prefix is not None),
+        ("--constraints", args.constraints is not None), ("--input_format jsonl", args.input_format == "jsonl"),
+    ) if given]  # fmt: skip
+    if refused:
+        raise UsageError(f"--split_sentences does not go with {' or '.join(refused)}: a line's sentences are "
+                         "translated one by one and put back as one plain line; leave "
+                         f"{'it' if len(refused) == 1 else 'them'} out, or --split_sentences")  # fmt: skip
 
 
 def resolve_sampling(args: argparse.Namespace) -> Sampling | None:
@@ -251,14 +277,15 @@ def _translate_stream(args: argparse.Namespace, translator, bar, warn_truncated,
     with _open_input(args.input) as source, _open_input_file(args.prefix) as prefix_file, \
             _open_input_file(args.constraints) as constraints_file, open_output(args.output) as sink:  # fmt: skip
         lines, requests = _requests(args, source, prefix_file, constraints_file)
+        split = SentenceSplit(lines) if args.split_sentences else None
         translations = translate_lines(
             translator,
-            lines,
+            lines if split is None else split.sentences(),
             **requests,
             on_unmet_line=warn_unmet,
             buffer_lines=args.buffer_lines,
-            progress=bar.update,
-            on_truncated_lines=warn_truncated,
+            progress=bar.update if split is None else None,  # lines are counted as they are put back
+            on_truncated_lines=warn_truncated if split is None else split.on_truncated(warn_truncated),
             num_beams=args.num_beams,
             length_penalty=args.length_penalty,
             max_new_tokens=args.max_new_tokens,
@@ -268,6 +295,8 @@ def _translate_stream(args: argparse.Namespace, translator, bar, warn_truncated,
             **({"hypotheses": True, "nbest": args.nbest, "scores": args.scores, "alignment": args.alignment}
                if output is not None else {}),
         )  # fmt: skip
+        if split is not None:
+            translations = split.lines(translations, bar.update)
         for index, translation in enumerate(translations):
             if output is not None:
                 for line in output.lines(index, translation):
@@ -276,6 +305,47 @@ def _translate_stream(args: argparse.Namespace, translator, bar, warn_truncated,
                 sink.write(one_line(translation) + "\n")
             if args.output is None:  # a person at a terminal, or a program that sends a line and waits for its
                 sink.flush()  # translation (--buffer_lines 1), sees each one as soon as it is made
+
+
+class SentenceSplit:
+    """--split_sentences: the input lines cut into sentences (`vaswani.inference.text.split_text`, the server's rule),
+    fed to `translate_lines` as one stream, and the translations put back line by line. A line without a sentence (a
+    blank one) stands in the stream as one blank sentence, which translates to nothing, so that every line has its
+    place; each sentence remembers its line, so that a warning names the line."""
+
+    def __init__(self, lines: Iterable[str]):
+        self._lines = lines
+        self._pending: deque[SplitText] = deque()  # the lines whose sentences are in the stream, in order
+        self._line_of: dict[int, int] = {}  # a sentence's number in the stream (from 1) -> its line's (from 1)
+        self._sentences = 0
+
+    def sentences(self) -> Iterator[str]:
+        for number, line in enumerate(self._lines, 1):
+            split = split_text(line)
+            self._pending.append(split)
+            for sentence in split.sentences or [""]:
+                self._sentences += 1
+                self._line_of[self._sentences] = number
+                yield sentence
+
+    def on_truncated(self, warn: Callable[[list[int]], None]) -> Callable[[list[int]], None]:
+        """`warn` called with the line numbers of truncated sentences, each line once."""
+        return lambda numbers: warn(sorted({self._line_of[number] for number in numbers}))
+
+    def lines(self, translations: Iterable[str], progress: Callable[[int], None]) -> Iterator[str]:
+        """Each line with its sentences' translations in their places, as soon as its last sentence is translated."""
+        done, consumed = [], 0
+        for translation in translations:
+            done.append(translation)
+            while self._pending and len(done) >= max(1, len(self._pending[0].sentences)):
+                split = self._pending.popleft()
+                count = max(1, len(split.sentences))
+                yield split.join(done[:count]) if split.sentences else split.join([])
+                for _ in range(count):
+                    consumed += 1
+                    del self._line_of[consumed]
+                done = done[count:]
+                progress(1)
 
 
 def _requests(args: argparse.Namespace, source, prefix_file, constraints_file) -> tuple[Iterator[str], dict]:
