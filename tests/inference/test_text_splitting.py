@@ -24,8 +24,18 @@ def test_texts_are_cut_after_sentence_ends_followed_by_space_and_no_lower_case_l
     assert split_text(" \n ").sentences == [] and split_text(" \n ").join([]) == " \n "
 
 
+def test_chinese_and_japanese_sentences_are_cut_without_a_space_between_them():
+    """They put no space after 。！？: the rule with a space alone left a Chinese paragraph one sentence. A closing
+    quote after the full stop keeps the quotation in its sentence (Japanese 「...。」と言った)."""
+    split = split_text("今天天气很好。我们去公园吧！你来吗？")
+    assert split.sentences == ["今天天气很好。", "我们去公园吧！", "你来吗？"]
+    assert split.join(["A.", "B!", "C?"]) == "A.B!C?"  # no separator where the text had none
+    assert split_text("「こんにちは。」と言った。次の文。").sentences == ["「こんにちは。」と言った。", "次の文。"]
+    assert split_text("今天很好。 我们走吧。").sentences == ["今天很好。", "我们走吧。"]  # a space is kept as it was
+
+
 def test_splitting_and_joining_gives_back_any_text():
-    @given(st.text(alphabet=st.sampled_from("ab .!?\n\r\t»A"), max_size=40))
+    @given(st.text(alphabet=st.sampled_from("ab .!?\n\r\t»A。」我"), max_size=40))
     def check(text):
         split = split_text(text)
         assert split.join(split.sentences) == text

@@ -6,9 +6,12 @@ space between them:
 
 - `split_text`: a text is split at line breaks (paragraphs; the line breaks are kept as they were), and each
   paragraph after sentence-final punctuation (`.`, `!`, `?`, `…` and the CJK `。！？`, with any closing quotes or
-  brackets after them) followed by white space and a character that is not a lower-case letter. That is the whole
-  rule: no abbreviation list, no language model, so "Dr. Smith" is cut after "Dr." (each half is translated on its
-  own); a client that knows better sends one sentence per `q` item, or uses the native API, which never splits.
+  brackets after them) followed by white space and a character that is not a lower-case letter. Chinese and Japanese
+  put no space between sentences: after `。！？` directly followed by a character that is not a closing quote or
+  bracket the text is cut too (`今天很好。我们走吧` in two; `「はい。」と言った` stays whole, the quotation being part of
+  its sentence). That is the whole rule: no abbreviation list, no language model, so "Dr. Smith" is cut after "Dr."
+  (each half is translated on its own); a client that knows better sends one sentence per `q` item, or uses the
+  native API, which never splits.
 - `HtmlText`: an HTML fragment or page is parsed with the standard library's `html.parser`; the text nodes are
   translated (each one as a text, so it is split into sentences too) and everything else is written back as it came:
   tags with their attributes exactly as written, comments, doctypes, and the content of `<script>`, `<style>`,
@@ -23,8 +26,10 @@ import re
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
-# Sentence-final punctuation, then closing quotes or brackets, then the white space where the text is cut.
-SENTENCE_END = re.compile(r"[.!?…。！？]+[\"'”’»)\]]*(\s+)")
+# Sentence-final punctuation, then closing quotes or brackets, then the white space where the text is cut; or the CJK
+# full stops directly followed by the next sentence (cut without a separator).
+CLOSERS = r"\"'”’»)\]」』）】〕"  # inside a [...] class: the ] escaped
+SENTENCE_END = re.compile(rf"[.!?…。！？]+[{CLOSERS}]*(?P<space>\s+)|[。！？]+(?![{CLOSERS}。！？])(?P<none>)")
 PARAGRAPH_BREAK = re.compile(r"((?:\r\n|\r|\n)+)")
 
 
@@ -36,7 +41,8 @@ def split_paragraph(paragraph: str) -> list[str]:
         following = paragraph[match.end() : match.end() + 1]
         if not following or following.islower():
             continue
-        parts += [paragraph[start : match.start(1)], match.group(1)]
+        separator = "space" if match.group("space") is not None else "none"
+        parts += [paragraph[start : match.start(separator)], match.group(separator)]
         start = match.end()
     parts.append(paragraph[start:])
     return parts
