@@ -340,7 +340,7 @@ class SentenceSplit:
             while self._pending and len(done) >= max(1, len(self._pending[0].sentences)):
                 split = self._pending.popleft()
                 count = max(1, len(split.sentences))
-                yield split.join(done[:count]) if split.sentences else split.join([])
+                yield split.join(done[:count])  # a blank line's layout places no sentence: the stand-in is left out
                 for _ in range(count):
                     consumed += 1
                     del self._line_of[consumed]

@@ -131,6 +131,9 @@ class TorchEngine:
         self.max_new_tokens_over_source = self.model.MAX_NEW_TOKENS_OVER_SOURCE
         self._pieces: list[str] | None = None
         self._special_ids: set[int] = set()  # made with `_pieces`
+        # what sampling never draws: PAD and the start token, and the generation config's bad words
+        never = Sampling.never_drawn(config.pad_token_id, config.decoder_start_token_id, config.eos_token_id)
+        self.sampling_bad_words = [[i] for i in never] + list(self.model.generation_config.bad_words_ids or [])
 
     @property
     def batch_tokens(self) -> int:
@@ -158,13 +161,10 @@ class TorchEngine:
         input_ids, attention_mask = self._pad(sources)
         with torch.inference_mode(), self._autocast():
             if sampling is not None:  # one model, one beam, no prefix or constraint: the Translator checked
-                config = self.model.config
-                never = Sampling.never_drawn(config.pad_token_id, config.decoder_start_token_id, config.eos_token_id)
-                bad_words = [[i] for i in never] + list(self.model.generation_config.bad_words_ids or [])
                 output_ids = self.model.generate(
                     input_ids=input_ids, attention_mask=attention_mask, do_sample=True, num_beams=1,
                     top_k=sampling.top_k, top_p=sampling.top_p, temperature=sampling.temperature,
-                    num_return_sequences=num_hypotheses, bad_words_ids=bad_words,
+                    num_return_sequences=num_hypotheses, bad_words_ids=self.sampling_bad_words,
                     **self._length_limit(input_ids.shape[1], max_new_tokens, paper_decoding),
                 )  # fmt: skip  # (B * n, T)
             elif prefixes is None and constraints is None and len(self.models) == 1:  # today's path: `generate()`
@@ -412,6 +412,13 @@ class CTranslate2Engine:
         self.suppress_sequences = [
             tokenizer.convert_ids_to_tokens(ids) for ids in self.info.get("generation", {}).get("bad_words_ids") or []
         ]
+        # what sampling never draws (PAD, the start token) besides those; the vocabulary that bounds its top k
+        info = self.info  # read with .get: an export of an earlier version decodes as before, whatever it lacks
+        start = info.get("decoder_start_token_id", info.get("bos_token_id"))
+        never = Sampling.never_drawn(info.get("pad_token_id"), start, info.get("eos_token_id"))
+        self.sampling_suppressed = [[token] for token in tokenizer.convert_ids_to_tokens(never)]
+        self.sampling_suppressed += self.suppress_sequences
+        self.vocab_size = (info.get("source_config") or {}).get("vocab_size") or len(tokenizer)
         self._warned_paper = False
 
     def _compute_type(self, dtype: str, supported: set[str]) -> str:
@@ -470,17 +477,12 @@ class CTranslate2Engine:
         # sampling: CTranslate2's random sampler (top_k 0: every token), one beam; otherwise its beam or greedy search
         search = dict(beam_size=num_beams, suppress_sequences=self.suppress_sequences or None)
         if sampling is not None:
-            info = self.info
-            never = Sampling.never_drawn(info["pad_token_id"], info.get("decoder_start_token_id", info["bos_token_id"]),
-                                         info["eos_token_id"])  # fmt: skip
             # CTranslate2 refuses a top k over its vocabulary (PyTorch takes it as every token, as 0 is here) and reads
             # top_p in float32, where a tiny p is 0 (refused): any p at most 1e-6 keeps the top token alone
-            top_k = 0 if sampling.top_k >= self.info["source_config"]["vocab_size"] else sampling.top_k
             search = dict(
-                beam_size=1, sampling_topk=top_k, sampling_topp=max(sampling.top_p, 1e-6),
-                sampling_temperature=sampling.temperature,
-                suppress_sequences=[*([token] for token in self.tokenizer.convert_ids_to_tokens(never)),
-                                    *self.suppress_sequences],
+                beam_size=1, sampling_topk=0 if sampling.top_k >= self.vocab_size else sampling.top_k,
+                sampling_topp=max(sampling.top_p, 1e-6), sampling_temperature=sampling.temperature,
+                suppress_sequences=self.sampling_suppressed,
             )  # fmt: skip
         results = self.translator.translate_batch(
             [self.tokenizer.convert_ids_to_tokens(ids) for ids in sources],
