@@ -77,6 +77,16 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def length_ratio(text: str) -> float:
+    """argparse type for a ratio of two lengths, the longer over the shorter: a finite number of at least 1."""
+    value = number(text)
+    if not 1 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(
+            f"must be a finite number of at least 1 (the longer side's length over the shorter's), got {text}"
+        )
+    return value
+
+
 def probability(text: str) -> float:
     """argparse type for a probability mass to keep: a number above 0 and at most 1."""
     value = number(text)
@@ -166,6 +176,20 @@ REGISTRY: dict[str, Option] = {
     "max_target_length": Option("--max_target_length", "target length limit in tokens, EOS included",
                                 dict(type=positive_int, metavar="N")),
     "overlong": Option("--overlong", "pairs over the length limits", dict(choices=["drop", "truncate"])),
+    # cleaning the training pairs (vaswani/data/cleaning.py)
+    "max_length_ratio": Option(
+        "--max_length_ratio", "drop training pairs whose longer side has more than R times the tokens of the shorter "
+        "(EOS not counted; fairseq's WMT'14 recipe: 1.5; Moses' clean-corpus-n: 9, on words); default: no limit",
+        dict(type=length_ratio, metavar="R"),
+    ),
+    "drop_duplicates": Option(
+        "--drop_duplicates", "drop training pairs that repeat an earlier pair exactly (both sides); the first stays",
+        dict(action="store_true"),
+    ),
+    "drop_copies": Option(
+        "--drop_copies", "drop training pairs whose target is the source again (untranslated text, the most harmful "
+        "noise of crawled corpora: Khayrallah & Koehn, 2018; names and numbers go too)", dict(action="store_true"),
+    ),
     "text_column": Option("--text_column", "the field or column that holds an LM's text", dict(metavar="NAME")),
     "block_size": Option("--block_size", "tokens per language-model example", dict(type=int, metavar="N")),
     "packing": Option("--packing", "concatenate an LM's texts into blocks (yes) or one example per line (no)",

@@ -228,6 +228,8 @@ def test_every_task_provides_the_task_interface_and_the_task_choices_are_the_reg
         ("causal_lm", ["--encoder_layers", "2"], "--encoder_layers is not an option of --task causal_lm"),
         ("masked_lm", ["--decoder_ffn_dim", "8"], "--decoder_ffn_dim is not an option of --task masked_lm"),
         ("causal_lm", ["--mlm_probability", "0.2"], "--mlm_probability is not an option of --task causal_lm"),
+        ("causal_lm", ["--drop_copies"], "--drop_copies is not an option of --task causal_lm"),
+        ("masked_lm", ["--max_length_ratio", "2"], "--max_length_ratio is not an option of --task masked_lm"),
         ("translation", ["--block_size", "64"], "--block_size is not an option of --task translation"),
         ("translation", ["--packing", "no"], "--packing is not an option of --task translation"),
         ("causal_lm", ["--metric_for_best", "bleu"], "--metric_for_best bleu is not a metric of --task causal_lm"),

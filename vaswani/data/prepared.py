@@ -27,6 +27,7 @@ from pathlib import Path
 import datasets
 
 from vaswani.constants import TMP_PREFIX
+from vaswani.data.cleaning import CLEANING_OPTIONS
 from vaswani.data.tokenized import compact, token_dtype
 from vaswani.errors import DataError, UsageError
 
@@ -40,7 +41,14 @@ TEXT_SUBDIR = "text"
 DATA_OPTIONS = ("train_file", "validation_file", "test_file", "dataset_name", "dataset_config_name", "validation_size")
 TOKENIZER_OPTIONS = ("tokenizer", "vocab_size", "min_frequency", "special_tokens_layout", "tokenizer_sample")
 TASK_OPTIONS = {
-    "translation": ("source_lang", "target_lang", "max_source_length", "max_target_length", "overlong"),
+    "translation": (
+        "source_lang",
+        "target_lang",
+        "max_source_length",
+        "max_target_length",
+        "overlong",
+        *CLEANING_OPTIONS,
+    ),
     "language_model": ("text_column", "block_size", "packing"),
 }
 PATH_OPTIONS = ("train_file", "validation_file", "test_file", "tokenizer")
@@ -62,6 +70,14 @@ def _normalized(name: str, value):
     if name in PATH_OPTIONS and value is not None:
         return os.path.abspath(os.fspath(value))
     return value
+
+
+def _as_given(name: str, value) -> str:
+    """How a command line gives `value` to --name: "no --name" (unset, or a switch that is off), "--name" (a switch
+    that is on), else "--name VALUE". Two values are the same option when they read the same."""
+    if value is None or value is False:
+        return f"no --{name}"
+    return f"--{name}" if value is True else f"--{name} {value}"
 
 
 def source_files(paths: list[str]) -> list[dict]:
@@ -172,14 +188,22 @@ def apply_manifest(args, manifest: dict) -> None:
             f"--prepared_data {folder} holds data of --task {manifest['task']}, but this run is --task {args.task}: "
             f"pass --task {manifest['task']}, or prepare the data for --task {args.task}."
         )
-    for name, recorded in manifest["options"].items():
+    # an option the manifest lacks did not exist when the folder was prepared: the folder was prepared without it
+    recorded_options = {name: None for name in TASK_OPTIONS[task_family(args.task)]} | manifest["options"]
+    for name, recorded in recorded_options.items():
         given = _normalized(name, getattr(args, name, None))
-        if name in args.explicit and given != recorded:
-            raise UsageError(
-                f"--{name} {given} disagrees with --prepared_data {folder}, which was prepared with "
-                f"{'no --' + name if recorded is None else '--' + name + ' ' + str(recorded)} (manifest.json): drop "
-                f"--{name}, or prepare the data again with it (`vaswani prepare ... --{name} {given}`)."
+        if name in args.explicit and _as_given(name, given) != _as_given(name, recorded):
+            again = (
+                f"without --{name}"
+                if given in (None, False)
+                else f"with it (`vaswani prepare ... {_as_given(name, given)}`)"
             )
+            raise UsageError(
+                f"{_as_given(name, given)} disagrees with --prepared_data {folder}, which was prepared with "
+                f"{_as_given(name, recorded)} (manifest.json): drop --{name}, or prepare the data again {again}."
+            )
+        if name not in manifest["options"]:
+            continue  # (the option's default: what the folder was prepared with)
         if name in TASK_OPTIONS[task_family(args.task)]:
             setattr(args, name, recorded)  # the limits the tokens were made with (checks, evaluation)
         elif name in DATA_OPTIONS:

@@ -27,6 +27,7 @@ from modeling_vaswani.configuration_vaswani import (
 )
 from modeling_vaswani.scheduling_vaswani import DROPHEAD_KINDS
 from tokenization import SPECIAL_TOKEN_LAYOUTS
+from vaswani.data.cleaning import CLEANING_OPTIONS
 from vaswani.data.text import (
     PACKING_CHOICES,
 )
@@ -196,6 +197,8 @@ def add_data_options(parser: argparse.ArgumentParser, command: str = COMMAND) ->
     add_option(group, "max_source_length", command, default=256, help="in tokens, EOS included")
     add_option(group, "max_target_length", command, default=256, help="in tokens, EOS included")
     add_option(group, "overlong", command, default="drop", help="pairs over the limits")
+    for name in CLEANING_OPTIONS:  # vaswani/data/cleaning.py
+        add_option(group, name, command)
     add_option(group, "preprocessing_num_workers", command,
                help="processes that tokenize the data (`datasets.map` num_proc; default: every core, one for a split "
                "under 10,000 examples)")  # fmt: skip

@@ -32,6 +32,7 @@ from modeling_vaswani.configuration_vaswani import MODEL_OPTIONS
 from tokenization import train_bpe_tokenizer
 from vaswani.constants import TOKENIZER_STAGING
 from vaswani.data.batching import LanguageModelCollator, PairCollator, TokenBatchSampler, TokenCollator, collate
+from vaswani.data.cleaning import CLEANING_OPTIONS, PairFilter
 from vaswani.data.loading import load_translation_splits
 from vaswani.data.prepared import load_prepared, read_manifest
 from vaswani.data.text import (
@@ -149,8 +150,11 @@ def tokenize_splits(args, raw, tokenizer, accelerator):
 
 
 def tokenize_pairs(args, raw, tokenizer, accelerator) -> tuple[dict, dict]:
-    """`tokenize_splits`, and per split the counts of over-long pairs ({"overlong": N, "dropped": M})."""
+    """`tokenize_splits`, and per split the counts of over-long pairs and of the pairs dropped ({"overlong": N,
+    "dropped": M}, and in train the counts of the cleaning filters that are on: "length_ratio", "copies",
+    "duplicates"; vaswani/data/cleaning.py)."""
     src, tgt, overlong_policy = args.source_lang, args.target_lang, args.overlong
+    cleaning = PairFilter.from_args(args)
     limits = {"input_ids": args.max_source_length, "labels": args.max_target_length}
     vocab_size, eos = len(tokenizer), tokenizer.eos_token_id
 
@@ -177,17 +181,23 @@ def tokenize_pairs(args, raw, tokenizer, accelerator) -> tuple[dict, dict]:
             num_proc=workers_for(len(dataset), args.preprocessing_num_workers), desc=f"Tokenizing {split}",
             cache_file_name=str(work / f"{split}.arrow"), new_fingerprint=f"{folder.name}-{split}",
         ).with_format(None)  # fmt: skip
-        count = int(np.count_nonzero(column_array(mapped, "overlong")))
-        dropped = count if count and overlong_policy == "drop" and split == "train" else 0
-        if dropped:
+        overlong = column_array(mapped, "overlong")  # (num_pairs,) bool
+        counts = {"overlong": int(overlong.sum())}
+        drop = overlong if overlong_policy == "drop" and split == "train" else np.zeros_like(overlong)
+        if split == "train":  # held-out pairs are never dropped: scores must cover the whole split
+            flagged, cleaned = cleaning.drops(dataset, src, tgt, column_array(mapped, "source_length"),
+                                              column_array(mapped, "target_length"))  # fmt: skip
+            drop, counts = drop | flagged, {**counts, **cleaned}
+        counts["dropped"] = int(drop.sum())
+        if counts["dropped"]:
             mapped = mapped.filter(
-                lambda flags: [not f for f in flags], input_columns="overlong", batched=True,
+                lambda rows: ~drop[rows], with_indices=True, input_columns=[], batched=True,
                 cache_file_name=str(work / f"{split}-kept.arrow"), new_fingerprint=f"{folder.name}-{split}-kept",
             )  # fmt: skip
-        return mapped.remove_columns("overlong"), {"overlong": count, "dropped": dropped}
+        return mapped.remove_columns("overlong"), counts
 
     options = {"task": "translation", "source_lang": src, "target_lang": tgt, "limits": limits,
-               "overlong": overlong_policy}  # fmt: skip
+               "overlong": overlong_policy, **cleaning.options()}  # fmt: skip
     key = from_main_process(accelerator, lambda: tokens_key(raw, tokenizer, options))
     folder = cache_folder(key, args.cache_dir)
     with main_process_first(accelerator, local=True):
@@ -195,18 +205,39 @@ def tokenize_pairs(args, raw, tokenizer, accelerator) -> tuple[dict, dict]:
             raw, key, args.cache_dir, tokenize_split, may_build=accelerator.is_local_main_process,
             vocab_size=len(tokenizer),
         )  # fmt: skip
-        log_cache(folder, reused, "text, tokenizer, length limits and --overlong")
-        for split, count in ((split, counts[split]["overlong"]) for split in raw):
-            if counts[split]["dropped"]:
-                logger.info("%s: dropped %d over-long pairs (limits %s)", split, count, limits)
-            elif count:  # held-out pairs are never dropped: scores must cover the whole split
-                logger.info("%s: %d pairs exceed the limits %s and were %s", split, count, limits,
-                            "truncated" if overlong_policy == "truncate" else "kept for evaluation")  # fmt: skip
+        log_cache(folder, reused, "text, tokenizer, length limits, --overlong and cleaning options")
+        for split in raw:
+            log_dropped(split, counts[split], limits, overlong_policy, cleaning)
         if len(tokenized["train"]) == 0:
             raise DataError(
-                "every training pair is over the length limits; raise --max_source_length/--max_target_length."
+                f"every training pair was dropped ({dropped_summary(counts['train'], limits, cleaning)}): raise "
+                "--max_source_length/--max_target_length or relax the cleaning options."
             )
     return tokenized, counts
+
+
+def dropped_summary(counts: dict, limits: dict, cleaning: PairFilter) -> str:
+    """Why a split's pairs were dropped, in words: "3 over the limits {...}, 2 with a length ratio over 1.5, ..."
+    (a pair two rules flag is counted by each)."""
+    parts = [f"{counts['overlong']:,} over the limits {limits}"] if counts["overlong"] else []
+    if "length_ratio" in counts:
+        parts.append(f"{counts['length_ratio']:,} with a length ratio over {cleaning.max_length_ratio:g}")
+    if "copies" in counts:
+        parts.append(f"{counts['copies']:,} copies of their source")
+    if "duplicates" in counts:
+        parts.append(f"{counts['duplicates']:,} repeats of an earlier pair")
+    return ", ".join(parts)
+
+
+def log_dropped(split: str, counts: dict, limits: dict, overlong_policy: str, cleaning: PairFilter) -> None:
+    """The log lines of a split's dropped pairs and of its over-long pairs kept (truncated, or a held-out split's)."""
+    keeps_overlong = overlong_policy == "truncate" or split != "train"
+    if counts["dropped"]:
+        why = dropped_summary({**counts, "overlong": 0} if keeps_overlong else counts, limits, cleaning)
+        logger.info("%s: dropped %s pairs (%s)", split, f"{counts['dropped']:,}", why)
+    if counts["overlong"] and keeps_overlong:
+        logger.info("%s: %d pairs exceed the limits %s and were %s", split, counts["overlong"], limits,
+                    "truncated" if overlong_policy == "truncate" else "kept for evaluation")  # fmt: skip
 
 
 def log_cache(folder: Path, reused: bool, what: str) -> None:
@@ -514,7 +545,7 @@ LM_OPTIONS = ("text_column", "block_size", "packing", "mlm_probability")  # the 
 
 
 TRANSLATION_OPTIONS = ("source_lang", "target_lang", "max_source_length", "max_target_length", "overlong",
-                       "num_beams", "length_penalty", "num_examples")  # fmt: skip
+                       *CLEANING_OPTIONS, "num_beams", "length_penalty", "num_examples")  # fmt: skip
 
 
 def refuse_options(args, names, task: str, fix: str) -> None:
