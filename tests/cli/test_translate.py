@@ -189,6 +189,36 @@ def test_split_sentences_translates_each_sentence_of_a_line_and_keeps_the_lines_
     assert "warning: line(s) 3 are longer than 6 tokens" in capsys.readouterr().err
 
 
+def test_split_sentences_keeps_the_abbreviations_of_the_models_source_language_or_source_lang(model_folder,
+                                                                                                 tmp_path, capsys):  # fmt: skip
+    """By default the language of the model's run_args.json (de: the ordinal "3." does not end a sentence; en: it
+    does), --source_lang another; a folder without run_args.json splits by English's abbreviations."""
+    import json
+    import shutil
+
+    line = "Am 3. Oktober kommt Dr. Weber. Dann geht er."
+    source, output = write_lines(tmp_path / "input.txt", [line]), tmp_path / "output.txt"
+    translator = Translator(model_folder, device="cpu")
+    assert not (model_folder / "run_args.json").exists()  # (a model saved by the tests' own training)
+    english, german = tmp_path / "en-de", tmp_path / "de-en"
+    for folder, pair in ((english, ("en", "de")), (german, ("de", "en"))):
+        shutil.copytree(model_folder, folder)
+        (folder / "run_args.json").write_text(json.dumps({"source_lang": pair[0], "target_lang": pair[1]}))
+    whole = ["Am 3. Oktober kommt Dr. Weber.", "Dann geht er."]
+    cut = ["Am 3.", "Oktober kommt Dr. Weber.", "Dann geht er."]
+    for model, extra, sentences in (
+        (german, [], whole), (english, [], cut), (german, ["--source_lang", "en"], cut),
+        (english, ["--source_lang", "de"], whole), (model_folder, [], cut), (model_folder, ["--source_lang", "de"], whole),
+    ):  # fmt: skip
+        argv = ["translate", "--model", str(model), "--input", str(source), "--no_progress", "--split_sentences"]
+        assert main([*argv, *extra, "--output", str(output)]) == 0
+        assert read_output(output) == [" ".join(translator.translate(sentences))], (model, extra)
+    for extra, said in ((["--source_lang", "de"], "--source_lang says whose abbreviations --split_sentences keeps"),
+                        (["--source_lang", "d e", "--split_sentences"], "--source_lang 'd e' is not a language code")):  # fmt: skip
+        assert main(["translate", "--model", str(model_folder), "--input", str(source), *extra]) == 2
+        assert f"error: {said}" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("extra", "refused"),
     [

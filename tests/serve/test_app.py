@@ -186,6 +186,19 @@ def test_paragraphs_and_sentences_are_translated_one_by_one_and_glued_back(addre
     assert answer == {"translatedText": f"{expected[0]} {expected[1]}\n\n  {expected[2]}\n"}
 
 
+def test_the_abbreviations_of_the_pairs_source_language_do_not_end_a_sentence(address, translator):
+    """German writes ordinals "3." (a non-breaking prefix of its Moses list), English does not: the same text is cut
+    by the source language of the pair asked for, in plain text and in HTML."""
+    text = "Am 3. Oktober kommt Dr. Weber. Dann geht er."
+    for source, target, sentences in (("de", "en", ["Am 3. Oktober kommt Dr. Weber.", "Dann geht er."]),
+                                      ("en", "de", ["Am 3.", "Oktober kommt Dr. Weber.", "Dann geht er."])):  # fmt: skip
+        expected = " ".join(translator.translate(sentences))
+        for format, q, answer_of in (("text", text, str), ("html", f"<p>{text}</p>", lambda t: f"<p>{t}</p>")):
+            status, answer, _ = post_json(address, "/translate", {"q": q, "source": source, "target": target,
+                                                                  "format": format})  # fmt: skip
+            assert status == 200 and answer["translatedText"] == answer_of(expected), (source, format, answer)
+
+
 def test_a_list_of_texts_gives_a_list_and_alternatives_are_the_n_best(address, translator):
     status, answer, _ = post_json(address, "/translate", {"q": LEARNED[:2], "source": "en", "target": "de",
                                                           "alternatives": 2})  # fmt: skip

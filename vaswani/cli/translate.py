@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import io
 import itertools
+import re
 import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -35,6 +36,7 @@ from vaswani.inference.outputs import OUTPUT_FORMATS, one_line, output_handler
 from vaswani.inference.text import SplitText, split_text
 from vaswani.inference.translator import read_jsonl_requests, read_lines, translate_lines
 from vaswani.options import add_option, non_negative_int, positive_float, positive_int, probability
+from vaswani.serve.models import LANGUAGE_CODE, pair_from_training_arguments
 
 HELP = "translate sentences, one per line"
 INPUT_FORMATS = ("text", "jsonl")
@@ -164,6 +166,10 @@ def add_arguments(translate: argparse.ArgumentParser) -> None:
     add_option(translate, "backend", "translate", choices=BACKENDS, default="auto")
     for flag, settings in TRANSLATE_OPTIONS.items():
         translate.add_argument(flag, **settings)
+    add_option(translate, "source_lang", "translate",
+               help="--split_sentences: the language whose abbreviations do not end a sentence (Moses' non-breaking "
+                    "prefixes: 'Dr.', 'z. B.'; default: the model's source language from its run_args.json, "
+                    "English's where it has none)")  # fmt: skip
     add_option(translate, "seed", "translate",
                help="--do_sample: seed the random draws, so that the same input, model and options give the same "
                     "samples again (decoding then runs one batch at a time: --parallel_batches 1)")  # fmt: skip
@@ -221,7 +227,13 @@ def check_split_sentences(args: argparse.Namespace) -> None:
     """--split_sentences gives one plain line per input line, made of its sentences' best translations: what needs a
     line's own translation (its n-best list, score, alignment, JSON record) or a line's prefix or constraints (a
     sentence's are not known) is refused with it."""
+    if args.source_lang is not None and not re.fullmatch(LANGUAGE_CODE, args.source_lang):
+        raise UsageError(f"--source_lang {args.source_lang!r} is not a language code: give one such as en, de or "
+                         "pt_BR")  # fmt: skip
     if not args.split_sentences:
+        if args.source_lang is not None:
+            raise UsageError("--source_lang says whose abbreviations --split_sentences keeps inside a sentence: add "
+                             "--split_sentences, or leave --source_lang out")  # fmt: skip
         return
     refused = [flag for flag, given in (
         ("--nbest", args.nbest > 1), ("--scores", args.scores), ("--alignment", args.alignment),
@@ -232,6 +244,18 @@ def check_split_sentences(args: argparse.Namespace) -> None:
         raise UsageError(f"--split_sentences does not go with {' or '.join(refused)}: a line's sentences are "
                          "translated one by one and put back as one plain line; leave "
                          f"{'it' if len(refused) == 1 else 'them'} out, or --split_sentences")  # fmt: skip
+
+
+def sentence_language(args: argparse.Namespace) -> str | None:
+    """The language whose abbreviations --split_sentences keeps inside a sentence (`split_text`): --source_lang, else
+    the first model's source language (its run_args.json: a model trained here, and its exports, averages and
+    prunings), else None (English's, as Moses does)."""
+    if args.source_lang is not None:
+        return args.source_lang
+    try:
+        return pair_from_training_arguments(Path(args.model[0]))[0]
+    except UsageError:  # no run_args.json (a converted model), or one without a usable pair
+        return None
 
 
 def resolve_sampling(args: argparse.Namespace) -> Sampling | None:
@@ -277,7 +301,7 @@ def _translate_stream(args: argparse.Namespace, translator, bar, warn_truncated,
     with _open_input(args.input) as source, _open_input_file(args.prefix) as prefix_file, \
             _open_input_file(args.constraints) as constraints_file, open_output(args.output) as sink:  # fmt: skip
         lines, requests = _requests(args, source, prefix_file, constraints_file)
-        split = SentenceSplit(lines) if args.split_sentences else None
+        split = SentenceSplit(lines, sentence_language(args)) if args.split_sentences else None
         translations = translate_lines(
             translator,
             lines if split is None else split.sentences(),
@@ -313,15 +337,16 @@ class SentenceSplit:
     blank one) stands in the stream as one blank sentence, which translates to nothing, so that every line has its
     place; each sentence remembers its line, so that a warning names the line."""
 
-    def __init__(self, lines: Iterable[str]):
+    def __init__(self, lines: Iterable[str], language: str | None = None):
         self._lines = lines
+        self._language = language  # whose abbreviations do not end a sentence (`sentence_language`)
         self._pending: deque[SplitText] = deque()  # the lines whose sentences are in the stream, in order
         self._line_of: dict[int, int] = {}  # a sentence's number in the stream (from 1) -> its line's (from 1)
         self._sentences = 0
 
     def sentences(self) -> Iterator[str]:
         for number, line in enumerate(self._lines, 1):
-            split = split_text(line)
+            split = split_text(line, self._language)
             self._pending.append(split)
             for sentence in split.sentences or [""]:
                 self._sentences += 1

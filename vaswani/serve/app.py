@@ -272,9 +272,10 @@ async def libretranslate_translate(server: Server, request: Request) -> dict:
     pair, detected = server.pair(body.source, body.target)
     texts = q if isinstance(q, list) else [q]
     server.limits.check_characters(texts)
-    documents = [HtmlText(text) for text in texts] if body.format == "html" else None
+    source = pair[0]  # whose abbreviations do not end a sentence
+    documents = [HtmlText(text, source) for text in texts] if body.format == "html" else None
     splits: list[SplitText] = (
-        [s for d in documents for s in d.texts()] if documents else [split_text(t) for t in texts]
+        [s for d in documents for s in d.texts()] if documents else [split_text(t, source) for t in texts]
     )
     sentences = [sentence for split in splits for sentence in split.sentences]
     server.limits.check_sentences(len(sentences))
