@@ -50,7 +50,7 @@ from starlette.exceptions import HTTPException
 
 from vaswani.errors import UsageError
 from vaswani.inference.outputs import JsonlOutput
-from vaswani.inference.text import HtmlText, SplitText, split_text
+from vaswani.inference.text import HtmlText, SplitText, nonbreaking_prefixes, split_text
 from vaswani.inference.translator import Sampling, TranslateError, missing_constraints
 from vaswani.serve.batching import Batcher, DecodingOptions
 from vaswani.serve.limits import MAX_NEW_TOKENS, ApiKeys, BodyLimit, Limits, RateLimiter, RequestError
@@ -180,6 +180,8 @@ class Server:
         self.batcher = Batcher(self._decode, max_tokens=self.max_tokens, max_wait=settings.max_wait,
                                on_batch=self.metrics.observe_batch, slots=slots)  # fmt: skip
         self.sources = sorted({source for source, _ in models})
+        for source in self.sources:  # each language's abbreviations, read now rather than by the first request
+            nonbreaking_prefixes(source)
 
     def authorize(self, request: Request, fields: dict) -> None:
         """A 403 for a missing or wrong API key (when the server has keys), a 429 over the rate limit."""
