@@ -183,7 +183,13 @@ def test_prepare_refuses_prepared_data_and_bad_values_before_reading(tmp_path, c
     for extra, message in ((["--prepared_data", "x"], "unrecognized arguments: --prepared_data"),
                            (["--max_source_length", "0"], "--max_source_length: must be at least 1"),
                            (["--tokenizer_sample", "0"], "--tokenizer_sample: must be at least 1"),
-                           (["--block_size", "1"], "--block_size 1 is not allowed")):  # fmt: skip
+                           (["--task", "causal_lm", "--block_size", "1"], "--block_size 1 is not allowed"),
+                           # the other task's options, refused as `vaswani train` refuses them
+                           (["--block_size", "64"], "--block_size is not an option of --task translation"),
+                           (["--task", "causal_lm", "--drop_copies"], "--drop_copies is not an option of --task "
+                            "causal_lm"),
+                           (["--task", "masked_lm", "--max_source_length", "9"], "--max_source_length is not an "
+                            "option of --task masked_lm")):  # fmt: skip
         argv = [
             "prepare",
             "--train_file",

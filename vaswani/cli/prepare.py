@@ -141,6 +141,9 @@ def prepare(args: argparse.Namespace) -> Path:
 def check_args(args: argparse.Namespace) -> None:
     """The values `vaswani train` would refuse, refused here before any data is read (argparse refuses the counts
     below 1)."""
+    from vaswani.training.tasks import TASKS  # start-up: loads torch and the model code, as `prepare` does next
+
+    TASKS[args.task].check_data_args(args)  # the other tasks' options: refused, as `vaswani train` does
     if args.block_size < 2:
         raise UsageError(f"--block_size {args.block_size} is not allowed; use an integer of 2 or more.")
     if args.validation_size < 0:

@@ -280,6 +280,10 @@ class Task(abc.ABC):
         """A `UsageError` for an option the user set (`args.explicit`) that this task does not take."""
 
     @abc.abstractmethod
+    def check_data_args(self, args) -> None:
+        """`check_args` for the data options alone (what `vaswani prepare` takes): the other tasks' are refused."""
+
+    @abc.abstractmethod
     def check_lengths(self, args) -> None:
         """A `UsageError` for length and batch-size options that contradict each other."""
 
@@ -346,8 +350,11 @@ class TranslationTask(Task):
     model_class = VaswaniForConditionalGeneration
 
     def check_args(self, args) -> None:
-        refuse_options(args, LM_OPTIONS, self.name, "it belongs to --task causal_lm / masked_lm")
+        self.check_data_args(args)
         self.check_metric(args)
+
+    def check_data_args(self, args) -> None:
+        refuse_options(args, LM_OPTIONS, self.name, "it belongs to --task causal_lm / masked_lm")
 
     def check_lengths(self, args) -> None:
         if args.max_tokens < max(args.max_source_length, args.max_target_length):
@@ -408,8 +415,7 @@ class CausalLMTask(Task):
     targets = staticmethod(next_token_targets)
 
     def check_args(self, args) -> None:
-        refuse_options(args, TRANSLATION_OPTIONS, self.name, "it belongs to --task translation; an LM reads text "
-                       "(--text_column) in blocks of --block_size tokens")  # fmt: skip
+        self.check_data_args(args)
         other_stack = [name for name in MODEL_OPTIONS if name not in {f.name for f in dataclasses.fields(
             self.config_class)}]  # fmt: skip
         refuse_options(args, other_stack, self.name, f"a {self.config_class.side}-only model takes the "
@@ -419,6 +425,10 @@ class CausalLMTask(Task):
         refuse_options(args, ["model"], self.name, "continuing a saved language model is not supported "
                        "yet; train from a preset and the model options")  # fmt: skip
         self.check_metric(args)
+
+    def check_data_args(self, args) -> None:
+        refuse_options(args, TRANSLATION_OPTIONS, self.name, "it belongs to --task translation; an LM reads text "
+                       "(--text_column) in blocks of --block_size tokens")  # fmt: skip
 
     def check_lengths(self, args) -> None:
         if args.block_size < 2:
