@@ -190,6 +190,10 @@ REGISTRY: dict[str, Option] = {
         "--drop_copies", "drop training pairs whose target is the source again (untranslated text, the most harmful "
         "noise of crawled corpora: Khayrallah & Koehn, 2018; names and numbers go too)", dict(action="store_true"),
     ),
+    "drop_held_out_sources": Option(
+        "--drop_held_out_sources", "drop training pairs whose source sentence is the source of a validation or test "
+        "pair, so that the model is chosen and scored on sentences it did not learn", dict(action="store_true"),
+    ),
     "text_column": Option("--text_column", "the field or column that holds an LM's text", dict(metavar="NAME")),
     "block_size": Option("--block_size", "tokens per language-model example", dict(type=int, metavar="N")),
     "packing": Option("--packing", "concatenate an LM's texts into blocks (yes) or one example per line (no)",

@@ -42,21 +42,23 @@ def noisy_pairs(count: int, seed: int = 0) -> list[tuple[str, str]]:
     return pairs
 
 
-def reference_drops(pairs, source_length, target_length, ratio, duplicates, copies):
+def reference_drops(pairs, source_length, target_length, ratio, duplicates, copies, held_out=None):
     """Each rule as its toolkit states it: Moses' clean-corpus-n drops a pair when e/f > ratio or f/e > ratio
     (lengths of at least 1); a copy's two sides are equal but for surrounding white space; a repeat is a pair seen
-    earlier in the split."""
-    seen, drop, counts = set(), [], {"length_ratio": 0, "copies": 0, "duplicates": 0}
+    earlier in the split; a held-out source is the source of one of the `held_out` pairs (None: the rule is off)."""
+    seen, drop, counts = set(), [], {"length_ratio": 0, "copies": 0, "duplicates": 0, "held_out_sources": 0}
     for (source, target), s, t in zip(pairs, source_length, target_length, strict=True):
         e, f = max(int(s) - 1, 1), max(int(t) - 1, 1)  # EOS not counted
         flags = {"length_ratio": ratio is not None and (e / f > ratio or f / e > ratio),
                  "copies": copies and source.strip() == target.strip(),
-                 "duplicates": duplicates and (source, target) in seen}  # fmt: skip
+                 "duplicates": duplicates and (source, target) in seen,
+                 "held_out_sources": held_out is not None and any(source.strip() == h.strip() for h, _ in held_out)}  # fmt: skip
         seen.add((source, target))
         drop.append(any(flags.values()))
         for name, flagged in flags.items():
             counts[name] += flagged
-    on = {"length_ratio": ratio is not None, "copies": copies, "duplicates": duplicates}
+    on = {"length_ratio": ratio is not None, "copies": copies, "duplicates": duplicates,
+          "held_out_sources": held_out is not None}  # fmt: skip
     return np.array(drop), {name: count for name, count in counts.items() if on[name]}
 
 
@@ -67,13 +69,17 @@ def as_dataset(pairs, source="en", target="de") -> datasets.Dataset:
 @pytest.mark.parametrize("ratio", [None, 1.0, 1.5, 3.0])
 @pytest.mark.parametrize("duplicates", [False, True])
 @pytest.mark.parametrize("copies", [False, True])
-def test_each_filter_drops_what_the_rule_read_plainly_drops(ratio, duplicates, copies):
+@pytest.mark.parametrize("held_out_sources", [False, True])
+def test_each_filter_drops_what_the_rule_read_plainly_drops(ratio, duplicates, copies, held_out_sources):
     pairs = noisy_pairs(3000)
     rng = np.random.default_rng(0)
     source_length, target_length = rng.integers(1, 40, len(pairs)), rng.integers(1, 40, len(pairs))
-    expected, expected_counts = reference_drops(pairs, source_length, target_length, ratio, duplicates, copies)
-    drop, counts = PairFilter(ratio, duplicates, copies).drops(as_dataset(pairs), "en", "de", source_length,
-                                                               target_length)  # fmt: skip
+    validation, test = noisy_pairs(300, seed=2), noisy_pairs(300, seed=3)  # sharing some sources with train
+    expected, expected_counts = reference_drops(pairs, source_length, target_length, ratio, duplicates, copies,
+                                                validation + test if held_out_sources else None)  # fmt: skip
+    cleaning = PairFilter(ratio, duplicates, copies, held_out_sources)
+    drop, counts = cleaning.drops(as_dataset(pairs), "en", "de", source_length, target_length,
+                                  [as_dataset(validation), as_dataset(test)])  # fmt: skip
     assert counts == expected_counts
     assert np.array_equal(drop, expected)
     for name, count in counts.items():  # the corpus has each kind of noise, and a ratio of 1 flags most pairs
@@ -95,8 +101,8 @@ def test_the_options_name_only_the_filters_that_are_on():
     assert PairFilter().options() == {}
     assert PairFilter(1.5, True, False).options() == {"max_length_ratio": 1.5, "drop_duplicates": True}
     assert PairFilter.from_args(
-        argparse.Namespace(max_length_ratio=None, drop_duplicates=False, drop_copies=True)
-    ) == (PairFilter(drop_copies=True))
+        argparse.Namespace(max_length_ratio=None, drop_duplicates=False, drop_copies=True, drop_held_out_sources=True)
+    ) == (PairFilter(drop_copies=True, drop_held_out_sources=True))
     # a resumed run or a distillation's student with other cleaning would not continue the same run
     assert set(CLEANING_OPTIONS) <= set(RUN_DEFINING_OPTIONS)
 
@@ -118,16 +124,16 @@ class Lines(logging.Handler):
 @pytest.fixture(scope="module")
 def cleaned(tmp_path_factory):
     """A noisy corpus prepared with every filter on (the "train" log's lines kept); its validation split has a repeat
-    and a copy of its own."""
+    and a copy of its own, and sources that two training pairs have too."""
     folder = tmp_path_factory.mktemp("cleaning")
-    train = noisy_pairs(400, seed=1)
+    train = [*noisy_pairs(400, seed=1), (" a cat", "DIE KATZE"), ("Firefox", "Der Firefox")]
     validation = [("a cat", "EINE KATZE"), ("a cat", "EINE KATZE"), ("Firefox", "Firefox")]
     files = {"train": write_corpus(folder / "train.jsonl", train),
              "validation": write_corpus(folder / "valid.jsonl", validation)}  # fmt: skip
     out = folder / "prepared"
     argv = ["prepare", "--train_file", str(files["train"]), "--validation_file", str(files["validation"]),
             "--vocab_size", "400", "--cache_dir", str(folder / "cache"), "--output_dir", str(out),
-            "--max_length_ratio", "2", "--drop_duplicates", "--drop_copies"]  # fmt: skip
+            "--max_length_ratio", "2", "--drop_duplicates", "--drop_copies", "--drop_held_out_sources"]  # fmt: skip
     log, handler = logging.getLogger("train"), Lines()
     level = log.level
     log.addHandler(handler)
@@ -145,18 +151,20 @@ def test_prepare_keeps_the_pairs_no_rule_names_in_order_and_every_held_out_pair(
     tokenizer = load_tokenizer(out)
     encoded = [tokenizer(s, text_target=t) for s, t in pairs["train"]]
     lengths = [np.array([len(e[key]) for e in encoded]) for key in ("input_ids", "labels")]
-    drop, counts = reference_drops(pairs["train"], *lengths, ratio=2, duplicates=True, copies=True)
+    drop, counts = reference_drops(pairs["train"], *lengths, ratio=2, duplicates=True, copies=True,
+                                   held_out=pairs["validation"])  # fmt: skip
     kept = [e for e, dropped in zip(encoded, drop, strict=True) if not dropped]
     tokens = datasets.load_from_disk(str(out / "train"))
     assert tokens["input_ids"] == [e["input_ids"] for e in kept] and tokens["labels"] == [e["labels"] for e in kept]
     manifest = prepared.read_manifest(out)
-    assert manifest["counts"]["train"] == {"read": 400, "kept": len(kept), "overlong": 0, **counts,
+    assert manifest["counts"]["train"] == {"read": 402, "kept": len(kept), "overlong": 0, **counts,
                                            "dropped": int(drop.sum())}  # fmt: skip
     assert min(counts.values()) > 0 and manifest["options"]["max_length_ratio"] == 2
     assert manifest["options"]["drop_duplicates"] is manifest["options"]["drop_copies"] is True
     assert len(datasets.load_from_disk(str(out / "validation"))) == len(pairs["validation"])  # scored whole
     said = (f"train: dropped {int(drop.sum())} pairs ({counts['length_ratio']} with a length ratio over 2, "
-            f"{counts['copies']} copies of their source, {counts['duplicates']} repeats of an earlier pair)")  # fmt: skip
+            f"{counts['copies']} copies of their source, {counts['duplicates']} repeats of an earlier pair, "
+            f"{counts['held_out_sources']} with the source of a validation or test pair)")  # fmt: skip
     assert said in log and "validation: dropped" not in log
 
 
@@ -177,13 +185,14 @@ def test_training_beside_the_folder_with_other_cleaning_is_refused(cleaned, tmp_
     # a folder prepared before the options existed was prepared without them
     manifest = prepared.read_manifest(out)
     older = {**manifest, "options": {k: v for k, v in manifest["options"].items() if k not in CLEANING_OPTIONS}}
-    args = argparse.Namespace(task="translation", prepared_data=str(out), max_length_ratio=None,
-                              drop_duplicates=True, drop_copies=False, explicit={"drop_duplicates"})  # fmt: skip
+    args = argparse.Namespace(task="translation", prepared_data=str(out), max_length_ratio=None, drop_duplicates=True,
+                              drop_copies=False, drop_held_out_sources=False, explicit={"drop_duplicates"})  # fmt: skip
     with pytest.raises(prepared.UsageError, match="--drop_duplicates disagrees .* prepared with no --drop_duplicates"):
         prepared.apply_manifest(args, older)
     args = argparse.Namespace(**{**vars(args), "drop_duplicates": False, "explicit": set()})
     prepared.apply_manifest(args, older)
-    assert (args.max_length_ratio, args.drop_duplicates, args.drop_copies) == (None, False, False)
+    assert (args.max_length_ratio, args.drop_duplicates, args.drop_copies, args.drop_held_out_sources) == (
+        None, False, False, False)  # fmt: skip
 
 
 def test_the_cache_tells_cleaned_tokens_from_plain_ones_and_keeps_the_counts(cleaned, caplog):
@@ -192,13 +201,14 @@ def test_the_cache_tells_cleaned_tokens_from_plain_ones_and_keeps_the_counts(cle
     tokenizer = load_tokenizer(folder / "prepared")
     args = argparse.Namespace(source_lang="en", target_lang="de", overlong="drop", max_source_length=256,
                               max_target_length=256, preprocessing_num_workers=None, cache_dir=str(folder / "c2"),
-                              max_length_ratio=None, drop_duplicates=False, drop_copies=False)  # fmt: skip
+                              max_length_ratio=None, drop_duplicates=False, drop_copies=False,
+                              drop_held_out_sources=False)  # fmt: skip
     plain, plain_counts = tasks.tokenize_pairs(args, raw, tokenizer, PartialState(cpu=True))
     args.drop_duplicates = True
     deduplicated, counts = tasks.tokenize_pairs(args, raw, tokenizer, PartialState(cpu=True))
     repeats = len(pairs["train"]) - len(set(pairs["train"]))
-    assert len(plain["train"]) == 400 and plain_counts["train"] == {"overlong": 0, "dropped": 0}
-    assert len(deduplicated["train"]) == 400 - repeats and counts["train"]["duplicates"] == repeats > 0
+    assert len(plain["train"]) == 402 and plain_counts["train"] == {"overlong": 0, "dropped": 0}
+    assert len(deduplicated["train"]) == 402 - repeats and counts["train"]["duplicates"] == repeats > 0
     with caplog.at_level(logging.INFO, logger="train"):
         again, counts_again = tasks.tokenize_pairs(args, raw, tokenizer, PartialState(cpu=True))
     assert "Tokenized data: reused the cache" in caplog.text and counts_again == counts

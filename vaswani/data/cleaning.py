@@ -1,5 +1,6 @@
 """Cleaning a parallel training corpus: the pairs that teach a translation model the wrong thing, dropped before
-training (`--max_length_ratio`, `--drop_duplicates`, `--drop_copies` of `vaswani train` and `vaswani prepare`).
+training (`--max_length_ratio`, `--drop_duplicates`, `--drop_copies`, `--drop_held_out_sources` of `vaswani train`
+and `vaswani prepare`).
 
 Web-crawled corpora (ParaCrawl, CCMatrix, most of OPUS) hold misaligned pairs, untranslated text and the same pair
 many times over. Khayrallah & Koehn (2018, "On the Impact of Various Types of Noise on Neural Machine Translation")
@@ -13,7 +14,11 @@ input. The filters are the usual ones of the toolkits' recipes, each off unless 
 - copies: the target is the source again (after removing surrounding white space; OpenNMT-py's `clean` transform,
   src_eq_tgt). Some copies are right (names, numbers, code): drop them where the corpus is crawled, not curated;
 - duplicates: a pair (both sides, exactly) that an earlier pair of the split already is; the first is kept. A
-  repeated pair weighs more in training than it deserves and makes the epoch longer.
+  repeated pair weighs more in training than it deserves and makes the epoch longer;
+- held-out sources: a training pair whose source sentence (surrounding white space aside) is the source of a
+  validation or test pair. Corpora split at random hold the same sentence on both sides of the split (software
+  strings, boilerplate, subtitles): the model is then chosen and scored on sentences it learned by heart, and the
+  scores promise more than it does on new text.
 
 Only the training split is cleaned: validation and test pairs are scored whole, as with over-long pairs.
 """
@@ -21,7 +26,7 @@ Only the training split is cleaned: validation and test pairs are scored whole, 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, fields
 
 import datasets
@@ -38,27 +43,30 @@ class PairFilter:
     max_length_ratio: float | None = None  # --max_length_ratio R: longer side's tokens / shorter side's, at most R
     drop_duplicates: bool = False  # --drop_duplicates: every repeat of an earlier pair
     drop_copies: bool = False  # --drop_copies: pairs whose target is the source
+    drop_held_out_sources: bool = False  # --drop_held_out_sources: pairs whose source a validation or test pair has
 
     @classmethod
     def from_args(cls, args) -> PairFilter:
-        return cls(args.max_length_ratio, args.drop_duplicates, args.drop_copies)
+        return cls(args.max_length_ratio, args.drop_duplicates, args.drop_copies, args.drop_held_out_sources)
 
     def options(self) -> dict:
         """The filters that are on, as option name -> value (for the tokens' cache key; {} when none is)."""
         return {name: value for name, value in asdict(self).items() if value not in (None, False)}
 
     def drops(self, pairs: datasets.Dataset, source_lang: str, target_lang: str, source_length: np.ndarray,
-              target_length: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:  # fmt: skip
+              target_length: np.ndarray, held_out: Sequence[datasets.Dataset] = ()
+              ) -> tuple[np.ndarray, dict[str, int]]:  # fmt: skip
         """The pairs to drop and how many each filter found (a pair may be counted by several).
 
         Args:
             pairs: the split's text, a "translation" column of {source_lang: str, target_lang: str}.
             source_length, target_length: (num_pairs,) each pair's tokens, EOS included (the tokenized split's
                 length columns, in the same order).
+            held_out: the validation and test splits' text, as `pairs` (read for `drop_held_out_sources`).
 
         Returns:
             ``(drop, counts)``: a (num_pairs,) bool mask, and filter name -> pairs it flags ("length_ratio",
-            "copies", "duplicates"; only the filters that are on).
+            "copies", "duplicates", "held_out_sources"; only the filters that are on).
         """
         drop = np.zeros(len(pairs), dtype=bool)
         counts = {}
@@ -77,6 +85,12 @@ class PairFilter:
             duplicates = repeated_pairs(pairs, source_lang, target_lang)
             drop |= duplicates
             counts["duplicates"] = int(duplicates.sum())
+        if self.drop_held_out_sources:
+            scored = {source.strip() for split in held_out for source, _ in _texts(split, source_lang, target_lang)}
+            known = np.fromiter((s.strip() in scored for s, _ in _texts(pairs, source_lang, target_lang)),
+                                dtype=bool, count=len(pairs))  # fmt: skip
+            drop |= known
+            counts["held_out_sources"] = int(known.sum())
         return drop, counts
 
 

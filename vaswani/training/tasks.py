@@ -152,7 +152,7 @@ def tokenize_splits(args, raw, tokenizer, accelerator):
 def tokenize_pairs(args, raw, tokenizer, accelerator) -> tuple[dict, dict]:
     """`tokenize_splits`, and per split the counts of over-long pairs and of the pairs dropped ({"overlong": N,
     "dropped": M}, and in train the counts of the cleaning filters that are on: "length_ratio", "copies",
-    "duplicates"; vaswani/data/cleaning.py)."""
+    "duplicates", "held_out_sources"; vaswani/data/cleaning.py)."""
     src, tgt, overlong_policy = args.source_lang, args.target_lang, args.overlong
     cleaning = PairFilter.from_args(args)
     limits = {"input_ids": args.max_source_length, "labels": args.max_target_length}
@@ -186,7 +186,8 @@ def tokenize_pairs(args, raw, tokenizer, accelerator) -> tuple[dict, dict]:
         drop = overlong if overlong_policy == "drop" and split == "train" else np.zeros_like(overlong)
         if split == "train":  # held-out pairs are never dropped: scores must cover the whole split
             flagged, cleaned = cleaning.drops(dataset, src, tgt, column_array(mapped, "source_length"),
-                                              column_array(mapped, "target_length"))  # fmt: skip
+                                              column_array(mapped, "target_length"),
+                                              [raw[name] for name in raw if name != "train"])  # fmt: skip
             drop, counts = drop | flagged, {**counts, **cleaned}
         counts["dropped"] = int(drop.sum())
         if counts["dropped"]:
@@ -226,6 +227,8 @@ def dropped_summary(counts: dict, limits: dict, cleaning: PairFilter) -> str:
         parts.append(f"{counts['copies']:,} copies of their source")
     if "duplicates" in counts:
         parts.append(f"{counts['duplicates']:,} repeats of an earlier pair")
+    if "held_out_sources" in counts:
+        parts.append(f"{counts['held_out_sources']:,} with the source of a validation or test pair")
     return ", ".join(parts)
 
 
