@@ -91,3 +91,14 @@ def test_every_option_that_names_a_local_path_is_published_as_its_last_part():
     assert paths <= set(LOCAL_PATH_OPTIONS), paths - set(LOCAL_PATH_OPTIONS)
     published = public_run_args({name: f"/home/me/work/{name}-x" for name in paths})
     assert published == {name: f"{name}-x" for name in paths}
+
+
+def test_the_cleaning_of_the_training_pairs_is_a_row_with_its_options(tmp_path):
+    _, body = card_of(tmp_path, {"train_file": "/data/train.jsonl", "max_length_ratio": 1.5, "drop_copies": True,
+                                 "drop_duplicates": False, "drop_held_out_sources": True})  # fmt: skip
+    assert (
+        "| Cleaning | training pairs dropped: a length ratio over 1.5; untranslated copies of the source; the source "
+        "of a validation or test pair (`--max_length_ratio 1.5 --drop_copies --drop_held_out_sources`) |"
+    ) in body
+    _, plain = card_of(tmp_path / "plain", {"train_file": "/data/train.jsonl", "drop_copies": False})
+    assert "Cleaning" not in plain

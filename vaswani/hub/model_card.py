@@ -421,6 +421,7 @@ def _training_rows(run_args: dict, results: dict) -> list[tuple[str, str]]:
     rows = [] if task == "translation" else [("Task", f"{task} (`vaswani train --task {task}`)")]
     rows += [
         ("Data", f"{data} ({pair if task == 'translation' else 'text column ' + str(run_args.get('text_column'))})"),
+        *([("Cleaning", cleaning)] if (cleaning := _cleaning_text(run_args)) else []),
         ("Updates", _updates(run_args, results)),
         ("Batch", f"{run_args.get('max_tokens')} tokens per device x {run_args.get('gradient_accumulation_steps', 1)} "
                   "accumulation steps"),
@@ -445,6 +446,24 @@ def _training_rows(run_args: dict, results: dict) -> list[tuple[str, str]]:
     if results.get("train_seconds"):
         rows.append(("Training time", f"{results['train_seconds'] / 60:.1f} min"))
     return rows
+
+
+def _cleaning_text(run_args: dict) -> str | None:
+    """The training pairs the run's cleaning options dropped (vaswani/data/cleaning.py), in words and as options;
+    None where none was on."""
+    dropped = []
+    if (ratio := run_args.get("max_length_ratio")) is not None:
+        dropped.append((f"a length ratio over {ratio:g}", f"--max_length_ratio {ratio:g}"))
+    if run_args.get("drop_copies"):
+        dropped.append(("untranslated copies of the source", "--drop_copies"))
+    if run_args.get("drop_duplicates"):
+        dropped.append(("repeats of an earlier pair", "--drop_duplicates"))
+    if run_args.get("drop_held_out_sources"):
+        dropped.append(("the source of a validation or test pair", "--drop_held_out_sources"))
+    if not dropped:
+        return None
+    return (f"training pairs dropped: {'; '.join(what for what, _ in dropped)} "
+            f"(`{' '.join(flag for _, flag in dropped)}`)")  # fmt: skip
 
 
 def _distilled_text(data: str, distilled: dict) -> str:
