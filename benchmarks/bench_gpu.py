@@ -50,7 +50,8 @@ machine that measures has no history, as the device tool's copy of the working t
     python benchmarks/bench_gpu.py --presets base big --steps 60 --warmup_steps 20 --repeats 1 --baseline 396140d
 
 For a GPU's scarce minutes (benchmarks/gpu_step_ab.sh): `--keep_going` reports a run that fails and goes on with the
-others (exit status 1 at the end), `--run_timeout SECONDS` stops a run that takes too long (a failure), `--logs DIR`
+others (exit status 1 at the end), leaving that variant and preset out of the later rounds (a refused option, an
+out-of-memory or a compilation past the time left would fail again), `--run_timeout SECONDS` stops a run that takes too long (a failure), `--logs DIR`
 keeps every run's train.py log. Each row records the graphs a compiled run made (`compiled_graphs`) and train.py's own
 line on its step options.
 """
@@ -325,17 +326,20 @@ def main(argv=None) -> list[dict]:
                  for variant in args.variants for preset in args.presets]  # fmt: skip
         runs = {(label, preset): [] for label, _, preset, _ in cells}
         variant_of = {label: variant for label, variant, _, _ in cells}
-        failures = []
+        failures, failed = [], set()  # failed: the (label, preset) cells not run again
         for round_index in range(args.repeats):  # alternate the order, as common.interleave does
             for label, variant, preset, source in cells if round_index % 2 == 0 else reversed(cells):
+                if (label, preset) in failed:
+                    continue
                 try:
                     run = run_preset(args, preset, paths, folder, len(tokenizer), round_index, variant, source, label)
-                except RunFailed as failed:
+                except RunFailed as error:
                     if not args.keep_going:
                         raise
-                    failures.append(str(failed).splitlines()[0])
-                    print(f"round {round_index}: {label} {preset}: FAILED, left out (--keep_going)\n{failed}",
-                          flush=True)  # fmt: skip
+                    failures.append(str(error).splitlines()[0])
+                    failed.add((label, preset))
+                    print(f"round {round_index}: {label} {preset}: FAILED, left out of this and the later rounds "
+                          f"(--keep_going)\n{error}", flush=True)  # fmt: skip
                     continue
                 runs[(label, preset)].append(run)
                 compiled = "" if run["compiled_graphs"] is None else f", {run['compiled_graphs']} graphs compiled"
