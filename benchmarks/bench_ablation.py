@@ -23,9 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -98,12 +96,7 @@ def run_one(args, variant: str, seed: int, tokenizer_dir: Path, test_file: Path)
         "--checkpoint_steps", str(max(1, args.updates // 10)), "--logging_steps", str(max(1, args.updates // 10)),
         "--max_eval_samples", "100", "--mixed_precision", "no", "--output_dir", str(out), "--overwrite_output_dir", *options,
     ]  # fmt: skip
-    start = time.monotonic()
-    with (args.output_dir / f"{out.name}.log").open("w") as log:
-        result = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=common.worker_env(threads=1), cwd=REPO)
-    if result.returncode != 0:
-        raise RuntimeError(f"{variant} seed {seed} failed (exit {result.returncode}); see {log.name}")
-    print(f"{variant} seed {seed}: done in {(time.monotonic() - start) / 60:.1f} min", flush=True)
+    common.run_logged(cmd, args.output_dir / f"{out.name}.log", f"{variant} seed {seed}")
     return read_result(out, variant, seed)
 
 

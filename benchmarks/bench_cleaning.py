@@ -27,9 +27,7 @@ import argparse
 import json
 import random
 import statistics
-import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -153,13 +151,8 @@ def run_one(args, arm: str, seed: int, files: dict[str, Path]) -> dict:
     out = args.output_dir / f"{arm}-seed{seed}-{args.updates}"
     if (out / "results.json").exists():
         return read_result(out, arm, seed)
-    start = time.monotonic()
-    with (args.output_dir / f"{out.name}.log").open("w") as log:
-        result = subprocess.run(train_command(args, arm, seed, files, out), stdout=log, stderr=subprocess.STDOUT,
-                                env=common.worker_env(threads=1), cwd=REPO)  # fmt: skip
-    if result.returncode != 0:
-        raise RuntimeError(f"{arm} seed {seed} failed (exit {result.returncode}); see {log.name}")
-    print(f"{arm} seed {seed}: done in {(time.monotonic() - start) / 60:.1f} min", flush=True)
+    common.run_logged(train_command(args, arm, seed, files, out), args.output_dir / f"{out.name}.log",
+                      f"{arm} seed {seed}")  # fmt: skip
     return read_result(out, arm, seed)
 
 

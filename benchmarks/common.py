@@ -436,6 +436,17 @@ def worker_env(threads: int | None = None) -> dict[str, str]:
     return env
 
 
+def run_logged(command: Sequence[str], log: Path, name: str) -> None:
+    """Run a one-thread training `command` (train.py ...) from the repository with its output in `log`; print how long
+    it took under `name`, or raise RuntimeError naming the log when it fails."""
+    start = time.monotonic()
+    with log.open("w") as output:
+        result = subprocess.run(command, stdout=output, stderr=subprocess.STDOUT, env=worker_env(threads=1), cwd=REPO)
+    if result.returncode != 0:
+        raise RuntimeError(f"{name} failed (exit {result.returncode}); see {log}")
+    print(f"{name}: done in {(time.monotonic() - start) / 60:.1f} min", flush=True)
+
+
 def choice_list(choices: Sequence[str], what: str) -> Callable[[str], list[str]]:
     """An argparse `type`: a comma-separated list of `what` taken from `choices`, at least one and each once, in the
     order given; anything else is an argparse error that names the unknown items and the choices."""

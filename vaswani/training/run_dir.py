@@ -224,7 +224,8 @@ def truncate_metrics(path: Path, step: int) -> int:
 RUN_DEFINING_OPTIONS = [
     *MODEL_OPTIONS, "model_preset", "model", "train_file", "dataset_name", "dataset_config_name",
     "source_lang", "target_lang", "tokenizer", "vocab_size", "min_frequency", "special_tokens_layout",
-    "max_source_length", "max_target_length", "overlong", *CLEANING_OPTIONS, "max_tokens", "max_sentences", "gradient_accumulation_steps",
+    "max_source_length", "max_target_length", "overlong", *CLEANING_OPTIONS, "max_tokens", "max_sentences",
+    "gradient_accumulation_steps",
     "seed", "lr_scheduler", "learning_rate", "lr_factor", "warmup_steps", "adam_beta1", "adam_beta2", "adam_epsilon",
     "weight_decay", "drophead_p_start", "drophead_p_end", "drophead_kinds",
     # the schedules (linear/cosine LR, DropHead) and the data order depend on these too
