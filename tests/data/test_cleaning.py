@@ -168,6 +168,16 @@ def test_prepare_keeps_the_pairs_no_rule_names_in_order_and_every_held_out_pair(
     assert said in log and "validation: dropped" not in log
 
 
+def test_prepare_says_what_each_split_kept(cleaned, capsys):
+    from vaswani.cli.prepare import kept_summary
+
+    _, out, _, _ = cleaned
+    counts = prepared.read_manifest(out)["counts"]
+    assert kept_summary(prepared.read_manifest(out)) == (f"train: {counts['train']['kept']:,} of 402 pairs, "
+                                                         "validation: 3 of 3 pairs")  # fmt: skip
+    assert counts["train"]["kept"] < 402
+
+
 def test_training_beside_the_folder_with_other_cleaning_is_refused(cleaned, tmp_path):
     _, out, _, _ = cleaned
     common = ["--prepared_data", str(out), "--max_train_steps", "1", "--report_to", "none", "--output_dir",

@@ -149,7 +149,7 @@ def test_a_large_vocabulary_gets_int32_columns(tmp_path):
     assert compact(small, 80_000, tmp_path) is small  # already compact: no second copy
 
 
-def test_a_language_model_corpus_is_prepared_and_a_masked_lm_trains_from_it(tmp_path):
+def test_a_language_model_corpus_is_prepared_and_a_masked_lm_trains_from_it(tmp_path, capsys):
     text = tmp_path / "train.txt"
     text.write_text("".join(f"Line {i} of a small text with some words in it.\n" for i in range(80)))
     out = tmp_path / "prepared"
@@ -158,6 +158,8 @@ def test_a_language_model_corpus_is_prepared_and_a_masked_lm_trains_from_it(tmp_
                     "--output_dir", str(out)]) == 0  # fmt: skip
     blocks = datasets.load_from_disk(str(out / "train"))
     assert blocks.column_names == ["input_ids", "length"] and max(blocks["length"]) == 32
+    said = capsys.readouterr().out  # the blocks each split holds
+    assert f"wrote the prepared data to {out} (train: {len(blocks):,} examples, validation: " in said
     result = train_in_process(["--task", "masked_lm", "--prepared_data", str(out), "--d_model", "16",
                                "--encoder_layers", "1", "--encoder_attention_heads", "2", "--encoder_ffn_dim", "32",
                                "--max_tokens", "256", "--max_train_steps", "1", "--eval_steps", "0", "--report_to",

@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     """Prepare the corpus and say where it went. Without --cache_dir, the Arrow copy of the text files and the
     tokenized cache go to a temporary folder beside --output_dir, removed at the end (the prepared folder is what
     stays); with it (or with a `datasets` source, whose download stays in the cache) they stay there."""
-    from vaswani.data.prepared import check_prepared_output  # start-up: datasets loads only when the command runs
+    from vaswani.data.prepared import check_prepared_output, read_manifest  # start-up: datasets loads when it runs
 
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S",
                         level=logging.INFO)  # fmt: skip
@@ -82,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
-    print(f"wrote the prepared data to {folder}: train with `vaswani train --prepared_data {folder} ...`")
+    print(f"wrote the prepared data to {folder} ({kept_summary(read_manifest(folder))}): train with `vaswani train "
+          f"--prepared_data {folder} ...`")  # fmt: skip
     return 0
 
 
@@ -136,6 +137,15 @@ def prepare(args: argparse.Namespace) -> Path:
     held_out = {split: raw[split] for split in ("validation", "test") if split in raw}
     return prepared.write_prepared(args.output_dir, tokenized=tokens, held_out_text=held_out, tokenizer=tokenizer,
                                    manifest=manifest, overwrite=args.overwrite_output_dir)  # fmt: skip
+
+
+def kept_summary(manifest: dict) -> str:
+    """What each split of a prepared folder holds, from its manifest: "train: 38,012 of 56,366 pairs, validation: 400
+    of 400 pairs" (language models: examples, the blocks cut from the texts)."""
+    counts = manifest["counts"]
+    if manifest["task"] != "translation":
+        return ", ".join(f"{split}: {count['kept']:,} examples" for split, count in counts.items())
+    return ", ".join(f"{split}: {count['kept']:,} of {count['read']:,} pairs" for split, count in counts.items())
 
 
 def check_args(args: argparse.Namespace) -> None:
