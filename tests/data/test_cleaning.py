@@ -166,6 +166,7 @@ def test_prepare_keeps_the_pairs_no_rule_names_in_order_and_every_held_out_pair(
             f"{counts['copies']} copies of their source, {counts['duplicates']} repeats of an earlier pair, "
             f"{counts['held_out_sources']} with the source of a validation or test pair)")  # fmt: skip
     assert said in log and "validation: dropped" not in log
+    assert "Removed the temporary caches" not in log  # --cache_dir: they stay
 
 
 def test_prepare_says_what_each_split_kept(cleaned, capsys):

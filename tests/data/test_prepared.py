@@ -4,6 +4,7 @@ from without the text being read again; options beside it that disagree with its
 
 import argparse
 import json
+import logging
 import os
 
 import datasets
@@ -223,14 +224,17 @@ def test_a_folder_that_is_not_prepared_data_is_a_clear_error(tmp_path):
     assert status == 2 and "error: --prepared_data" in stderr and not (tmp_path / "r").exists()
 
 
-def test_without_cache_dir_prepare_leaves_only_its_folder(tmp_path, monkeypatch):
+def test_without_cache_dir_prepare_leaves_only_its_folder(tmp_path, monkeypatch, caplog):
     """The Arrow copy of the text and the tokenized cache go to a temporary folder beside --output_dir, removed at the
-    end; HF_DATASETS_CACHE is not touched."""
+    end, and the log says so (its earlier line named the cache as one a later run reuses); HF_DATASETS_CACHE is not
+    touched."""
     files = write_demo_files(tmp_path / "data", num_train=30, num_validation=4, num_test=4)
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-cache")
     out = tmp_path / "work" / "prepared"
-    assert vaswani(["prepare", "--train_file", str(files["train"]), "--vocab_size", "400", "--validation_size",
-                    "4", "--output_dir", str(out)]) == 0  # fmt: skip
+    with caplog.at_level(logging.INFO, logger="train"):
+        assert vaswani(["prepare", "--train_file", str(files["train"]), "--vocab_size", "400", "--validation_size",
+                        "4", "--output_dir", str(out)]) == 0  # fmt: skip
+    assert "Removed the temporary caches in " + str(tmp_path / "work" / ".tmp-cache-prepared-") in caplog.text
     assert [p.name for p in (tmp_path / "work").iterdir()] == ["prepared"]
     assert not (tmp_path / "hf-cache").exists()
     assert prepared.read_manifest(out)["counts"]["validation"]["kept"] == 4

@@ -82,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
+            logger.info("Removed the temporary caches in %s (the Arrow copy of the text and the tokenized data "
+                        "above); --cache_dir DIR keeps them for a later run", scratch)  # fmt: skip
     print(f"wrote the prepared data to {folder} ({kept_summary(read_manifest(folder))}): train with `vaswani train "
           f"--prepared_data {folder} ...`")  # fmt: skip
     return 0
