@@ -76,41 +76,42 @@ class PairFilter:
             over = longer > self.max_length_ratio * shorter  # (num_pairs,)
             drop |= over
             counts["length_ratio"] = int(over.sum())
-        if self.drop_copies:
-            copies = np.fromiter((s.strip() == t.strip() for s, t in _texts(pairs, source_lang, target_lang)),
-                                 dtype=bool, count=len(pairs))  # fmt: skip
-            drop |= copies
-            counts["copies"] = int(copies.sum())
-        if self.drop_duplicates:
-            duplicates = repeated_pairs(pairs, source_lang, target_lang)
-            drop |= duplicates
-            counts["duplicates"] = int(duplicates.sum())
-        if self.drop_held_out_sources:
-            scored = {source.strip() for split in held_out for source, _ in _texts(split, source_lang, target_lang)}
-            known = np.fromiter((s.strip() in scored for s, _ in _texts(pairs, source_lang, target_lang)),
-                                dtype=bool, count=len(pairs))  # fmt: skip
-            drop |= known
-            counts["held_out_sources"] = int(known.sum())
+        reading = [name for name, on in (("copies", self.drop_copies), ("duplicates", self.drop_duplicates),
+                                          ("held_out_sources", self.drop_held_out_sources)) if on]  # fmt: skip
+        if reading:  # the filters that read the text: one pass for all of them
+            flagged = self._read_text(pairs, source_lang, target_lang, held_out)
+            for name in reading:
+                drop |= flagged[name]
+                counts[name] = int(flagged[name].sum())
         return drop, counts
+
+    def _read_text(self, pairs: datasets.Dataset, source_lang: str, target_lang: str,
+                   held_out: Sequence[datasets.Dataset]) -> dict[str, np.ndarray]:  # fmt: skip
+        """The flags of the filters that read the text, from one pass over it: "copies", "held_out_sources" and,
+        with `drop_duplicates`, "duplicates" (each (num_pairs,) bool). A pair is identified by a 128-bit digest of
+        its sides (a false repeat is as likely as a BLAKE2b-128 collision: never)."""
+        scored = ({source.strip() for split in held_out for source, _ in _texts(split, source_lang, target_lang)}
+                  if self.drop_held_out_sources else set())  # fmt: skip
+        copies, known, digests = [], [], bytearray()
+        for source, target in _texts(pairs, source_lang, target_lang):
+            stripped = source.strip()
+            copies.append(stripped == target.strip())
+            known.append(stripped in scored)
+            if self.drop_duplicates:
+                source_bytes = source.encode("utf-8")  # (Arrow holds valid UTF-8 only)
+                # the source's length first: ("ab", "c") and ("a", "bc") are different pairs
+                digests += hashlib.blake2b(len(source_bytes).to_bytes(8, "little") + source_bytes
+                                           + target.encode("utf-8"), digest_size=16).digest()  # fmt: skip
+        flags = {"copies": np.array(copies, dtype=bool), "held_out_sources": np.array(known, dtype=bool)}
+        if self.drop_duplicates:
+            keys = np.frombuffer(bytes(digests), dtype=np.uint64).reshape(-1, 2)  # (num_pairs, 2)
+            flags["duplicates"] = np.ones(len(keys), dtype=bool)
+            flags["duplicates"][np.unique(keys, axis=0, return_index=True)[1]] = False  # each pair's first occurrence
+        return flags
 
 
 CLEANING_OPTIONS = tuple(option.name for option in fields(PairFilter))
 """The options of `vaswani train` and `vaswani prepare` that clean the training pairs (`PairFilter`'s fields)."""
-
-
-def repeated_pairs(pairs: datasets.Dataset, source_lang: str, target_lang: str) -> np.ndarray:
-    """(num_pairs,) bool: the pairs that repeat an earlier pair exactly (both sides). A pair is identified by a
-    128-bit digest of its sides (a false repeat is as likely as a BLAKE2b-128 collision: never)."""
-    digests = bytearray()
-    for source, target in _texts(pairs, source_lang, target_lang):
-        source_bytes = source.encode("utf-8")  # (Arrow holds valid UTF-8 only)
-        # the source's length first: ("ab", "c") and ("a", "bc") are different pairs
-        digests += hashlib.blake2b(len(source_bytes).to_bytes(8, "little") + source_bytes
-                                   + target.encode("utf-8"), digest_size=16).digest()  # fmt: skip
-    keys = np.frombuffer(bytes(digests), dtype=np.uint64).reshape(-1, 2)  # (num_pairs, 2)
-    repeated = np.ones(len(keys), dtype=bool)
-    repeated[np.unique(keys, axis=0, return_index=True)[1]] = False  # each pair's first occurrence
-    return repeated
 
 
 def _texts(pairs: datasets.Dataset, source_lang: str, target_lang: str) -> Iterator[tuple[str, str]]:
