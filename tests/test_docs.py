@@ -8,7 +8,8 @@ How a page is run (one test per page, its blocks in the order they appear):
   train.py and .venv (this Python's environment) are links to the real ones, and tiny data and models wait under the
   names the examples use (see `workspace_template`): translation pairs as data/{train,valid,test}.{en,de},
   train.{en,de} and {train,validation,test}.jsonl, text as train.txt / valid.txt, input files, a trained
-  `demo-output`, an OPUS-MT-like Marian folder `opus-mt-en-es`, a fairseq checkpoint in `wmt16.en-de/`.
+  `demo-output`, OPUS-MT-like Marian folders `opus-mt-en-es` and (multilingual) `opus-mt-en-roa`, a fairseq
+  checkpoint in `wmt16.en-de/`.
 - ```text (output, file contents) and ```yaml blocks are not run. A fence without a language is an error, so that no
   example escapes the test unnoticed.
 - `<!-- not run: REASON -->` on the line right before a fence keeps that block from running (it needs the Hub, a
@@ -322,8 +323,9 @@ def write_data(root: Path) -> None:
         shutil.copy(root / "data" / "test.en", root / name)
 
 
-def write_marian_folder(folder: Path, root: Path) -> None:
-    """An OPUS-MT-like Marian folder (tests/convert/test_marian.py's tiny model, with sentencepiece models trained here)."""
+def write_marian_folder(folder: Path, root: Path, languages: tuple[str, ...] = ()) -> None:
+    """An OPUS-MT-like Marian folder (tests/convert/test_marian.py's tiny model, with sentencepiece models trained here);
+    with `languages`, a multilingual one: a target-language token of each (`>>es<<`) after </s> and <unk>."""
     import io
 
     import sentencepiece as spm
@@ -344,7 +346,7 @@ def write_marian_folder(folder: Path, root: Path) -> None:
         for i in range(processor.get_piece_size()):
             if not (processor.is_control(i) or processor.is_unknown(i)):
                 pieces[processor.id_to_piece(i)] = None
-    vocab = ["</s>", "<unk>", *pieces, "<pad>"]
+    vocab = ["</s>", "<unk>", *(f">>{code}<<" for code in languages), *pieces, "<pad>"]
     (tokenizer_dir / "vocab.json").write_text(json.dumps({t: i for i, t in enumerate(vocab)}), encoding="utf-8")
     marian_model(len(vocab)).save_pretrained(folder)
     marian_tokenizer(tokenizer_dir).save_pretrained(folder)
@@ -371,6 +373,7 @@ def workspace_template(tmp_path_factory, command_env) -> Path:
         (root / ".venv" / "bin" / "activate").write_text(f'export PATH="{Path(sys.executable).parent}:$PATH"\n')
     write_data(root)
     write_marian_folder(root / "opus-mt-en-es", root)
+    write_marian_folder(root / "opus-mt-en-roa", root, languages=("es", "fr", "it"))
     write_fairseq_checkpoint(root / "wmt16.en-de")
     run_bash(
         "vaswani train --train_file data/train --validation_file data/valid --test_file data/test --output_dir "

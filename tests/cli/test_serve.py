@@ -182,7 +182,7 @@ def test_the_options_reach_the_server_settings(monkeypatch, tmp_path):
     assert seen["budget"] == 512
     assert (settings.limits.max_request_characters, settings.limits.max_request_seconds) == (99, 7.0)
     assert settings.cors_origins == ["https://a.org", "https://b.org"] and settings.log_texts
-    assert seen["slots"] == {("de", "fr"): 3}  # the translator's parallel batches decode at once
+    assert seen["slots"] == {(trained.resolve(),): 3}  # the translator's parallel batches decode at once
     assert settings.web_ui is False and settings.max_wait == 0.025
     assert main(["serve", "--model", str(trained)]) == 0  # the defaults: the page on, no wait for company
     assert seen["settings"].web_ui is True and seen["settings"].max_wait == 0.0
@@ -221,6 +221,7 @@ class _Fake:
     tokenizer = None
     parallel_batches = 3
     batch_tokens = 1536  # its default batch (512 per thread of 3 workers)
+    target_languages = {}  # a model of one target language
 
 
 def test_without_the_serve_extra_the_command_says_how_to_install_it(monkeypatch, capsys):

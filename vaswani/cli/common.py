@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -16,8 +17,9 @@ from vaswani.devices import MIXED_PRECISION_TO_DTYPE
 from vaswani.errors import UsageError
 from vaswani.export.ctranslate2 import is_ctranslate2_folder
 from vaswani.fileio import atomic_output
-from vaswani.inference.translator import Translator
+from vaswani.inference.translator import Translator, unknown_target_language
 from vaswani.model_folder import hide_transformers_progress_bars
+from vaswani.serve.models import LANGUAGE_CODE, trained_pair
 
 
 def check_input_file(path: Path, option: str) -> None:
@@ -84,3 +86,35 @@ def load_translator(models: Sequence[str | Path], args: argparse.Namespace, **op
     return Translator(list(models), device=args.device, max_source_length=args.max_source_length,
                       trust_remote_code=args.trust_remote_code, backend=args.backend,
                       dtype=MIXED_PRECISION_TO_DTYPE[args.mixed_precision], **options)  # fmt: skip
+
+
+def check_language_code(code: str | None, flag: str) -> None:
+    """A `UsageError` unless `code` (the value of `flag`) is None or a language code (`LANGUAGE_CODE`)."""
+    if code is not None and not re.fullmatch(LANGUAGE_CODE, code):
+        raise UsageError(f"{flag} {code!r} is not a language code: give one such as en, de or pt_BR")
+
+
+def target_language(translator: Translator, language: str | None, model: Path, *, check_trained: bool = True,
+                    ) -> str | None:  # fmt: skip
+    """What every sentence is translated into, as `translate_lines(target_language=...)` takes it: `language` (the
+    value of --target_lang) for a multilingual model, which has a token for each language it translates into
+    (`Translator.target_languages`); None for a model of one target language, which needs none. A language the model
+    has no token for is a `UsageError`, as is (`check_trained`) another language than the one `model` was trained
+    to translate into (its run_args.json). A multilingual model without a language gets a warning: each line then
+    needs its token first."""
+    known = translator.target_languages
+    if language is None:
+        if known:
+            print(f"warning: the model translates into {', '.join(sorted(known))} (its >>xx<< tokens): without "
+                  "--target_lang each line needs its language's token first (>>es<< ...), or the model picks the "
+                  "language itself", file=sys.stderr)  # fmt: skip
+        return None
+    if known:
+        if language not in known:
+            raise UsageError(unknown_target_language(f"--target_lang {language}", known))
+        return language
+    trained = trained_pair(model) if check_trained else None
+    if trained is not None and trained[1] != language:
+        raise UsageError(f"--target_lang {language}: the model {model} translates into {trained[1]} (its run_args.json) "
+                         "and has no target-language tokens (>>xx<<) to choose another; leave --target_lang out")  # fmt: skip
+    return None

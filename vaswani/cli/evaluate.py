@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vaswani.cli.common import check_output_file, load_translator, open_output, shown_line_numbers
+from vaswani.cli.common import check_output_file, load_translator, open_output, shown_line_numbers, target_language
 from vaswani.cli.translate import BUFFER_LINES
 from vaswani.constants import EVALUATION_FORMAT
 from vaswani.errors import UsageError
@@ -46,7 +46,7 @@ from vaswani.inference.outputs import one_line
 from vaswani.inference.translator import translate_lines
 from vaswani.metrics import corpus_scores
 from vaswani.options import add_option
-from vaswani.serve.models import pair_from_training_arguments
+from vaswani.serve.models import pair_from_training_arguments, trained_pair
 
 if TYPE_CHECKING:
     from vaswani.data.loading import PairFile
@@ -114,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
     test = pair_file("test", args.test_file, source_lang, target_lang)
     check_outputs(args, test)
     translator = load_translator(args.model, args, parallel_batches=args.parallel_batches, threads=args.threads)
+    # a multilingual model translates into the test file's target language: its token goes before every source
+    args.target_lang = target_language(translator, target_lang, Path(args.model[0]), check_trained=False)
     pairs = list(itertools.islice(test, args.max_test_samples))  # islice(..., None): every pair
     translations, seconds = translate_test(args, translator, pairs)
     results = {
@@ -151,10 +153,9 @@ def languages_of_test_file(args: argparse.Namespace) -> tuple[str, str]:
         if args.source_lang == args.target_lang:
             raise UsageError(f"--source_lang and --target_lang are both {args.source_lang!r}: give the two languages "
                              "of --test_file")  # fmt: skip
-        try:  # a model trained on another pair may still translate this one (a multilingual model): said, not refused
-            trained = pair_from_training_arguments(folder) if folder.is_dir() else None
-        except UsageError:
-            trained = None  # no run_args.json (a converted model): nothing to compare
+        # a model trained on another pair may still translate this one (a multilingual model): said, not refused;
+        # a converted model has no run_args.json: nothing to compare
+        trained = trained_pair(folder) if folder.is_dir() else None
         if trained is not None and trained != (args.source_lang, args.target_lang):
             print(f"warning: --source_lang {args.source_lang} --target_lang {args.target_lang}: the model {folder} "
                   f"was trained on {trained[0]}-{trained[1]} (its run_args.json)", file=sys.stderr)  # fmt: skip
@@ -193,6 +194,7 @@ def translate_test(args: argparse.Namespace, translator, pairs: list[tuple[int, 
             translator, (source for _, source, _ in pairs), buffer_lines=BUFFER_LINES, progress=bar.update,
             on_truncated_lines=truncated.extend, num_beams=args.num_beams, length_penalty=args.length_penalty,
             max_new_tokens=args.max_new_tokens, paper_decoding=args.paper_decoding, batch_tokens=args.max_tokens,
+            target_language=args.target_lang,
         )]  # fmt: skip
     finally:
         bar.close()  # first, so that a warning or an `error: ...` starts a line of its own

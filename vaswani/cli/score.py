@@ -25,7 +25,15 @@ import json
 import sys
 from pathlib import Path
 
-from vaswani.cli.common import check_input_file, check_output_file, load_translator, open_output, shown_line_numbers
+from vaswani.cli.common import (
+    check_input_file,
+    check_language_code,
+    check_output_file,
+    load_translator,
+    open_output,
+    shown_line_numbers,
+    target_language,
+)
 from vaswani.errors import UsageError
 from vaswani.fileio import count_lines
 from vaswani.inference.engines import BACKENDS
@@ -52,6 +60,9 @@ def add_arguments(score: argparse.ArgumentParser) -> None:
                help="SCORE = LOG_PROB / length ** ALPHA, as translate --scores (paper: 0.6)")  # fmt: skip
     add_option(score, "paper_decoding", "score",
                help="normalise by the GNMT penalty ((5 + length) / 6) ** ALPHA, as translate --paper_decoding")  # fmt: skip
+    add_option(score, "target_lang", "score",
+               help="the language of --target, for a multilingual model (one with a token per target language, "
+                    "'>>es<<'): its token goes before every source, as translate --target_lang puts it")  # fmt: skip
     add_option(score, "device", "score", default="auto")
     add_option(score, "max_tokens", "score",
                help="source tokens per batch, padding included (default: as translate's, 512 per thread on a CPU, at "
@@ -87,17 +98,20 @@ def run(args: argparse.Namespace) -> int:
     if targets != pairs:
         raise UsageError(f"--source {args.source} has {pairs} lines but --target {args.target} has {targets}: give "
                          "one translation per source line")  # fmt: skip
+    check_language_code(args.target_lang, "--target_lang")
     translator = load_translator(args.model, args)
+    language = target_language(translator, args.target_lang, Path(args.model[0]))
     bar = tqdm(total=pairs, unit="pair", file=sys.stderr, disable=args.progress is False)
     try:
-        _score_files(args, translator, bar)
+        _score_files(args, translator, bar, language)
     finally:
         bar.close()
     return 0
 
 
-def _score_files(args: argparse.Namespace, translator: Translator, bar) -> None:
-    """Score `buffer_lines` pairs at a time into the output (a temporary file renamed when complete, or stdout)."""
+def _score_files(args: argparse.Namespace, translator: Translator, bar, language: str | None = None) -> None:
+    """Score `buffer_lines` pairs at a time into the output (a temporary file renamed when complete, or stdout);
+    `language`: the target language of a multilingual model (`vaswani.cli.common.target_language`)."""
     with open(args.source, "rb") as source, open(args.target, "rb") as target, open_output(args.output) as sink:
         pairs = zip(read_lines(source, name=str(args.source)), read_lines(target, name=str(args.target)), strict=True)
         first = 0
@@ -110,7 +124,8 @@ def _score_files(args: argparse.Namespace, translator: Translator, bar) -> None:
 
             scores = translator.score([s for s, _ in chunk], [t for _, t in chunk], args.length_penalty,
                                       args.paper_decoding, args.max_tokens, progress=bar.update,
-                                      on_truncated=warn_truncated, first_number=first + 1)  # fmt: skip
+                                      on_truncated=warn_truncated, first_number=first + 1,
+                                      target_languages=None if language is None else [language] * len(chunk))  # fmt: skip
             for index, score in enumerate(scores, first):
                 sink.write(format_score(index, score, args.output_format) + "\n")
             first += len(chunk)

@@ -21,14 +21,21 @@ from __future__ import annotations
 import argparse
 import io
 import itertools
-import re
 import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from vaswani.cli.common import check_input_file, check_output_file, load_translator, open_output, shown_line_numbers
+from vaswani.cli.common import (
+    check_input_file,
+    check_language_code,
+    check_output_file,
+    load_translator,
+    open_output,
+    shown_line_numbers,
+    target_language,
+)
 from vaswani.errors import UsageError
 from vaswani.fileio import count_lines
 from vaswani.inference.engines import BACKENDS, Sampling
@@ -36,7 +43,7 @@ from vaswani.inference.outputs import OUTPUT_FORMATS, one_line, output_handler
 from vaswani.inference.text import SplitText, split_text
 from vaswani.inference.translator import read_jsonl_requests, read_lines, translate_lines
 from vaswani.options import add_option, non_negative_int, positive_float, positive_int, probability
-from vaswani.serve.models import LANGUAGE_CODE, pair_from_training_arguments
+from vaswani.serve.models import trained_pair
 
 HELP = "translate sentences, one per line"
 INPUT_FORMATS = ("text", "jsonl")
@@ -170,6 +177,11 @@ def add_arguments(translate: argparse.ArgumentParser) -> None:
                help="--split_sentences: the language whose abbreviations do not end a sentence (Moses' non-breaking "
                     "prefixes: 'Dr.', 'z. B.'; default: the model's source language from its run_args.json, "
                     "English's where it has none)")  # fmt: skip
+    add_option(translate, "target_lang", "translate",
+               help="the language to translate into, for a multilingual model (one with a token per target language, "
+                    "'>>es<<': multilingual OPUS-MT models): its token goes before every line (every sentence with "
+                    "--split_sentences); a model of one target language needs none (one it was not trained for, by "
+                    "its run_args.json, is refused)")  # fmt: skip
     add_option(translate, "seed", "translate",
                help="--do_sample: seed the random draws, so that the same input, model and options give the same "
                     "samples again (decoding then runs one batch at a time: --parallel_batches 1)")  # fmt: skip
@@ -187,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
     for model in args.model:
         check_output_file(args.output, inputs=[args.input, args.prefix, args.constraints], model=model)
     check_split_sentences(args)
+    check_language_code(args.target_lang, "--target_lang")
     sampling = resolve_sampling(args)  # None: beam search
     if sampling is None and args.nbest > args.num_beams:
         raise UsageError(f"--nbest {args.nbest} needs at least as many beams: add --num_beams {args.nbest}")
@@ -195,6 +208,7 @@ def run(args: argparse.Namespace) -> int:
         args.buffer_lines = 1 if typed else BUFFER_LINES  # else length batching over many lines
     translator = load_translator(args.model, args, parallel_batches=args.parallel_batches, threads=args.threads,
                                  seed=args.seed)  # fmt: skip
+    language = target_language(translator, args.target_lang, Path(args.model[0]))
     if typed:
         print("Type a sentence and press Enter to translate it; Ctrl-D ends.", file=sys.stderr)
     # n-best lists, scores, alignments or JSON lines: the lines of an output handler (vaswani.inference.outputs)
@@ -217,7 +231,7 @@ def run(args: argparse.Namespace) -> int:
     # The input is decoded line by line (an error names the line); the output goes to a temporary file renamed
     # when complete, so an error or a kill never leaves a half-written --output.
     try:
-        _translate_stream(args, translator, bar, warn_truncated, warn_unmet, output, sampling)
+        _translate_stream(args, translator, bar, warn_truncated, warn_unmet, output, sampling, language)
     finally:
         bar.close()  # first, so that an `error: ...` starts a line of its own
     return 0
@@ -227,9 +241,7 @@ def check_split_sentences(args: argparse.Namespace) -> None:
     """--split_sentences gives one plain line per input line, made of its sentences' best translations: what needs a
     line's own translation (its n-best list, score, alignment, JSON record) or a line's prefix or constraints (a
     sentence's are not known) is refused with it."""
-    if args.source_lang is not None and not re.fullmatch(LANGUAGE_CODE, args.source_lang):
-        raise UsageError(f"--source_lang {args.source_lang!r} is not a language code: give one such as en, de or "
-                         "pt_BR")  # fmt: skip
+    check_language_code(args.source_lang, "--source_lang")
     if not args.split_sentences:
         if args.source_lang is not None:
             raise UsageError("--source_lang says whose abbreviations --split_sentences keeps inside a sentence: add "
@@ -252,10 +264,8 @@ def sentence_language(args: argparse.Namespace) -> str | None:
     prunings), else None (English's, as Moses does)."""
     if args.source_lang is not None:
         return args.source_lang
-    try:
-        return pair_from_training_arguments(Path(args.model[0]))[0]
-    except UsageError:  # no run_args.json (a converted model), or one without a usable pair
-        return None
+    trained = trained_pair(Path(args.model[0]))  # None: no run_args.json (a converted model), or no usable pair
+    return None if trained is None else trained[0]
 
 
 def resolve_sampling(args: argparse.Namespace) -> Sampling | None:
@@ -296,8 +306,9 @@ def resolve_sampling(args: argparse.Namespace) -> Sampling | None:
 
 
 def _translate_stream(args: argparse.Namespace, translator, bar, warn_truncated, warn_unmet, output,
-                      sampling: Sampling | None = None) -> None:  # fmt: skip
-    """Translate the input line by line into the output: plain lines, or `output`'s lines (n-best, scores, ...)."""
+                      sampling: Sampling | None = None, language: str | None = None) -> None:  # fmt: skip
+    """Translate the input line by line into the output: plain lines, or `output`'s lines (n-best, scores, ...);
+    `language`: the target language of a multilingual model (`vaswani.cli.common.target_language`)."""
     with _open_input(args.input) as source, _open_input_file(args.prefix) as prefix_file, \
             _open_input_file(args.constraints) as constraints_file, open_output(args.output) as sink:  # fmt: skip
         lines, requests = _requests(args, source, prefix_file, constraints_file)
@@ -316,6 +327,7 @@ def _translate_stream(args: argparse.Namespace, translator, bar, warn_truncated,
             paper_decoding=args.paper_decoding,
             batch_tokens=args.max_tokens,
             sampling=sampling,
+            target_language=language,
             **({"hypotheses": True, "nbest": args.nbest, "scores": args.scores, "alignment": args.alignment}
                if output is not None else {}),
         )  # fmt: skip

@@ -285,10 +285,11 @@ def chunk_sizes(manifest: dict) -> list[int]:
 
 
 def translate_chunks(folder: DistillFolder, manifest: dict, data: PairFile, translator: Translator,
-                     progress: bool, monolingual: MonolingualFile | None = None) -> dict:  # fmt: skip
+                     progress: bool, monolingual: MonolingualFile | None = None,
+                     target_language: str | None = None) -> dict:  # fmt: skip
     """Translate the chunks that are missing (see the module docstring): the training pairs' sources, then the
-    `monolingual` sentences; a progress bar on stderr (unless not `progress`) and one log line per chunk say how
-    fast. Returns what was done."""
+    `monolingual` sentences, into `target_language` where the teacher is multilingual (its token's code); a progress
+    bar on stderr (unless not `progress`) and one log line per chunk say how fast. Returns what was done."""
     sizes = chunk_sizes(manifest)
     done = [index for index in range(len(sizes)) if folder.chunk(index).is_file()]
     if done:
@@ -310,6 +311,7 @@ def translate_chunks(folder: DistillFolder, manifest: dict, data: PairFile, tran
                 progress=bar.update, on_truncated=lambda indices, first=chunk[0][0]: logger.warning(
                     "%d source(s) of the chunk from line %d are longer than the teacher's %d tokens and were "
                     "truncated", len(indices), first, translator.max_source_length),
+                target_languages=None if target_language is None else [target_language] * len(chunk),
             )  # fmt: skip
             write_chunk(folder.chunk(index), chunk, results)
             seconds = time.perf_counter() - chunk_start

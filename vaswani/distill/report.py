@@ -22,17 +22,25 @@ REPORT_FORMAT = "vaswani-distill-report"
 REPORT_VERSION = 1
 
 
-def decode_alternately(translators: dict[str, Translator], sources: list[str], decoding: dict) -> dict[str, dict]:
+def decode_alternately(translators: dict[str, Translator], sources: list[str], decoding: dict,
+                       languages: dict[str, str | None] | None = None) -> dict[str, dict]:  # fmt: skip
     """Each translator's translations of `sources` and the seconds of each of its `ROUNDS` (see the module
-    docstring). `decoding`: `Translator.translate`'s num_beams, length_penalty and batch_tokens."""
-    names = list(translators)
+    docstring). `decoding`: `Translator.translate`'s num_beams, length_penalty and batch_tokens; `languages`: the
+    target language of a multilingual translator (its token's code), by name."""
+    names, languages = list(translators), languages or {}
+
+    def translate(name: str, texts: list[str]) -> list[str]:
+        language = languages.get(name)
+        told = {} if language is None else {"target_languages": [language] * len(texts)}
+        return translators[name].translate(texts, **decoding, **told)
+
     for name in names:  # warm-up: the first batches of an engine pay for its set-up
-        translators[name].translate(sources[:WARMUP_SENTENCES], **decoding)
+        translate(name, sources[:WARMUP_SENTENCES])
     outputs = {name: {"translations": None, "seconds": []} for name in names}
     for round_index in range(ROUNDS):
         for name in names if round_index % 2 == 0 else reversed(names):
             start = time.perf_counter()
-            translations = translators[name].translate(sources, **decoding)
+            translations = translate(name, sources)
             outputs[name]["seconds"].append(time.perf_counter() - start)
             if outputs[name]["translations"] is None:
                 outputs[name]["translations"] = translations

@@ -71,6 +71,7 @@ from vaswani.export.ctranslate2 import import_ctranslate2
 from vaswani.fileio import write_file_atomically
 from vaswani.inference.translator import Translator
 from vaswani.model_folder import load_tokenizer, recover_model_folder
+from vaswani.serve.models import pair_target_language
 from vaswani.training.checkpoints import CheckpointManager
 from vaswani.training.loop import resolve_model_config, train
 from vaswani.training.options import build_parser as build_train_parser
@@ -209,8 +210,9 @@ def translate_stage(args: argparse.Namespace, folder: DistillFolder, specs, data
     logger.info("Teacher: %s on %s (%s), beam %d, length penalty %g, %d source tokens per batch",
                 ", ".join(map(str, plan.folders)), translator.backend, plan.quantization or "float32",
                 args.teacher_num_beams, args.teacher_length_penalty, args.teacher_max_tokens)  # fmt: skip
+    language = pair_target_language(translator, args.target_lang, plan.folders[0], flag="--teacher")
     done = translate_chunks(folder, manifest, data, translator, progress=args.progress is not False,
-                            monolingual=monolingual)  # fmt: skip
+                            monolingual=monolingual, target_language=language)  # fmt: skip
     del translator  # its memory, before the student trains
     stats = build_training_file(folder, manifest, build)
     return {**done, "training_pairs": stats["training_pairs"]}
@@ -360,7 +362,11 @@ def make_report(args: argparse.Namespace, folder: DistillFolder, plan: TeacherPl
     }  # fmt: skip
     decoding = {"num_beams": args.teacher_num_beams, "length_penalty": args.teacher_length_penalty,
                 "batch_tokens": args.teacher_max_tokens}  # fmt: skip
-    decoded = decode_alternately(translators, sources, decoding)
+    # a multilingual teacher is told the target language (its >>xx<< token); the student translates into it alone
+    languages = {
+        "teacher": pair_target_language(translators["teacher"], args.target_lang, plan.folders[0], "--teacher")
+    }
+    decoded = decode_alternately(translators, sources, decoding, languages)
     for role in ("teacher", "student"):
         report[role].update(
             model_entry(decoded[role], references, args.target_lang), computes_in=translators[role].computes_in

@@ -21,7 +21,8 @@ Over-long inputs: a sentence of more than `max_source_length` tokens (EOS includ
 names the line numbers). The output of a model with learned positions is also kept within its position table.
 
 Decoding for production: `prefixes` (each translation starts with its sentence's prefix), `constraints` (target
-phrases that must appear), an ensemble (`Translator([folder_a, folder_b])`: the mean of the models'
+phrases that must appear), `target_languages` (the language each sentence is translated into, for a multilingual
+model: `Translator.target_languages`), an ensemble (`Translator([folder_a, folder_b])`: the mean of the models'
 log-probabilities) and `Translator.score` (the log-probability of given translations); see `translate_hypotheses`,
 `vaswani.inference.search` and `vaswani.inference.constraints`.
 
@@ -31,9 +32,11 @@ them as above and yields one translation per line.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import logging
+import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -59,6 +62,10 @@ if TYPE_CHECKING:
     from vaswani.inference.engines import Hypothesis
 
 logger = logging.getLogger(__name__)
+
+# A target-language token of a multilingual model: Marian's `>>es<<` (MarianTokenizer's `language_code_re`), the
+# first token of a source, which tells the model what to translate into (Johnson et al., 2017).
+TARGET_LANGUAGE_TOKEN = re.compile(r">>(.+)<<")
 
 
 @dataclass
@@ -147,6 +154,16 @@ def check_same_tokenizer(first, other, first_config, other_config, first_folder,
 # the Translator give the same outputs; they are written again here because importing `modeling_vaswani` imports
 # PyTorch (1-2 s), which a CTranslate2 export never needs, and the model folder's code cannot import this package.
 # tests/models/test_pipeline_vaswani.py checks that both agree.
+def unknown_target_language(what: str, known: Iterable[str]) -> str:
+    """Why a model whose target-language codes are `known` cannot translate into what `what` asks for (a flag and its
+    value, "target language 'xx'", a request's field)."""
+    known = sorted(known)
+    if not known:
+        return (f"{what}: the model has no target-language tokens (>>xx<<, which a multilingual OPUS-MT model has), so "
+                "it translates into the one language it was trained for; leave the language out")  # fmt: skip
+    return f"{what}: the model translates into {', '.join(known)} (its >>xx<< tokens); give one of them"
+
+
 def is_blank(text: str) -> bool:
     """Whether `text` holds nothing to translate (empty or whitespace only): its translation is ""."""
     return not text.strip()
@@ -293,6 +310,32 @@ class Translator:
         """How many calls of `translate_hypotheses` may decode at once (the engine's workers; PyTorch: 1)."""
         return self.engine.parallel_batches
 
+    @functools.cached_property
+    def target_languages(self) -> dict[str, int]:
+        """The languages a multilingual model translates into: the code of each target-language token of its
+        vocabulary (`>>es<<`: "es"; multilingual OPUS-MT models have them) and the token's id; empty for a model of
+        one target language. `translate_hypotheses(target_languages=...)` puts the token before a source."""
+        vocab = self.tokenizer.get_vocab()
+        return {match[1]: vocab[token] for token in sorted(vocab) if (match := TARGET_LANGUAGE_TOKEN.fullmatch(token))}
+
+    def check_target_languages(
+        self, target_languages: Sequence[str | None] | None, count: int
+    ) -> list[int | None] | None:
+        """The target-language token id of each of `count` sentences (None where none is asked for), or None when no
+        sentence asks for one; a `TranslateError` for a list of the wrong length or a language the model has no
+        token for."""
+        if target_languages is None:
+            return None
+        if len(target_languages) != count:
+            raise TranslateError(f"{len(target_languages)} target languages for {count} sentences: give one per "
+                                 "sentence (None for none)")  # fmt: skip
+        ids = []
+        for language in target_languages:
+            if language is not None and language not in self.target_languages:
+                raise TranslateError(unknown_target_language(f"target language {language!r}", self.target_languages))
+            ids.append(None if language is None else self.target_languages[language])
+        return ids if any(i is not None for i in ids) else None
+
     def _set_max_source_length(self, max_source_length: int | None, positions: int) -> None:
         """Inputs are truncated to `max_source_length` tokens, by default the model's number of `positions`."""
         self.max_source_length = max_source_length or positions
@@ -325,6 +368,7 @@ class Translator:
         constraints: Sequence[Sequence[str] | None] | None = None,
         on_unmet: Callable[[int, list[str]], None] | None = None,
         sampling: Sampling | None = None,
+        target_languages: Sequence[str | None] | None = None,
     ) -> list[list[Translation]]:
         """The `nbest` best translations of each sentence (best first; an empty list for a blank sentence), with
         their scores (`scores`) and word alignments (`alignment`): see `vaswani.inference.engines` for what they are.
@@ -342,6 +386,10 @@ class Translator:
         distribution instead of beam search (`num_beams` 1), `nbest` of them independent samples, in the order drawn;
         one model, without prefixes or constraints. Seed the Translator (`seed`) for the same samples again.
 
+        `target_languages`: one code per sentence (None for none) of a language a multilingual model translates into
+        (`Translator.target_languages`): its token (`>>es<<`) goes before the sentence's tokens, as MarianTokenizer
+        reads a source that starts with it. A code the model has no token for is a `TranslateError`.
+
         `progress(n)` is called as n more sentences are done; `on_truncated(indices)` gets the (0-based) indices of
         the sentences that were truncated to `max_source_length` (default: a logged warning)."""
         if sampling is not None:
@@ -356,7 +404,8 @@ class Translator:
             progress(len(sentences) - len(todo))
         if not todo:
             return results
-        sources = self._encode([sentences[index] for index in todo], todo, on_truncated)
+        language_ids = self.check_target_languages(target_languages, len(sentences))
+        sources = self._encode([sentences[index] for index in todo], todo, on_truncated, language_ids)
         prefix_ids = self._encode_prefixes(prefixes, len(sentences), max_new_tokens)
         constraint_ids = self._encode_constraints(constraints, len(sentences))
         for batch in self._batches_apart(sources, batch_tokens, constraint_ids):
@@ -370,13 +419,16 @@ class Translator:
             outputs = self._generate([sources[index] for index in batch], num_beams, length_penalty, max_new_tokens,
                                      paper_decoding, nbest, scores, alignment, **extra)  # fmt: skip
             for index, hypotheses in zip(batch, outputs, strict=True):
-                source_tokens = self.tokenizer.convert_ids_to_tokens(sources[index][:-1])  # without EOS
+                # the sentence's own tokens: without EOS, and without its target-language token, which is no word of it
+                skip = int(language_ids is not None and language_ids[index] is not None)
+                source_tokens = self.tokenizer.convert_ids_to_tokens(sources[index][skip:-1])
                 for hypothesis in hypotheses:
                     text = self.tokenizer.decode(hypothesis.ids, skip_special_tokens=True)
                     words = None
                     if alignment:
                         target_tokens = self.tokenizer.convert_ids_to_tokens(hypothesis.ids)
-                        words = hard_alignment(source_tokens, target_tokens, hypothesis.attention)
+                        attention = [row[skip:] for row in hypothesis.attention]
+                        words = hard_alignment(source_tokens, target_tokens, attention)
                     results[index].append(Translation(text, hypothesis.score, words))
                 if constraint_ids is not None and constraints[index]:
                     _check_constraints(index, constraints[index], results[index][0].text, on_unmet)
@@ -403,21 +455,32 @@ class Translator:
         prefixes: Sequence[str | None] | None = None,
         constraints: Sequence[Sequence[str] | None] | None = None,
         max_new_tokens: int | None = None,
+        target_languages: Sequence[str | None] | None = None,
     ) -> None:
-        """Check the `prefixes` and `constraints` of `count` sentences as `translate_hypotheses` does, without
+        """Check the `prefixes`, `constraints` and `target_languages` of `count` sentences as `translate_hypotheses`
+        does, without
         decoding: a `TranslateError` says what is wrong (the server refuses a request with it before the request
         joins a batch with others)."""
         self._encode_prefixes(prefixes, count, max_new_tokens)
         self._encode_constraints(constraints, count)
+        self.check_target_languages(target_languages, count)
 
     def _encode(
-        self, texts: list[str], indices: list[int], on_truncated: Callable[[list[int]], None] | None
+        self,
+        texts: list[str],
+        indices: list[int],
+        on_truncated: Callable[[list[int]], None] | None,
+        language_ids: Sequence[int | None] | None = None,
     ) -> dict[int, list[int]]:
-        """Token ids (with EOS) of each sentence by its index, truncated to `max_source_length`."""
+        """Token ids (with EOS) of each sentence by its index, after its target-language token where `language_ids`
+        (by sentence index) has one, truncated to `max_source_length`."""
         # verbose=False: transformers' own warning (a sequence over model_max_length "will result in indexing errors")
         # would be wrong here, as the sentences are truncated below and reported by the warning that names them
         with self._encoding:
             encoded = self.tokenizer(texts, verbose=False)["input_ids"]
+        if language_ids is not None:
+            encoded = [ids if language_ids[index] is None else [language_ids[index], *ids]
+                       for index, ids in zip(indices, encoded, strict=True)]  # fmt: skip
         truncated = [index for index, ids in zip(indices, encoded, strict=True) if len(ids) > self.max_source_length]
         if truncated:
             if on_truncated is not None:
@@ -517,19 +580,22 @@ class Translator:
         progress: Callable[[int], None] | None = None,
         on_truncated: Callable[[list[int]], None] | None = None,
         first_number: int = 1,
+        target_languages: Sequence[str | None] | None = None,
     ) -> list[Score]:
         """The model's log-probability of each target given its source (teacher-forced; an ensemble's averaged
         log-probabilities): see `Score`. `score` is normalised as `translate(..., scores=True)` normalises, so a
         translation scores the same both ways. Sources are truncated as for translating; a target must fit the
         decoder (a `TranslateError` naming it, counting from `first_number`). Batches hold `batch_tokens` source
-        tokens, by default `Translator.batch_tokens` (on a CPU, small batches score faster too)."""
+        tokens, by default `Translator.batch_tokens` (on a CPU, small batches score faster too). `target_languages`:
+        as for `translate_hypotheses`."""
         if paper_decoding:  # start-up: modeling_vaswani (and PyTorch) load only for the paper's penalty
             from modeling_vaswani.generation_vaswani import gnmt_length_penalty
 
         if len(sources) != len(targets):
             raise TranslateError(f"{len(sources)} sources and {len(targets)} targets: give one target per source")
         indices = list(range(len(sources)))
-        encoded = self._encode(list(sources), indices, on_truncated)
+        encoded = self._encode(list(sources), indices, on_truncated,
+                               self.check_target_languages(target_languages, len(sources)))  # fmt: skip
         target_ids = dict(zip(indices, self._encode_targets(list(targets)), strict=True))
         room = self._decoder_room()
         for index, ids in target_ids.items():
@@ -691,6 +757,7 @@ def translate_lines(
     hypotheses: bool = False,
     prefixes: Iterable[str | None] | None = None,
     constraints: Iterable[list[str] | None] | None = None,
+    target_language: str | None = None,
     **options,
 ) -> Iterator[str] | Iterator[list[Translation]]:
     """One translation per line, in order, reading `buffer_lines` lines at a time (length batching works within a
@@ -698,7 +765,8 @@ def translate_lines(
     and the constraints its translation lacks; `options` go to `Translator.translate`, or, with `hypotheses=True`,
     to `Translator.translate_hypotheses` (then each line gives its list of `Translation`s). `prefixes` and
     `constraints` (lists of phrases): one per line, read along with the lines; fewer or more of them than lines is a
-    `TranslateError`."""
+    `TranslateError`. `target_language`: the language of every line's translation, for a multilingual model
+    (`Translator.target_languages`)."""
     translate = translator.translate_hypotheses if hypotheses else translator.translate
     lines = iter(lines)
     requests = {name: iter(stream) for name, stream in (("prefixes", prefixes), ("constraints", constraints))
@@ -726,6 +794,8 @@ def translate_lines(
                 logger.warning("The translation of line %d lacks the constraint(s) %s.", first_line + index,
                                ", ".join(map(repr, phrases)))  # fmt: skip
 
+        if target_language is not None:
+            options["target_languages"] = [target_language] * len(chunk)
         if "constraints" in requests:
             options["on_unmet"] = on_unmet
             _check_phrases(options["constraints"], first_line)

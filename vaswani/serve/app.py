@@ -84,11 +84,13 @@ class ServerSettings:
 
 
 class Segment(NamedTuple):
-    """One sentence as the batcher carries it: its text, and the native API's target prefix and constraints."""
+    """One sentence as the batcher carries it: its text, the native API's target prefix and constraints, and the
+    language a multilingual model translates it into (its pair's `ServedPair.target_language`)."""
 
     text: str
     prefix: str | None = None
     constraints: list[str] | None = None
+    target_language: str | None = None
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -174,8 +176,11 @@ class Server:
         self.models, self.settings, self.limits = models, settings, settings.limits
         self.metrics = ServerMetrics()
         self.rate_limiter = RateLimiter()
-        # a CTranslate2 translator decodes `parallel_batches` batches at once (each whole, on its own cores)
-        slots = {pair: served.translator.parallel_batches for pair, served in models.items()}
+        # the batcher's models are the translators, each shared by the pairs it serves (a multilingual model's:
+        # `ServedPair.model`); a CTranslate2 translator decodes `parallel_batches` batches at once (each whole, on its
+        # own cores)
+        self.translators = {served.model: served.translator for served in models.values()}
+        slots = {model: translator.parallel_batches for model, translator in self.translators.items()}
         self.max_tokens = settings.max_tokens or min(served.translator.batch_tokens for served in models.values())
         self.batcher = Batcher(self._decode, max_tokens=self.max_tokens, max_wait=settings.max_wait,
                                on_batch=self.metrics.observe_batch, slots=slots)  # fmt: skip
@@ -222,11 +227,12 @@ class Server:
         """The hypotheses of each sentence (a text, or a `Segment` with a prefix and constraints), decoded in a batch
         with other requests'; a 408 past the time limit."""
         served = self.models[pair]
-        segments = [Segment(s) if isinstance(s, str) else s for s in sentences]
+        segments = [(Segment(s) if isinstance(s, str) else s)._replace(target_language=served.target_language)
+                    for s in sentences]  # fmt: skip
         lengths = served.count_tokens([s.text for s in segments]) if segments else []
         self.metrics.queued.set(self.batcher.queued_sentences() + len(sentences))
         try:
-            results = await asyncio.wait_for(self.batcher.translate(pair, segments, lengths, options),
+            results = await asyncio.wait_for(self.batcher.translate(served.model, segments, lengths, options),
                                              self.limits.max_request_seconds)  # fmt: skip
         except asyncio.TimeoutError:  # noqa: UP041 (Python 3.10's wait_for raises asyncio's own)
             raise RequestError(408, f"Translation took longer than the limit of {self.limits.max_request_seconds:g} "
@@ -236,10 +242,11 @@ class Server:
         self.metrics.sentences.labels(f"{pair[0]}-{pair[1]}").inc(len(sentences))
         return results
 
-    def _decode(self, pair: Hashable, segments: list[Segment], options: DecodingOptions) -> list:
-        """One batch, in the decoding thread. (The requests' prefixes and constraints were checked before they
-        joined it: `native_translate`.) Unmet constraints are logged by count only: the phrases are request text."""
-        return self.models[pair].translator.translate_hypotheses(
+    def _decode(self, model: Hashable, segments: list[Segment], options: DecodingOptions) -> list:
+        """One batch of `model` (`ServedPair.model`: the pairs of a multilingual model share its batches), in the
+        decoding thread. (The requests' prefixes and constraints were checked before they joined it:
+        `native_translate`.) Unmet constraints are logged by count only: the phrases are request text."""
+        return self.translators[model].translate_hypotheses(
             [s.text for s in segments], num_beams=options.num_beams, length_penalty=options.length_penalty,
             max_new_tokens=options.max_new_tokens, paper_decoding=options.paper_decoding,
             batch_tokens=self.max_tokens, nbest=options.nbest, scores=options.scores,
@@ -249,7 +256,7 @@ class Server:
             on_unmet=lambda index, missing: logger.warning(
                 "a translation lacks %d of its constraint phrase(s) (the output length did not allow them)",
                 len(missing)),
-            sampling=options.sampling,
+            sampling=options.sampling, target_languages=[s.target_language for s in segments],
         )  # fmt: skip
 
     def log_texts(self, texts, translations) -> None:

@@ -10,6 +10,13 @@ Requests choose a model by its pair only: a path from a request never reaches th
 Two folders for one pair are an ensemble (as repeated `--model` in `vaswani translate`): the table keeps every
 folder of a pair (`ServedPair.folders`) and `load` builds one translator from them (the mean of their
 log-probabilities; a CTranslate2 folder or two tokenizers are refused at start-up by `Translator`).
+
+One folder for several pairs is loaded once and shared (`ServedPair.model`: its key): a multilingual model
+(`--model en-es=DIR --model en-fr=DIR` with a multilingual OPUS-MT model) has a token for each language it translates
+into (`>>es<<`, `Translator.target_languages`), which goes before each sentence of its pair
+(`ServedPair.target_language`); a pair whose target has no token in such a model is a start-up error naming the ones
+it has. A model without those tokens translates a source into one language (en-de and de-en from one model trained
+on both directions; several sources into one target), never one source into two.
 """
 
 from __future__ import annotations
@@ -17,13 +24,14 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from vaswani.constants import CONFIG_FILE, RUN_ARGS_FILE
 from vaswani.errors import UsageError
+from vaswani.inference.translator import unknown_target_language
 
 LANGUAGE_CODE = r"[A-Za-z][A-Za-z0-9_]{0,15}"
 PAIR_PREFIX = re.compile(rf"^({LANGUAGE_CODE})-({LANGUAGE_CODE})=(.+)$", flags=re.DOTALL)
@@ -65,6 +73,15 @@ def pair_from_training_arguments(folder: Path, flag: str = "--model", fix: str |
     return pair
 
 
+def trained_pair(folder: Path) -> tuple[str, str] | None:
+    """The (source, target) language codes of `folder` from its run_args.json, or None where it names no usable
+    pair (a converted model, an export of one)."""
+    try:
+        return pair_from_training_arguments(folder)
+    except UsageError:
+        return None
+
+
 @dataclass
 class ServedPair:
     """A language pair and what translates it: the folders given for it (several: an ensemble) and the loaded
@@ -75,6 +92,10 @@ class ServedPair:
     folders: list[Path]
     translator: Any = None
     count_tokens: Callable[[Sequence[str]], list[int]] = field(default=lambda texts: [len(t.split()) for t in texts])
+    # the key of the translator, shared by the pairs one model serves (`load_models`), and the code of the token
+    # that tells a multilingual model this pair's target language (None for a model of one target language)
+    model: Hashable = None
+    target_language: str | None = None
 
 
 def group_by_pair(specs: Sequence[ModelSpec]) -> dict[tuple[str, str], list[Path]]:
@@ -92,12 +113,39 @@ def group_by_pair(specs: Sequence[ModelSpec]) -> dict[tuple[str, str], list[Path
 
 
 def load_models(specs: Sequence[ModelSpec], load: Callable[[list[Path]], Any]) -> dict[tuple[str, str], ServedPair]:
-    """The table of pairs: `load(folders)` gives the translator of one pair (its folders, several for an ensemble)."""
-    table = {}
+    """The table of pairs: `load(folders)` gives the translator of one pair (its folders, several for an ensemble),
+    called once for folders that serve several pairs; a multilingual model's pairs get their target's token."""
+    table, loaded = {}, {}
     for (source, target), folders in group_by_pair(specs).items():
-        translator = load(folders)
-        table[(source, target)] = ServedPair(source, target, folders, translator, token_counter(translator.tokenizer))
+        key = tuple(folder.resolve() for folder in folders)
+        if key not in loaded:
+            translator = load(folders)
+            loaded[key] = translator, token_counter(translator.tokenizer)
+        translator, count_tokens = loaded[key]
+        table[(source, target)] = ServedPair(source, target, folders, translator, count_tokens, key,
+                                             pair_target_language(translator, target, folders[0]))  # fmt: skip
+    for key, (translator, _) in loaded.items():  # without target tokens, a source has one target (en-de, de-en)
+        served = [served for served in table.values() if served.model == key]
+        for source in sorted({one.source for one in served}):
+            targets = sorted(one.target for one in served if one.source == source)
+            if len(targets) > 1 and not translator.target_languages:
+                raise UsageError(f"--model {served[0].folders[0]} is given for {source} into {' and '.join(targets)}, "
+                                 "but it has no target-language tokens (>>xx<<, which a multilingual OPUS-MT model "
+                                 "has) to choose one: give it the pairs it was trained on only")  # fmt: skip
     return table
+
+
+def pair_target_language(translator, target: str, folder: Path, flag: str = "--model") -> str | None:
+    """The code of the token that makes `translator` (of `folder`, given as `flag`) translate into `target`
+    (`Translator.target_languages`), None when the model has no such tokens; a `UsageError` when it has some but not
+    this one."""
+    if not translator.target_languages:
+        return None
+    if target not in translator.target_languages:
+        raise UsageError(
+            unknown_target_language(f"{flag} {folder} for the target {target}", translator.target_languages)
+        )
+    return target
 
 
 def token_counter(tokenizer) -> Callable[[Sequence[str]], list[int]]:
