@@ -304,3 +304,40 @@ def test_the_distillation_report_decodes_the_teacher_into_the_target_language(mu
     assert decoded["teacher"]["translations"] == translator.translate(lines, 2, target_languages=["it"] * 6)
     assert decoded["student"]["translations"] == translator.translate(lines, 2)
     assert decoded["teacher"]["translations"] != decoded["student"]["translations"]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The model cards say which languages, and their examples choose one
+# ---------------------------------------------------------------------------------------------------------------------
+def test_the_cards_list_the_target_languages_and_their_examples_choose_one(multilingual, model_folder, tmp_path,
+                                                                          monkeypatch):  # fmt: skip
+    """The converted folder's card and its export's: the languages in the metadata and the text, `--target_lang`
+    in the commands, the token before the Python example's source; the export card's Python example, run as
+    written next to the export, translates into the first language (and decodes with 0.6, not a converted
+    generation config's unset length penalty)."""
+    pytest.importorskip("ctranslate2")
+    import re
+
+    from vaswani.hub.model_card import render_model_card
+    from vaswani.inference.translator import Translator
+
+    _, tokenizer, _, converted = multilingual
+    card = str(render_model_card(converted))
+    assert "language:\n- es\n- fr\n- it\n" in card
+    assert "several languages, Spanish, French, Italian" in card and "`>>es<<`, `>>fr<<`, `>>it<<`" in card
+    assert 'tokenizer([">>es<< ' in card and "vaswani translate --model converted --target_lang es <" in card
+    export = tmp_path / "en-roa-ct2"
+    assert main(["export", "--model", str(converted), "--output_dir", str(export), "--format", "ctranslate2"]) == 0
+    card = str(render_model_card(export))
+    assert "language:\n- es\n- fr\n- it\n" in card and "(into Spanish, French, Italian)" in card
+    assert "vaswani translate --model en-roa-ct2 --target_lang es" in card
+    assert "--model SRC-es=en-roa-ct2 --model SRC-fr=en-roa-ct2 --model SRC-it=en-roa-ct2" in card
+    (example,) = [block for block in re.findall(r"```python\n(.*?)```", card, re.DOTALL) if "Translator(" in block]
+    monkeypatch.chdir(tmp_path)
+    printed = []
+    exec(example, {"print": printed.append})  # noqa: S102 (the card's own example, run as a reader runs it)
+    expected = Translator(export).translate(["Hello world."], num_beams=4, length_penalty=0.6, target_languages=["es"])
+    assert printed == [expected]
+    # a model of one target language: none of it
+    plain = str(render_model_card(model_folder))
+    assert "several languages" not in plain and "--target_lang" not in plain and ">>" not in plain

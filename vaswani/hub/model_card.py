@@ -15,6 +15,7 @@ scores of `vaswani evaluate --output` in either.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
@@ -32,6 +33,8 @@ from vaswani.constants import (
     RUN_ARGS_FILE,
 )
 from vaswani.fileio import read_json_object, write_file_atomically
+from vaswani.inference.translator import target_languages_of
+from vaswani.model_folder import has_tokenizer, load_tokenizer
 from vaswani.training.checkpoints import step_of
 
 TRANSLATION_TEMPLATE = Path(__file__).resolve().parent / "templates" / "translation.md"  # package data
@@ -109,8 +112,9 @@ def render_model_card(
     converted_from = config.get("converted_from") or None
     license = license or (converted_from or {}).get("license") or "apache-2.0"
 
+    targets = target_languages(model_dir)
     card_data = ModelCardData(
-        language=[lang for lang in (source, target) if lang] or None,
+        language=card_languages(source, target, targets),
         license=license,
         library_name="transformers",
         pipeline_tag="translation",
@@ -127,7 +131,8 @@ def render_model_card(
         model_name=repo_id,
         repo_id=repo_id,
         source_language_name=LANGUAGE_NAMES.get(source, source or "source"),
-        target_language_name=LANGUAGE_NAMES.get(target, target or "target"),
+        target_language_name=target_language_name(target, targets),
+        target_languages=targets,
         config=_Namespace(config),
         parameters=_count_parameters(model_dir),
         normalization=_normalization(config),
@@ -140,6 +145,7 @@ def render_model_card(
         length_penalty=run_args.get("length_penalty", 0.6),
         training=_training_rows(run_args, results),
         example_source=(first_example or {}).get("source", "Hello world."),
+        language_token=f">>{targets[0]}<< " if targets else "",  # what MarianTokenizer reads before a source
         intended_use=intended_use or DEFAULT_INTENDED_USE,
         converted_from=converted_from,
     )
@@ -204,9 +210,14 @@ def render_export_card(export_dir: Path, *, repo_id: str | None = None, license:
     if not translator:  # a language model's run_args.json holds the translation defaults, not its text's language
         source = target = None
     names = [LANGUAGE_NAMES.get(code, code) for code in (source, target)]
-    pair = f" ({names[0]} → {names[1]})" if source and target else ""
+    targets = target_languages(export_dir) if translator else []
+    if targets:
+        names[1] = target_language_name(target, targets)
+    pair = (
+        f" ({names[0]} → {names[1]})" if source and (target or targets) else f" (into {names[1]})" if targets else ""
+    )
     card_data = ModelCardData(
-        language=[lang for lang in (source, target) if lang] or None,
+        language=card_languages(source, target, targets),
         license=license or (converted_from or {}).get("license") or "apache-2.0",
         library_name="ctranslate2",
         pipeline_tag="translation" if translator else None,
@@ -226,13 +237,37 @@ def render_export_card(export_dir: Path, *, repo_id: str | None = None, license:
         ffn_dim=config.get(f"{stacks[0]}_ffn_dim"), heads=config.get(f"{stacks[0]}_attention_heads"),
         marian=all((export_dir / name).is_file() for name in MARIAN_TOKENIZER_FILES),
         not_exported=info.get("not_exported"), translator=translator, runs_with=str(info.get("runs_with")),
-        num_beams=generation.get("num_beams") or 4, length_penalty=generation.get("length_penalty", 0.6),
+        num_beams=generation.get("num_beams") or 4,  # a converted model's generation config may leave them unset
+        length_penalty=0.6 if generation.get("length_penalty") is None else generation["length_penalty"],
         max_new_tokens_over_source=info.get("max_new_tokens_over_source", 50),
-        example_source="Hello world.", results_table=_results_table(results),
+        example_source="Hello world.", target_languages=targets, results_table=_results_table(results),
         bleu_signature=_first(results, "bleu_signature"), chrf_signature=_first(results, "chrf_signature"),
         evaluation_note=evaluation_note, training=_training_rows(run_args, {}),
         scored_with=(evaluation or {}).get("decoding", {}),
     )  # fmt: skip
+
+
+def target_languages(model_dir: Path) -> list[str]:
+    """The languages a multilingual model translates into: the codes of its tokenizer's target-language tokens
+    (`>>es<<`, `Translator.target_languages`); empty for a model of one target language or without a tokenizer."""
+    if not has_tokenizer(model_dir):
+        return []
+    return sorted(target_languages_of(load_tokenizer(model_dir, light=True).get_vocab()))
+
+
+def target_language_name(target: str | None, targets: list[str]) -> str:
+    """What the card calls the target side: the language, or a multilingual model's languages."""
+    if targets:
+        return ", ".join(LANGUAGE_NAMES.get(code, code) for code in targets)
+    return LANGUAGE_NAMES.get(target, target or "target")
+
+
+def card_languages(source: str | None, target: str | None, targets: list[str]) -> list[str] | None:
+    """The card's `language` metadata: the pair's codes and a multilingual model's target codes that are ISO 639
+    codes (the Hub's; "pt_BR" or "zho_Hans" are not)."""
+    codes = [code for code in (source, target) if code]
+    codes += [code for code in targets if re.fullmatch(r"[a-z]{2,3}", code) and code not in codes]
+    return codes or None
 
 
 def with_evaluation(results: dict, run_args: dict, evaluation: dict) -> tuple[dict, dict, str]:

@@ -154,6 +154,11 @@ def check_same_tokenizer(first, other, first_config, other_config, first_folder,
 # the Translator give the same outputs; they are written again here because importing `modeling_vaswani` imports
 # PyTorch (1-2 s), which a CTranslate2 export never needs, and the model folder's code cannot import this package.
 # tests/models/test_pipeline_vaswani.py checks that both agree.
+def target_languages_of(vocab: dict[str, int]) -> dict[str, int]:
+    """The code of each target-language token of a vocabulary (`>>es<<`: "es") and the token's id, by code."""
+    return {match[1]: vocab[token] for token in sorted(vocab) if (match := TARGET_LANGUAGE_TOKEN.fullmatch(token))}
+
+
 def unknown_target_language(what: str, known: Iterable[str]) -> str:
     """Why a model whose target-language codes are `known` cannot translate into what `what` asks for (a flag and its
     value, "target language 'xx'", a request's field)."""
@@ -315,8 +320,7 @@ class Translator:
         """The languages a multilingual model translates into: the code of each target-language token of its
         vocabulary (`>>es<<`: "es"; multilingual OPUS-MT models have them) and the token's id; empty for a model of
         one target language. `translate_hypotheses(target_languages=...)` puts the token before a source."""
-        vocab = self.tokenizer.get_vocab()
-        return {match[1]: vocab[token] for token in sorted(vocab) if (match := TARGET_LANGUAGE_TOKEN.fullmatch(token))}
+        return target_languages_of(self.tokenizer.get_vocab())
 
     def check_target_languages(
         self, target_languages: Sequence[str | None] | None, count: int
