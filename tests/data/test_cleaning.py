@@ -163,7 +163,7 @@ def test_prepare_keeps_the_pairs_no_rule_names_in_order_and_every_held_out_pair(
     assert manifest["options"]["drop_duplicates"] is manifest["options"]["drop_copies"] is True
     assert len(datasets.load_from_disk(str(out / "validation"))) == len(pairs["validation"])  # scored whole
     said = (f"train: dropped {int(drop.sum())} pairs ({counts['length_ratio']} with a length ratio over 2, "
-            f"{counts['copies']} copies of their source, {counts['duplicates']} repeats of an earlier pair, "
+            f"{counts['copies']} untranslated copies of their source, {counts['duplicates']} repeats of an earlier pair, "
             f"{counts['held_out_sources']} with the source of a validation or test pair)")  # fmt: skip
     assert said in log and "validation: dropped" not in log
     assert "Removed the temporary caches" not in log  # --cache_dir: they stay
@@ -232,7 +232,10 @@ def test_every_pair_dropped_is_an_error_naming_the_rules(tmp_path, capsys):
             str(tmp_path / "cache"), "--output_dir", str(tmp_path / "out"), "--drop_copies", "--drop_duplicates"]  # fmt: skip
     assert vaswani(argv) == 2
     err = capsys.readouterr().err
-    assert "error: every training pair was dropped (10 copies of their source, 8 repeats of an earlier pair): " in err
+    assert (
+        "error: every training pair was dropped (10 untranslated copies of their source, 8 repeats of an earlier pair): "
+        in err
+    )
     assert "relax the cleaning options" in err and "Traceback" not in err and not (tmp_path / "out").exists()
 
 

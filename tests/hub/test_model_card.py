@@ -97,8 +97,9 @@ def test_the_cleaning_of_the_training_pairs_is_a_row_with_its_options(tmp_path):
     _, body = card_of(tmp_path, {"train_file": "/data/train.jsonl", "max_length_ratio": 1.5, "drop_copies": True,
                                  "drop_duplicates": False, "drop_held_out_sources": True})  # fmt: skip
     assert (
-        "| Cleaning | training pairs dropped: a length ratio over 1.5; untranslated copies of the source; the source "
-        "of a validation or test pair (`--max_length_ratio 1.5 --drop_copies --drop_held_out_sources`) |"
+        "| Cleaning | training pairs dropped: with a length ratio over 1.5; untranslated copies of their source; "
+        "with the source of a validation or test pair (`--max_length_ratio 1.5 --drop_copies "
+        "--drop_held_out_sources`) |"
     ) in body
     _, plain = card_of(tmp_path / "plain", {"train_file": "/data/train.jsonl", "drop_copies": False})
     assert "Cleaning" not in plain

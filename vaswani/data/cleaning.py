@@ -53,6 +53,22 @@ class PairFilter:
         """The filters that are on, as option name -> value (for the tokens' cache key; {} when none is)."""
         return {name: value for name, value in asdict(self).items() if value not in (None, False)}
 
+    def described(self) -> list[tuple[str, str, str]]:
+        """The filters that are on, each as (its count's name in `drops`, the pairs it drops in words, the option
+        that turns it on), in `drops`' order: the one wording of the log, the errors and the model card."""
+        rules = []
+        if self.max_length_ratio is not None:
+            ratio = f"{self.max_length_ratio:g}"
+            rules.append(("length_ratio", f"with a length ratio over {ratio}", f"--max_length_ratio {ratio}"))
+        for name, on, words in (
+            ("copies", self.drop_copies, "untranslated copies of their source"),
+            ("duplicates", self.drop_duplicates, "repeats of an earlier pair"),
+            ("held_out_sources", self.drop_held_out_sources, "with the source of a validation or test pair"),
+        ):
+            if on:
+                rules.append((name, words, f"--drop_{name}"))
+        return rules
+
     def drops(self, pairs: datasets.Dataset, source_lang: str, target_lang: str, source_length: np.ndarray,
               target_length: np.ndarray, held_out: Sequence[datasets.Dataset] = ()
               ) -> tuple[np.ndarray, dict[str, int]]:  # fmt: skip

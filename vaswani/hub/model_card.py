@@ -32,6 +32,7 @@ from vaswani.constants import (
     RESULTS_FILE,
     RUN_ARGS_FILE,
 )
+from vaswani.data.cleaning import CLEANING_OPTIONS, PairFilter
 from vaswani.fileio import read_json_object, write_file_atomically
 from vaswani.inference.translator import target_languages_of
 from vaswani.model_folder import has_tokenizer, load_tokenizer
@@ -484,21 +485,13 @@ def _training_rows(run_args: dict, results: dict) -> list[tuple[str, str]]:
 
 
 def _cleaning_text(run_args: dict) -> str | None:
-    """The training pairs the run's cleaning options dropped (vaswani/data/cleaning.py), in words and as options;
-    None where none was on."""
-    dropped = []
-    if (ratio := run_args.get("max_length_ratio")) is not None:
-        dropped.append((f"a length ratio over {ratio:g}", f"--max_length_ratio {ratio:g}"))
-    if run_args.get("drop_copies"):
-        dropped.append(("untranslated copies of the source", "--drop_copies"))
-    if run_args.get("drop_duplicates"):
-        dropped.append(("repeats of an earlier pair", "--drop_duplicates"))
-    if run_args.get("drop_held_out_sources"):
-        dropped.append(("the source of a validation or test pair", "--drop_held_out_sources"))
-    if not dropped:
+    """The training pairs the run's cleaning options dropped (`PairFilter.described`: the log's words), in words and
+    as options; None where none was on."""
+    rules = PairFilter(**{name: run_args[name] for name in CLEANING_OPTIONS if name in run_args}).described()
+    if not rules:
         return None
-    return (f"training pairs dropped: {'; '.join(what for what, _ in dropped)} "
-            f"(`{' '.join(flag for _, flag in dropped)}`)")  # fmt: skip
+    return (f"training pairs dropped: {'; '.join(words for _, words, _ in rules)} "
+            f"(`{' '.join(flag for _, _, flag in rules)}`)")  # fmt: skip
 
 
 def _distilled_text(data: str, distilled: dict) -> str:

@@ -221,14 +221,7 @@ def dropped_summary(counts: dict, limits: dict, cleaning: PairFilter) -> str:
     """Why a split's pairs were dropped, in words: "3 over the limits {...}, 2 with a length ratio over 1.5, ..."
     (a pair two rules flag is counted by each)."""
     parts = [f"{counts['overlong']:,} over the limits {limits}"] if counts["overlong"] else []
-    if "length_ratio" in counts:
-        parts.append(f"{counts['length_ratio']:,} with a length ratio over {cleaning.max_length_ratio:g}")
-    if "copies" in counts:
-        parts.append(f"{counts['copies']:,} copies of their source")
-    if "duplicates" in counts:
-        parts.append(f"{counts['duplicates']:,} repeats of an earlier pair")
-    if "held_out_sources" in counts:
-        parts.append(f"{counts['held_out_sources']:,} with the source of a validation or test pair")
+    parts += [f"{counts[name]:,} {words}" for name, words, _ in cleaning.described() if name in counts]
     return ", ".join(parts)
 
 
