@@ -235,7 +235,7 @@ def test_split_sentences_refuses_what_needs_a_lines_own_translation(model_folder
     argv = ["translate", "--model", str(model_folder), "--input", str(source), "--split_sentences", *extra]
     assert main([*argv, "--output", str(tmp_path / "out.txt")]) == 2
     err = capsys.readouterr().err
-    assert f"error: --split_sentences does not go with {refused}: a line's sentences" in err, err
+    assert f"error: --split_sentences does not go with {refused} (a line's sentences" in err, err
     assert not (tmp_path / "out.txt").exists()
 
 

@@ -253,9 +253,14 @@ def check_split_sentences(args: argparse.Namespace) -> None:
         ("--constraints", args.constraints is not None), ("--input_format jsonl", args.input_format == "jsonl"),
     ) if given]  # fmt: skip
     if refused:
-        raise UsageError(f"--split_sentences does not go with {' or '.join(refused)}: a line's sentences are "
-                         "translated one by one and put back as one plain line; leave "
-                         f"{'it' if len(refused) == 1 else 'them'} out, or --split_sentences")  # fmt: skip
+        raise not_with("--split_sentences", refused,
+                       "a line's sentences are translated one by one and put back as one plain line")  # fmt: skip
+
+
+def not_with(option: str, refused: list[str], why: str) -> UsageError:
+    """The error of `option` given with the `refused` options, which it cannot work with (`why`)."""
+    return UsageError(f"{option} does not go with {' or '.join(refused)} ({why}): leave "
+                      f"{'it' if len(refused) == 1 else 'them'} out, or {option}")  # fmt: skip
 
 
 def sentence_language(args: argparse.Namespace) -> str | None:
@@ -283,8 +288,7 @@ def resolve_sampling(args: argparse.Namespace) -> Sampling | None:
     refused = [flag for flag, value in (("--paper_decoding", args.paper_decoding), ("--prefix", args.prefix),
                                         ("--constraints", args.constraints)) if value]  # fmt: skip
     if refused:
-        raise UsageError(f"--do_sample does not go with {' or '.join(refused)} (they need the beam search): leave "
-                         f"{'it' if len(refused) == 1 else 'them'} out, or --do_sample")  # fmt: skip
+        raise not_with("--do_sample", refused, "they need the beam search")
     if args.num_beams not in (None, 1):
         raise UsageError(f"--do_sample draws each token at random instead of searching: --num_beams {args.num_beams} "
                          "does not go with it (leave --num_beams out: 1 with --do_sample)")  # fmt: skip
