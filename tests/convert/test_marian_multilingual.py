@@ -331,7 +331,7 @@ def test_the_cards_list_the_target_languages_and_their_examples_choose_one(multi
     card = str(render_model_card(export))
     assert "language:\n- es\n- fr\n- it\n" in card and "(into Spanish, French, Italian)" in card
     assert "vaswani translate --model en-roa-ct2 --target_lang es" in card
-    assert "--model SRC-es=en-roa-ct2 --model SRC-fr=en-roa-ct2 --model SRC-it=en-roa-ct2" in card
+    assert "vaswani serve --model 'SRC-*=en-roa-ct2'" in card
     (example,) = [block for block in re.findall(r"```python\n(.*?)```", card, re.DOTALL) if "Translator(" in block]
     monkeypatch.chdir(tmp_path)
     printed = []
@@ -341,3 +341,27 @@ def test_the_cards_list_the_target_languages_and_their_examples_choose_one(multi
     # a model of one target language: none of it
     plain = str(render_model_card(model_folder))
     assert "several languages" not in plain and "--target_lang" not in plain and ">>" not in plain
+
+
+def test_every_target_of_a_multilingual_model_is_served_by_src_star(multilingual, model_folder, caplog):
+    """`--model en-*=DIR`: a pair per target-language token (the source's own left out), one model; a model without
+    tokens is an error that says to name the pair; the log says which pairs each model serves."""
+    from vaswani.inference.translator import Translator
+    from vaswani.serve.models import load_models, parse_model_spec
+
+    _, _, _, converted = multilingual
+    loads = []
+
+    def load(folders):
+        loads.append(folders)
+        return Translator(folders[0], device="cpu")
+
+    caplog.set_level("INFO", logger="vaswani.serve")
+    models = load_models([parse_model_spec(f"en-*={converted}", every_target=True),
+                          parse_model_spec(f"it-*={converted}", every_target=True)], load)  # fmt: skip
+    assert sorted(models) == [("en", "es"), ("en", "fr"), ("en", "it"), ("it", "es"), ("it", "fr")]
+    assert loads == [[converted]] and {served.target_language for served in models.values()} == set(LANGUAGES)
+    assert f"{converted} serves en-es, en-fr, en-it, it-es, it-fr" in caplog.text
+    with pytest.raises(UsageError, match=rf"--model en-\*={model_folder}: the model has no target-language tokens"):
+        load_models([parse_model_spec(f"en-*={model_folder}", every_target=True)], load)
+    assert parse_model_spec(f"en-*={converted}").folder == Path(f"en-*={converted}")  # a teacher's: no such pair

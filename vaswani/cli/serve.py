@@ -3,7 +3,8 @@
     vaswani serve --model en-de=runs/base-avg5 --model runs/de-en [--host 127.0.0.1] [--port 5000]
 
 Each `--model [SRC-TGT=]DIR` loads one folder (PyTorch or CTranslate2, through `Translator`) for its language pair
-(`SRC-TGT=`, or the folder's run_args.json). The server speaks the LibreTranslate API (/translate, /languages,
+(`SRC-TGT=`, or the folder's run_args.json; `SRC-*=`: every target language of a multilingual model), once however
+many pairs it serves. The server speaks the LibreTranslate API (/translate, /languages,
 /detect), a native API (/v1/translate) and answers /health and /metrics; see `vaswani.serve.app`. It binds to
 127.0.0.1 unless `--host` says otherwise, and stops on SIGINT or SIGTERM after answering the requests in flight.
 Needs the `serve` extra (FastAPI, uvicorn).
@@ -74,7 +75,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_option(
         parser, "model", "serve", required=True, action="append", type=str, metavar="[SRC-TGT=]DIR",
         help="a model folder (PyTorch, or CTranslate2 from vaswani export: chosen by the folder) and its language "
-             "pair; without SRC-TGT= the pair is read from the folder's run_args.json. Repeat for more pairs",
+             "pair; without SRC-TGT= the pair is read from the folder's run_args.json; SRC-*= serves every target "
+             "language of a multilingual model (its >>xx<< tokens). Repeat for more pairs; a folder given for "
+             "several pairs is loaded once",
     )  # fmt: skip
     add_option(parser, "trust_remote_code", "serve")
     add_option(parser, "device", "serve", default="auto")
@@ -110,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     from vaswani.serve.limits import ApiKeys, Limits  # start-up: as above
     from vaswani.serve.models import load_models, parse_model_spec  # start-up: as above
 
-    specs = [parse_model_spec(text) for text in args.model]
+    specs = [parse_model_spec(text, every_target=True) for text in args.model]
     limits = Limits(max_request_bytes=args.max_request_bytes, max_request_characters=args.max_request_characters,
                     max_request_sentences=args.max_request_sentences, max_request_seconds=args.max_request_seconds)  # fmt: skip
     settings = ServerSettings(

@@ -15,14 +15,17 @@ One folder for several pairs is loaded once and shared (`ServedPair.model`: its 
 (`--model en-es=DIR --model en-fr=DIR` with a multilingual OPUS-MT model) has a token for each language it translates
 into (`>>es<<`, `Translator.target_languages`), which goes before each sentence of its pair
 (`ServedPair.target_language`); a pair whose target has no token in such a model is a start-up error naming the ones
-it has. A model without those tokens translates a source into one language (en-de and de-en from one model trained
-on both directions; several sources into one target), never one source into two.
+it has. `--model SRC-*=DIR` serves every language the model has a token for (`en-*=DIR`: en-es, en-fr, ..., the
+source's own language left out). A model without those tokens translates a source into one language (en-de and
+de-en from one model trained on both directions; several sources into one target), never one source into two. The
+log says which pairs each model serves.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import logging
 import re
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
@@ -31,10 +34,14 @@ from typing import Any
 
 from vaswani.constants import CONFIG_FILE, RUN_ARGS_FILE
 from vaswani.errors import UsageError
-from vaswani.inference.translator import unknown_target_language
+from vaswani.inference.translator import target_languages_of, unknown_target_language
+from vaswani.model_folder import load_tokenizer
 
 LANGUAGE_CODE = r"[A-Za-z][A-Za-z0-9_]{0,15}"
 PAIR_PREFIX = re.compile(rf"^({LANGUAGE_CODE})-({LANGUAGE_CODE})=(.+)$", flags=re.DOTALL)
+EVERY_TARGET = "*"  # `--model SRC-*=DIR`: every target language of a multilingual model
+EVERY_TARGET_PREFIX = re.compile(rf"^({LANGUAGE_CODE})-\*=(.+)$", flags=re.DOTALL)
+logger = logging.getLogger("vaswani.serve")
 
 
 @dataclass(frozen=True)
@@ -45,8 +52,11 @@ class ModelSpec:
     pair: tuple[str, str] | None = None
 
 
-def parse_model_spec(text: str, flag: str = "--model") -> ModelSpec:
-    """`SRC-TGT=DIR` or `DIR` (the value of `flag`: serve's `--model`, distill's `--teacher`)."""
+def parse_model_spec(text: str, flag: str = "--model", every_target: bool = False) -> ModelSpec:
+    """`SRC-TGT=DIR` or `DIR` (the value of `flag`: serve's `--model`, distill's `--teacher`); with `every_target`,
+    `SRC-*=DIR` too (its pair's target is `EVERY_TARGET`, `load_models` expands it)."""
+    if every_target and (match := EVERY_TARGET_PREFIX.match(text)):
+        return ModelSpec(Path(match.group(2)), (match.group(1), EVERY_TARGET))
     match = PAIR_PREFIX.match(text)
     if match and match.group(1) == match.group(2):
         raise UsageError(f"{flag} {text}: the source and target language are both {match.group(1)!r}")
@@ -99,17 +109,34 @@ class ServedPair:
 
 
 def group_by_pair(specs: Sequence[ModelSpec]) -> dict[tuple[str, str], list[Path]]:
-    """The folders of each pair, in command-line order; every folder is checked to exist first."""
-    pairs: dict[tuple[str, str], list[Path]] = {}
+    """The folders of each pair, in command-line order; every folder is checked to exist first, and `SRC-*=DIR`
+    stands for a pair per target language of the folder's model (`every_target`)."""
     for spec in specs:
         if not spec.folder.is_dir():
             raise UsageError(f"--model {spec.folder}: no such folder")
         if not (spec.folder / CONFIG_FILE).is_file():  # before its pair: naming one would not make it a model
             raise UsageError(f"--model {spec.folder} is not a model folder (no {CONFIG_FILE}): give a folder that "
                              "vaswani train, convert or export wrote")  # fmt: skip
+    pairs: dict[tuple[str, str], list[Path]] = {}
+    for spec in specs:
+        if spec.pair is not None and spec.pair[1] == EVERY_TARGET:
+            for target in every_target(spec.folder, spec.pair[0]):
+                pairs.setdefault((spec.pair[0], target), []).append(spec.folder)
+            continue
         pair = spec.pair or pair_from_training_arguments(spec.folder)
         pairs.setdefault(pair, []).append(spec.folder)
     return pairs
+
+
+def every_target(folder: Path, source: str) -> list[str]:
+    """The target languages of `--model SRC-*=DIR`: the codes of the model's target-language tokens (read from its
+    tokenizer alone), the source's own left out; a `UsageError` for a model without them."""
+    targets = sorted(target_languages_of(load_tokenizer(folder, light=True).get_vocab()))
+    if not targets:
+        raise UsageError(f"--model {source}-*={folder}: the model has no target-language tokens (>>xx<<, which a "
+                         "multilingual OPUS-MT model has) to serve every target of; name its pair: "
+                         f"--model {source}-TGT={folder}")  # fmt: skip
+    return [target for target in targets if target != source]
 
 
 def load_models(specs: Sequence[ModelSpec], load: Callable[[list[Path]], Any]) -> dict[tuple[str, str], ServedPair]:
@@ -132,6 +159,8 @@ def load_models(specs: Sequence[ModelSpec], load: Callable[[list[Path]], Any]) -
                 raise UsageError(f"--model {served[0].folders[0]} is given for {source} into {' and '.join(targets)}, "
                                  "but it has no target-language tokens (>>xx<<, which a multilingual OPUS-MT model "
                                  "has) to choose one: give it the pairs it was trained on only")  # fmt: skip
+        logger.info("%s serves %s", " + ".join(str(folder) for folder in served[0].folders),
+                    ", ".join(f"{one.source}-{one.target}" for one in served))  # fmt: skip
     return table
 
 
