@@ -218,8 +218,6 @@ def train(args: argparse.Namespace) -> dict:
 def set_up(args: argparse.Namespace) -> Run:
     """Options -> Accelerator, output folder, data, tokenizer, model, optimizer and schedules, restored from a
     checkpoint when resuming. Every check a user can fail happens here, before anything is replaced."""
-    from accelerate.utils import set_seed
-
     task = TASKS[args.task]
     manifest = None
     if args.prepared_data:  # its options, checked against the command line's, before any work
@@ -227,6 +225,20 @@ def set_up(args: argparse.Namespace) -> Run:
         apply_manifest(args, manifest)
         task.check_lengths(args)
     accelerator, ddp_kwargs, precision_reason = create_accelerator(args)
+    try:
+        return build_run(args, task, manifest, accelerator, ddp_kwargs, precision_reason)
+    except BaseException:
+        # the process group torn down from Python's side, as `close` does after training, not by the interpreter's
+        # exit: a run that stops here (a user error on one process, `together` stopping the others) exits cleanly
+        accelerator.end_training()
+        raise
+
+
+def build_run(args: argparse.Namespace, task, manifest: dict | None, accelerator, ddp_kwargs,
+              precision_reason: str) -> Run:  # fmt: skip
+    """`set_up`'s work once the Accelerator (and the process group) exists."""
+    from accelerate.utils import set_seed
+
     setup_logging(accelerator)
     logger.info("Mixed precision: %s (%s)", accelerator.mixed_precision, precision_reason)
     try:
