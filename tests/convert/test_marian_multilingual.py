@@ -263,7 +263,8 @@ def test_a_served_pair_whose_target_has_no_token_is_a_start_up_error(multilingua
 # ---------------------------------------------------------------------------------------------------------------------
 def test_distill_tells_a_multilingual_teacher_the_students_target_language(multilingual, tmp_path, capsys):
     """The teacher's translations of the training sources are what `vaswani translate --target_lang fr` gives with
-    the teacher's export (the teacher decodes through it) and settings; a target it has no token for is an error."""
+    the teacher's export (the teacher decodes through it) and settings; a target it has no token for is an error
+    before any work."""
     pytest.importorskip("ctranslate2")
     _, tokenizer, _, converted = multilingual
     pairs = short_pairs(tokenizer, 12)
@@ -290,6 +291,7 @@ def test_distill_tells_a_multilingual_teacher_the_students_target_language(multi
     assert f"error: --teacher {converted} for the target de: the model translates into es, fr, it" in (
         capsys.readouterr().err
     )
+    assert not (tmp_path / "out-de").exists()  # said before anything is written (the teacher's export)
 
 
 def test_the_distillation_report_decodes_the_teacher_into_the_target_language(multilingual):

@@ -69,7 +69,7 @@ from vaswani.distill.teachers import (
 from vaswani.errors import UsageError
 from vaswani.export.ctranslate2 import import_ctranslate2
 from vaswani.fileio import write_file_atomically
-from vaswani.inference.translator import Translator
+from vaswani.inference.translator import Translator, target_languages_of
 from vaswani.model_folder import load_tokenizer, recover_model_folder
 from vaswani.serve.models import pair_target_language
 from vaswani.training.checkpoints import CheckpointManager
@@ -109,8 +109,11 @@ def distill(args: argparse.Namespace) -> dict:
         data = pair_file("train", args.train_file, args.source_lang, args.target_lang)
         if args.monolingual_file:
             mono = monolingual_file(args.monolingual_file, held_out_sources(args))
-        check_tokenizer_fits(load_tokenizer(specs[0].folder), first_sources(data, TOKENIZER_SAMPLE),
-                             " ".join(args.teacher))  # fmt: skip
+        teacher_tokenizer = load_tokenizer(specs[0].folder)
+        check_tokenizer_fits(teacher_tokenizer, first_sources(data, TOKENIZER_SAMPLE), " ".join(args.teacher))
+        # a multilingual teacher needs a token for the pair's target (said before its export is written)
+        pair_target_language(target_languages_of(teacher_tokenizer.get_vocab()), args.target_lang, specs[0].folder,
+                             "--teacher")  # fmt: skip
     if "export" in stages:
         import_ctranslate2()  # needed at the end: said now, before hours of work
     if args.threads is not None:
@@ -210,7 +213,7 @@ def translate_stage(args: argparse.Namespace, folder: DistillFolder, specs, data
     logger.info("Teacher: %s on %s (%s), beam %d, length penalty %g, %d source tokens per batch",
                 ", ".join(map(str, plan.folders)), translator.backend, plan.quantization or "float32",
                 args.teacher_num_beams, args.teacher_length_penalty, args.teacher_max_tokens)  # fmt: skip
-    language = pair_target_language(translator, args.target_lang, plan.folders[0], flag="--teacher")
+    language = pair_target_language(translator.target_languages, args.target_lang, plan.folders[0], "--teacher")
     done = translate_chunks(folder, manifest, data, translator, progress=args.progress is not False,
                             monolingual=monolingual, target_language=language)  # fmt: skip
     del translator  # its memory, before the student trains
@@ -364,7 +367,9 @@ def make_report(args: argparse.Namespace, folder: DistillFolder, plan: TeacherPl
                 "batch_tokens": args.teacher_max_tokens}  # fmt: skip
     # a multilingual teacher is told the target language (its >>xx<< token); the student translates into it alone
     languages = {
-        "teacher": pair_target_language(translators["teacher"], args.target_lang, plan.folders[0], "--teacher")
+        "teacher": pair_target_language(
+            translators["teacher"].target_languages, args.target_lang, plan.folders[0], "--teacher"
+        )
     }
     decoded = decode_alternately(translators, sources, decoding, languages)
     for role in ("teacher", "student"):

@@ -27,7 +27,7 @@ import copy
 import json
 import logging
 import re
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -150,7 +150,7 @@ def load_models(specs: Sequence[ModelSpec], load: Callable[[list[Path]], Any]) -
             loaded[key] = translator, token_counter(translator.tokenizer)
         translator, count_tokens = loaded[key]
         table[(source, target)] = ServedPair(source, target, folders, translator, count_tokens, key,
-                                             pair_target_language(translator, target, folders[0]))  # fmt: skip
+                                             pair_target_language(translator.target_languages, target, folders[0]))  # fmt: skip
     for key, (translator, _) in loaded.items():  # without target tokens, a source has one target (en-de, de-en)
         served = [served for served in table.values() if served.model == key]
         for source in sorted({one.source for one in served}):
@@ -164,16 +164,14 @@ def load_models(specs: Sequence[ModelSpec], load: Callable[[list[Path]], Any]) -
     return table
 
 
-def pair_target_language(translator, target: str, folder: Path, flag: str = "--model") -> str | None:
-    """The code of the token that makes `translator` (of `folder`, given as `flag`) translate into `target`
-    (`Translator.target_languages`), None when the model has no such tokens; a `UsageError` when it has some but not
-    this one."""
-    if not translator.target_languages:
+def pair_target_language(known: Mapping[str, int], target: str, folder: Path, flag: str = "--model") -> str | None:
+    """The code of the token that makes the model of `folder` (given as `flag`), whose target-language tokens are
+    `known` (`Translator.target_languages`), translate into `target`; None when it has no such tokens; a `UsageError`
+    when it has some but not this one."""
+    if not known:
         return None
-    if target not in translator.target_languages:
-        raise UsageError(
-            unknown_target_language(f"{flag} {folder} for the target {target}", translator.target_languages)
-        )
+    if target not in known:
+        raise UsageError(unknown_target_language(f"{flag} {folder} for the target {target}", known))
     return target
 
 
