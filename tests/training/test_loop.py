@@ -206,7 +206,8 @@ def test_a_user_error_on_one_process_stops_every_process_with_one_message(data_d
     assert result.stderr.count("error: vocab_size=20 is too small") == 1, result.stderr[-4000:]
     for symptom in ("[rank1]", "[rank0]", "Connection closed", "gloo"):  # torch's prefix of a rank's traceback
         assert symptom not in result.stderr, result.stderr[-4000:]
-    assert result.stderr.count("exitcode  : 2") + result.stderr.count("exitcode: 2") >= 1, result.stderr[-6000:]  # the launcher's report
+    launcher_says_two = result.stderr.count("exitcode  : 2") + result.stderr.count("exitcode: 2")  # its report
+    assert launcher_says_two >= 1, result.stderr[-6000:]
     assert not out.exists() or not any(out.iterdir())  # nothing made or left behind
 
 
