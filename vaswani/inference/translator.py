@@ -147,13 +147,6 @@ def check_same_tokenizer(first, other, first_config, other_config, first_folder,
         )
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# The pipeline's rules
-# ----------------------------------------------------------------------------------------------------------------
-# `modeling_vaswani.pipeline_vaswani` (the `pipeline()` of a model folder) has the same two functions, so that it and
-# the Translator give the same outputs; they are written again here because importing `modeling_vaswani` imports
-# PyTorch (1-2 s), which a CTranslate2 export never needs, and the model folder's code cannot import this package.
-# tests/models/test_pipeline_vaswani.py checks that both agree.
 def target_languages_of(vocab: dict[str, int]) -> dict[str, int]:
     """The code of each target-language token of a vocabulary (`>>es<<`: "es") and the token's id, by code."""
     return {match[1]: vocab[token] for token in sorted(vocab) if (match := TARGET_LANGUAGE_TOKEN.fullmatch(token))}
@@ -169,6 +162,13 @@ def unknown_target_language(what: str, known: Iterable[str]) -> str:
     return f"{what}: the model translates into {', '.join(known)} (its >>xx<< tokens); give one of them"
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# The pipeline's rules
+# ----------------------------------------------------------------------------------------------------------------
+# `modeling_vaswani.pipeline_vaswani` (the `pipeline()` of a model folder) has the same two functions, so that it and
+# the Translator give the same outputs; they are written again here because importing `modeling_vaswani` imports
+# PyTorch (1-2 s), which a CTranslate2 export never needs, and the model folder's code cannot import this package.
+# tests/models/test_pipeline_vaswani.py checks that both agree.
 def is_blank(text: str) -> bool:
     """Whether `text` holds nothing to translate (empty or whitespace only): its translation is ""."""
     return not text.strip()
@@ -462,9 +462,8 @@ class Translator:
         target_languages: Sequence[str | None] | None = None,
     ) -> None:
         """Check the `prefixes`, `constraints` and `target_languages` of `count` sentences as `translate_hypotheses`
-        does, without
-        decoding: a `TranslateError` says what is wrong (the server refuses a request with it before the request
-        joins a batch with others)."""
+        does, without decoding: a `TranslateError` says what is wrong (the server refuses a request with it before
+        the request joins a batch with others)."""
         self._encode_prefixes(prefixes, count, max_new_tokens)
         self._encode_constraints(constraints, count)
         self.check_target_languages(target_languages, count)
