@@ -232,7 +232,7 @@ def render_export_card(export_dir: Path, *, repo_id: str | None = None, license:
     return ModelCard.from_template(
         card_data, template_path=str(CTRANSLATE2_TEMPLATE), model_name=repo_id, repo_id=repo_id,
         local_name=local_name, config=_Namespace(config), quantization=info.get("quantization"),
-        serve_model=local_name if named else f"{source or 'SRC'}-{target or 'TGT'}={local_name}",
+        serve_model=serve_model(local_name, source, target, named, targets),
         description=f"a translation model{pair}" if translator else f"a {architecture}",
         architecture=architecture, layers=" + ".join(f"{config.get(f'{s}_layers')} {s} layers" for s in stacks),
         ffn_dim=config.get(f"{stacks[0]}_ffn_dim"), heads=config.get(f"{stacks[0]}_attention_heads"),
@@ -246,6 +246,14 @@ def render_export_card(export_dir: Path, *, repo_id: str | None = None, license:
         evaluation_note=evaluation_note, training=_training_rows(run_args, {}),
         scored_with=(evaluation or {}).get("decoding", {}),
     )  # fmt: skip
+
+
+def serve_model(local_name: str, source: str | None, target: str | None, named: bool, targets: list[str]) -> str:
+    """The `--model` of the export card's `vaswani serve` line: the folder where its run_args.json names the pair,
+    else `SRC-TGT=` before it; a multilingual model's `SRC-*=` (every target language, quoted for the shell)."""
+    if targets:
+        return f"'{source or 'SRC'}-*={local_name}'"
+    return local_name if named else f"{source or 'SRC'}-{target or 'TGT'}={local_name}"
 
 
 def target_languages(model_dir: Path) -> list[str]:
