@@ -96,7 +96,7 @@ def check_language_code(code: str | None, flag: str) -> None:
 
 def target_language(translator: Translator, language: str | None, model: Path, *, check_trained: bool = True,
                     ) -> str | None:  # fmt: skip
-    """What every sentence is translated into, as `translate_lines(target_language=...)` takes it: `language` (the
+    """What every sentence is translated into, as `Translator.translate(target_languages=...)` takes it: `language` (the
     value of --target_lang) for a multilingual model, which has a token for each language it translates into
     (`Translator.target_languages`); None for a model of one target language, which needs none. A language the model
     has no token for is a `UsageError`, as is (`check_trained`) another language than the one `model` was trained

@@ -194,7 +194,7 @@ def translate_test(args: argparse.Namespace, translator, pairs: list[tuple[int, 
             translator, (source for _, source, _ in pairs), buffer_lines=BUFFER_LINES, progress=bar.update,
             on_truncated_lines=truncated.extend, num_beams=args.num_beams, length_penalty=args.length_penalty,
             max_new_tokens=args.max_new_tokens, paper_decoding=args.paper_decoding, batch_tokens=args.max_tokens,
-            target_language=args.target_lang,
+            target_languages=args.target_lang,
         )]  # fmt: skip
     finally:
         bar.close()  # first, so that a warning or an `error: ...` starts a line of its own

@@ -125,7 +125,7 @@ def _score_files(args: argparse.Namespace, translator: Translator, bar, language
             scores = translator.score([s for s, _ in chunk], [t for _, t in chunk], args.length_penalty,
                                       args.paper_decoding, args.max_tokens, progress=bar.update,
                                       on_truncated=warn_truncated, first_number=first + 1,
-                                      target_languages=None if language is None else [language] * len(chunk))  # fmt: skip
+                                      target_languages=language)  # fmt: skip
             for index, score in enumerate(scores, first):
                 sink.write(format_score(index, score, args.output_format) + "\n")
             first += len(chunk)

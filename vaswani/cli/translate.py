@@ -331,7 +331,7 @@ def _translate_stream(args: argparse.Namespace, translator, bar, warn_truncated,
             paper_decoding=args.paper_decoding,
             batch_tokens=args.max_tokens,
             sampling=sampling,
-            target_language=language,
+            target_languages=language,
             **({"hypotheses": True, "nbest": args.nbest, "scores": args.scores, "alignment": args.alignment}
                if output is not None else {}),
         )  # fmt: skip

@@ -311,7 +311,7 @@ def translate_chunks(folder: DistillFolder, manifest: dict, data: PairFile, tran
                 progress=bar.update, on_truncated=lambda indices, first=chunk[0][0]: logger.warning(
                     "%d source(s) of the chunk from line %d are longer than the teacher's %d tokens and were "
                     "truncated", len(indices), first, translator.max_source_length),
-                target_languages=None if target_language is None else [target_language] * len(chunk),
+                target_languages=target_language,
             )  # fmt: skip
             write_chunk(folder.chunk(index), chunk, results)
             seconds = time.perf_counter() - chunk_start

@@ -27,20 +27,17 @@ def decode_alternately(translators: dict[str, Translator], sources: list[str], d
     """Each translator's translations of `sources` and the seconds of each of its `ROUNDS` (see the module
     docstring). `decoding`: `Translator.translate`'s num_beams, length_penalty and batch_tokens; `languages`: the
     target language of a multilingual translator (its token's code), by name."""
-    names, languages = list(translators), languages or {}
-
-    def translate(name: str, texts: list[str]) -> list[str]:
-        language = languages.get(name)
-        told = {} if language is None else {"target_languages": [language] * len(texts)}
-        return translators[name].translate(texts, **decoding, **told)
-
+    names, options = list(translators), {}
+    for name in names:  # a multilingual translator's target language joins its decoding options
+        language = (languages or {}).get(name)
+        options[name] = decoding if language is None else {**decoding, "target_languages": language}
     for name in names:  # warm-up: the first batches of an engine pay for its set-up
-        translate(name, sources[:WARMUP_SENTENCES])
+        translators[name].translate(sources[:WARMUP_SENTENCES], **options[name])
     outputs = {name: {"translations": None, "seconds": []} for name in names}
     for round_index in range(ROUNDS):
         for name in names if round_index % 2 == 0 else reversed(names):
             start = time.perf_counter()
-            translations = translate(name, sources)
+            translations = translators[name].translate(sources, **options[name])
             outputs[name]["seconds"].append(time.perf_counter() - start)
             if outputs[name]["translations"] is None:
                 outputs[name]["translations"] = translations

@@ -323,13 +323,15 @@ class Translator:
         return target_languages_of(self.tokenizer.get_vocab())
 
     def check_target_languages(
-        self, target_languages: Sequence[str | None] | None, count: int
+        self, target_languages: str | Sequence[str | None] | None, count: int
     ) -> list[int | None] | None:
         """The target-language token id of each of `count` sentences (None where none is asked for), or None when no
-        sentence asks for one; a `TranslateError` for a list of the wrong length or a language the model has no
-        token for."""
+        sentence asks for one; `target_languages` is one code per sentence, or one code (a string) for all of them.
+        A `TranslateError` for a list of the wrong length or a language the model has no token for."""
         if target_languages is None:
             return None
+        if isinstance(target_languages, str):
+            target_languages = [target_languages] * count
         if len(target_languages) != count:
             raise TranslateError(f"{len(target_languages)} target languages for {count} sentences: give one per "
                                  "sentence (None for none)")  # fmt: skip
@@ -372,7 +374,7 @@ class Translator:
         constraints: Sequence[Sequence[str] | None] | None = None,
         on_unmet: Callable[[int, list[str]], None] | None = None,
         sampling: Sampling | None = None,
-        target_languages: Sequence[str | None] | None = None,
+        target_languages: str | Sequence[str | None] | None = None,
     ) -> list[list[Translation]]:
         """The `nbest` best translations of each sentence (best first; an empty list for a blank sentence), with
         their scores (`scores`) and word alignments (`alignment`): see `vaswani.inference.engines` for what they are.
@@ -390,9 +392,10 @@ class Translator:
         distribution instead of beam search (`num_beams` 1), `nbest` of them independent samples, in the order drawn;
         one model, without prefixes or constraints. Seed the Translator (`seed`) for the same samples again.
 
-        `target_languages`: one code per sentence (None for none) of a language a multilingual model translates into
-        (`Translator.target_languages`): its token (`>>es<<`) goes before the sentence's tokens, as MarianTokenizer
-        reads a source that starts with it. A code the model has no token for is a `TranslateError`.
+        `target_languages`: one code per sentence (None for none), or one code for every sentence, of a language a
+        multilingual model translates into (`Translator.target_languages`): its token (`>>es<<`) goes before the
+        sentence's tokens, as MarianTokenizer reads a source that starts with it. A code the model has no token for
+        is a `TranslateError`.
 
         `progress(n)` is called as n more sentences are done; `on_truncated(indices)` gets the (0-based) indices of
         the sentences that were truncated to `max_source_length` (default: a logged warning)."""
@@ -459,7 +462,7 @@ class Translator:
         prefixes: Sequence[str | None] | None = None,
         constraints: Sequence[Sequence[str] | None] | None = None,
         max_new_tokens: int | None = None,
-        target_languages: Sequence[str | None] | None = None,
+        target_languages: str | Sequence[str | None] | None = None,
     ) -> None:
         """Check the `prefixes`, `constraints` and `target_languages` of `count` sentences as `translate_hypotheses`
         does, without decoding: a `TranslateError` says what is wrong (the server refuses a request with it before
@@ -583,7 +586,7 @@ class Translator:
         progress: Callable[[int], None] | None = None,
         on_truncated: Callable[[list[int]], None] | None = None,
         first_number: int = 1,
-        target_languages: Sequence[str | None] | None = None,
+        target_languages: str | Sequence[str | None] | None = None,
     ) -> list[Score]:
         """The model's log-probability of each target given its source (teacher-forced; an ensemble's averaged
         log-probabilities): see `Score`. `score` is normalised as `translate(..., scores=True)` normalises, so a
@@ -760,7 +763,6 @@ def translate_lines(
     hypotheses: bool = False,
     prefixes: Iterable[str | None] | None = None,
     constraints: Iterable[list[str] | None] | None = None,
-    target_language: str | None = None,
     **options,
 ) -> Iterator[str] | Iterator[list[Translation]]:
     """One translation per line, in order, reading `buffer_lines` lines at a time (length batching works within a
@@ -768,8 +770,7 @@ def translate_lines(
     and the constraints its translation lacks; `options` go to `Translator.translate`, or, with `hypotheses=True`,
     to `Translator.translate_hypotheses` (then each line gives its list of `Translation`s). `prefixes` and
     `constraints` (lists of phrases): one per line, read along with the lines; fewer or more of them than lines is a
-    `TranslateError`. `target_language`: the language of every line's translation, for a multilingual model
-    (`Translator.target_languages`)."""
+    `TranslateError`."""
     translate = translator.translate_hypotheses if hypotheses else translator.translate
     lines = iter(lines)
     requests = {name: iter(stream) for name, stream in (("prefixes", prefixes), ("constraints", constraints))
@@ -797,8 +798,6 @@ def translate_lines(
                 logger.warning("The translation of line %d lacks the constraint(s) %s.", first_line + index,
                                ", ".join(map(repr, phrases)))  # fmt: skip
 
-        if target_language is not None:
-            options["target_languages"] = [target_language] * len(chunk)
         if "constraints" in requests:
             options["on_unmet"] = on_unmet
             _check_phrases(options["constraints"], first_line)
