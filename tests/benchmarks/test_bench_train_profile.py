@@ -7,7 +7,7 @@ import sys
 import pytest
 from accelerate import Accelerator
 from accelerate.optimizer import AcceleratedOptimizer
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, reset_accelerate_state
 
 from modeling_vaswani import VaswaniForCausalLM, VaswaniForConditionalGeneration
 from vaswani.data.demo import write_demo_files
@@ -23,6 +23,15 @@ TINY = [
     "--eval_steps", "3", "--checkpoint_steps", "3", "--max_eval_samples", "8", "--num_beams", "2",
     "--logging_steps", "2", "--report_to", "none", "--ema_decay", "0.9", "--gradient_accumulation_steps", "2", "--max_grad_norm", "1.0",
 ]  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def fresh_accelerate_state():
+    """The benchmark runs the training loop in this process, which a script's run would start from a new process's
+    Accelerate state: another test in this worker (a Trainer's) may have left it set with another precision."""
+    reset_accelerate_state()
+    yield
+    reset_accelerate_state()
 
 
 # some of what `instrument` times: a function of the loop, methods of our classes and of accelerate's
