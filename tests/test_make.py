@@ -1,6 +1,6 @@
 """The Makefile: `make test` is what CI runs (.ci/run); it runs the suite, then the numerically sensitive folders
-again on an older instruction set (issue 40), then the tests of the model and of decoding on the transformers release
-after the pinned one (`make test-transformers`)."""
+again on an older instruction set (issue 40), those with the tests of the model and of decoding on the transformers
+release after the pinned one (`make test-transformers`)."""
 
 from __future__ import annotations
 
@@ -21,15 +21,23 @@ def make_dry_run(target: str, *variables: str) -> list[list[str]]:
     return [shlex.split(line) for line in lines if line.strip()]
 
 
+AVX2 = {"ATEN_CPU_CAPABILITY=avx2", "MKL_ENABLE_INSTRUCTIONS=AVX2", "ONEDNN_MAX_CPU_ISA=AVX2"}
+
+
 def test_make_test_runs_the_suite_then_the_sensitive_folders_on_avx2():
+    """The whole suite, then each numerically sensitive folder once more on AVX2: tests/export and tests/convert on
+    the pinned transformers, tests/models and tests/inference in the last pass, on the next release."""
     pytest_runs = [line for line in make_dry_run("test") if "pytest" in line]
     assert len(pytest_runs) == 3, pytest_runs
-    whole, again, _ = pytest_runs
+    whole, again, last = pytest_runs
     assert not [word for word in whole if word.startswith("tests/")]  # the whole suite first
-    assert {"ATEN_CPU_CAPABILITY=avx2", "MKL_ENABLE_INSTRUCTIONS=AVX2", "HF_HUB_OFFLINE=1"} <= set(again)
-    folders = [word for word in again if word.startswith("tests/")]
-    assert folders == ["tests/inference", "tests/models", "tests/export", "tests/convert"]
-    assert all(any((REPO_ROOT / folder).glob("test_*.py")) for folder in folders)
+    assert not AVX2 & set(whole) and not [word for word in whole if word.startswith("PYTHONPATH=")]
+    for run in (again, last):
+        assert AVX2 | {"HF_HUB_OFFLINE=1"} <= set(run), run
+    assert not [word for word in again if word.startswith("PYTHONPATH=")]  # the pinned release
+    on_pinned, on_next = ([word for word in run if word.startswith("tests/")] for run in (again, last))
+    assert on_pinned == ["tests/export", "tests/convert"] and on_next == ["tests/models", "tests/inference"]
+    assert all(any((REPO_ROOT / folder).glob("test_*.py")) for folder in on_pinned + on_next)
 
 
 def test_the_second_pass_really_runs_pytorchs_avx2_kernels():
@@ -62,6 +70,13 @@ def test_make_test_transformers_runs_the_suite_on_the_release_named_installed_be
     (suite,) = [line for line in lines if "pytest" in line]
     assert f"PYTHONPATH={REPO_ROOT}/.transformers/5.24.0" in suite  # absolute: tests that change folders keep it
     assert not [word for word in suite if word.startswith("tests/")]  # the whole suite
+    assert not AVX2 & set(suite)  # on this CPU's instruction sets, unless TEST_ENV says otherwise
+    (suite,) = [
+        line
+        for line in make_dry_run("test-transformers", "TRANSFORMERS=5.24.0", "TEST_ENV=A=1 B=2")
+        if "pytest" in line
+    ]
+    assert suite[:2] == ["A=1", "B=2"]
 
 
 def test_make_test_transformers_without_a_release_says_how_to_name_one():
