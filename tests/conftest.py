@@ -1,5 +1,6 @@
 """Shared fixtures: tiny configs (vocab 99, d_model 16, 2+2 layers, as transformers' own ModelTesters use)."""
 
+import collections
 import contextlib
 import json
 import os
@@ -32,6 +33,15 @@ separate_kernel_cache_per_instruction_set()
 ctranslate2_environment()
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_collection_modifyitems(items):
+    """The files with the most slow tests first (otherwise in collection order): under `--dist loadfile` (how `make
+    test` runs the suite) each worker takes the next whole file when it is free, so a long file left to the end
+    would run alone while the other workers have nothing to do. pyproject.toml's `--no-loadscope-reorder` keeps
+    pytest-xdist to this order (its own puts the files with the most tests first)."""
+    slow = collections.Counter(item.path for item in items if item.get_closest_marker("slow"))
+    items.sort(key=lambda item: -slow[item.path])  # stable: a file's tests stay together and in order
 
 
 @pytest.fixture(autouse=True)

@@ -402,6 +402,7 @@ CHECKS = {"docs/language-models.md": check_language_models}
 NEEDS_EXTRA = {"serving.md": "fastapi"}  # the page's examples run `vaswani serve` (the serve extra)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES, ids=page_id)
 def test_the_examples_of_the_page_run(page, workspace_template, command_env, tmp_path, monkeypatch, capsys):
     if page.name in NEEDS_EXTRA:
