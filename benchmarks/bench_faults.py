@@ -246,8 +246,8 @@ class Fixtures:
 
 # Third-party modules a forked command finds already imported; our own packages (modeling_vaswani, tokenization,
 # vaswani, train.py) are imported afresh by every command, as in a new interpreter.
-PRELOAD = ("torch", "transformers", "datasets", "accelerate", "safetensors.torch", "tokenizers", "huggingface_hub",
-           "yaml", "sacrebleu", "tqdm")  # fmt: skip
+PRELOAD = ("torch", "transformers", "transformers.modeling_utils", "transformers.generation", "datasets", "accelerate",
+           "safetensors.torch", "tokenizers", "huggingface_hub", "yaml", "sacrebleu", "tqdm")  # fmt: skip
 OWN_PACKAGES = {"modeling_vaswani", "tokenization", "vaswani", "train", "bench_faults", "common"}
 
 

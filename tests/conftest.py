@@ -2,6 +2,7 @@
 
 import collections
 import contextlib
+import functools
 import json
 import os
 import subprocess
@@ -200,6 +201,25 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+@functools.cache
+def command_server():
+    """benchmarks/bench_faults.py's `Launcher`, for this worker: each command a process forked from a server that
+    imported torch, transformers, datasets and accelerate once (bench_faults.PRELOAD), with its own arguments, folder,
+    environment, output and exit status; our own packages and train.py are imported afresh by each, as in a new
+    interpreter. A tiny train.py run costs ~1 s of CPU instead of ~5 (the imports). Its caches (datasets, remote
+    code) are in a temporary folder of the server's, removed when the worker exits."""
+    import atexit
+    import shutil
+    import tempfile
+
+    sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
+    import bench_faults
+
+    workdir = Path(tempfile.mkdtemp(prefix="vaswani-tests-commands-"))
+    atexit.register(shutil.rmtree, workdir, ignore_errors=True)
+    return bench_faults.Launcher(workdir)
 
 
 def run_command(cmd: list[str], *, env: dict, cwd: Path, timeout: int) -> subprocess.CompletedProcess:

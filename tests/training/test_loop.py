@@ -12,6 +12,7 @@ import pytest
 import torch
 from conftest import (
     REPO_ROOT,
+    command_server,
     reports_of_two_ranks,
     run_command,
     run_cpu_ranks,
@@ -56,10 +57,15 @@ def train_env(cwd: Path) -> dict[str, str]:
 def run_train(
     args: list[str], cwd: Path, processes: int = 1, timeout: int = 400, script: Path = REPO_ROOT / "train.py"
 ) -> subprocess.CompletedProcess:
+    """`python train.py ARGS` (or another `script`) in `cwd`, to its end: one process, forked from the worker's
+    command server (conftest.command_server) when it is train.py, or `processes` gloo ranks under `accelerate
+    launch`."""
     env = train_env(cwd)
-    if processes == 1:
-        return run_command([sys.executable, str(script), *args], env=env, cwd=cwd, timeout=timeout)
-    return run_cpu_ranks(script, args, processes=processes, env=env, cwd=cwd, timeout=timeout)
+    if processes > 1:
+        return run_cpu_ranks(script, args, processes=processes, env=env, cwd=cwd, timeout=timeout)
+    if script == REPO_ROOT / "train.py":
+        return command_server().run("train", args, cwd=cwd, env=env, timeout=timeout)
+    return run_command([sys.executable, str(script), *args], env=env, cwd=cwd, timeout=timeout)
 
 
 def read_metrics(output_dir: Path) -> list[dict]:
