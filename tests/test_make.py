@@ -8,8 +8,9 @@ import os
 import shlex
 import subprocess
 import sys
+from types import SimpleNamespace
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, pytest_collection_modifyitems
 from test_packaging import declared_dependencies
 
 
@@ -101,3 +102,20 @@ def test_make_test_last_runs_the_transformers_api_tests_on_the_release_after_the
     assert release > Version(pinned)
     allowed = declared_dependencies()["transformers"]
     assert release in allowed.specifier and Version(pinned) in allowed.specifier
+
+
+def test_the_files_with_the_most_slow_tests_are_handed_out_first(pytestconfig):
+    """tests/conftest.py orders the collected tests so that `--dist loadfile` hands the long files out first (and
+    pyproject.toml keeps pytest-xdist from putting the files with the most tests first instead); a file's tests stay
+    together, in their order."""
+
+    def item(path: str, name: str, slow: bool):
+        return SimpleNamespace(
+            path=path, name=name, get_closest_marker=lambda marker: marker == "slow" and slow or None
+        )
+
+    items = [item("a.py", "a1", False), item("a.py", "a2", False), item("b.py", "b1", True), item("b.py", "b2", False),
+             item("c.py", "c1", True), item("c.py", "c2", True), item("d.py", "d1", False)]  # fmt: skip
+    pytest_collection_modifyitems(items)
+    assert [i.name for i in items] == ["c1", "c2", "b1", "b2", "a1", "a2", "d1"]
+    assert "--no-loadscope-reorder" in pytestconfig.getini("addopts")
