@@ -182,6 +182,59 @@ def test_a_language_the_model_has_no_token_for_is_an_error(multilingual, tmp_pat
         assert message in capsys.readouterr().err
 
 
+def translate_jsonl(model: Path, records: list[dict], tmp_path: Path, *options: str) -> tuple[int, Path]:
+    """`vaswani translate --input_format jsonl` of `records`: its exit status and its --output file."""
+    (tmp_path / "input.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    output = tmp_path / f"output{len(list(tmp_path.iterdir()))}.txt"
+    argv = ["translate", "--model", str(model), "--input", str(tmp_path / "input.jsonl"), "--input_format", "jsonl",
+            "--output", str(output), "--no_progress"]  # fmt: skip
+    return main([*argv, *options]), output
+
+
+def test_each_json_line_may_name_its_own_target_language(multilingual, tmp_path, capsys):
+    """--input_format jsonl: a line's "target_lang" chooses its language, --target_lang that of the lines naming
+    none; a language the model has no token for, or no language code, is an error naming the line, and no output
+    is left."""
+    marian, tokenizer, _, converted = multilingual
+    lines = sentences(6, tokenizer)
+    codes = ["es", None, "fr", "it", None, "fr"]
+    records = [
+        {"text": line} | ({"target_lang": code} if code else {}) for line, code in zip(lines, codes, strict=True)
+    ]
+    status, output = translate_jsonl(converted, records, tmp_path, "--target_lang", "it")
+    assert status == 0
+    expected = [
+        marian_translation(marian, tokenizer, line, code or "it") for line, code in zip(lines, codes, strict=True)
+    ]
+    assert output.read_text(encoding="utf-8").splitlines() == expected
+    all_italian = [marian_translation(marian, tokenizer, line, "it") for line in lines]
+    assert sum(a != b for a, b in zip(expected, all_italian, strict=True)) >= 2  # the lines' own tokens mattered
+    for value, said in [("de", '"target_lang" de: the model translates into es, fr, it (its >>xx<< tokens)'),
+                        ("f r", '"target_lang" \'f r\' is not a language code'), (3, '"target_lang" must be a string')]:  # fmt: skip
+        capsys.readouterr()
+        status, output = translate_jsonl(converted, [*records[:3], {"text": lines[3], "target_lang": value}], tmp_path)
+        assert status == 2 and not output.exists()
+        assert f"error: {tmp_path / 'input.jsonl'} line 4: {said}" in capsys.readouterr().err
+
+
+def test_a_json_line_may_name_the_target_language_of_a_model_of_one_pair_and_no_other(model_folder, tmp_path,
+                                                                                      capsys):  # fmt: skip
+    trained = tmp_path / "trained"
+    shutil.copytree(model_folder, trained)
+    (trained / "run_args.json").write_text(json.dumps({"source_lang": "en", "target_lang": "de"}), encoding="utf-8")
+    lines = ["the cat sat on the mat", "a dog"]
+    plain = translate(trained, lines, tmp_path)
+    status, output = translate_jsonl(trained, [{"text": lines[0], "target_lang": "de"}, {"text": lines[1]}], tmp_path)
+    assert status == 0 and output.read_text(encoding="utf-8").splitlines() == plain
+    capsys.readouterr()
+    status, output = translate_jsonl(trained, [{"text": lines[0]}, {"text": lines[1], "target_lang": "fr"}], tmp_path)
+    assert status == 2 and not output.exists()
+    assert (
+        f'{tmp_path / "input.jsonl"} line 2: "target_lang" fr: the model {trained} translates into de (its '
+        "run_args.json) and has no target-language tokens (>>xx<<) to choose another; leave it out"
+    ) in (capsys.readouterr().err)
+
+
 def test_without_target_lang_a_multilingual_model_warns_that_lines_need_their_token(multilingual, tmp_path, capsys):
     _, _, _, converted = multilingual
     capsys.readouterr()

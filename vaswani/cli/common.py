@@ -95,13 +95,13 @@ def check_language_code(code: str | None, flag: str) -> None:
 
 
 def target_language(translator: Translator, language: str | None, model: Path, *, check_trained: bool = True,
-                    ) -> str | None:  # fmt: skip
+                    given_by: str = "--target_lang") -> str | None:  # fmt: skip
     """What every sentence is translated into, as `Translator.translate(target_languages=...)` takes it: `language` (the
-    value of --target_lang) for a multilingual model, which has a token for each language it translates into
-    (`Translator.target_languages`); None for a model of one target language, which needs none. A language the model
-    has no token for is a `UsageError`, as is (`check_trained`) another language than the one `model` was trained
-    to translate into (its run_args.json). A multilingual model without a language gets a warning: each line then
-    needs its token first."""
+    value of --target_lang, or what `given_by` names) for a multilingual model, which has a token for each language it
+    translates into (`Translator.target_languages`); None for a model of one target language, which needs none. A
+    language the model has no token for is a `UsageError`, as is (`check_trained`) another language than the one
+    `model` was trained to translate into (its run_args.json). A multilingual model without a language gets a
+    warning: each line then needs its token first."""
     known = translator.target_languages
     if language is None:
         if known:
@@ -111,10 +111,10 @@ def target_language(translator: Translator, language: str | None, model: Path, *
         return None
     if known:
         if language not in known:
-            raise UsageError(unknown_target_language(f"--target_lang {language}", known))
+            raise UsageError(unknown_target_language(f"{given_by} {language}", known))
         return language
     trained = trained_pair(model) if check_trained else None
     if trained is not None and trained[1] != language:
-        raise UsageError(f"--target_lang {language}: the model {model} translates into {trained[1]} (its run_args.json) "
-                         "and has no target-language tokens (>>xx<<) to choose another; leave --target_lang out")  # fmt: skip
+        raise UsageError(f"{given_by} {language}: the model {model} translates into {trained[1]} (its run_args.json) "
+                         "and has no target-language tokens (>>xx<<) to choose another; leave it out")  # fmt: skip
     return None

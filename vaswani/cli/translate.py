@@ -107,7 +107,8 @@ TRANSLATE_OPTIONS = {
     "--input_format": dict(
         choices=INPUT_FORMATS, default="text",
         help='text (one sentence per line) or jsonl (one JSON object per line: {"text": ..., "prefix": ..., '
-             '"constraints": [...]})',
+             '"constraints": [...], "target_lang": ...}, where "target_lang" chooses the language of a multilingual '
+             'model for that line, as --target_lang does for every line without one)',
     ),
 }  # fmt: skip
 
@@ -315,7 +316,8 @@ def _translate_stream(args: argparse.Namespace, translator, bar, warn_truncated,
     `language`: the target language of a multilingual model (`vaswani.cli.common.target_language`)."""
     with _open_input(args.input) as source, _open_input_file(args.prefix) as prefix_file, \
             _open_input_file(args.constraints) as constraints_file, open_output(args.output) as sink:  # fmt: skip
-        lines, requests = _requests(args, source, prefix_file, constraints_file)
+        lines, requests = _requests(args, source, prefix_file, constraints_file, translator, language)
+        requests.setdefault("target_languages", language)
         split = SentenceSplit(lines, sentence_language(args)) if args.split_sentences else None
         translations = translate_lines(
             translator,
@@ -331,7 +333,6 @@ def _translate_stream(args: argparse.Namespace, translator, bar, warn_truncated,
             paper_decoding=args.paper_decoding,
             batch_tokens=args.max_tokens,
             sampling=sampling,
-            target_languages=language,
             **({"hypotheses": True, "nbest": args.nbest, "scores": args.scores, "alignment": args.alignment}
                if output is not None else {}),
         )  # fmt: skip
@@ -389,14 +390,20 @@ class SentenceSplit:
                 progress(1)
 
 
-def _requests(args: argparse.Namespace, source, prefix_file, constraints_file) -> tuple[Iterator[str], dict]:
+def _requests(args: argparse.Namespace, source, prefix_file, constraints_file, translator,
+              language: str | None) -> tuple[Iterator[str], dict]:  # fmt: skip
     """The sentences, and `translate_lines`' `prefixes` and `constraints` streams where there are any: from text
-    lines with `--prefix FILE` and `--constraints FILE`, or from the objects of JSON-lines input."""
+    lines with `--prefix FILE` and `--constraints FILE`, or from the objects of JSON-lines input, which also give
+    each line's target language (`_line_languages`; `language`, from --target_lang, where a line names none)."""
     name = str(args.input or "stdin")
     if args.input_format == "jsonl":
-        texts, prefixes, constraints = itertools.tee(read_jsonl_requests(read_lines(source, name=name), name=name), 3)
-        return (r["text"] for r in texts), {"prefixes": (r["prefix"] for r in prefixes),
-                                            "constraints": (r["constraints"] for r in constraints)}  # fmt: skip
+        records = itertools.tee(read_jsonl_requests(read_lines(source, name=name), name=name), 4)
+        texts, prefixes, constraints, languages = records
+        return (r["text"] for r in texts), {
+            "prefixes": (r["prefix"] for r in prefixes),
+            "constraints": (r["constraints"] for r in constraints),
+            "target_languages": _line_languages(languages, language, translator, Path(args.model[0]), name),
+        }
     requests = {}
     if prefix_file is not None:
         requests["prefixes"] = read_lines(prefix_file, name=str(args.prefix))
@@ -404,6 +411,19 @@ def _requests(args: argparse.Namespace, source, prefix_file, constraints_file) -
         lines = read_lines(constraints_file, name=str(args.constraints))
         requests["constraints"] = (line.split(" ||| ") if line else [] for line in lines)
     return read_lines(source, name=name), requests
+
+
+def _line_languages(records: Iterator[dict], language: str | None, translator, model: Path,
+                    name: str) -> Iterator[str | None]:  # fmt: skip
+    """Each JSON line's "target_lang", checked as --target_lang is (`target_language`; the error names the line), or
+    `language` where the line has none."""
+    for number, record in enumerate(records, 1):
+        if record["target_lang"] is None:
+            yield language
+            continue
+        given_by = f'{name} line {number}: "target_lang"'
+        check_language_code(record["target_lang"], given_by)
+        yield target_language(translator, record["target_lang"], model, given_by=given_by)
 
 
 @contextmanager

@@ -707,13 +707,14 @@ def lone_surrogate(text: str) -> str | None:
     return None
 
 
-INPUT_FIELDS = {"text": str, "prefix": str, "constraints": list}
+INPUT_FIELDS = {"text": str, "prefix": str, "constraints": list, "target_lang": str}
 
 
 def read_jsonl_requests(lines: Iterable[str], name: str = "the input") -> Iterator[dict]:
     """The JSON-lines input of `vaswani translate --input_format jsonl`: one object per line, {"text": SENTENCE} with
-    an optional "prefix" (a string) and "constraints" (a list of strings); yields dicts with all three keys (None
-    where absent). A line that is not such an object is a `TranslateError` naming `name` and the line number."""
+    an optional "prefix" (a string), "constraints" (a list of strings) and "target_lang" (the language of a
+    multilingual model to translate this line into); yields dicts with every key of `INPUT_FIELDS` (None where
+    absent). A line that is not such an object is a `TranslateError` naming `name` and the line number."""
     for number, line in enumerate(lines, 1):
         try:
             record = json.loads(line)
@@ -770,11 +771,15 @@ def translate_lines(
     and the constraints its translation lacks; `options` go to `Translator.translate`, or, with `hypotheses=True`,
     to `Translator.translate_hypotheses` (then each line gives its list of `Translation`s). `prefixes` and
     `constraints` (lists of phrases): one per line, read along with the lines; fewer or more of them than lines is a
-    `TranslateError`."""
+    `TranslateError`. `target_languages` in `options` is one language for every line (a string) or, like them, one
+    per line (an iterable)."""
     translate = translator.translate_hypotheses if hypotheses else translator.translate
     lines = iter(lines)
-    requests = {name: iter(stream) for name, stream in (("prefixes", prefixes), ("constraints", constraints))
-                if stream is not None}  # fmt: skip
+    languages = options.pop("target_languages", None)
+    if isinstance(languages, str):
+        options["target_languages"], languages = languages, None
+    requests = {name: iter(stream) for name, stream in (("prefixes", prefixes), ("constraints", constraints),
+                                                        ("target_languages", languages)) if stream is not None}  # fmt: skip
     first_line = 1
     while chunk := list(itertools.islice(lines, buffer_lines)):
         for name, stream in requests.items():
