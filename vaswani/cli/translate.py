@@ -392,7 +392,7 @@ class SentenceSplit:
 
 def _requests(args: argparse.Namespace, source, prefix_file, constraints_file, translator,
               language: str | None) -> tuple[Iterator[str], dict]:  # fmt: skip
-    """The sentences, and `translate_lines`' `prefixes` and `constraints` streams where there are any: from text
+    """The sentences, and `translate_lines`' per-line streams where there are any (`prefixes`, `constraints`): from text
     lines with `--prefix FILE` and `--constraints FILE`, or from the objects of JSON-lines input, which also give
     each line's target language (`_line_languages`; `language`, from --target_lang, where a line names none)."""
     name = str(args.input or "stdin")
@@ -415,15 +415,19 @@ def _requests(args: argparse.Namespace, source, prefix_file, constraints_file, t
 
 def _line_languages(records: Iterator[dict], language: str | None, translator, model: Path,
                     name: str) -> Iterator[str | None]:  # fmt: skip
-    """Each JSON line's "target_lang", checked as --target_lang is (`target_language`; the error names the line), or
-    `language` where the line has none."""
+    """Each JSON line's "target_lang", checked as --target_lang is (`target_language`, once per language; the error
+    names the first line that gives it), or `language` where the line has none."""
+    checked: dict[str, str | None] = {}
     for number, record in enumerate(records, 1):
-        if record["target_lang"] is None:
+        code = record["target_lang"]
+        if code is None:
             yield language
             continue
-        given_by = f'{name} line {number}: "target_lang"'
-        check_language_code(record["target_lang"], given_by)
-        yield target_language(translator, record["target_lang"], model, given_by=given_by)
+        if code not in checked:
+            given_by = f'{name} line {number}: "target_lang"'
+            check_language_code(code, given_by)
+            checked[code] = target_language(translator, code, model, given_by=given_by)
+        yield checked[code]
 
 
 @contextmanager
