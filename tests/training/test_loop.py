@@ -58,8 +58,8 @@ def run_train(
     args: list[str], cwd: Path, processes: int = 1, timeout: int = 400, script: Path = REPO_ROOT / "train.py"
 ) -> subprocess.CompletedProcess:
     """`python train.py ARGS` (or another `script`) in `cwd`, to its end: one process, forked from the worker's
-    command server (conftest.command_server) when it is train.py, or `processes` gloo ranks under `accelerate
-    launch`."""
+    command server (conftest.command_server) when it is train.py (its datasets cache is then the server's, not
+    `train_env`'s), or `processes` gloo ranks under `accelerate launch`."""
     env = train_env(cwd)
     if processes > 1:
         return run_cpu_ranks(script, args, processes=processes, env=env, cwd=cwd, timeout=timeout)
