@@ -72,6 +72,12 @@ def main():
     if accelerator.is_main_process:
         with open(args.output, "w") as f:
             json.dump({"find_unused_parameters": find_unused, "reports": reports}, f)
+    # The process group ends from Python's side, as vaswani.training.loop.close ends a run: the DDP model released
+    # first, then the group. Left to the interpreter's exit, gloo's threads can abort the process (SIGABRT,
+    # "terminate called without an active exception"; seen in CI).
+    model = optimizer = None
+    accelerator.free_memory()
+    accelerator.end_training()
 
 
 if __name__ == "__main__":
