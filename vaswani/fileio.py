@@ -9,7 +9,8 @@ load without running code.
 - `count_lines`: one fast binary pass (progress bars of `vaswani translate`, `vaswani tokenizer`, data checks), no
   heavy imports, so that a command can size its progress bar before loading torch.
 - `decode_line` / `conversion_hint`: a line of a user's text file as every reader takes it (UTF-8, the line ending and
-  a leading byte-order mark removed), and what to do with a file that is not UTF-8.
+  a leading byte-order mark removed), and what to do with a file that is not UTF-8; `lone_surrogate`: where a text
+  that came through JSON (a `\ud800` escape) is not Unicode text.
 """
 
 from __future__ import annotations
@@ -48,6 +49,17 @@ def decode_line(raw: bytes | str, line_number: int) -> str:
     if line_number == 1:
         text = text.removeprefix("\ufeff")
     return text.removesuffix("\n").removesuffix("\r")
+
+
+def lone_surrogate(text: str) -> str | None:
+    """Where `text` is not Unicode text, or None: JSON's `\\ud800` escapes can carry half of a surrogate pair, which
+    no UTF-8 text holds and no tokenizer takes. Says the escape and its (1-based) character position."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        return (f"a lone surrogate {ascii(text[error.start])[1:-1]} at character {error.start + 1} (not Unicode text: "
+                "an escape from \\ud800 to \\udfff must come in a high-low pair)")  # fmt: skip
+    return None
 
 
 def conversion_hint(first_bytes: bytes) -> str:

@@ -47,7 +47,7 @@ from vaswani.constants import EXPORT_INFO_FILE, SEQ2SEQ_MODEL_TYPE
 from vaswani.devices import resolve_device, set_torch_threads
 from vaswani.errors import TranslateError
 from vaswani.export.ctranslate2 import RUNS_WITH, is_ctranslate2_folder
-from vaswani.fileio import conversion_hint, decode_line
+from vaswani.fileio import conversion_hint, decode_line, lone_surrogate
 from vaswani.inference.engines import (
     BACKENDS,
     CT2_NO_CONSTRAINTS,
@@ -694,17 +694,6 @@ def read_lines(stream: Iterable[str | bytes], name: str = "the input") -> Iterat
             raise TranslateError(f"{name} is not UTF-8 text: line {number} has the byte {line[error.start]:#04x} at "
                                  f"position {error.start + 1}; {hint}") from error  # fmt: skip
         yield text
-
-
-def lone_surrogate(text: str) -> str | None:
-    """Where `text` is not Unicode text, or None: JSON's `\\ud800` escapes can carry half of a surrogate pair, which
-    no UTF-8 text holds and no tokenizer takes. Says the escape and its (1-based) character position."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as error:
-        return (f"a lone surrogate {ascii(text[error.start])[1:-1]} at character {error.start + 1} (not Unicode text: "
-                "an escape from \\ud800 to \\udfff must come in a high-low pair)")  # fmt: skip
-    return None
 
 
 INPUT_FIELDS = {"text": str, "prefix": str, "constraints": list, "target_lang": str}

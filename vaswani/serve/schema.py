@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic_core import PydanticCustomError
 
-from vaswani.inference.translator import lone_surrogate
+from vaswani.fileio import lone_surrogate
 from vaswani.serve.limits import MAX_NEW_TOKENS, MAX_NUM_BEAMS, MAX_TOP_K, RequestError
 
 LANGUAGE_CODE_LENGTH = 32  # longer than any code (`zh_Hant`, LibreTranslate's `zh-Hans`): a longer one is refused
