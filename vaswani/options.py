@@ -164,6 +164,7 @@ REGISTRY: dict[str, Option] = {
     "validation_file": Option("--validation_file", "the validation data (same formats as --train_file)",
                               dict(metavar="PATH")),
     "test_file": Option("--test_file", "the test data (same formats as --train_file)", dict(metavar="PATH")),
+    "pairs_file": Option("--pairs_file", "sentence pairs (same formats as --train_file)", dict(metavar="PATH")),
     "max_test_samples": Option(
         "--max_test_samples", "score the first N test pairs (default: all), the split named test[:N]",
         dict(type=int, metavar="N"),  # checked by the command: a positive integer or unset

@@ -152,6 +152,18 @@ def test_score_target_lang_gives_marians_log_probabilities_with_the_token(multil
         with torch.no_grad():
             expected = torch.log_softmax(marian(**batch).logits[0], -1).gather(1, batch["labels"][0][:, None])
         torch.testing.assert_close(torch.tensor(record["token_log_probs"]), expected.squeeze(1), atol=1e-4, rtol=1e-4)
+    # the same pairs in one --pairs_file: its target side's language chooses the token, as --target_lang does above
+    pairs_file = tmp_path / "pairs.jsonl"
+    pairs_file.write_text(
+        "".join(json.dumps({"translation": {"en": en, "es": es}}) + "\n" for en, es in pairs), "utf-8"
+    )
+    assert main(["score", "--model", str(converted), "--pairs_file", str(pairs_file), "--source_lang", "en",
+                 "--target_lang", "es", "--output", str(tmp_path / "pairs-scores.jsonl"), "--output_format", "jsonl",
+                 "--no_progress"]) == 0  # fmt: skip
+    by_flag, by_file = (
+        (tmp_path / name).read_text(encoding="utf-8") for name in ("scores.jsonl", "pairs-scores.jsonl")
+    )
+    assert by_file == by_flag
 
 
 def test_evaluate_translates_into_the_test_files_target_language(multilingual, tmp_path):

@@ -320,6 +320,109 @@ def test_score_refuses_files_of_different_lengths(model_folder, tmp_path, capsys
     assert f"--target file {tmp_path} is a folder: give a file" in capsys.readouterr().err
 
 
+PAIRS_FILE_FORMATS = ["jsonl", "tsv", "prefix"]
+
+
+def write_pairs_file(folder, kind, pairs, source_lang="en", target_lang="de"):
+    """`pairs` in a format of train's data files; returns what --pairs_file takes (a file, or the prefix)."""
+    if kind == "jsonl":
+        return write_lines(folder / "pairs.jsonl", [json.dumps({"translation": {source_lang: s, target_lang: t}},
+                                                               ensure_ascii=False) for s, t in pairs])  # fmt: skip
+    if kind == "tsv":
+        return write_lines(folder / "pairs.tsv", [f"{s}\t{t}" for s, t in pairs])
+    write_lines(folder / f"pairs.{source_lang}", [s for s, _ in pairs])
+    write_lines(folder / f"pairs.{target_lang}", [t for _, t in pairs])
+    return folder / "pairs"
+
+
+@pytest.mark.parametrize("kind", PAIRS_FILE_FORMATS)
+def test_score_pairs_file_scores_every_pair_as_source_and_target_files_do(model_folder, tmp_path, kind):
+    """One file of pairs gives, line for line, what --source and --target give (the path the tests above check against
+    the model's teacher-forced log-probabilities), the empty pair included so that output line i is input pair i."""
+    pairs = [(SOURCES[0], TARGETS[0]), (SOURCES[1], TARGETS[2]), ("", ""), (SOURCES[3], TARGETS[3])]
+    source = write_lines(tmp_path / "in.en", [s for s, _ in pairs])
+    target = write_lines(tmp_path / "in.de", [t for _, t in pairs])
+    pairs_file = write_pairs_file(tmp_path, kind, pairs)
+    for output_format in ("text", "jsonl"):
+        expected, scored = tmp_path / f"expected.{output_format}", tmp_path / f"scored.{output_format}"
+        assert run_cli("score", "--model", str(model_folder), "--source", str(source), "--target", str(target),
+                       "--output", str(expected), "--output_format", output_format, "--no_progress") == 0  # fmt: skip
+        assert run_cli("score", "--model", str(model_folder), "--pairs_file", str(pairs_file), "--source_lang", "en",
+                       "--target_lang", "de", "--output", str(scored), "--output_format", output_format,
+                       "--no_progress") == 0  # fmt: skip
+        assert scored.read_text().splitlines() == expected.read_text().splitlines()
+    records = [json.loads(line) for line in scored.read_text().splitlines()]
+    assert [r["line"] for r in records] == [0, 1, 2, 3]
+    assert records[0]["score"] > records[1]["score"]  # the right translation above the wrong one
+
+
+def test_score_pairs_file_takes_the_models_languages_from_its_run_args(model_folder, tmp_path):
+    """Without --source_lang and --target_lang, the pair of the model's run_args.json names the file's sides (as
+    `vaswani evaluate` reads its --test_file); a model without one needs them given."""
+    model = tmp_path / "model"
+    shutil.copytree(model_folder, model)
+    pairs_file = write_pairs_file(tmp_path, "jsonl", list(zip(SOURCES, TARGETS, strict=True)), "en", "fr")
+    expected, scored = tmp_path / "expected.txt", tmp_path / "scored.txt"
+    assert run_cli("score", "--model", str(model), "--pairs_file", str(pairs_file), "--source_lang", "en",
+                   "--target_lang", "fr", "--output", str(expected), "--no_progress") == 0  # fmt: skip
+    assert run_cli("score", "--model", str(model), "--pairs_file", str(pairs_file), "--output", str(scored)) == 2
+    assert not scored.exists()
+    (model / "run_args.json").write_text(json.dumps({"source_lang": "en", "target_lang": "fr"}))
+    assert run_cli("score", "--model", str(model), "--pairs_file", str(pairs_file), "--output", str(scored),
+                   "--no_progress") == 0  # fmt: skip
+    assert scored.read_text() == expected.read_text()
+
+
+# What each refusal of --pairs_file says (after "error: "), by case of the test below.
+PAIRS_FILE_REFUSALS = {
+    "both": "--source and --pairs_file both give pairs: give --pairs_file alone, or --source and --target",
+    "neither": "--source FILE is missing: give --source FILE and --target FILE, or the pairs in one --pairs_file PATH",
+    "source_lang with text files": "--source_lang en names a side of --pairs_file: leave it out with --source and "
+    "--target",
+    "no languages": "has no run_args.json; give the languages of --pairs_file: --source_lang LANG --target_lang LANG",
+    "one language": "--source_lang needs --target_lang beside it: give both languages of --pairs_file, or neither "
+    "to take the model's",
+    "not a language code": "--target_lang 'd e' is not a language code",
+    "missing side": 'pairs.jsonl line 2: "translation" has no "de" key',
+    "lone surrogate": 'pairs.jsonl line 3: the "en" text holds a lone surrogate \\ud800 at character 5',
+    "no such file": "--pairs_file: file not found",
+    "output is the input": "pairs.jsonl: writing it would destroy the input; give another file",
+}
+
+
+@pytest.mark.parametrize("case", PAIRS_FILE_REFUSALS)
+def test_score_pairs_file_refusals_name_the_problem_and_write_nothing(model_folder, tmp_path, capsys, case):
+    lines = ['{"translation": {"en": "the cat", "de": "die Katze"}}'] * 3
+    if case == "missing side":
+        lines[1] = '{"translation": {"en": "the cat", "fr": "le chat"}}'
+    if case == "lone surrogate":
+        lines[2] = '{"translation": {"en": "the \\ud800cat", "de": "die Katze"}}'
+    pairs_file = write_lines(tmp_path / "pairs.jsonl", lines)
+    text = write_lines(tmp_path / "text.txt", ["the cat"] * 3)
+    output = tmp_path / "scores.txt"
+    languages = ["--source_lang", "en", "--target_lang", "de"]
+    argv = {
+        "both": ["--pairs_file", str(pairs_file), "--source", str(text), *languages],
+        "neither": [],
+        "source_lang with text files": ["--source", str(text), "--target", str(text), "--source_lang", "en"],
+        "no languages": ["--pairs_file", str(pairs_file)],
+        "one language": ["--pairs_file", str(pairs_file), "--source_lang", "en"],
+        "not a language code": ["--pairs_file", str(pairs_file), "--source_lang", "en", "--target_lang", "d e"],
+        "missing side": ["--pairs_file", str(pairs_file), *languages],
+        "lone surrogate": ["--pairs_file", str(pairs_file), *languages],
+        "no such file": ["--pairs_file", str(tmp_path / "nope.jsonl"), *languages],
+        "output is the input": ["--pairs_file", str(pairs_file), *languages],
+    }[case]
+    if case == "output is the input":
+        output = pairs_file
+    before = pairs_file.read_bytes()
+    assert run_cli("score", "--model", str(model_folder), *argv, "--output", str(output), "--no_progress") == 2
+    err = capsys.readouterr().err
+    assert PAIRS_FILE_REFUSALS[case] in err and err.startswith("error: ") and "Traceback" not in err, err
+    assert pairs_file.read_bytes() == before
+    assert case == "output is the input" or not output.exists()
+
+
 # a lone surrogate: JSON's escape of half a pair, or the three bytes Python's surrogatepass writes for one (no UTF-8)
 LONE_SURROGATE_JSON = '{"text": "the cat \\ud800"}'
 LONE_SURROGATE_BYTES = "the cat \ud800".encode("utf-8", "surrogatepass")

@@ -1,6 +1,6 @@
 """What several commands share beyond their options (those are in `vaswani.options`, the registry): the check of an
---output file, the output stream, the Translator of the decoding commands (translate, score, evaluate, serve) and
-the list of line numbers their truncation warnings show."""
+--output file, the output stream, the Translator of the decoding commands (translate, score, evaluate, serve), the
+list of line numbers their truncation warnings show and the languages of a file of pairs (evaluate, score)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from vaswani.export.ctranslate2 import is_ctranslate2_folder
 from vaswani.fileio import atomic_output
 from vaswani.inference.translator import Translator, unknown_target_language
 from vaswani.model_folder import hide_transformers_progress_bars
-from vaswani.serve.models import LANGUAGE_CODE, trained_pair
+from vaswani.serve.models import LANGUAGE_CODE, pair_from_training_arguments, trained_pair
 
 
 def check_input_file(path: Path, option: str) -> None:
@@ -118,3 +118,30 @@ def target_language(translator: Translator, language: str | None, model: Path, *
         raise UsageError(f"{given_by} {language}: the model {model} translates into {trained[1]} (its run_args.json) "
                          "and has no target-language tokens (>>xx<<) to choose another; leave it out")  # fmt: skip
     return None
+
+
+def languages_of_pair_file(args: argparse.Namespace, flag: str) -> tuple[str, str]:
+    """The languages of the pairs file that `flag` names (evaluate's --test_file, score's --pairs_file): --source_lang
+    and --target_lang, by default the first model's pair (its run_args.json)."""
+    if (args.source_lang is None) != (args.target_lang is None):
+        given, missing = ("--source_lang", "--target_lang") if args.target_lang is None else ("--target_lang",
+                                                                                              "--source_lang")  # fmt: skip
+        raise UsageError(f"{given} needs {missing} beside it: give both languages of {flag}, or neither to "
+                         "take the model's")  # fmt: skip
+    folder = Path(args.model[0])
+    if args.source_lang is not None:
+        if args.source_lang == args.target_lang:
+            raise UsageError(f"--source_lang and --target_lang are both {args.source_lang!r}: give the two languages "
+                             f"of {flag}")  # fmt: skip
+        # a model trained on another pair may still translate this one (a multilingual model): said, not refused;
+        # a converted model has no run_args.json: nothing to compare
+        trained = trained_pair(folder) if folder.is_dir() else None
+        if trained is not None and trained != (args.source_lang, args.target_lang):
+            print(f"warning: --source_lang {args.source_lang} --target_lang {args.target_lang}: the model {folder} "
+                  f"was trained on {trained[0]}-{trained[1]} (its run_args.json)", file=sys.stderr)  # fmt: skip
+        return args.source_lang, args.target_lang
+    if not folder.is_dir():
+        raise UsageError(f"--model {folder}: no such folder")
+    return pair_from_training_arguments(
+        folder, fix=f"give the languages of {flag}: --source_lang LANG --target_lang LANG"
+    )

@@ -36,7 +36,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vaswani.cli.common import check_output_file, load_translator, open_output, shown_line_numbers, target_language
+from vaswani.cli.common import (
+    check_output_file,
+    languages_of_pair_file,
+    load_translator,
+    open_output,
+    shown_line_numbers,
+    target_language,
+)
 from vaswani.cli.translate import BUFFER_LINES
 from vaswani.constants import EVALUATION_FORMAT
 from vaswani.errors import UsageError
@@ -46,7 +53,6 @@ from vaswani.inference.outputs import one_line
 from vaswani.inference.translator import translate_lines
 from vaswani.metrics import corpus_scores
 from vaswani.options import add_option
-from vaswani.serve.models import pair_from_training_arguments, trained_pair
 
 if TYPE_CHECKING:
     from vaswani.data.loading import PairFile
@@ -110,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     if args.max_test_samples is not None and args.max_test_samples < 1:
         raise UsageError(f"--max_test_samples {args.max_test_samples} is not allowed; use a positive integer or leave "
                          "it unset")  # fmt: skip
-    source_lang, target_lang = languages_of_test_file(args)
+    source_lang, target_lang = languages_of_pair_file(args, "--test_file")
     test = pair_file("test", args.test_file, source_lang, target_lang)
     check_outputs(args, test)
     translator = load_translator(args.model, args, parallel_batches=args.parallel_batches, threads=args.threads)
@@ -139,32 +145,6 @@ def run(args: argparse.Namespace) -> int:
         write_file_atomically(args.output, json.dumps(results, indent=1, ensure_ascii=False) + "\n")
     print(summary(results, args.test_file))
     return 0
-
-
-def languages_of_test_file(args: argparse.Namespace) -> tuple[str, str]:
-    """--source_lang and --target_lang, by default the first model's pair (its run_args.json)."""
-    if (args.source_lang is None) != (args.target_lang is None):
-        given, missing = ("--source_lang", "--target_lang") if args.target_lang is None else ("--target_lang",
-                                                                                              "--source_lang")  # fmt: skip
-        raise UsageError(f"{given} needs {missing} beside it: give both languages of --test_file, or neither to "
-                         "take the model's")  # fmt: skip
-    folder = Path(args.model[0])
-    if args.source_lang is not None:
-        if args.source_lang == args.target_lang:
-            raise UsageError(f"--source_lang and --target_lang are both {args.source_lang!r}: give the two languages "
-                             "of --test_file")  # fmt: skip
-        # a model trained on another pair may still translate this one (a multilingual model): said, not refused;
-        # a converted model has no run_args.json: nothing to compare
-        trained = trained_pair(folder) if folder.is_dir() else None
-        if trained is not None and trained != (args.source_lang, args.target_lang):
-            print(f"warning: --source_lang {args.source_lang} --target_lang {args.target_lang}: the model {folder} "
-                  f"was trained on {trained[0]}-{trained[1]} (its run_args.json)", file=sys.stderr)  # fmt: skip
-        return args.source_lang, args.target_lang
-    if not folder.is_dir():
-        raise UsageError(f"--model {folder}: no such folder")
-    return pair_from_training_arguments(
-        folder, fix="give the languages of --test_file: --source_lang LANG --target_lang LANG"
-    )
 
 
 def check_outputs(args: argparse.Namespace, test: PairFile) -> None:
