@@ -257,10 +257,16 @@ def test_bad_text_input_is_one_error_line(text_dir, tmp_path):
     train_bpe_tokenizer(iterator=["a b c", "b c d"], vocab_size=300, min_frequency=1).save_pretrained(no_mask)
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "fine"}\n{"body": "no text field"}\n')
+    surrogate = tmp_path / "surrogate.jsonl"
+    surrogate.write_text('{"text": "fine"}\n{"text": "half a pair: \\udc00"}\n')
     cases = [
         (["--task", "masked_lm", *text_args(text_dir), "--tokenizer", str(no_mask)], "has no mask token"),
         (["--task", "causal_lm", "--train_file", str(bad)], "bad.jsonl line 2: no 'text' field"),
         (["--task", "causal_lm", "--train_file", str(tmp_path / "missing.txt")], "file not found"),
+        (
+            ["--task", "causal_lm", "--train_file", str(surrogate)],
+            "surrogate.jsonl line 2: the 'text' field holds a lone surrogate \\udc00 at character 14",
+        ),  # fmt: skip
     ]
     for args, message in cases:
         status, stderr = train_command_in_process([*args, "--max_train_steps", "1", "--output_dir",
