@@ -306,6 +306,50 @@ def test_a_served_multilingual_model_is_loaded_once_and_each_pair_gets_its_token
         ]
 
 
+@pytest.mark.parametrize(
+    ("language", "known", "code"),
+    [
+        ("es", ["es", "fr"], "es"),  # the token's own code
+        ("es", ["fra", "spa"], "spa"),  # ISO 639-1 for the ISO 639-3 tokens of Tatoeba-MT models
+        ("spa", ["es", "fr"], "es"),  # and back
+        ("deu", ["de"], "de"),
+        ("ger", ["deu"], "deu"),  # ISO 639-2/B, the bibliographic code
+        ("iw", ["heb"], "heb"),  # a withdrawn code (Hebrew's before 1989)
+        ("pt_BR", ["pt_br", "pt"], "pt_br"),  # letter case, a region
+        ("pt-BR", ["por_BR"], "por_BR"),
+        ("zh", ["zho", "cmn"], None),  # two tokens of one language: the user chooses
+        ("de", ["es", "fr"], None),
+        ("pt", ["pt_br"], None),  # a region is not the language
+    ],
+)
+def test_a_language_in_another_spelling_finds_the_models_token(language, known, code):
+    from vaswani.inference.translator import language_token_code
+
+    assert language_token_code(language, known) == code
+
+
+def test_another_spelling_of_a_target_language_gives_its_tokens_translations(multilingual, tmp_path):
+    """`--target_lang fra`, a request's "spa" and `--model en-ita=DIR` choose the `>>fr<<`, `>>es<<` and `>>it<<` of
+    the model as their ISO 639-1 codes do (a LibreTranslate client asks for "es" from a Tatoeba-MT model's `>>spa<<`
+    the same way)."""
+    from vaswani.inference.translator import Translator
+    from vaswani.serve.models import ModelSpec, load_models
+
+    _, tokenizer, _, converted = multilingual
+    lines = sentences(4, tokenizer)
+    by_iso_639_3 = translate(converted, lines, tmp_path, "--target_lang", "fra")
+    assert by_iso_639_3 == translate(converted, lines, tmp_path, "--target_lang", "fr")
+    translator = Translator(converted, device="cpu")
+    assert translator.translate(lines, target_languages="spa") == translator.translate(lines, target_languages="es")
+    models = load_models([ModelSpec(converted, ("en", "ita")), ModelSpec(converted, ("en", "spa"))],
+                         lambda folders: translator)  # fmt: skip
+    assert {pair: served.target_language for pair, served in models.items()} == {("en", "ita"): "it",
+                                                                                ("en", "spa"): "es"}  # fmt: skip
+    with running(models) as address:
+        status, answer, _ = post_json(address, "/translate", {"q": lines[0], "source": "en", "target": "ita"})
+    assert status == 200 and answer["translatedText"] == translator.translate(lines[:1], target_languages="it")[0]
+
+
 def test_a_served_pair_whose_target_has_no_token_is_a_start_up_error(multilingual, model_folder):
     from vaswani.serve.models import ModelSpec, load_models
 
@@ -429,6 +473,8 @@ def test_every_target_of_a_multilingual_model_is_served_by_src_star(multilingual
     assert sorted(models) == [("en", "es"), ("en", "fr"), ("en", "it"), ("it", "es"), ("it", "fr")]
     assert loads == [[converted]] and {served.target_language for served in models.values()} == set(LANGUAGES)
     assert f"{converted} serves en-es, en-fr, en-it, it-es, it-fr" in caplog.text
+    spelt = load_models([parse_model_spec(f"ita-*={converted}", every_target=True)], load)
+    assert sorted(spelt) == [("ita", "es"), ("ita", "fr")]  # the source's own language left out in any spelling
     with pytest.raises(UsageError, match=rf"--model en-\*={model_folder}: the model has no target-language tokens"):
         load_models([parse_model_spec(f"en-*={model_folder}", every_target=True)], load)
     assert parse_model_spec(f"en-*={converted}").folder == Path(f"en-*={converted}")  # a teacher's: no such pair

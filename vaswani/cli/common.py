@@ -17,7 +17,7 @@ from vaswani.devices import MIXED_PRECISION_TO_DTYPE
 from vaswani.errors import UsageError
 from vaswani.export.ctranslate2 import is_ctranslate2_folder
 from vaswani.fileio import atomic_output
-from vaswani.inference.translator import Translator, unknown_target_language
+from vaswani.inference.translator import Translator, language_token_code, unknown_target_language
 from vaswani.model_folder import hide_transformers_progress_bars
 from vaswani.serve.models import LANGUAGE_CODE, pair_from_training_arguments, trained_pair
 
@@ -97,8 +97,8 @@ def check_language_code(code: str | None, flag: str) -> None:
 def target_language(translator: Translator, language: str | None, model: Path, *, check_trained: bool = True,
                     given_by: str = "--target_lang") -> str | None:  # fmt: skip
     """What every sentence is translated into, as `Translator.translate(target_languages=...)` takes it: `language` (the
-    value of --target_lang, or what `given_by` names) for a multilingual model, which has a token for each language it
-    translates into (`Translator.target_languages`); None for a model of one target language, which needs none. A
+    value of --target_lang, or what `given_by` names; as the model spells it: `language_token_code`) for a
+    multilingual model, which has a token for each language it translates into (`Translator.target_languages`); None for a model of one target language, which needs none. A
     language the model has no token for is a `UsageError`, as is (`check_trained`) another language than the one
     `model` was trained to translate into (its run_args.json). A multilingual model without a language gets a
     warning: each line then needs its token first."""
@@ -110,9 +110,10 @@ def target_language(translator: Translator, language: str | None, model: Path, *
                   "language itself", file=sys.stderr)  # fmt: skip
         return None
     if known:
-        if language not in known:
+        code = language_token_code(language, known)
+        if code is None:
             raise UsageError(unknown_target_language(f"{given_by} {language}", known))
-        return language
+        return code
     trained = trained_pair(model) if check_trained else None
     if trained is not None and trained[1] != language:
         raise UsageError(f"{given_by} {language}: the model {model} translates into {trained[1]} (its run_args.json) "

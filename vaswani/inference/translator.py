@@ -152,6 +152,30 @@ def target_languages_of(vocab: dict[str, int]) -> dict[str, int]:
     return {match[1]: vocab[token] for token in sorted(vocab) if (match := TARGET_LANGUAGE_TOKEN.fullmatch(token))}
 
 
+def language_token_code(language: str, known: Iterable[str]) -> str | None:
+    """The code among `known` (a model's target-language tokens, `target_languages_of`) that `language` asks for:
+    `language` itself, else the one code that names the same language in another spelling: ISO 639-1 for ISO 639-3
+    and back (`es` for the `>>spa<<` of Tatoeba-MT models, `spa` for `>>es<<`), an older code (`iw`: `he`) or
+    another letter case (`pt_BR` for `>>pt_br<<`), by CLDR's language aliases (`canonical_language`). None when no
+    code or several (`zh` where a model has both `>>zho<<` and `>>cmn<<`) do."""
+    if language in known:
+        return language
+    wanted = canonical_language(language)
+    matches = [code for code in known if canonical_language(code) == wanted]
+    return matches[0] if len(matches) == 1 else None
+
+
+def canonical_language(code: str) -> str:
+    """`code` ("spa", "pt_BR", "cmn_Hans") in one spelling per language, for comparing codes: its language part
+    replaced by CLDR's preferred code (Babel's `language_aliases`: "spa" -> "es", "iw" -> "he"), `-` as `_`, lower
+    case."""
+    from babel.core import get_global  # start-up: only a multilingual model's codes need it
+
+    language, separator, rest = code.replace("-", "_").partition("_")
+    language = get_global("language_aliases").get(language.lower(), language)
+    return f"{language}{separator}{rest}".lower()
+
+
 def unknown_target_language(what: str, known: Iterable[str]) -> str:
     """Why a model whose target-language codes are `known` cannot translate into what `what` asks for (a flag and its
     value, "target language 'xx'", a request's field)."""
@@ -326,8 +350,9 @@ class Translator:
         self, target_languages: str | Sequence[str | None] | None, count: int
     ) -> list[int | None] | None:
         """The target-language token id of each of `count` sentences (None where none is asked for), or None when no
-        sentence asks for one; `target_languages` is one code per sentence, or one code (a string) for all of them.
-        A `TranslateError` for a list of the wrong length or a language the model has no token for."""
+        sentence asks for one; `target_languages` is one code per sentence, or one code (a string) for all of them,
+        each a token's code or another spelling of it (`language_token_code`: `es` for `>>spa<<`). A `TranslateError`
+        for a list of the wrong length or a language the model has no token for."""
         if target_languages is None:
             return None
         if isinstance(target_languages, str):
@@ -335,11 +360,13 @@ class Translator:
         if len(target_languages) != count:
             raise TranslateError(f"{len(target_languages)} target languages for {count} sentences: give one per "
                                  "sentence (None for none)")  # fmt: skip
-        ids = []
+        known, ids, codes = self.target_languages, [], {}
         for language in target_languages:
-            if language is not None and language not in self.target_languages:
-                raise TranslateError(unknown_target_language(f"target language {language!r}", self.target_languages))
-            ids.append(None if language is None else self.target_languages[language])
+            if language is not None and language not in codes:
+                codes[language] = language_token_code(language, known)
+                if codes[language] is None:
+                    raise TranslateError(unknown_target_language(f"target language {language!r}", known))
+            ids.append(None if language is None else known[codes[language]])
         return ids if any(i is not None for i in ids) else None
 
     def _set_max_source_length(self, max_source_length: int | None, positions: int) -> None:

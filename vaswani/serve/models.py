@@ -34,7 +34,12 @@ from typing import Any
 
 from vaswani.constants import CONFIG_FILE, RUN_ARGS_FILE
 from vaswani.errors import UsageError
-from vaswani.inference.translator import target_languages_of, unknown_target_language
+from vaswani.inference.translator import (
+    canonical_language,
+    language_token_code,
+    target_languages_of,
+    unknown_target_language,
+)
 from vaswani.model_folder import load_tokenizer
 
 LANGUAGE_CODE = r"[A-Za-z][A-Za-z0-9_]{0,15}"
@@ -130,13 +135,14 @@ def group_by_pair(specs: Sequence[ModelSpec]) -> dict[tuple[str, str], list[Path
 
 def every_target(folder: Path, source: str) -> list[str]:
     """The target languages of `--model SRC-*=DIR`: the codes of the model's target-language tokens (read from its
-    tokenizer alone), the source's own left out; a `UsageError` for a model without them."""
+    tokenizer alone), the source's own left out (in any spelling: `canonical_language`); a `UsageError` for a model
+    without them."""
     targets = sorted(target_languages_of(load_tokenizer(folder, light=True).get_vocab()))
     if not targets:
         raise UsageError(f"--model {source}-*={folder}: the model has no target-language tokens (>>xx<<, which a "
                          "multilingual OPUS-MT model has) to serve every target of; name its pair: "
                          f"--model {source}-TGT={folder}")  # fmt: skip
-    return [target for target in targets if target != source]
+    return [target for target in targets if canonical_language(target) != canonical_language(source)]
 
 
 def load_models(specs: Sequence[ModelSpec], load: Callable[[list[Path]], Any]) -> dict[tuple[str, str], ServedPair]:
@@ -166,13 +172,15 @@ def load_models(specs: Sequence[ModelSpec], load: Callable[[list[Path]], Any]) -
 
 def pair_target_language(known: Mapping[str, int], target: str, folder: Path, flag: str = "--model") -> str | None:
     """The code of the token that makes the model of `folder` (given as `flag`), whose target-language tokens are
-    `known` (`Translator.target_languages`), translate into `target`; None when it has no such tokens; a `UsageError`
-    when it has some but not this one."""
+    `known` (`Translator.target_languages`), translate into `target` (as the model spells it, `language_token_code`:
+    `--model en-es=DIR` for a model of `>>spa<<` tokens); None when it has no such tokens; a `UsageError` when it has
+    some but not this one."""
     if not known:
         return None
-    if target not in known:
+    code = language_token_code(target, known)
+    if code is None:
         raise UsageError(unknown_target_language(f"{flag} {folder} for the target {target}", known))
-    return target
+    return code
 
 
 def token_counter(tokenizer) -> Callable[[Sequence[str]], list[int]]:
