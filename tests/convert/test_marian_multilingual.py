@@ -323,15 +323,15 @@ def test_a_served_multilingual_model_is_loaded_once_and_each_pair_gets_its_token
     ],
 )
 def test_a_language_in_another_spelling_finds_the_models_token(language, known, code):
-    from vaswani.inference.translator import language_token_code
+    from vaswani.inference.translator import find_language_code
 
-    assert language_token_code(language, known) == code
+    assert find_language_code(language, known) == code
 
 
 def test_another_spelling_of_a_target_language_gives_its_tokens_translations(multilingual, tmp_path):
-    """`--target_lang fra`, a request's "spa" and `--model en-ita=DIR` choose the `>>fr<<`, `>>es<<` and `>>it<<` of
-    the model as their ISO 639-1 codes do (a LibreTranslate client asks for "es" from a Tatoeba-MT model's `>>spa<<`
-    the same way)."""
+    """`--target_lang fra`, the Translator's "spa" and `--model en-ita=DIR` choose the `>>fr<<`, `>>es<<` and `>>it<<`
+    of the model as their ISO 639-1 codes do (a LibreTranslate client asks for "es" from a Tatoeba-MT model's
+    `>>spa<<` the same way), and a request for "eng" into "it" finds the pair served as en-ita."""
     from vaswani.inference.translator import Translator
     from vaswani.serve.models import ModelSpec, load_models
 
@@ -347,7 +347,12 @@ def test_another_spelling_of_a_target_language_gives_its_tokens_translations(mul
                                                                                 ("en", "spa"): "es"}  # fmt: skip
     with running(models) as address:
         status, answer, _ = post_json(address, "/translate", {"q": lines[0], "source": "en", "target": "ita"})
+        # a request's codes in another spelling than the served pair's find it too (LibreTranslate clients: ISO 639-1)
+        respelt = post_json(address, "/translate", {"q": lines[0], "source": "eng", "target": "it"})
+        unknown = post_json(address, "/translate", {"q": lines[0], "source": "en", "target": "fr"})
     assert status == 200 and answer["translatedText"] == translator.translate(lines[:1], target_languages="it")[0]
+    assert respelt[:2] == (200, answer)
+    assert unknown[0] == 400 and "this server translates into ita, spa" in unknown[1]["error"]
 
 
 def test_a_served_pair_whose_target_has_no_token_is_a_start_up_error(multilingual, model_folder):

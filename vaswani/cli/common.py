@@ -17,7 +17,7 @@ from vaswani.devices import MIXED_PRECISION_TO_DTYPE
 from vaswani.errors import UsageError
 from vaswani.export.ctranslate2 import is_ctranslate2_folder
 from vaswani.fileio import atomic_output
-from vaswani.inference.translator import Translator, language_token_code, unknown_target_language
+from vaswani.inference.translator import Translator, find_language_code, unknown_target_language
 from vaswani.model_folder import hide_transformers_progress_bars
 from vaswani.serve.models import LANGUAGE_CODE, pair_from_training_arguments, trained_pair
 
@@ -97,7 +97,7 @@ def check_language_code(code: str | None, flag: str) -> None:
 def target_language(translator: Translator, language: str | None, model: Path, *, check_trained: bool = True,
                     given_by: str = "--target_lang") -> str | None:  # fmt: skip
     """What every sentence is translated into, as `Translator.translate(target_languages=...)` takes it: `language` (the
-    value of --target_lang, or what `given_by` names; as the model spells it: `language_token_code`) for a
+    value of --target_lang, or what `given_by` names; as the model spells it: `find_language_code`) for a
     multilingual model, which has a token for each language it translates into (`Translator.target_languages`); None for a model of one target language, which needs none. A
     language the model has no token for is a `UsageError`, as is (`check_trained`) another language than the one
     `model` was trained to translate into (its run_args.json). A multilingual model without a language gets a
@@ -110,7 +110,7 @@ def target_language(translator: Translator, language: str | None, model: Path, *
                   "language itself", file=sys.stderr)  # fmt: skip
         return None
     if known:
-        code = language_token_code(language, known)
+        code = find_language_code(language, known)
         if code is None:
             raise UsageError(unknown_target_language(f"{given_by} {language}", known))
         return code

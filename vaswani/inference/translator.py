@@ -152,8 +152,9 @@ def target_languages_of(vocab: dict[str, int]) -> dict[str, int]:
     return {match[1]: vocab[token] for token in sorted(vocab) if (match := TARGET_LANGUAGE_TOKEN.fullmatch(token))}
 
 
-def language_token_code(language: str, known: Iterable[str]) -> str | None:
-    """The code among `known` (a model's target-language tokens, `target_languages_of`) that `language` asks for:
+def find_language_code(language: str, known: Iterable[str]) -> str | None:
+    """The code among `known` (a model's target-language tokens, `target_languages_of`; a server's languages) that
+    `language` asks for:
     `language` itself, else the one code that names the same language in another spelling: ISO 639-1 for ISO 639-3
     and back (`es` for the `>>spa<<` of Tatoeba-MT models, `spa` for `>>es<<`), an older code (`iw`: `he`) or
     another letter case (`pt_BR` for `>>pt_br<<`), by CLDR's language aliases (`canonical_language`). None when no
@@ -351,7 +352,7 @@ class Translator:
     ) -> list[int | None] | None:
         """The target-language token id of each of `count` sentences (None where none is asked for), or None when no
         sentence asks for one; `target_languages` is one code per sentence, or one code (a string) for all of them,
-        each a token's code or another spelling of it (`language_token_code`: `es` for `>>spa<<`). A `TranslateError`
+        each a token's code or another spelling of it (`find_language_code`: `es` for `>>spa<<`). A `TranslateError`
         for a list of the wrong length or a language the model has no token for."""
         if target_languages is None:
             return None
@@ -363,7 +364,7 @@ class Translator:
         known, ids, codes = self.target_languages, [], {}
         for language in target_languages:
             if language is not None and language not in codes:
-                codes[language] = language_token_code(language, known)
+                codes[language] = find_language_code(language, known)
                 if codes[language] is None:
                     raise TranslateError(unknown_target_language(f"target language {language!r}", known))
             ids.append(None if language is None else known[codes[language]])

@@ -51,7 +51,7 @@ from starlette.exceptions import HTTPException
 from vaswani.errors import UsageError
 from vaswani.inference.outputs import JsonlOutput
 from vaswani.inference.text import HtmlText, SplitText, nonbreaking_prefixes, split_text
-from vaswani.inference.translator import Sampling, TranslateError, missing_constraints
+from vaswani.inference.translator import Sampling, TranslateError, find_language_code, missing_constraints
 from vaswani.serve.batching import Batcher, DecodingOptions
 from vaswani.serve.limits import MAX_NEW_TOKENS, ApiKeys, BodyLimit, Limits, RateLimiter, RequestError
 from vaswani.serve.metrics import CONTENT_TYPE, ServerMetrics
@@ -202,8 +202,12 @@ class Server:
             self.rate_limiter.take(identity, rate)
 
     def pair(self, source: str, target: str) -> tuple[tuple[str, str], bool]:
-        """The loaded pair for `source` (a code or "auto") and `target`, and whether `auto` chose it; else a 400."""
+        """The loaded pair for `source` (a code or "auto") and `target`, and whether `auto` chose it; else a 400. A code
+        in another spelling than the pair's (`es` for a pair served as `spa`: `find_language_code`) finds it."""
         targets = {t for _, t in self.models}
+        target = find_language_code(target, targets) or target
+        if source != "auto":
+            source = find_language_code(source, self.sources) or source
         if target not in targets:
             raise RequestError(
                 400, f"{shown(target)} is not supported: this server translates into {', '.join(sorted(targets))}"

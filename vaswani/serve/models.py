@@ -36,7 +36,7 @@ from vaswani.constants import CONFIG_FILE, RUN_ARGS_FILE
 from vaswani.errors import UsageError
 from vaswani.inference.translator import (
     canonical_language,
-    language_token_code,
+    find_language_code,
     target_languages_of,
     unknown_target_language,
 )
@@ -172,12 +172,12 @@ def load_models(specs: Sequence[ModelSpec], load: Callable[[list[Path]], Any]) -
 
 def pair_target_language(known: Mapping[str, int], target: str, folder: Path, flag: str = "--model") -> str | None:
     """The code of the token that makes the model of `folder` (given as `flag`), whose target-language tokens are
-    `known` (`Translator.target_languages`), translate into `target` (as the model spells it, `language_token_code`:
+    `known` (`Translator.target_languages`), translate into `target` (as the model spells it, `find_language_code`:
     `--model en-es=DIR` for a model of `>>spa<<` tokens); None when it has no such tokens; a `UsageError` when it has
     some but not this one."""
     if not known:
         return None
-    code = language_token_code(target, known)
+    code = find_language_code(target, known)
     if code is None:
         raise UsageError(unknown_target_language(f"{flag} {folder} for the target {target}", known))
     return code
