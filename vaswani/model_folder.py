@@ -166,7 +166,10 @@ def check_model_folder(folder: str | Path, *, need_tokenizer: bool = True, need_
     if not (folder / CONFIG_FILE).is_file():
         raise ModelFolderError(
             f"{folder} is not a model folder (no config.json): "
-            + (_checkpoint_hint(folder) or "give the folder that train.py or save_pretrained wrote")
+            + (
+                _checkpoint_hint(folder)
+                or "give a folder that vaswani train, convert or average wrote (or save_pretrained)"
+            )
         )
     if need_weights:
         check_safetensors_weights(folder)

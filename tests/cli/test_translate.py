@@ -507,7 +507,10 @@ BAD_INPUTS = {
         ["translate", "--model", "nowhere/model"],
         r"no such model folder: nowhere/model \(models are read from local folders only",
     ),
-    "not-a-model": (["translate", "--model", "{root}/empty"], r"is not a model folder \(no config.json\)"),
+    "not-a-model": (
+        ["translate", "--model", "{root}/empty"],
+        r"is not a model folder \(no config.json\): give a folder that vaswani train, convert or average wrote",
+    ),
     "no-weights": (["translate", "--model", "{root}/no_weights"], r"has no model weights \(model.safetensors\)"),
     "no-tokenizer": (["translate", "--model", "{root}/no_tokenizer"], r"has no tokenizer \(tokenizer.json\)"),
     "other-tokenizer": (["translate", "--model", "{root}/other_tokenizer"], "does not fit the model"),

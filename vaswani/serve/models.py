@@ -121,7 +121,7 @@ def group_by_pair(specs: Sequence[ModelSpec]) -> dict[tuple[str, str], list[Path
             raise UsageError(f"--model {spec.folder}: no such folder")
         if not (spec.folder / CONFIG_FILE).is_file():  # before its pair: naming one would not make it a model
             raise UsageError(f"--model {spec.folder} is not a model folder (no {CONFIG_FILE}): give a folder that "
-                             "vaswani train, convert or export wrote")  # fmt: skip
+                             "vaswani train, convert, average or export wrote")  # fmt: skip
     pairs: dict[tuple[str, str], list[Path]] = {}
     for spec in specs:
         if spec.pair is not None and spec.pair[1] == EVERY_TARGET:
