@@ -97,11 +97,11 @@ def check_language_code(code: str | None, flag: str) -> None:
 def target_language(translator: Translator, language: str | None, model: Path, *, check_trained: bool = True,
                     given_by: str = "--target_lang") -> str | None:  # fmt: skip
     """What every sentence is translated into, as `Translator.translate(target_languages=...)` takes it: `language` (the
-    value of --target_lang, or what `given_by` names; as the model spells it: `find_language_code`) for a
-    multilingual model, which has a token for each language it translates into (`Translator.target_languages`); None for a model of one target language, which needs none. A
-    language the model has no token for is a `UsageError`, as is (`check_trained`) another language than the one
-    `model` was trained to translate into (its run_args.json). A multilingual model without a language gets a
-    warning: each line then needs its token first."""
+    value of --target_lang, or what `given_by` names), as the model spells it (`find_language_code`), for a
+    multilingual model, which has a token for each language it translates into (`Translator.target_languages`); None
+    for a model of one target language, which needs none. A language the model has no token for is a `UsageError`,
+    as is (`check_trained`) another language than the one `model` was trained to translate into (its run_args.json).
+    A multilingual model without a language gets a warning: each line then needs its token first."""
     known = translator.target_languages
     if language is None:
         if known:

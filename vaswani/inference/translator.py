@@ -154,11 +154,10 @@ def target_languages_of(vocab: dict[str, int]) -> dict[str, int]:
 
 def find_language_code(language: str, known: Iterable[str]) -> str | None:
     """The code among `known` (a model's target-language tokens, `target_languages_of`; a server's languages) that
-    `language` asks for:
-    `language` itself, else the one code that names the same language in another spelling: ISO 639-1 for ISO 639-3
-    and back (`es` for the `>>spa<<` of Tatoeba-MT models, `spa` for `>>es<<`), an older code (`iw`: `he`) or
-    another letter case (`pt_BR` for `>>pt_br<<`), by CLDR's language aliases (`canonical_language`). None when no
-    code or several (`zh` where a model has both `>>zho<<` and `>>cmn<<`) do."""
+    `language` asks for: `language` itself, else the one code that names the same language in another spelling: ISO
+    639-1 for ISO 639-3 and back (`es` for the `>>spa<<` of Tatoeba-MT models, `spa` for `>>es<<`), an older code
+    (`iw`: `he`) or another letter case (`pt_BR` for `>>pt_br<<`), by CLDR's language aliases (`canonical_language`).
+    None when no code or several (`zh` where a model has both `>>zho<<` and `>>cmn<<`) do."""
     if language in known:
         return language
     wanted = canonical_language(language)
