@@ -51,6 +51,10 @@ def decode_line(raw: bytes | str, line_number: int) -> str:
     return text.removesuffix("\n").removesuffix("\r")
 
 
+LONE_SURROGATE_FIX = "write the text as UTF-8, or escape a character beyond U+FFFF as a valid pair"
+"""What every reader of JSON text tells a user whose text holds a `lone_surrogate`."""
+
+
 def lone_surrogate(text: str) -> str | None:
     """Where `text` is not Unicode text, or None: JSON's `\\ud800` escapes can carry half of a surrogate pair, which
     no UTF-8 text holds and no tokenizer takes. Says the escape and its (1-based) character position."""

@@ -47,7 +47,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from vaswani.errors import DataError
-from vaswani.fileio import conversion_hint, count_lines, decode_line, lone_surrogate
+from vaswani.fileio import LONE_SURROGATE_FIX, conversion_hint, count_lines, decode_line, lone_surrogate
 
 SPLITS = ("train", "validation", "test")
 JSON_SUFFIXES = (".json", ".jsonl")
@@ -417,8 +417,7 @@ def _read_json_lines(path: str, source_lang: str, target_lang: str) -> Iterator[
                 problem = f'the "{lang}" text is {_json_type(text)}, expected a string'
                 raise _json_error(path, line_number, line, layout, problem)
             if text and (problem := lone_surrogate(text)):  # what no UTF-8 file holds, but a JSON escape can
-                raise DataError(f'{path} line {line_number}: the "{lang}" text holds {problem}. Write the text as '
-                                "UTF-8, or escape a character beyond U+FFFF as a valid pair.")  # fmt: skip
+                raise DataError(f'{path} line {line_number}: the "{lang}" text holds {problem}; {LONE_SURROGATE_FIX}.')
             texts.append(text or "")  # null counts as an empty side
         yield line_number, texts[0], texts[1]
 

@@ -48,7 +48,7 @@ from vaswani.data.loading import (
     read_lines,
 )
 from vaswani.errors import DataError
-from vaswani.fileio import lone_surrogate
+from vaswani.fileio import LONE_SURROGATE_FIX, lone_surrogate
 
 TEXT_READER_VERSION = 1
 """Part of the cache key of text datasets built from files: bump it when the reading rules change."""
@@ -131,8 +131,7 @@ def _json_text(path: str, line_number: int, line: str, text_column: str) -> str:
     if not isinstance(value, str):
         raise DataError(f"{path} line {line_number}: the {text_column!r} field is {type(value).__name__}, not text.")
     if problem := lone_surrogate(value):  # what no UTF-8 file holds, but a JSON escape can
-        raise DataError(f"{path} line {line_number}: the {text_column!r} field holds {problem}. Write the text as "
-                        "UTF-8, or escape a character beyond U+FFFF as a valid pair.")  # fmt: skip
+        raise DataError(f"{path} line {line_number}: the {text_column!r} field holds {problem}; {LONE_SURROGATE_FIX}.")
     return value
 
 

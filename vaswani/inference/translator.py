@@ -47,7 +47,7 @@ from vaswani.constants import EXPORT_INFO_FILE, SEQ2SEQ_MODEL_TYPE
 from vaswani.devices import resolve_device, set_torch_threads
 from vaswani.errors import TranslateError
 from vaswani.export.ctranslate2 import RUNS_WITH, is_ctranslate2_folder
-from vaswani.fileio import conversion_hint, decode_line, lone_surrogate
+from vaswani.fileio import LONE_SURROGATE_FIX, conversion_hint, decode_line, lone_surrogate
 from vaswani.inference.engines import (
     BACKENDS,
     CT2_NO_CONSTRAINTS,
@@ -756,8 +756,7 @@ def read_jsonl_requests(lines: Iterable[str], name: str = "the input") -> Iterat
                 raise TranslateError(f'{name} line {number}: "{field_name}" must be {wanted}')
             for text in [value] if isinstance(value, str) else value or []:
                 if problem := lone_surrogate(text):
-                    raise TranslateError(f'{name} line {number}: "{field_name}" holds {problem}; write the text '
-                                         "as UTF-8, or escape a character beyond U+FFFF as a valid pair")  # fmt: skip
+                    raise TranslateError(f'{name} line {number}: "{field_name}" holds {problem}; {LONE_SURROGATE_FIX}')
         yield {field_name: record.get(field_name) for field_name in INPUT_FIELDS}
 
 
