@@ -53,21 +53,31 @@ def test_a_batch_holds_at_most_the_token_budget():
 
 class Recorder:
     """A stand-in `decode` that records each batch and how many batches were decoding at once at most; each batch
-    takes `seconds` (in its worker thread)."""
+    takes `seconds` (in its worker thread). With `meet=N` a batch also waits, until N batches have been decoding at
+    once (or `MEET_SECONDS` passed): whether two batches overlap then does not depend on how soon a busy machine
+    starts the second worker's thread (CI saw `most == 1` with 0.2 s batches), and a batcher that never decodes N at
+    once still shows `most` below N."""
 
-    def __init__(self, seconds: float = 0.05):
-        self.seconds, self.batches, self.now, self.most = seconds, [], 0, 0
+    def __init__(self, seconds: float = 0.05, meet: int | None = None):
+        self.seconds, self.meet, self.batches, self.now, self.most = seconds, meet, [], 0, 0
         self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
 
     def __call__(self, key, sentences, options):
         with self.lock:
             self.batches.append((key, list(sentences)))
             self.now += 1
             self.most = max(self.most, self.now)
+            self.changed.notify_all()
+            if self.meet is not None:
+                self.changed.wait_for(lambda: self.most >= self.meet, timeout=MEET_SECONDS)
         time.sleep(self.seconds)
         with self.lock:
             self.now -= 1
         return [[f"{key}:{sentence}"] for sentence in sentences]
+
+
+MEET_SECONDS = 10  # a `Recorder(meet=N)` batch waits at most this long for the others: a failure's cost, not a pass's
 
 
 def run_requests(batcher: Batcher, requests: list[tuple[str, str]]) -> list:
@@ -91,7 +101,7 @@ def test_by_default_one_batch_decodes_at_a_time_whatever_the_model():
 
 
 def test_a_model_with_two_slots_decodes_two_batches_at_once_and_shares_a_burst_between_them():
-    decode = Recorder(seconds=0.2)
+    decode = Recorder(seconds=0.2, meet=2)
     requests = [("en-de", f"s{i}") for i in range(8)]
     results = run_requests(Batcher(decode, max_tokens=1000, max_wait=0.05, slots={"en-de": 2}), requests)
     assert results == [[[f"en-de:{sentence}"]] for _, sentence in requests]  # each request its own answer, once
@@ -100,7 +110,7 @@ def test_a_model_with_two_slots_decodes_two_batches_at_once_and_shares_a_burst_b
 
 
 def test_a_busy_model_does_not_hold_up_another_models_batches():
-    decode = Recorder(seconds=0.2)
+    decode = Recorder(seconds=0.2, meet=2)
     requests = [("en-de", "a"), ("en-de", "b"), ("de-en", "c")]
     batcher = Batcher(decode, max_tokens=10, max_wait=0.01, slots={"en-de": 1, "de-en": 1, "fr-en": 2})
     run_requests(batcher, requests)
@@ -262,7 +272,7 @@ def document(batcher: Batcher, sentences: list[str], lengths: list[int], key: st
 
 
 def test_a_document_is_decoded_by_both_workers_of_a_two_slot_model_and_answered_whole_in_order():
-    decode = Recorder(seconds=0.2)
+    decode = Recorder(seconds=0.2, meet=2)
     sentences = [f"s{i}" for i in range(8)]
     results = document(Batcher(decode, max_tokens=80, slots={"en-de": 2}), sentences, [10] * 8)
     assert results == [[f"en-de:{sentence}"] for sentence in sentences]
