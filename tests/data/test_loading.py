@@ -273,11 +273,31 @@ def test_six_empty_pairs_keep_five_examples(tmp_path):
     assert ", ...)" in report.summary()
 
 
-@pytest.mark.parametrize(("content", "problem"), [("", "is empty"), ("\t\n \t \n", "has only empty pairs")])
+NO_PAIR_FIX = ": give at least one pair in which both sides have text."
+
+
+@pytest.mark.parametrize(("content", "problem"), [
+    ("", "is empty"), ("\t\n", "has only empty pairs (1 line)"), ("\t\n \t \n", "has only empty pairs (2 lines)"),
+])  # fmt: skip
 def test_split_without_any_pair_is_an_error(tmp_path, content, problem):
     path = write(tmp_path / "train.tsv", content)
-    with pytest.raises(DataError, match=f"--train_file: .*train.tsv {problem}"):
+    with pytest.raises(DataError) as error:
         load(tmp_path, train_file=path)
+    assert str(error.value) == f"--train_file: {path} {problem}{NO_PAIR_FIX}"
+
+
+@pytest.mark.parametrize(("rows", "problem"), [
+    ([], "is empty"), ([{"en": " ", "de": "Satz"}], "has only empty pairs (1 row)"),
+    ([{"en": "a", "de": None}, {"en": "", "de": ""}], "has only empty pairs (2 rows)"),
+])  # fmt: skip
+def test_named_dataset_split_without_any_pair_is_an_error_in_the_files_words(tmp_path, hub, rows, problem):
+    translation = datasets.Features({"translation": {"en": datasets.Value("string"), "de": datasets.Value("string")}})
+    hub.datasets["someone/empty"] = datasets.DatasetDict(
+        {"train": datasets.Dataset.from_dict({"translation": rows}, features=translation)}
+    )
+    with pytest.raises(DataError) as error:
+        load(tmp_path, dataset_name="someone/empty", validation_size=0)
+    assert str(error.value).endswith(f" {problem}{NO_PAIR_FIX}") and "someone/empty" in str(error.value)
 
 
 def test_validation_carved_out_of_train(tmp_path):

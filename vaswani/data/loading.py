@@ -334,12 +334,16 @@ def check_file(source: FileSource, source_lang: str, target_lang: str) -> SplitR
         if source_empty or is_empty(target_text):
             report.add_skipped(source.location(line_number, source_empty))
     if report.pairs_read == report.pairs_skipped:
-        problem = "is empty" if report.pairs_read == 0 else f"has only empty pairs ({report.pairs_read:,} lines)"
-        raise DataError(
-            f"--{source.split}_file: {source.describe()} {problem}: a split needs at least one pair in which both "
-            "sides have text."
-        )
+        raise no_pair_error(f"--{source.split}_file: {source.describe()}", report.pairs_read, "line")
     return report
+
+
+def no_pair_error(description: str, count: int, unit: str) -> DataError:
+    """The one wording for pairs of which none has text on both sides (`count` `unit`s read: the lines of a file
+    that `check_file` reads, the rows of a dataset that `drop_empty_pairs` keeps): training's splits, evaluate's
+    --test_file and score's --pairs_file."""
+    problem = "is empty" if count == 0 else f"has only empty pairs ({count:,} {unit}{'' if count == 1 else 's'})"
+    return DataError(f"{description} {problem}: give at least one pair in which both sides have text.")
 
 
 def read_pairs(source: FileSource, source_lang: str, target_lang: str) -> Iterator[tuple[int, str, str]]:
@@ -684,8 +688,7 @@ def drop_empty_pairs(
     for row in empty_rows:
         report.add_skipped(f"row {row}")
     if len(empty_rows) == len(dataset):
-        problem = "is empty" if len(dataset) == 0 else "has only pairs with an empty side"
-        raise DataError(f"{description} {problem}: a split needs at least one pair in which both sides have text.")
+        raise no_pair_error(description, len(dataset), "row")
     if empty_rows:
         keep = np.ones(len(dataset), dtype=bool)
         keep[empty_rows] = False
