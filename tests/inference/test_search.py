@@ -356,6 +356,25 @@ def test_score_pairs_file_scores_every_pair_as_source_and_target_files_do(model_
     assert records[0]["score"] > records[1]["score"]  # the right translation above the wrong one
 
 
+@pytest.mark.parametrize("kind", PAIRS_FILE_FORMATS)
+@pytest.mark.parametrize("pairs", [[("", "")], [("", "die Katze"), (" ", "")], []], ids=["one", "two", "none"])
+def test_score_pairs_file_without_a_pair_of_text_scores_as_source_and_target_files_do(model_folder, tmp_path, kind,
+                                                                                      pairs):  # fmt: skip
+    """Pairs of which none has text on both sides, or none at all: a line of scores for each, as --source and
+    --target give (evaluate and training refuse such a file: they need a pair to translate or learn)."""
+    source = write_lines(tmp_path / "in.en", [s for s, _ in pairs])
+    target = write_lines(tmp_path / "in.de", [t for _, t in pairs])
+    pairs_file = write_pairs_file(tmp_path, kind, pairs)
+    expected, scored = tmp_path / "expected.jsonl", tmp_path / "scored.jsonl"
+    assert run_cli("score", "--model", str(model_folder), "--source", str(source), "--target", str(target),
+                   "--output", str(expected), "--output_format", "jsonl", "--no_progress") == 0  # fmt: skip
+    assert run_cli("score", "--model", str(model_folder), "--pairs_file", str(pairs_file), "--source_lang", "en",
+                   "--target_lang", "de", "--output", str(scored), "--output_format", "jsonl",
+                   "--no_progress") == 0  # fmt: skip
+    assert len(scored.read_text().splitlines()) == len(pairs)
+    assert scored.read_text() == expected.read_text()
+
+
 def test_score_pairs_file_takes_the_models_languages_from_its_run_args(model_folder, tmp_path):
     """Without --source_lang and --target_lang, the pair of the model's run_args.json names the file's sides (as
     `vaswani evaluate` reads its --test_file); a model without one needs them given."""

@@ -161,7 +161,8 @@ def _pairs_file(args: argparse.Namespace) -> tuple[int, Callable, str]:
     for flag, code in (("--source_lang", args.source_lang), ("--target_lang", args.target_lang)):
         check_language_code(code, flag)
     source_lang, target_lang = languages_of_pair_file(args, "--pairs_file")
-    data = pair_file("pairs", args.pairs_file, source_lang, target_lang)
+    # every pair is scored, one output line each, as with --source and --target: a file of empty pairs too
+    data = pair_file("pairs", args.pairs_file, source_lang, target_lang, require_pair=False)
     for model in args.model:
         check_output_file(args.output, inputs=[Path(path) for path in data.source.paths], model=model)
 

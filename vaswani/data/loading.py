@@ -321,10 +321,10 @@ def resolve_file(split: str, path: str, source_lang: str, target_lang: str) -> F
     raise DataError(message)
 
 
-def check_file(source: FileSource, source_lang: str, target_lang: str) -> SplitReport:
+def check_file(source: FileSource, source_lang: str, target_lang: str, require_pair: bool = True) -> SplitReport:
     """Read `source` once, checking encoding and structure; count its pairs and its empty pairs.
 
-    Raises `DataError` for the first bad line, and when no pair is left after skipping the empty ones.
+    Raises `DataError` for the first bad line, and (`require_pair`) when no pair is left after skipping the empty ones.
     """
     report = SplitReport(source=source.describe())
     for line_number, source_text, target_text in read_pairs(source, source_lang, target_lang):
@@ -333,15 +333,15 @@ def check_file(source: FileSource, source_lang: str, target_lang: str) -> SplitR
         source_empty = is_empty(source_text)
         if source_empty or is_empty(target_text):
             report.add_skipped(source.location(line_number, source_empty))
-    if report.pairs_read == report.pairs_skipped:
+    if require_pair and report.pairs_read == report.pairs_skipped:
         raise no_pair_error(f"--{source.split}_file: {source.describe()}", report.pairs_read, "line")
     return report
 
 
 def no_pair_error(description: str, count: int, unit: str) -> DataError:
     """The one wording for pairs of which none has text on both sides (`count` `unit`s read: the lines of a file
-    that `check_file` reads, the rows of a dataset that `drop_empty_pairs` keeps): training's splits, evaluate's
-    --test_file and score's --pairs_file."""
+    that `check_file` reads, the rows of a dataset that `drop_empty_pairs` keeps): training's splits and evaluate's
+    --test_file (score's --pairs_file scores empty pairs too)."""
     problem = "is empty" if count == 0 else f"has only empty pairs ({count:,} {unit}{'' if count == 1 else 's'})"
     return DataError(f"{description} {problem}: give at least one pair in which both sides have text.")
 
@@ -742,9 +742,10 @@ class PairFile:
                 yield line, source, reference
 
 
-def pair_file(split: str, path: str, source_lang: str, target_lang: str) -> PairFile:
+def pair_file(split: str, path: str, source_lang: str, target_lang: str, require_pair: bool = True) -> PairFile:
     """The pairs of the `split` file `path`, checked as training checks them (a `DataError` names the file and
-    line)."""
+    line); `require_pair=False` accepts a file without a pair that has text on both sides (`vaswani score`, which
+    scores every pair, empty ones too)."""
     source = resolve_file(split, str(path), source_lang, target_lang)
-    report = check_file(source, source_lang, target_lang)
+    report = check_file(source, source_lang, target_lang, require_pair)
     return PairFile(source, source_lang, target_lang, report.pairs_read - report.pairs_skipped, report.pairs_skipped)
