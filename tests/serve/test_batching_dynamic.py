@@ -51,6 +51,9 @@ def test_a_batch_holds_at_most_the_token_budget():
     assert sizes == [3, 3, 1]
 
 
+MEET_SECONDS = 10  # a `Recorder(meet=N)` batch waits at most this long for the others: a failure's cost, not a pass's
+
+
 class Recorder:
     """A stand-in `decode` that records each batch and how many batches were decoding at once at most; each batch
     takes `seconds` (in its worker thread). With `meet=N` a batch also waits, until N batches have been decoding at
@@ -75,9 +78,6 @@ class Recorder:
         with self.lock:
             self.now -= 1
         return [[f"{key}:{sentence}"] for sentence in sentences]
-
-
-MEET_SECONDS = 10  # a `Recorder(meet=N)` batch waits at most this long for the others: a failure's cost, not a pass's
 
 
 def run_requests(batcher: Batcher, requests: list[tuple[str, str]]) -> list:

@@ -340,8 +340,8 @@ def check_file(source: FileSource, source_lang: str, target_lang: str, require_p
 
 def no_pair_error(description: str, count: int, unit: str) -> DataError:
     """The one wording for pairs of which none has text on both sides (`count` `unit`s read: the lines of a file
-    that `check_file` reads, the rows of a named dataset that `drop_empty_pairs` reads): training's splits and evaluate's
-    --test_file (score's --pairs_file scores empty pairs too)."""
+    that `check_file` reads, the rows of a named dataset that `drop_empty_pairs` reads): training's splits and
+    evaluate's --test_file (score's --pairs_file scores empty pairs too)."""
     problem = "is empty" if count == 0 else f"has only empty pairs ({count:,} {unit}{'' if count == 1 else 's'})"
     return DataError(f"{description} {problem}: give at least one pair in which both sides have text.")
 
